@@ -1,0 +1,366 @@
+//! Configuration: one typed [`Settings`] struct read from a TOML file (default
+//! `config/default.toml`) with environment overrides, unknown keys rejected and ranges validated
+//! at start-up.
+//!
+//! Environment overrides use `WARRANT__<SECTION>__<KEY>=<value>` (double underscores separate
+//! path segments, names are lowercased); the value is parsed as a TOML literal when it is one
+//! (`8`, `true`, `"text"`, `[1, 2]`) and taken as a plain string otherwise.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::ChunkingConfig;
+
+/// Errors raised while loading or validating configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// The TOML (after overrides) does not match the schema.
+    #[error("invalid configuration: {0}")]
+    Parse(String),
+    /// A value is outside its allowed range.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// Result alias of this layer.
+pub type ConfigResult<T> = Result<T, ConfigError>;
+
+/// The whole configuration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// HTTP server.
+    pub server: ServerSettings,
+    /// Token verification.
+    pub auth: AuthSettings,
+    /// Shards and index parameters.
+    pub index: IndexSettings,
+    /// Chunking.
+    pub chunking: ChunkingConfig,
+    /// Retrieval, fusion and context selection.
+    pub retrieval: RetrievalSettings,
+    /// The answer pipeline.
+    pub answer: AnswerSettings,
+    /// Embedding provider.
+    pub embedder: EmbedderSettings,
+    /// Generation provider.
+    pub generator: GeneratorSettings,
+    /// Citation support verifier.
+    pub verifier: VerifierSettings,
+    /// Demo corpus loaded at start-up.
+    pub demo: DemoSettings,
+}
+
+/// HTTP server settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    /// Address to bind, e.g. `127.0.0.1:8080`.
+    pub bind: String,
+    /// actix-web worker threads.
+    pub workers: usize,
+    /// Largest accepted request body in bytes.
+    pub max_body_bytes: usize,
+    /// Longest accepted question, in characters after trimming.
+    pub max_question_chars: usize,
+    /// Largest admin upsert batch (documents).
+    pub max_batch_documents: usize,
+    /// Requests processed at once by the answer/retrieve endpoints; more get 503 `overloaded`.
+    pub max_in_flight: usize,
+    /// Seconds suggested in `Retry-After` when overloaded.
+    pub retry_after_seconds: u64,
+    /// Log format: `text` or `json`.
+    pub log_format: String,
+}
+
+/// JWT verification settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    /// HS256 shared secret (prefer the env override `WARRANT__AUTH__HS256_SECRET`). Empty: off.
+    #[serde(default)]
+    pub hs256_secret: String,
+    /// Path of an RS256 PEM public key. Empty: off.
+    #[serde(default)]
+    pub rs256_public_key_file: String,
+    /// Required `iss`, when not empty.
+    #[serde(default)]
+    pub issuer: String,
+    /// Required `aud`, when not empty.
+    #[serde(default)]
+    pub audience: String,
+    /// Clock leeway for `exp`/`nbf`, seconds.
+    pub leeway_seconds: u64,
+}
+
+/// Shard and index settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexSettings {
+    /// Number of shard actors.
+    pub shards: usize,
+    /// HNSW max connections per node (M).
+    pub hnsw_max_connections: usize,
+    /// HNSW ef at construction.
+    pub hnsw_ef_construction: usize,
+    /// HNSW ef at search (raised to the candidate count when smaller).
+    pub hnsw_ef_search: usize,
+    /// Selectivity planner: when the scope allows at most this many vectors in a shard, the
+    /// shard scans exactly those vectors instead of walking the graph.
+    pub exact_scan_threshold: usize,
+    /// Selectivity planner: also scan exactly when the allowed fraction of the shard is below this.
+    pub exact_scan_max_fraction: f64,
+}
+
+/// Retrieval settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrievalSettings {
+    /// Lexical candidates fetched from every shard.
+    pub lexical_candidates: usize,
+    /// Vector candidates fetched from every shard.
+    pub vector_candidates: usize,
+    /// Reciprocal rank fusion constant k.
+    pub rrf_k: f64,
+    /// Largest number of chunks of one document in the final context.
+    pub max_chunks_per_doc: usize,
+    /// Token budget of the selected context.
+    pub context_token_budget: usize,
+    /// Default number of chunks in the final context.
+    pub top_k_default: usize,
+    /// Cap on a requested `top_k`/`k`.
+    pub top_k_max: usize,
+}
+
+/// Answer pipeline settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerSettings {
+    /// Default request deadline, ms.
+    pub deadline_ms: u64,
+    /// Cap on a requested deadline, ms.
+    pub max_deadline_ms: u64,
+    /// Budget of the retrieval stage, ms.
+    pub retrieval_budget_ms: u64,
+    /// Minimum time left (ms) to attempt one repair generation.
+    pub min_repair_ms: u64,
+    /// Token budget of the whole prompt (instructions + question + sources).
+    pub prompt_token_budget: usize,
+    /// Smallest useful source (tokens) when trimming to the prompt budget.
+    pub min_source_tokens: usize,
+    /// `fail_answer`: any bad claim fails the attempt; `drop_claim`: bad claims are dropped and
+    /// the answer stands when at least one valid claim remains.
+    pub claim_policy: ClaimPolicy,
+}
+
+/// What happens to an answer with one invalid claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimPolicy {
+    /// The attempt fails (repair or abstain).
+    FailAnswer,
+    /// The claim is dropped; the answer stands if valid claims remain.
+    DropClaim,
+}
+
+/// Embedding provider settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbedderSettings {
+    /// `hashed`, `minilm` or `openai`.
+    pub kind: String,
+    /// Vector dimension (hashed: any; others: checked against the model).
+    pub dim: usize,
+    /// Directory of a sentence-transformers BERT model (minilm).
+    pub model_dir: String,
+    /// OpenAI-compatible base URL (openai).
+    #[serde(default)]
+    pub base_url: String,
+    /// Model name (openai).
+    #[serde(default)]
+    pub model: String,
+    /// Name of the environment variable holding the API key (openai).
+    #[serde(default)]
+    pub api_key_env: String,
+    /// Total timeout per call, ms.
+    pub timeout_ms: u64,
+    /// Texts per embedding call when ingesting.
+    pub batch_size: usize,
+    /// Query vectors kept in the LRU cache.
+    pub query_cache: usize,
+}
+
+/// Generation provider settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeneratorSettings {
+    /// `extractive` or `openai`.
+    pub kind: String,
+    /// OpenAI-compatible base URL, e.g. `http://127.0.0.1:8000/v1`.
+    #[serde(default)]
+    pub base_url: String,
+    /// Model name.
+    #[serde(default)]
+    pub model: String,
+    /// Name of the environment variable holding the API key.
+    #[serde(default)]
+    pub api_key_env: String,
+    /// Connect timeout, ms.
+    pub connect_timeout_ms: u64,
+    /// Largest number of claims the extractive generator emits.
+    pub max_claims: usize,
+}
+
+/// Support verifier thresholds.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifierSettings {
+    /// Minimum fraction of the claim's content words found in the cited text.
+    pub min_coverage: f64,
+    /// Minimum embedding cosine between claim and cited text (used with an embedder).
+    pub min_similarity: f64,
+}
+
+/// Demo corpus settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DemoSettings {
+    /// Load the demo corpus at start-up.
+    pub load: bool,
+    /// Path of the demo corpus (JSON).
+    pub corpus: String,
+}
+
+/// Path of the default configuration file, relative to the working directory.
+pub const DEFAULT_CONFIG: &str = "config/default.toml";
+
+impl Settings {
+    /// Reads `path` (or [`DEFAULT_CONFIG`]), applies `WARRANT__…` overrides from the process
+    /// environment and validates.
+    pub fn load(path: Option<&Path>) -> ConfigResult<Self> {
+        let path = path.unwrap_or_else(|| Path::new(DEFAULT_CONFIG));
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        Self::from_toml(&text, std::env::vars())
+    }
+
+    /// Parses `text`, applies overrides from `environment` (only `WARRANT__` keys are read) and
+    /// validates.
+    pub fn from_toml(text: &str, environment: impl IntoIterator<Item = (String, String)>) -> ConfigResult<Self> {
+        let mut value: toml::Value = toml::from_str(text).map_err(|error| ConfigError::Parse(error.to_string()))?;
+        for (key, raw) in environment {
+            let Some(path) = key.strip_prefix("WARRANT__") else { continue };
+            let segments: Vec<String> = path.split("__").map(str::to_lowercase).collect();
+            set_path(&mut value, &segments, parse_literal(&raw))?;
+        }
+        let settings: Settings = value.try_into().map_err(|error: toml::de::Error| ConfigError::Parse(error.to_string()))?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// The built-in defaults (the contents of `config/default.toml`, compiled in for tests).
+    pub fn defaults() -> Self {
+        Self::from_toml(include_str!("../config/default.toml"), std::iter::empty()).expect("default config is valid")
+    }
+
+    /// Checks ranges and cross-field rules.
+    pub fn validate(&self) -> ConfigResult<()> {
+        let mut problems = Vec::new();
+        let mut check = |ok: bool, message: &str| {
+            if !ok {
+                problems.push(message.to_owned());
+            }
+        };
+        check((1..=256).contains(&self.index.shards), "index.shards must be in 1..=256");
+        check((4..=256).contains(&self.index.hnsw_max_connections), "index.hnsw_max_connections must be in 4..=256");
+        check((8..=4096).contains(&self.index.hnsw_ef_construction), "index.hnsw_ef_construction must be in 8..=4096");
+        check((1..=4096).contains(&self.index.hnsw_ef_search), "index.hnsw_ef_search must be in 1..=4096");
+        check(
+            (0.0..=1.0).contains(&self.index.exact_scan_max_fraction),
+            "index.exact_scan_max_fraction must be in 0..=1",
+        );
+        check((8..=4096).contains(&self.chunking.max_tokens), "chunking.max_tokens must be in 8..=4096");
+        check(self.chunking.overlap_tokens < self.chunking.max_tokens, "chunking.overlap_tokens must be below max_tokens");
+        check((1..=1000).contains(&self.retrieval.lexical_candidates), "retrieval.lexical_candidates must be in 1..=1000");
+        check((1..=1000).contains(&self.retrieval.vector_candidates), "retrieval.vector_candidates must be in 1..=1000");
+        check(self.retrieval.rrf_k > 0.0 && self.retrieval.rrf_k.is_finite(), "retrieval.rrf_k must be positive");
+        check(self.retrieval.max_chunks_per_doc >= 1, "retrieval.max_chunks_per_doc must be at least 1");
+        check(self.retrieval.context_token_budget >= 16, "retrieval.context_token_budget must be at least 16");
+        check(
+            (1..=self.retrieval.top_k_max).contains(&self.retrieval.top_k_default),
+            "retrieval.top_k_default must be in 1..=top_k_max",
+        );
+        check(self.retrieval.top_k_max <= 100, "retrieval.top_k_max must be at most 100");
+        check(self.answer.deadline_ms >= 1, "answer.deadline_ms must be positive");
+        check(self.answer.deadline_ms <= self.answer.max_deadline_ms, "answer.deadline_ms must not exceed max_deadline_ms");
+        check(self.answer.prompt_token_budget >= 64, "answer.prompt_token_budget must be at least 64");
+        check(self.answer.min_source_tokens >= 1, "answer.min_source_tokens must be at least 1");
+        check((1..=10_000).contains(&self.server.max_question_chars), "server.max_question_chars must be in 1..=10000");
+        check(self.server.max_body_bytes >= 1024, "server.max_body_bytes must be at least 1024");
+        check(self.server.max_in_flight >= 1, "server.max_in_flight must be at least 1");
+        check(self.server.workers >= 1, "server.workers must be at least 1");
+        check(self.server.max_batch_documents >= 1, "server.max_batch_documents must be at least 1");
+        check(matches!(self.server.log_format.as_str(), "text" | "json"), "server.log_format must be text or json");
+        check(matches!(self.embedder.kind.as_str(), "hashed" | "minilm" | "openai"), "embedder.kind must be hashed, minilm or openai");
+        check((8..=8192).contains(&self.embedder.dim), "embedder.dim must be in 8..=8192");
+        check(self.embedder.batch_size >= 1, "embedder.batch_size must be at least 1");
+        check(matches!(self.generator.kind.as_str(), "extractive" | "openai"), "generator.kind must be extractive or openai");
+        check(self.generator.max_claims >= 1, "generator.max_claims must be at least 1");
+        check((0.0..=1.0).contains(&self.verifier.min_coverage), "verifier.min_coverage must be in 0..=1");
+        check((-1.0..=1.0).contains(&self.verifier.min_similarity), "verifier.min_similarity must be in -1..=1");
+        if problems.is_empty() { Ok(()) } else { Err(ConfigError::Invalid(problems.join("; "))) }
+    }
+}
+
+fn parse_literal(raw: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut table| table.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_owned()))
+}
+
+fn set_path(value: &mut toml::Value, segments: &[String], new: toml::Value) -> ConfigResult<()> {
+    let (last, parents) = segments.split_last().ok_or_else(|| ConfigError::Parse("empty override key".into()))?;
+    let mut cursor = value;
+    for segment in parents {
+        let table = cursor.as_table_mut().ok_or_else(|| ConfigError::Parse(format!("override path {segment} is not a table")))?;
+        cursor = table.entry(segment.clone()).or_insert_with(|| toml::Value::Table(Default::default()));
+    }
+    let table = cursor.as_table_mut().ok_or_else(|| ConfigError::Parse(format!("override path {last} is not a table")))?;
+    table.insert(last.clone(), new);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEFAULT: &str = include_str!("../config/default.toml");
+
+    #[test]
+    fn defaults_are_valid() {
+        Settings::defaults();
+    }
+
+    #[test]
+    fn environment_overrides_and_rejects_unknown_keys() {
+        let settings = Settings::from_toml(DEFAULT, [("WARRANT__INDEX__SHARDS".to_owned(), "3".to_owned())]).unwrap();
+        assert_eq!(settings.index.shards, 3);
+        let unknown = Settings::from_toml(DEFAULT, [("WARRANT__INDEX__SHRADS".to_owned(), "3".to_owned())]);
+        assert!(matches!(unknown, Err(ConfigError::Parse(message)) if message.contains("shrads")));
+    }
+
+    #[test]
+    fn out_of_range_values_are_rejected_with_the_key_named() {
+        let error = Settings::from_toml(DEFAULT, [("WARRANT__INDEX__SHARDS".to_owned(), "0".to_owned())]).unwrap_err();
+        assert!(error.to_string().contains("index.shards"));
+    }
+}

@@ -1,0 +1,20 @@
+//! Plain domain types shared by every layer: identities, documents, chunks, principals and the
+//! one token-counting rule. No IO lives here.
+//!
+//! Invariants kept by this module:
+//! - a [`ChunkId`] is derived only from content and provenance (tenant, doc_id, version,
+//!   offsets, normalized text), never from display titles or insertion order, so the lexical and
+//!   vector indexes agree on it and re-ingesting the same document yields the same ids;
+//! - chunk offsets are character (Unicode scalar value) offsets into the document text and
+//!   `doc.text.chars().skip(start).take(end - start)` is exactly the chunk text.
+
+mod chunk;
+mod document;
+mod ids;
+mod principal;
+pub mod tokens;
+
+pub use chunk::{Chunk, ChunkingConfig, chunk_document};
+pub use document::{DocAcl, Document};
+pub use ids::{ChunkId, DocOrdinal};
+pub use principal::Principal;

@@ -1,0 +1,86 @@
+//! Embedding providers behind one [`Embedder`] trait: the deterministic [`HashedEmbedder`]
+//! (feature hashing; test and fallback embedder), plus the real models added beside it.
+//!
+//! Invariants: every vector an embedder returns has exactly `dimension()` finite components and
+//! unit L2 norm (or is all zeros for text without features), so cosine similarity is a dot
+//! product everywhere downstream.
+
+mod hashed;
+
+pub use hashed::HashedEmbedder;
+
+use async_trait::async_trait;
+
+/// Errors of embedding providers.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The provider did not answer in time.
+    #[error("embedding provider timed out")]
+    Timeout,
+    /// The provider failed (connection, status, malformed reply).
+    #[error("embedding provider failed: {0}")]
+    Provider(String),
+    /// The provider returned vectors of the wrong dimension or count.
+    #[error("embedding provider returned {got} values where {expected} were expected")]
+    Shape {
+        /// Expected count or dimension.
+        expected: usize,
+        /// Received count or dimension.
+        got: usize,
+    },
+    /// Model files are missing or invalid.
+    #[error("embedding model unavailable: {0}")]
+    Model(String),
+}
+
+impl EmbedError {
+    /// Transport-neutral code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Timeout => "embedder_timeout",
+            Self::Provider(_) => "embedder_error",
+            Self::Shape { .. } => "embedder_shape",
+            Self::Model(_) => "embedder_model",
+        }
+    }
+}
+
+/// Result alias of this layer.
+pub type EmbedResult<T> = Result<T, EmbedError>;
+
+/// Turns texts into unit vectors.
+#[async_trait]
+pub trait Embedder: Send + Sync {
+    /// Stable name recorded in indexes and snapshots (e.g. `hashed-384`, `minilm:all-MiniLM-L6-v2`).
+    fn name(&self) -> &str;
+    /// Vector dimension.
+    fn dimension(&self) -> usize;
+    /// Embeds a batch of texts (documents or queries), one vector per text, in order.
+    async fn embed(&self, texts: &[String]) -> EmbedResult<Vec<Vec<f32>>>;
+}
+
+/// L2-normalizes `vector` in place (leaves an all-zero vector unchanged).
+pub fn normalize(vector: &mut [f32]) {
+    let norm = vector.iter().map(|value| value * value).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        for value in vector.iter_mut() {
+            *value /= norm;
+        }
+    }
+}
+
+/// Dot product (cosine similarity of unit vectors).
+#[inline]
+pub fn dot(left: &[f32], right: &[f32]) -> f32 {
+    debug_assert_eq!(left.len(), right.len());
+    // Eight independent accumulators let the compiler vectorize without fast-math.
+    let mut sums = [0f32; 8];
+    let chunks = left.len() / 8 * 8;
+    for (left_block, right_block) in left[..chunks].chunks_exact(8).zip(right[..chunks].chunks_exact(8)) {
+        for lane in 0..8 {
+            sums[lane] += left_block[lane] * right_block[lane];
+        }
+    }
+    let tail: f32 = left[chunks..].iter().zip(&right[chunks..]).map(|(a, b)| a * b).sum();
+    sums.iter().sum::<f32>() + tail
+}

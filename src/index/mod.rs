@@ -1,0 +1,71 @@
+//! Per-shard indexes over chunks: an HNSW vector index (hnsw_rs, cosine; Malkov & Yashunin
+//! 2018) with a selectivity planner, and an in-RAM tantivy BM25 index (Robertson & Zaragoza),
+//! both restricted to an authorization bitmap *inside* the search, plus the shard actor that
+//! owns them.
+//!
+//! Invariants kept by this module:
+//! - a search returns only slots whose document ordinal is in the `allowed` bitmap it was given;
+//!   nothing outside it is scored into a top-k (no post-filtering);
+//! - slots are shard-local, dense and append-only (`0..len`); the same slot names the same chunk
+//!   in both indexes and in the shard's chunk store.
+
+pub mod lexical;
+pub mod vector;
+
+/// Shard-local dense position of a chunk (also its HNSW data id and its tantivy `slot` value).
+pub type Slot = u32;
+
+/// One scored search result.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Hit {
+    /// The chunk's slot in its shard.
+    pub slot: Slot,
+    /// Retriever score: BM25 for lexical, cosine similarity for vector. Higher is better.
+    pub score: f32,
+}
+
+/// Errors of the index layer.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// tantivy failed.
+    #[error("lexical index failure: {0}")]
+    Lexical(String),
+    /// A vector had the wrong dimension or non-finite values.
+    #[error("vector has dimension {got}, index expects {expected}")]
+    Dimension {
+        /// Index dimension.
+        expected: usize,
+        /// Received dimension.
+        got: usize,
+    },
+    /// A vector contained NaN or infinity.
+    #[error("vector contains non-finite values")]
+    NonFinite,
+    /// Slots were not appended densely.
+    #[error("slot {got} inserted where {expected} was expected")]
+    SlotOrder {
+        /// Next expected slot.
+        expected: Slot,
+        /// Received slot.
+        got: Slot,
+    },
+    /// The shard actor is gone (mailbox closed).
+    #[error("shard unavailable")]
+    Unavailable,
+}
+
+impl IndexError {
+    /// Transport-neutral code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Lexical(_) => "lexical_index_error",
+            Self::Dimension { .. } => "vector_dimension",
+            Self::NonFinite => "vector_non_finite",
+            Self::SlotOrder { .. } => "slot_order",
+            Self::Unavailable => "shard_unavailable",
+        }
+    }
+}
+
+/// Result alias of this layer.
+pub type IndexResult<T> = Result<T, IndexError>;

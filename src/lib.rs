@@ -1,0 +1,11 @@
+//! warrant: a citation-first, access-controlled hybrid RAG answer server.
+//!
+//! Data flows one way through the modules: `http` → `answer` → `retrieval` → `index` / `acl` →
+//! `domain`. See ARCHITECTURE.md for one section per module.
+
+#![warn(missing_docs)]
+
+pub mod acl;
+pub mod config;
+pub mod domain;
+pub mod embed;
