@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod acl;
+pub mod answer;
 pub mod config;
 pub mod domain;
 pub mod embed;

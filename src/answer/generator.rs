@@ -1,0 +1,99 @@
+//! The [`Generator`] trait and its request type. Implementations live beside it.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+/// One source as the model sees it: a server-assigned label and neutralized, untrusted text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceForModel {
+    /// `S1`, `S2`, …
+    pub label: String,
+    /// Source text with delimiter and label-shaped sequences neutralized.
+    pub text: String,
+}
+
+/// Everything a generator needs for one call.
+#[derive(Clone, Debug)]
+pub struct GenerationRequest {
+    /// System instruction (sources are untrusted evidence, answer only from them, cite labels).
+    pub system: String,
+    /// The rendered user message: delimited sources followed by the question.
+    pub user: String,
+    /// The question alone (trimmed).
+    pub question: String,
+    /// The labeled sources alone, in label order.
+    pub sources: Vec<SourceForModel>,
+    /// JSON schema of the expected output (`cited_answer`).
+    pub schema: serde_json::Value,
+    /// Problems found in the previous attempt, when this is the repair attempt.
+    pub repair: Option<String>,
+    /// Time the generator may take.
+    pub timeout: Duration,
+}
+
+/// Errors of generators.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum GeneratorError {
+    /// No answer within the time allowed.
+    #[error("generator timed out")]
+    Timeout,
+    /// The provider answered with an error status.
+    #[error("generator returned status {status}")]
+    Status {
+        /// HTTP status.
+        status: u16,
+    },
+    /// The provider could not be reached.
+    #[error("generator unreachable: {0}")]
+    Connection(String),
+    /// The provider refused or returned no usable content.
+    #[error("generator refused: {0}")]
+    Refused(String),
+}
+
+impl GeneratorError {
+    /// Transport-neutral code (also the abstention diagnostic).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Timeout => "generator_timeout",
+            Self::Status { .. } => "generator_status",
+            Self::Connection(_) => "generator_unreachable",
+            Self::Refused(_) => "generator_refused",
+        }
+    }
+}
+
+/// Produces raw model output (a JSON document, unvalidated) for a labeled prompt.
+#[async_trait]
+pub trait Generator: Send + Sync {
+    /// Name reported in logs and `/readyz`.
+    fn name(&self) -> &str;
+    /// One generation call.
+    async fn generate(&self, request: &GenerationRequest) -> Result<String, GeneratorError>;
+}
+
+/// The JSON schema of the model's output:
+/// `{"answerable": bool, "claims": [{"text": string, "citations": ["S1", …]}]}`.
+pub fn output_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["answerable", "claims"],
+        "properties": {
+            "answerable": {"type": "boolean"},
+            "claims": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["text", "citations"],
+                    "properties": {
+                        "text": {"type": "string"},
+                        "citations": {"type": "array", "items": {"type": "string", "pattern": "^S[1-9][0-9]*$"}}
+                    }
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,6 @@
+//! The answer pipeline: labeled context, prompt, structured generation, citation validation,
+//! one repair, abstention. Providers (generators, support verifiers) are traits here so that an
+//! embedded default, OpenAI-compatible HTTP providers and deterministic fakes plug in alike.
+
+pub mod generator;
+pub mod verifier;
