@@ -248,7 +248,8 @@ impl Settings {
     /// environment and validates.
     pub fn load(path: Option<&Path>) -> ConfigResult<Self> {
         let path = path.unwrap_or_else(|| Path::new(DEFAULT_CONFIG));
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
         Self::from_toml(&text, std::env::vars())
     }
 
@@ -261,7 +262,8 @@ impl Settings {
             let segments: Vec<String> = path.split("__").map(str::to_lowercase).collect();
             set_path(&mut value, &segments, parse_literal(&raw))?;
         }
-        let settings: Settings = value.try_into().map_err(|error: toml::de::Error| ConfigError::Parse(error.to_string()))?;
+        let settings: Settings =
+            value.try_into().map_err(|error: toml::de::Error| ConfigError::Parse(error.to_string()))?;
         settings.validate()?;
         Ok(settings)
     }
@@ -288,9 +290,18 @@ impl Settings {
             "index.exact_scan_max_fraction must be in 0..=1",
         );
         check((8..=4096).contains(&self.chunking.max_tokens), "chunking.max_tokens must be in 8..=4096");
-        check(self.chunking.overlap_tokens < self.chunking.max_tokens, "chunking.overlap_tokens must be below max_tokens");
-        check((1..=1000).contains(&self.retrieval.lexical_candidates), "retrieval.lexical_candidates must be in 1..=1000");
-        check((1..=1000).contains(&self.retrieval.vector_candidates), "retrieval.vector_candidates must be in 1..=1000");
+        check(
+            self.chunking.overlap_tokens < self.chunking.max_tokens,
+            "chunking.overlap_tokens must be below max_tokens",
+        );
+        check(
+            (1..=1000).contains(&self.retrieval.lexical_candidates),
+            "retrieval.lexical_candidates must be in 1..=1000",
+        );
+        check(
+            (1..=1000).contains(&self.retrieval.vector_candidates),
+            "retrieval.vector_candidates must be in 1..=1000",
+        );
         check(self.retrieval.rrf_k > 0.0 && self.retrieval.rrf_k.is_finite(), "retrieval.rrf_k must be positive");
         check(self.retrieval.max_chunks_per_doc >= 1, "retrieval.max_chunks_per_doc must be at least 1");
         check(self.retrieval.context_token_budget >= 16, "retrieval.context_token_budget must be at least 16");
@@ -300,7 +311,10 @@ impl Settings {
         );
         check(self.retrieval.top_k_max <= 100, "retrieval.top_k_max must be at most 100");
         check(self.answer.deadline_ms >= 1, "answer.deadline_ms must be positive");
-        check(self.answer.deadline_ms <= self.answer.max_deadline_ms, "answer.deadline_ms must not exceed max_deadline_ms");
+        check(
+            self.answer.deadline_ms <= self.answer.max_deadline_ms,
+            "answer.deadline_ms must not exceed max_deadline_ms",
+        );
         check(self.answer.prompt_token_budget >= 64, "answer.prompt_token_budget must be at least 64");
         check(self.answer.min_source_tokens >= 1, "answer.min_source_tokens must be at least 1");
         check((1..=10_000).contains(&self.server.max_question_chars), "server.max_question_chars must be in 1..=10000");
@@ -309,10 +323,16 @@ impl Settings {
         check(self.server.workers >= 1, "server.workers must be at least 1");
         check(self.server.max_batch_documents >= 1, "server.max_batch_documents must be at least 1");
         check(matches!(self.server.log_format.as_str(), "text" | "json"), "server.log_format must be text or json");
-        check(matches!(self.embedder.kind.as_str(), "hashed" | "minilm" | "openai"), "embedder.kind must be hashed, minilm or openai");
+        check(
+            matches!(self.embedder.kind.as_str(), "hashed" | "minilm" | "openai"),
+            "embedder.kind must be hashed, minilm or openai",
+        );
         check((8..=8192).contains(&self.embedder.dim), "embedder.dim must be in 8..=8192");
         check(self.embedder.batch_size >= 1, "embedder.batch_size must be at least 1");
-        check(matches!(self.generator.kind.as_str(), "extractive" | "openai"), "generator.kind must be extractive or openai");
+        check(
+            matches!(self.generator.kind.as_str(), "extractive" | "openai"),
+            "generator.kind must be extractive or openai",
+        );
         check(self.generator.max_claims >= 1, "generator.max_claims must be at least 1");
         check((0.0..=1.0).contains(&self.verifier.min_coverage), "verifier.min_coverage must be in 0..=1");
         check((-1.0..=1.0).contains(&self.verifier.min_similarity), "verifier.min_similarity must be in -1..=1");
@@ -331,10 +351,13 @@ fn set_path(value: &mut toml::Value, segments: &[String], new: toml::Value) -> C
     let (last, parents) = segments.split_last().ok_or_else(|| ConfigError::Parse("empty override key".into()))?;
     let mut cursor = value;
     for segment in parents {
-        let table = cursor.as_table_mut().ok_or_else(|| ConfigError::Parse(format!("override path {segment} is not a table")))?;
+        let table = cursor
+            .as_table_mut()
+            .ok_or_else(|| ConfigError::Parse(format!("override path {segment} is not a table")))?;
         cursor = table.entry(segment.clone()).or_insert_with(|| toml::Value::Table(Default::default()));
     }
-    let table = cursor.as_table_mut().ok_or_else(|| ConfigError::Parse(format!("override path {last} is not a table")))?;
+    let table =
+        cursor.as_table_mut().ok_or_else(|| ConfigError::Parse(format!("override path {last} is not a table")))?;
     table.insert(last.clone(), new);
     Ok(())
 }

@@ -62,8 +62,7 @@ fn sentence_spans(chars: &[char]) -> Vec<(usize, usize)> {
     while index < chars.len() {
         let character = chars[index];
         let ends_sentence = character == '\n'
-            || (matches!(character, '.' | '!' | '?')
-                && chars.get(index + 1).is_none_or(|next| next.is_whitespace()));
+            || (matches!(character, '.' | '!' | '?') && chars.get(index + 1).is_none_or(|next| next.is_whitespace()));
         if ends_sentence {
             push_trimmed(chars, start, index + 1, &mut spans);
             start = index + 1;

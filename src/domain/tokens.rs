@@ -27,9 +27,7 @@ pub fn count_tokens(text: &str) -> usize {
 
 /// Lowercased alphanumeric words of `text` (the word units used by lexical heuristics).
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|character: char| !character.is_alphanumeric())
-        .filter(|word| !word.is_empty())
-        .map(str::to_lowercase)
+    text.split(|character: char| !character.is_alphanumeric()).filter(|word| !word.is_empty()).map(str::to_lowercase)
 }
 
 #[cfg(test)]
