@@ -160,6 +160,8 @@ pub struct AnswerSettings {
     /// `fail_answer`: any bad claim fails the attempt; `drop_claim`: bad claims are dropped and
     /// the answer stands when at least one valid claim remains.
     pub claim_policy: ClaimPolicy,
+    /// Candidates found only by vector search count as evidence only at or above this cosine.
+    pub min_vector_score: f32,
 }
 
 /// What happens to an answer with one invalid claim.
@@ -316,6 +318,7 @@ impl Settings {
             "answer.deadline_ms must not exceed max_deadline_ms",
         );
         check(self.answer.prompt_token_budget >= 64, "answer.prompt_token_budget must be at least 64");
+        check((-1.0..=1.0).contains(&self.answer.min_vector_score), "answer.min_vector_score must be in -1..=1");
         check(self.answer.min_source_tokens >= 1, "answer.min_source_tokens must be at least 1");
         check((1..=10_000).contains(&self.server.max_question_chars), "server.max_question_chars must be in 1..=10000");
         check(self.server.max_body_bytes >= 1024, "server.max_body_bytes must be at least 1024");

@@ -10,3 +10,5 @@ pub mod answer;
 pub mod config;
 pub mod domain;
 pub mod embed;
+pub mod index;
+pub mod retrieval;

@@ -3,4 +3,32 @@
 //! embedded default, OpenAI-compatible HTTP providers and deterministic fakes plug in alike.
 
 pub mod generator;
+pub mod pipeline;
+pub mod prompt;
+pub mod response;
+pub mod validate;
 pub mod verifier;
+
+pub use pipeline::{Answer, AnswerActor, AnswerPipeline, AnswerRequest, PipelineSettings};
+
+use crate::retrieval::RetrievalError;
+
+/// Server faults of the answer layer (abstentions are not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// Retrieval failed (index or embedder).
+    #[error(transparent)]
+    Retrieval(#[from] RetrievalError),
+}
+
+impl AnswerError {
+    /// Transport-neutral code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Retrieval(error) => error.code(),
+        }
+    }
+}
+
+/// Result alias of this layer.
+pub type AnswerResult<T> = Result<T, AnswerError>;

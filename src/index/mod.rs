@@ -10,6 +10,7 @@
 //!   in both indexes and in the shard's chunk store.
 
 pub mod lexical;
+pub mod shard;
 pub mod vector;
 
 /// Shard-local dense position of a chunk (also its HNSW data id and its tantivy `slot` value).

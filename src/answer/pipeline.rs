@@ -1,0 +1,419 @@
+//! The request pipeline: scope → retrieval → selection → labeling/prompt → generation →
+//! validation → (one repair) → response, under a request deadline with a budget per stage.
+//!
+//! Invariants: the scope is built once from the principal and used for every search; the
+//! generator sees labels and neutralized text only; every returned citation was retrieved, was
+//! in the final context, and is authorized under the ACL snapshot loaded at validation time,
+//! whose epoch the response carries; a repair prompt never contains a source revoked since.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::{Actor, Context, Handler, Message, ResponseFuture};
+
+use crate::config::{AnswerSettings, Settings};
+use crate::domain::{Chunk, Principal};
+use crate::retrieval::{Candidate, Engine, SelectionLimits, select_context};
+
+use super::AnswerResult;
+use super::generator::{GenerationRequest, Generator, GeneratorError, SourceForModel, output_schema};
+use super::prompt::{build_prompt, render_user};
+use super::response::{
+    Abstention, AnswerBody, AnswerMetrics, AnswerResponse, AnswerStatus, CitationOut, ClaimOut, RetrieveResponse,
+    RetrievedChunk,
+};
+use super::validate::{
+    AbstentionReason, Problem, ValidClaim, ValidationContext, Verdict, repair_instruction, validate,
+};
+use super::verifier::SupportVerifier;
+
+/// Time kept back from the generation stage for validation and response building.
+const VALIDATION_RESERVE: Duration = Duration::from_millis(25);
+
+/// A validated question.
+#[derive(Clone, Debug)]
+pub struct AnswerRequest {
+    /// The question (trimmed, 1..=max chars).
+    pub question: String,
+    /// Requested context size (clamped).
+    pub top_k: Option<usize>,
+    /// Requested deadline (clamped).
+    pub deadline_ms: Option<u64>,
+}
+
+/// Pipeline limits (a slice of [`Settings`]).
+#[derive(Clone, Debug)]
+pub struct PipelineSettings {
+    /// Answer settings.
+    pub answer: AnswerSettings,
+    /// Default context size.
+    pub top_k_default: usize,
+    /// Cap on context size.
+    pub top_k_max: usize,
+    /// Context token budget.
+    pub context_token_budget: usize,
+    /// Most chunks per document.
+    pub max_chunks_per_doc: usize,
+    /// Vector-only candidates below this cosine are not evidence.
+    pub min_vector_score: f32,
+}
+
+impl PipelineSettings {
+    /// From the settings file.
+    pub fn from_settings(settings: &Settings) -> Self {
+        Self {
+            answer: settings.answer.clone(),
+            top_k_default: settings.retrieval.top_k_default,
+            top_k_max: settings.retrieval.top_k_max,
+            context_token_budget: settings.retrieval.context_token_budget,
+            max_chunks_per_doc: settings.retrieval.max_chunks_per_doc,
+            min_vector_score: settings.answer.min_vector_score,
+        }
+    }
+}
+
+/// Records stage durations for the response and Prometheus.
+struct StageClock {
+    stages: BTreeMap<String, f64>,
+}
+
+impl StageClock {
+    fn new() -> Self {
+        Self { stages: BTreeMap::new() }
+    }
+
+    fn record(&mut self, stage: &'static str, started: Instant) {
+        let elapsed = started.elapsed();
+        metrics::histogram!("warrant_stage_duration_seconds", "stage" => stage).record(elapsed.as_secs_f64());
+        *self.stages.entry(stage.to_owned()).or_default() += elapsed.as_secs_f64() * 1000.0;
+    }
+}
+
+/// The answer pipeline with its providers.
+pub struct AnswerPipeline {
+    engine: Arc<Engine>,
+    generator: Arc<dyn Generator>,
+    verifier: Arc<dyn SupportVerifier>,
+    settings: PipelineSettings,
+}
+
+/// Mutable per-request state.
+struct RequestState {
+    request_id: String,
+    clock: StageClock,
+    metrics: AnswerMetrics,
+    acl_epoch: u64,
+}
+
+impl RequestState {
+    fn reject(&mut self, problems: &[Problem]) {
+        for problem in problems {
+            *self.metrics.citations_rejected.entry(problem.rejection.code().to_owned()).or_default() += 1;
+            metrics::counter!("warrant_citations_rejected_total", "reason" => problem.rejection.code()).increment(1);
+        }
+    }
+
+    fn abstain(mut self, reason: AbstentionReason, diagnostics: Vec<String>) -> AnswerResponse {
+        self.metrics.stages_ms = self.clock.stages;
+        metrics::counter!("warrant_answers_total", "status" => "abstained", "reason" => reason.as_str()).increment(1);
+        AnswerResponse {
+            request_id: self.request_id,
+            status: AnswerStatus::Abstained,
+            answer: None,
+            abstention: Some(Abstention { reason, diagnostics }),
+            acl_epoch: self.acl_epoch,
+            metrics: self.metrics,
+        }
+    }
+
+    fn answered(mut self, claims: Vec<ValidClaim>) -> AnswerResponse {
+        self.metrics.stages_ms = self.clock.stages;
+        metrics::counter!("warrant_answers_total", "status" => "answered", "reason" => "none").increment(1);
+        let claims = claims
+            .into_iter()
+            .map(|claim| ClaimOut {
+                text: claim.text,
+                citations: claim
+                    .citations
+                    .into_iter()
+                    .map(|citation| CitationOut {
+                        label: citation.label,
+                        chunk_id: citation.chunk.id.to_string(),
+                        doc_id: citation.chunk.doc_id.clone(),
+                        doc_version: citation.chunk.doc_version,
+                        start: citation.chunk.start,
+                        end: citation.chunk.end,
+                        title: citation.chunk.title.clone(),
+                        quote: citation.quote,
+                    })
+                    .collect(),
+            })
+            .collect();
+        AnswerResponse {
+            request_id: self.request_id,
+            status: AnswerStatus::Answered,
+            answer: Some(AnswerBody { claims }),
+            abstention: None,
+            acl_epoch: self.acl_epoch,
+            metrics: self.metrics,
+        }
+    }
+}
+
+fn diagnostics(problems: &[Problem]) -> Vec<String> {
+    let mut codes: Vec<String> = problems.iter().map(|problem| problem.rejection.code().to_owned()).collect();
+    codes.sort();
+    codes.dedup();
+    codes
+}
+
+impl AnswerPipeline {
+    /// A pipeline over an engine and providers.
+    pub fn new(
+        engine: Arc<Engine>,
+        generator: Arc<dyn Generator>,
+        verifier: Arc<dyn SupportVerifier>,
+        settings: PipelineSettings,
+    ) -> Self {
+        Self { engine, generator, verifier, settings }
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The generator.
+    pub fn generator(&self) -> &Arc<dyn Generator> {
+        &self.generator
+    }
+
+    /// Answers `request` for `principal`. Abstentions are `Ok`; `Err` is a server fault.
+    pub async fn answer(
+        &self,
+        principal: &Principal,
+        request: AnswerRequest,
+        request_id: String,
+    ) -> AnswerResult<AnswerResponse> {
+        let started = Instant::now();
+        let answer_settings = &self.settings.answer;
+        let deadline_ms =
+            request.deadline_ms.unwrap_or(answer_settings.deadline_ms).clamp(1, answer_settings.max_deadline_ms);
+        let deadline = started + Duration::from_millis(deadline_ms);
+        let top_k = request.top_k.unwrap_or(self.settings.top_k_default).clamp(1, self.settings.top_k_max);
+        let mut state =
+            RequestState { request_id, clock: StageClock::new(), metrics: AnswerMetrics::default(), acl_epoch: 0 };
+
+        let stage = Instant::now();
+        let scope = self.engine.scope(principal);
+        state.acl_epoch = scope.epoch();
+        state.clock.record("scope", stage);
+
+        let stage = Instant::now();
+        let budget = deadline
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(answer_settings.retrieval_budget_ms));
+        let retrieved = match tokio::time::timeout(budget, self.engine.retrieve(&scope, &request.question)).await {
+            Err(_) => {
+                state.clock.record("retrieval", stage);
+                return Ok(state.abstain(AbstentionReason::DeadlineExceeded, vec!["retrieval_timeout".into()]));
+            }
+            Ok(result) => result?,
+        };
+        state.clock.record("retrieval", stage);
+        state.metrics.retrieved = retrieved.candidates.len();
+
+        let stage = Instant::now();
+        let evidence: Vec<Candidate> = retrieved
+            .candidates
+            .iter()
+            .filter(|candidate| {
+                candidate.lexical.is_some()
+                    || candidate.vector.is_some_and(|placement| placement.score >= self.settings.min_vector_score)
+            })
+            .cloned()
+            .collect();
+        if evidence.is_empty() {
+            state.clock.record("selection", stage);
+            return Ok(state.abstain(AbstentionReason::NoAuthorizedEvidence, vec![]));
+        }
+        let limits = SelectionLimits {
+            top_k,
+            token_budget: self.settings.context_token_budget,
+            max_chunks_per_doc: self.settings.max_chunks_per_doc,
+        };
+        let selection = select_context(&evidence, limits);
+        state.clock.record("selection", stage);
+
+        let stage = Instant::now();
+        let chosen: Vec<Arc<Chunk>> = selection.chosen.iter().map(|candidate| Arc::clone(&candidate.chunk)).collect();
+        let prompt = build_prompt(
+            &request.question,
+            &chosen,
+            answer_settings.prompt_token_budget,
+            answer_settings.min_source_tokens,
+        );
+        state.clock.record("prompt", stage);
+        let Some(prompt) = prompt else {
+            return Ok(state.abstain(AbstentionReason::ContextOverflow, vec![]));
+        };
+        state.metrics.context = prompt.sources.len();
+        let retrieved_chunks: Vec<Arc<Chunk>> =
+            retrieved.candidates.iter().map(|candidate| Arc::clone(&candidate.chunk)).collect();
+
+        let mut sources_for_model = prompt.for_model.clone();
+        let mut repair: Option<String> = None;
+        for attempt in 1..=2u32 {
+            let (generation_stage, validation_stage) =
+                if attempt == 1 { ("generation", "validation") } else { ("repair_generation", "repair_validation") };
+            let remaining = deadline.saturating_duration_since(Instant::now()).saturating_sub(VALIDATION_RESERVE);
+            if remaining.is_zero() {
+                return Ok(state.abstain(AbstentionReason::DeadlineExceeded, vec!["no_time_for_generation".into()]));
+            }
+            let generation = GenerationRequest {
+                system: prompt.system.clone(),
+                user: render_user(&request.question, &sources_for_model),
+                question: request.question.clone(),
+                sources: sources_for_model.clone(),
+                schema: output_schema(),
+                repair: repair.clone(),
+                timeout: remaining,
+            };
+            let stage = Instant::now();
+            state.metrics.generator_attempts = attempt;
+            let output = tokio::time::timeout(remaining, self.generator.generate(&generation)).await;
+            state.clock.record(generation_stage, stage);
+            let raw = match output {
+                Err(_) | Ok(Err(GeneratorError::Timeout)) => {
+                    return Ok(state.abstain(AbstentionReason::GeneratorTimeout, vec!["generator_timeout".into()]));
+                }
+                Ok(Err(error)) => {
+                    return Ok(state.abstain(AbstentionReason::GeneratorError, vec![error.code().to_owned()]));
+                }
+                Ok(Ok(raw)) => raw,
+            };
+
+            let stage = Instant::now();
+            let acl = self.engine.acl().load();
+            state.acl_epoch = acl.epoch();
+            let context = ValidationContext {
+                sources: &prompt.sources,
+                retrieved: &retrieved_chunks,
+                principal,
+                acl: &acl,
+                verifier: self.verifier.as_ref(),
+                policy: answer_settings.claim_policy,
+            };
+            let verdict = validate(&raw, &context).await;
+            state.clock.record(validation_stage, stage);
+            let (reason, problems) = match verdict {
+                Verdict::Answered { claims, problems } => {
+                    state.reject(&problems);
+                    return Ok(state.answered(claims));
+                }
+                Verdict::Unanswerable => return Ok(state.abstain(AbstentionReason::InsufficientEvidence, vec![])),
+                Verdict::Failed { reason, problems } => (reason, problems),
+            };
+            state.reject(&problems);
+            // Repair only once, only with time left, and never showing a revoked source again.
+            let time_left = deadline.saturating_duration_since(Instant::now());
+            let still_authorized: Vec<SourceForModel> = prompt
+                .sources
+                .iter()
+                .zip(&prompt.for_model)
+                .filter(|(source, _)| acl.allows(principal, source.chunk.doc_ordinal))
+                .map(|(_, shown)| shown.clone())
+                .collect();
+            let can_repair = attempt == 1
+                && time_left >= Duration::from_millis(answer_settings.min_repair_ms)
+                && reason != AbstentionReason::SourceRevoked
+                && !still_authorized.is_empty();
+            if !can_repair {
+                let mut codes = diagnostics(&problems);
+                if attempt == 1
+                    && reason != AbstentionReason::SourceRevoked
+                    && time_left < Duration::from_millis(answer_settings.min_repair_ms)
+                {
+                    codes.push("no_time_for_repair".into());
+                }
+                if still_authorized.is_empty() {
+                    return Ok(state.abstain(AbstentionReason::SourceRevoked, codes));
+                }
+                return Ok(state.abstain(reason, codes));
+            }
+            let labels: Vec<String> = still_authorized.iter().map(|source| source.label.clone()).collect();
+            repair = Some(repair_instruction(&problems, &labels));
+            sources_for_model = still_authorized;
+        }
+        unreachable!("the loop returns on its second attempt")
+    }
+
+    /// Retrieves up to `k` fused chunks for `query` inside the principal's scope (`/v1/retrieve`).
+    pub async fn retrieve(
+        &self,
+        principal: &Principal,
+        query: &str,
+        k: Option<usize>,
+    ) -> AnswerResult<RetrieveResponse> {
+        let k = k.unwrap_or(self.settings.top_k_default).clamp(1, self.settings.top_k_max);
+        let scope = self.engine.scope(principal);
+        let retrieved = self.engine.retrieve(&scope, query).await?;
+        let short = retrieved.candidates.len() < k;
+        let chunks = retrieved
+            .candidates
+            .into_iter()
+            .take(k)
+            .map(|candidate| RetrievedChunk {
+                chunk_id: candidate.chunk.id.to_string(),
+                doc_id: candidate.chunk.doc_id.clone(),
+                doc_version: candidate.chunk.doc_version,
+                start: candidate.chunk.start,
+                end: candidate.chunk.end,
+                title: candidate.chunk.title.clone(),
+                text: candidate.chunk.text.clone(),
+                score: candidate.score,
+                retrievers: candidate.retrievers().iter().map(|retriever| retriever.as_str().to_owned()).collect(),
+            })
+            .collect();
+        Ok(RetrieveResponse { chunks, acl_epoch: scope.epoch(), short })
+    }
+}
+
+/// The request actor: one actor whose handler runs each request as its own future, so requests
+/// proceed concurrently while the actor owns the pipeline.
+pub struct AnswerActor {
+    pipeline: Arc<AnswerPipeline>,
+}
+
+impl AnswerActor {
+    /// An actor over a pipeline.
+    pub fn new(pipeline: Arc<AnswerPipeline>) -> Self {
+        Self { pipeline }
+    }
+}
+
+impl Actor for AnswerActor {
+    type Context = Context<Self>;
+}
+
+/// Answer one question for one principal.
+#[derive(Message)]
+#[rtype(result = "AnswerResult<AnswerResponse>")]
+pub struct Answer {
+    /// The verified caller.
+    pub principal: Principal,
+    /// The validated request.
+    pub request: AnswerRequest,
+    /// Request id.
+    pub request_id: String,
+}
+
+impl Handler<Answer> for AnswerActor {
+    type Result = ResponseFuture<AnswerResult<AnswerResponse>>;
+
+    fn handle(&mut self, message: Answer, _: &mut Context<Self>) -> Self::Result {
+        let pipeline = Arc::clone(&self.pipeline);
+        Box::pin(async move { pipeline.answer(&message.principal, message.request, message.request_id).await })
+    }
+}

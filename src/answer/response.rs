@@ -1,0 +1,130 @@
+//! Wire types of `/v1/answer` and `/v1/retrieve` responses (see the HTTP contract).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::validate::AbstentionReason;
+
+/// `answered` or `abstained`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerStatus {
+    /// Claims with validated citations.
+    Answered,
+    /// No answer; see `abstention`.
+    Abstained,
+}
+
+/// A citation resolved server-side.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct CitationOut {
+    /// Label the generator used (`S1`…).
+    pub label: String,
+    /// Canonical chunk id.
+    pub chunk_id: String,
+    /// Document id.
+    pub doc_id: String,
+    /// Document version.
+    pub doc_version: u64,
+    /// Character offset of the chunk in the document text.
+    pub start: usize,
+    /// Character offset one past the chunk's end.
+    pub end: usize,
+    /// Document title.
+    pub title: String,
+    /// Supporting span: a substring of the chunk.
+    pub quote: String,
+}
+
+/// One claim with its citations.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct ClaimOut {
+    /// Claim text.
+    pub text: String,
+    /// Citations (at least one).
+    pub citations: Vec<CitationOut>,
+}
+
+/// The answer body.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct AnswerBody {
+    /// Validated claims.
+    pub claims: Vec<ClaimOut>,
+}
+
+/// Why the server abstained, with safe diagnostic codes.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct Abstention {
+    /// Reason code.
+    pub reason: AbstentionReason,
+    /// Diagnostic codes only (no source text, no ids).
+    pub diagnostics: Vec<String>,
+}
+
+/// Request metrics.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, ToSchema)]
+pub struct AnswerMetrics {
+    /// Milliseconds per stage.
+    pub stages_ms: BTreeMap<String, f64>,
+    /// Fused candidates retrieved.
+    pub retrieved: usize,
+    /// Chunks in the final context.
+    pub context: usize,
+    /// Generator calls made.
+    pub generator_attempts: u32,
+    /// Rejections by code.
+    pub citations_rejected: BTreeMap<String, u32>,
+}
+
+/// Response of `POST /v1/answer`.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct AnswerResponse {
+    /// Request id (also in logs).
+    pub request_id: String,
+    /// Answered or abstained.
+    pub status: AnswerStatus,
+    /// The answer, when answered.
+    pub answer: Option<AnswerBody>,
+    /// The abstention, when abstained.
+    pub abstention: Option<Abstention>,
+    /// ACL epoch the response was validated against.
+    pub acl_epoch: u64,
+    /// Stage timings and counts.
+    pub metrics: AnswerMetrics,
+}
+
+/// One chunk of a `/v1/retrieve` response.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct RetrievedChunk {
+    /// Canonical chunk id.
+    pub chunk_id: String,
+    /// Document id.
+    pub doc_id: String,
+    /// Document version.
+    pub doc_version: u64,
+    /// Character offset of the chunk in the document.
+    pub start: usize,
+    /// End offset.
+    pub end: usize,
+    /// Title.
+    pub title: String,
+    /// Chunk text.
+    pub text: String,
+    /// Fused (RRF) score.
+    pub score: f64,
+    /// `lexical` and/or `vector`.
+    pub retrievers: Vec<String>,
+}
+
+/// Response of `POST /v1/retrieve`.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct RetrieveResponse {
+    /// Chunks, best first.
+    pub chunks: Vec<RetrievedChunk>,
+    /// ACL epoch of the scope used.
+    pub acl_epoch: u64,
+    /// Fewer than `k` authorized chunks exist.
+    pub short: bool,
+}

@@ -1,0 +1,380 @@
+//! Strict parsing and citation validation of generator output.
+//!
+//! Every rule has a rejection code. A claim survives only if its text is well formed, it cites
+//! at least one label, every citation is a label of a source in the final context, every cited
+//! chunk is still authorized under the ACL snapshot loaded at validation time, and the verifier
+//! finds the cited (shown) text supports it. Depending on [`ClaimPolicy`], one bad claim drops
+//! that claim or fails the attempt; an attempt never yields an uncited or unsupported claim.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::acl::AclSnapshot;
+use crate::config::ClaimPolicy;
+use crate::domain::{Chunk, Principal};
+
+use super::prompt::LabeledSource;
+use super::verifier::SupportVerifier;
+
+/// Longest accepted claim text, in characters.
+const MAX_CLAIM_CHARS: usize = 2_000;
+/// Most claims accepted in one output.
+const MAX_CLAIMS: usize = 32;
+
+/// Abstention reason codes of the HTTP contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AbstentionReason {
+    /// Nothing authorized and relevant was retrieved.
+    NoAuthorizedEvidence,
+    /// The generator said the context does not answer the question.
+    InsufficientEvidence,
+    /// Output unparseable or off-schema, also after repair.
+    InvalidOutput,
+    /// Unknown labels, chunks outside the context, or unsupported text, also after repair.
+    UnsupportedCitation,
+    /// Factual claims without citations, also after repair.
+    MissingCitation,
+    /// A cited source was revoked or deleted between retrieval and response.
+    SourceRevoked,
+    /// The generator did not answer within its stage deadline.
+    GeneratorTimeout,
+    /// The generator failed.
+    GeneratorError,
+    /// Not even the smallest useful context fits the token budget.
+    ContextOverflow,
+    /// The request deadline ran out in another stage.
+    DeadlineExceeded,
+}
+
+impl AbstentionReason {
+    /// Wire code.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::NoAuthorizedEvidence => "no_authorized_evidence",
+            Self::InsufficientEvidence => "insufficient_evidence",
+            Self::InvalidOutput => "invalid_output",
+            Self::UnsupportedCitation => "unsupported_citation",
+            Self::MissingCitation => "missing_citation",
+            Self::SourceRevoked => "source_revoked",
+            Self::GeneratorTimeout => "generator_timeout",
+            Self::GeneratorError => "generator_error",
+            Self::ContextOverflow => "context_overflow",
+            Self::DeadlineExceeded => "deadline_exceeded",
+        }
+    }
+}
+
+/// Why a claim, a citation or a whole output was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Rejection {
+    /// Not JSON.
+    Unparseable,
+    /// JSON, but not the schema (unknown fields, wrong types).
+    OffSchema,
+    /// `answerable: false` with claims, or `answerable: true` without any.
+    Inconsistent,
+    /// Empty or oversized claim text, or too many claims.
+    MalformedClaim,
+    /// The same claim text twice.
+    DuplicateClaim,
+    /// A citation that is not a label (URL, title, chunk id…).
+    NotALabel,
+    /// A label-shaped citation naming no source of this prompt.
+    UnknownLabel,
+    /// A citation of a chunk retrieved for this request but not in the final context.
+    NotInContext,
+    /// A claim with no citation.
+    MissingCitation,
+    /// A cited chunk is no longer authorized (revoked, deleted, superseded).
+    SourceRevoked,
+    /// The cited text does not support the claim.
+    Unsupported,
+}
+
+impl Rejection {
+    /// Code used in `citations_rejected`, metrics and diagnostics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unparseable => "unparseable",
+            Self::OffSchema => "off_schema",
+            Self::Inconsistent => "inconsistent_output",
+            Self::MalformedClaim => "malformed_claim",
+            Self::DuplicateClaim => "duplicate_claim",
+            Self::NotALabel => "not_a_label",
+            Self::UnknownLabel => "unknown_label",
+            Self::NotInContext => "not_in_context",
+            Self::MissingCitation => "missing_citation",
+            Self::SourceRevoked => "source_revoked",
+            Self::Unsupported => "unsupported_claim",
+        }
+    }
+
+    /// The abstention reason this rejection leads to when nothing valid remains.
+    pub fn reason(&self) -> AbstentionReason {
+        match self {
+            Self::Unparseable | Self::OffSchema | Self::Inconsistent | Self::MalformedClaim | Self::DuplicateClaim => {
+                AbstentionReason::InvalidOutput
+            }
+            Self::NotALabel | Self::UnknownLabel | Self::NotInContext | Self::Unsupported => {
+                AbstentionReason::UnsupportedCitation
+            }
+            Self::MissingCitation => AbstentionReason::MissingCitation,
+            Self::SourceRevoked => AbstentionReason::SourceRevoked,
+        }
+    }
+
+    /// Precedence when several problems fail an attempt: the most specific reason wins.
+    fn precedence(&self) -> u8 {
+        match self.reason() {
+            AbstentionReason::SourceRevoked => 0,
+            AbstentionReason::InvalidOutput => 1,
+            AbstentionReason::UnsupportedCitation => 2,
+            AbstentionReason::MissingCitation => 3,
+            _ => 4,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelOutput {
+    answerable: bool,
+    claims: Vec<ModelClaim>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelClaim {
+    text: String,
+    citations: Vec<String>,
+}
+
+/// A citation resolved server-side.
+#[derive(Clone, Debug)]
+pub struct ResolvedCitation {
+    /// The label the model used.
+    pub label: String,
+    /// The cited chunk.
+    pub chunk: Arc<Chunk>,
+    /// A substring of the chunk: the supporting span.
+    pub quote: String,
+}
+
+/// A claim that passed every rule.
+#[derive(Clone, Debug)]
+pub struct ValidClaim {
+    /// Claim text.
+    pub text: String,
+    /// Its citations.
+    pub citations: Vec<ResolvedCitation>,
+}
+
+/// One problem found, with the claim it concerns (1-based; 0 for the whole output).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// Claim number (1-based), 0 for output-level problems.
+    pub claim: usize,
+    /// The rejection.
+    pub rejection: Rejection,
+    /// The offending citation string, when it is label-shaped (safe to echo in a repair prompt).
+    pub label: Option<String>,
+}
+
+/// Outcome of validating one generator output.
+#[derive(Clone, Debug)]
+pub enum Verdict {
+    /// Valid claims (at least one); `problems` lists claims dropped under `drop_claim`.
+    Answered {
+        /// Claims to return.
+        claims: Vec<ValidClaim>,
+        /// Dropped claims' problems.
+        problems: Vec<Problem>,
+    },
+    /// The generator said the sources do not answer the question.
+    Unanswerable,
+    /// Nothing valid remains.
+    Failed {
+        /// Reason to abstain with if no repair succeeds.
+        reason: AbstentionReason,
+        /// All problems found.
+        problems: Vec<Problem>,
+    },
+}
+
+/// What validation needs besides the output.
+pub struct ValidationContext<'a> {
+    /// Labeled sources of the final context.
+    pub sources: &'a [LabeledSource],
+    /// Every chunk retrieved for the request (to recognize citations of excluded chunks).
+    pub retrieved: &'a [Arc<Chunk>],
+    /// The caller.
+    pub principal: &'a Principal,
+    /// The ACL snapshot current at validation time.
+    pub acl: &'a AclSnapshot,
+    /// Support verifier.
+    pub verifier: &'a dyn SupportVerifier,
+    /// Drop bad claims or fail the attempt.
+    pub policy: ClaimPolicy,
+}
+
+fn is_label_shaped(citation: &str) -> bool {
+    let mut chars = citation.chars();
+    chars.next() == Some('S')
+        && citation.len() > 1
+        && citation.len() <= 7
+        && chars.clone().next().is_some_and(|c| c != '0')
+        && chars.all(|c| c.is_ascii_digit())
+}
+
+/// Validates one raw output.
+pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
+    let output = match serde_json::from_str::<serde_json::Value>(raw) {
+        Err(_) => return failed(vec![Problem { claim: 0, rejection: Rejection::Unparseable, label: None }]),
+        Ok(value) => match serde_json::from_value::<ModelOutput>(value) {
+            Err(_) => return failed(vec![Problem { claim: 0, rejection: Rejection::OffSchema, label: None }]),
+            Ok(output) => output,
+        },
+    };
+    if !output.answerable {
+        if output.claims.is_empty() {
+            return Verdict::Unanswerable;
+        }
+        return failed(vec![Problem { claim: 0, rejection: Rejection::Inconsistent, label: None }]);
+    }
+    if output.claims.is_empty() {
+        return failed(vec![Problem { claim: 0, rejection: Rejection::Inconsistent, label: None }]);
+    }
+    if output.claims.len() > MAX_CLAIMS {
+        return failed(vec![Problem { claim: 0, rejection: Rejection::MalformedClaim, label: None }]);
+    }
+    let by_label: HashMap<&str, &LabeledSource> =
+        context.sources.iter().map(|source| (source.label.as_str(), source)).collect();
+    let in_context: HashSet<_> = context.sources.iter().map(|source| source.chunk.id).collect();
+    let excluded: Vec<&Arc<Chunk>> = context.retrieved.iter().filter(|chunk| !in_context.contains(&chunk.id)).collect();
+    let mut seen_texts = HashSet::new();
+    let mut claims = Vec::new();
+    let mut problems = Vec::new();
+    for (index, claim) in output.claims.iter().enumerate() {
+        let number = index + 1;
+        let mut claim_problems = Vec::new();
+        let text = claim.text.trim();
+        let normalized = text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+        if text.is_empty() || text.chars().count() > MAX_CLAIM_CHARS {
+            claim_problems.push(Problem { claim: number, rejection: Rejection::MalformedClaim, label: None });
+        } else if !seen_texts.insert(normalized) {
+            claim_problems.push(Problem { claim: number, rejection: Rejection::DuplicateClaim, label: None });
+        }
+        if claim.citations.is_empty() {
+            claim_problems.push(Problem { claim: number, rejection: Rejection::MissingCitation, label: None });
+        }
+        let mut cited: Vec<&LabeledSource> = Vec::new();
+        for citation in &claim.citations {
+            let citation = citation.trim();
+            if let Some(source) = by_label.get(citation) {
+                if !cited.iter().any(|known| known.label == source.label) {
+                    cited.push(source);
+                }
+                continue;
+            }
+            let rejection = if is_label_shaped(citation) {
+                Rejection::UnknownLabel
+            } else if excluded
+                .iter()
+                .any(|chunk| chunk.id.to_string() == citation || (!chunk.title.is_empty() && chunk.title == citation))
+            {
+                Rejection::NotInContext
+            } else {
+                Rejection::NotALabel
+            };
+            let label = is_label_shaped(citation).then(|| citation.to_owned());
+            claim_problems.push(Problem { claim: number, rejection, label });
+        }
+        for source in &cited {
+            if !context.acl.allows(context.principal, source.chunk.doc_ordinal) {
+                claim_problems.push(Problem {
+                    claim: number,
+                    rejection: Rejection::SourceRevoked,
+                    label: Some(source.label.clone()),
+                });
+            }
+        }
+        let mut resolved = Vec::new();
+        if claim_problems.is_empty() {
+            let texts: Vec<&str> = cited.iter().map(|source| source.shown.as_str()).collect();
+            let support = context.verifier.verify(text, &texts).await;
+            if support.supported {
+                for (source, source_support) in
+                    cited.iter().zip(support.sources.iter().map(Some).chain(std::iter::repeat(None)))
+                {
+                    resolved.push(ResolvedCitation {
+                        label: source.label.clone(),
+                        chunk: Arc::clone(&source.chunk),
+                        quote: quote_of(&source.shown, source_support.map(|s| s.quote)),
+                    });
+                }
+            } else {
+                claim_problems.push(Problem { claim: number, rejection: Rejection::Unsupported, label: None });
+            }
+        }
+        if claim_problems.is_empty() {
+            claims.push(ValidClaim { text: text.to_owned(), citations: resolved });
+        } else {
+            problems.extend(claim_problems);
+        }
+    }
+    match context.policy {
+        ClaimPolicy::DropClaim if !claims.is_empty() => Verdict::Answered { claims, problems },
+        ClaimPolicy::FailAnswer if problems.is_empty() => Verdict::Answered { claims, problems },
+        _ => failed(problems),
+    }
+}
+
+fn failed(problems: Vec<Problem>) -> Verdict {
+    let reason = problems
+        .iter()
+        .min_by_key(|problem| problem.rejection.precedence())
+        .map(|problem| problem.rejection.reason())
+        .unwrap_or(AbstentionReason::InvalidOutput);
+    Verdict::Failed { reason, problems }
+}
+
+/// The quote for a citation: the verifier's span inside the shown text, or the text's beginning.
+fn quote_of(shown: &str, span: Option<(usize, usize)>) -> String {
+    const FALLBACK_CHARS: usize = 200;
+    let total = shown.chars().count();
+    match span {
+        Some((start, end)) if start < end && end <= total => shown.chars().skip(start).take(end - start).collect(),
+        _ => shown.chars().take(FALLBACK_CHARS).collect(),
+    }
+}
+
+/// A repair instruction naming the problems (labels and codes only, never source text).
+pub fn repair_instruction(problems: &[Problem], labels: &[String]) -> String {
+    let mut lines = vec![format!(
+        "Your previous answer was rejected. Answer again with the same JSON schema. Valid citation labels are: {}.",
+        labels.join(", ")
+    )];
+    for problem in problems {
+        let subject = if problem.claim == 0 { "the output".to_owned() } else { format!("claim {}", problem.claim) };
+        let detail = match problem.rejection {
+            Rejection::Unparseable => "was not valid JSON".to_owned(),
+            Rejection::OffSchema => "did not match the schema (answerable, claims[text, citations])".to_owned(),
+            Rejection::Inconsistent => "set answerable inconsistently with its claims".to_owned(),
+            Rejection::MalformedClaim => "had an empty or overlong text".to_owned(),
+            Rejection::DuplicateClaim => "repeated another claim".to_owned(),
+            Rejection::NotALabel => "cited something that is not a source label".to_owned(),
+            Rejection::UnknownLabel => format!("cited unknown label {}", problem.label.as_deref().unwrap_or("?")),
+            Rejection::NotInContext => "cited a source that is not among the labeled sources".to_owned(),
+            Rejection::MissingCitation => "has no citation".to_owned(),
+            Rejection::SourceRevoked => "cited a source that is no longer available".to_owned(),
+            Rejection::Unsupported => {
+                "is not supported by the text it cites; quote or closely paraphrase the source".to_owned()
+            }
+        };
+        lines.push(format!("- {subject} {detail}."));
+    }
+    lines.join("\n")
+}

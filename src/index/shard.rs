@@ -1,0 +1,251 @@
+//! One shard: a chunk store plus the vector and lexical indexes over it, and the actix actor
+//! that serves it on a `SyncArbiter` (index work never runs on the async runtime's threads).
+//!
+//! Invariants: slot `s` names the same chunk in the chunk store, the vector index and the
+//! lexical index; a batch becomes visible in all three or in none; every hit a search returns
+//! has its document ordinal inside the `allowed` bitmap it was given (checked again here in
+//! debug builds and counted as a violation in release builds, where it is also dropped).
+
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use actix::{Actor, Handler, Message, SyncContext};
+use roaring::RoaringBitmap;
+
+use crate::domain::Chunk;
+
+use super::lexical::LexicalIndex;
+use super::vector::{VectorIndex, VectorParams, VectorReport};
+use super::{Hit, IndexError, IndexResult, Slot};
+
+/// A hit resolved to its chunk.
+#[derive(Clone, Debug)]
+pub struct ShardHit {
+    /// The chunk.
+    pub chunk: Arc<Chunk>,
+    /// Retriever score.
+    pub score: f32,
+}
+
+struct ShardState {
+    chunks: Vec<Arc<Chunk>>,
+    vector: VectorIndex,
+    lexical: LexicalIndex,
+}
+
+/// The data of one shard, shared by the threads of its actor.
+pub struct Shard {
+    id: usize,
+    state: RwLock<ShardState>,
+}
+
+/// Sizes of one shard.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ShardStats {
+    /// Chunks stored (including superseded ones not yet purged).
+    pub chunks: usize,
+    /// Vectors in the HNSW index.
+    pub vectors: usize,
+    /// Live tantivy documents.
+    pub lexical_docs: u64,
+}
+
+impl Shard {
+    /// An empty shard.
+    pub fn new(id: usize, params: VectorParams) -> IndexResult<Self> {
+        Ok(Self {
+            id,
+            state: RwLock::new(ShardState {
+                chunks: Vec::new(),
+                vector: VectorIndex::new(params),
+                lexical: LexicalIndex::new()?,
+            }),
+        })
+    }
+
+    /// Shard number.
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, ShardState> {
+        self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, ShardState> {
+        self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Adds chunks with their embeddings. Validates vectors first, then indexes lexically (with
+    /// rollback on failure), then inserts vectors, then publishes the chunks: a failed batch
+    /// leaves the shard unchanged.
+    pub fn add(&self, items: Vec<(Chunk, Vec<f32>)>) -> IndexResult<()> {
+        let mut state = self.write();
+        let dimension = state.vector.dimension();
+        for (_, vector) in &items {
+            if vector.len() != dimension {
+                return Err(IndexError::Dimension { expected: dimension, got: vector.len() });
+            }
+            if vector.iter().any(|value| !value.is_finite()) {
+                return Err(IndexError::NonFinite);
+            }
+        }
+        let first = state.chunks.len() as Slot;
+        let lexical_items: Vec<(Slot, u32, &str, &str)> = items
+            .iter()
+            .enumerate()
+            .map(|(offset, (chunk, _))| {
+                (first + offset as Slot, chunk.doc_ordinal, chunk.title.as_str(), chunk.text.as_str())
+            })
+            .collect();
+        state.lexical.add_batch(&lexical_items)?;
+        let vector_items: Vec<(Slot, u32, Vec<f32>)> = items
+            .iter()
+            .enumerate()
+            .map(|(offset, (chunk, vector))| (first + offset as Slot, chunk.doc_ordinal, vector.clone()))
+            .collect();
+        state.vector.insert_batch(&vector_items)?;
+        state.chunks.extend(items.into_iter().map(|(chunk, _)| Arc::new(chunk)));
+        Ok(())
+    }
+
+    /// BM25 top-k inside `allowed`.
+    pub fn search_lexical(&self, query: &str, k: usize, allowed: &RoaringBitmap) -> IndexResult<Vec<ShardHit>> {
+        let state = self.read();
+        let search = state.lexical.search(query, k, allowed)?;
+        Ok(resolve(&state.chunks, search.hits, allowed))
+    }
+
+    /// Vector top-k inside `allowed`, with the planner's report.
+    pub fn search_vector(&self, query: &[f32], k: usize, allowed: &RoaringBitmap) -> (Vec<ShardHit>, VectorReport) {
+        let state = self.read();
+        let search = state.vector.search(query, k, allowed);
+        (resolve(&state.chunks, search.hits, allowed), search.report)
+    }
+
+    /// Physically removes the chunks of tombstoned ordinals from the lexical index. (HNSW has no
+    /// delete; their vectors stay until a rebuild and are excluded by every scope.)
+    pub fn purge(&self, ordinals: &RoaringBitmap) -> IndexResult<()> {
+        self.write().lexical.delete_ordinals(ordinals)
+    }
+
+    /// Current sizes.
+    pub fn stats(&self) -> ShardStats {
+        let state = self.read();
+        ShardStats { chunks: state.chunks.len(), vectors: state.vector.len(), lexical_docs: state.lexical.len() }
+    }
+
+    /// Every stored chunk with its vector, in slot order (snapshots).
+    pub fn export(&self) -> Vec<(Arc<Chunk>, Vec<f32>)> {
+        let state = self.read();
+        state
+            .chunks
+            .iter()
+            .enumerate()
+            .map(|(slot, chunk)| (Arc::clone(chunk), state.vector.vector(slot as Slot).to_vec()))
+            .collect()
+    }
+}
+
+fn resolve(chunks: &[Arc<Chunk>], hits: Vec<Hit>, allowed: &RoaringBitmap) -> Vec<ShardHit> {
+    hits.into_iter()
+        .filter_map(|hit| {
+            let chunk = chunks.get(hit.slot as usize)?;
+            let inside = allowed.contains(chunk.doc_ordinal);
+            debug_assert!(inside, "index returned a hit outside the scope");
+            if !inside {
+                metrics::counter!("warrant_scope_violations_total").increment(1);
+                return None;
+            }
+            Some(ShardHit { chunk: Arc::clone(chunk), score: hit.score })
+        })
+        .collect()
+}
+
+/// The actor serving one shard; run it on a `SyncArbiter` with a few threads sharing the
+/// [`Shard`] so that lexical and vector searches of one query run concurrently.
+pub struct ShardActor {
+    shard: Arc<Shard>,
+}
+
+impl ShardActor {
+    /// An actor over a shared shard.
+    pub fn new(shard: Arc<Shard>) -> Self {
+        Self { shard }
+    }
+}
+
+impl Actor for ShardActor {
+    type Context = SyncContext<Self>;
+}
+
+/// Index a batch of chunks with their vectors.
+#[derive(Message)]
+#[rtype(result = "IndexResult<()>")]
+pub struct IndexChunks(pub Vec<(Chunk, Vec<f32>)>);
+
+/// BM25 search inside a scope.
+#[derive(Message)]
+#[rtype(result = "IndexResult<Vec<ShardHit>>")]
+pub struct SearchLexical {
+    /// Query text.
+    pub query: Arc<str>,
+    /// Hits wanted.
+    pub k: usize,
+    /// Allowed document ordinals (the request's scope).
+    pub allowed: Arc<RoaringBitmap>,
+}
+
+/// Vector search inside a scope.
+#[derive(Message)]
+#[rtype(result = "VectorShardResult")]
+pub struct SearchVector {
+    /// Query vector.
+    pub query: Arc<[f32]>,
+    /// Hits wanted.
+    pub k: usize,
+    /// Allowed document ordinals (the request's scope).
+    pub allowed: Arc<RoaringBitmap>,
+}
+
+/// Reply to [`SearchVector`].
+#[derive(Debug, actix::MessageResponse)]
+pub struct VectorShardResult {
+    /// Hits, best first.
+    pub hits: Vec<ShardHit>,
+    /// What the planner did.
+    pub report: VectorReport,
+}
+
+/// Remove tombstoned ordinals from the lexical index.
+#[derive(Message)]
+#[rtype(result = "IndexResult<()>")]
+pub struct PurgeOrdinals(pub Arc<RoaringBitmap>);
+
+impl Handler<IndexChunks> for ShardActor {
+    type Result = IndexResult<()>;
+    fn handle(&mut self, message: IndexChunks, _: &mut SyncContext<Self>) -> Self::Result {
+        self.shard.add(message.0)
+    }
+}
+
+impl Handler<SearchLexical> for ShardActor {
+    type Result = IndexResult<Vec<ShardHit>>;
+    fn handle(&mut self, message: SearchLexical, _: &mut SyncContext<Self>) -> Self::Result {
+        self.shard.search_lexical(&message.query, message.k, &message.allowed)
+    }
+}
+
+impl Handler<SearchVector> for ShardActor {
+    type Result = VectorShardResult;
+    fn handle(&mut self, message: SearchVector, _: &mut SyncContext<Self>) -> Self::Result {
+        let (hits, report) = self.shard.search_vector(&message.query, message.k, &message.allowed);
+        VectorShardResult { hits, report }
+    }
+}
+
+impl Handler<PurgeOrdinals> for ShardActor {
+    type Result = IndexResult<()>;
+    fn handle(&mut self, message: PurgeOrdinals, _: &mut SyncContext<Self>) -> Self::Result {
+        self.shard.purge(&message.0)
+    }
+}

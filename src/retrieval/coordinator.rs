@@ -1,0 +1,150 @@
+//! The coordinator actor: fans one query out to every shard, lexical and vector concurrently,
+//! with the same scope, then merges, fuses and reranks.
+
+use std::sync::Arc;
+
+use actix::{Actor, Addr, Context, Handler, Message, ResponseFuture};
+use async_trait::async_trait;
+use futures::future::join_all;
+use roaring::RoaringBitmap;
+
+use crate::acl::AuthorizationScope;
+use crate::index::IndexError;
+use crate::index::shard::{SearchLexical, SearchVector, ShardActor, ShardHit};
+
+use super::fusion::{Retriever, ScoredChunk, reciprocal_rank_fusion};
+use super::{Reranker, RetrievalQuery, RetrievalRepository, RetrievalResult, Retrieved, ShardVectorReport};
+
+/// Per-retriever hits gathered from all shards, plus vector reports.
+#[derive(Debug, Default)]
+pub struct ShardResults {
+    /// Lexical hits of all shards.
+    pub lexical: Vec<ShardHit>,
+    /// Vector hits of all shards.
+    pub vector: Vec<ShardHit>,
+    /// One report per shard that ran a vector search.
+    pub vector_reports: Vec<ShardVectorReport>,
+}
+
+/// Fan a query out to every shard.
+#[derive(Message)]
+#[rtype(result = "Result<ShardResults, IndexError>")]
+pub struct FanOut {
+    /// Query text.
+    pub text: Arc<str>,
+    /// Query vector, if vector search runs.
+    pub vector: Option<Arc<[f32]>>,
+    /// Allowed ordinals (the request's scope, shared, never copied per shard).
+    pub allowed: Arc<RoaringBitmap>,
+    /// Lexical hits per shard.
+    pub lexical_k: usize,
+    /// Vector hits per shard.
+    pub vector_k: usize,
+}
+
+/// The coordinator actor.
+pub struct Coordinator {
+    shards: Vec<Addr<ShardActor>>,
+}
+
+impl Coordinator {
+    /// A coordinator over the given shard actors.
+    pub fn new(shards: Vec<Addr<ShardActor>>) -> Self {
+        Self { shards }
+    }
+}
+
+impl Actor for Coordinator {
+    type Context = Context<Self>;
+}
+
+impl Handler<FanOut> for Coordinator {
+    type Result = ResponseFuture<Result<ShardResults, IndexError>>;
+
+    fn handle(&mut self, message: FanOut, _: &mut Context<Self>) -> Self::Result {
+        Box::pin(fan_out(self.shards.clone(), message))
+    }
+}
+
+/// Sends the lexical and vector searches of every shard at once and gathers them.
+pub async fn fan_out(shards: Vec<Addr<ShardActor>>, message: FanOut) -> Result<ShardResults, IndexError> {
+    let lexical = join_all(shards.iter().map(|shard| {
+        shard.send(SearchLexical {
+            query: Arc::clone(&message.text),
+            k: message.lexical_k,
+            allowed: Arc::clone(&message.allowed),
+        })
+    }));
+    let vector = async {
+        match &message.vector {
+            Some(query) => {
+                join_all(shards.iter().map(|shard| {
+                    shard.send(SearchVector {
+                        query: Arc::clone(query),
+                        k: message.vector_k,
+                        allowed: Arc::clone(&message.allowed),
+                    })
+                }))
+                .await
+            }
+            None => Vec::new(),
+        }
+    };
+    let (lexical, vector) = futures::join!(lexical, vector);
+    let mut results = ShardResults::default();
+    for reply in lexical {
+        results.lexical.extend(reply.map_err(|_| IndexError::Unavailable)??);
+    }
+    for (shard, reply) in vector.into_iter().enumerate() {
+        let crate::index::shard::VectorShardResult { hits, report } = reply.map_err(|_| IndexError::Unavailable)?;
+        metrics::counter!("warrant_filter_strategy_total", "index" => "vector", "strategy" => report.strategy.as_str())
+            .increment(1);
+        results.vector.extend(hits);
+        results.vector_reports.push(ShardVectorReport { shard, report });
+    }
+    metrics::counter!("warrant_filter_strategy_total", "index" => "lexical", "strategy" => "bitset")
+        .increment(shards.len() as u64);
+    Ok(results)
+}
+
+/// The embedded [`RetrievalRepository`]: the coordinator actor over in-memory shard actors.
+pub struct EmbeddedRepository {
+    coordinator: Addr<Coordinator>,
+    rrf_k: f64,
+    reranker: Arc<dyn Reranker>,
+}
+
+impl EmbeddedRepository {
+    /// A repository over a running coordinator.
+    pub fn new(coordinator: Addr<Coordinator>, rrf_k: f64, reranker: Arc<dyn Reranker>) -> Self {
+        Self { coordinator, rrf_k, reranker }
+    }
+}
+
+#[async_trait]
+impl RetrievalRepository for EmbeddedRepository {
+    async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved> {
+        if scope.is_empty() {
+            return Ok(Retrieved::default());
+        }
+        let message = FanOut {
+            text: Arc::from(query.text.as_str()),
+            vector: query.vector.as_deref().map(Arc::from),
+            allowed: scope.shared_bitmap(),
+            lexical_k: query.lexical_candidates,
+            vector_k: query.vector_candidates,
+        };
+        let results = self.coordinator.send(message).await.map_err(|_| IndexError::Unavailable)??;
+        let to_scored = |hits: Vec<ShardHit>| {
+            hits.into_iter().map(|hit| ScoredChunk { chunk: hit.chunk, score: hit.score }).collect()
+        };
+        let mut lists = vec![(Retriever::Lexical, to_scored(results.lexical))];
+        if query.vector.is_some() {
+            lists.push((Retriever::Vector, to_scored(results.vector)));
+        }
+        let fused = reciprocal_rank_fusion(lists, self.rrf_k);
+        debug_assert!(fused.iter().all(|candidate| scope.allows(candidate.chunk.doc_ordinal)));
+        let candidates = self.reranker.rerank(&query.text, fused);
+        Ok(Retrieved { candidates, vector_reports: results.vector_reports })
+    }
+}

@@ -1,0 +1,121 @@
+//! Retrieval: the [`RetrievalRepository`] seam (scope + validated query in, fused candidates with
+//! provenance out), its embedded implementation on shard actors (the coordinator), reciprocal
+//! rank fusion, reranking and budgeted context selection, and the [`Engine`] facade that also
+//! owns the write path (chunk, embed, index, publish ACL).
+//!
+//! Nothing above this module knows about shards, tantivy or hnsw_rs.
+
+mod coordinator;
+mod engine;
+pub mod fusion;
+pub mod select;
+
+use async_trait::async_trait;
+
+pub use coordinator::{Coordinator, EmbeddedRepository, FanOut};
+pub use engine::{DocumentInput, Engine, EngineParams, UpsertOutcome};
+pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};
+pub use select::{Selection, SelectionLimits, select_context};
+
+use crate::acl::{AclError, AuthorizationScope};
+use crate::embed::EmbedError;
+use crate::index::IndexError;
+use crate::index::vector::VectorReport;
+
+/// Errors of the retrieval layer.
+#[derive(Debug, thiserror::Error)]
+pub enum RetrievalError {
+    /// An index failed.
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    /// The embedder failed.
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    /// An ACL change was refused.
+    #[error(transparent)]
+    Acl(#[from] AclError),
+    /// A document in a write batch is invalid.
+    #[error("document {doc_id}: {reason}")]
+    InvalidDocument {
+        /// The offending document (as given).
+        doc_id: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl RetrievalError {
+    /// Transport-neutral code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Index(error) => error.code(),
+            Self::Embed(error) => error.code(),
+            Self::Acl(error) => error.code(),
+            Self::InvalidDocument { .. } => "invalid_document",
+        }
+    }
+}
+
+/// Result alias of this layer.
+pub type RetrievalResult<T> = Result<T, RetrievalError>;
+
+/// A validated retrieval query.
+#[derive(Clone, Debug)]
+pub struct RetrievalQuery {
+    /// Query text for BM25.
+    pub text: String,
+    /// Query vector (unit length) for vector search; `None` runs lexical only.
+    pub vector: Option<Vec<f32>>,
+    /// Lexical candidates per shard.
+    pub lexical_candidates: usize,
+    /// Vector candidates per shard.
+    pub vector_candidates: usize,
+}
+
+/// What one shard's vector search did.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct ShardVectorReport {
+    /// Shard number.
+    pub shard: usize,
+    /// Strategy, allowed count, distance computations.
+    #[serde(flatten)]
+    pub report: VectorReport,
+}
+
+/// Fused candidates with provenance.
+#[derive(Clone, Debug, Default)]
+pub struct Retrieved {
+    /// Fused, deduplicated, reranked candidates, best first.
+    pub candidates: Vec<Candidate>,
+    /// Per-shard vector search reports.
+    pub vector_reports: Vec<ShardVectorReport>,
+}
+
+/// The seam between the answer pipeline and a retrieval backend. Implementations must apply
+/// `scope` inside every search they run and must never return a chunk outside it.
+#[async_trait]
+pub trait RetrievalRepository: Send + Sync {
+    /// Retrieves fused candidates for `query` inside `scope`.
+    async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved>;
+}
+
+/// Reorders authorized candidates. Runs only on candidates that already passed the scope.
+pub trait Reranker: Send + Sync {
+    /// Name for logs.
+    fn name(&self) -> &str;
+    /// Reorders (and may rescore) candidates for `query`. Must not add candidates.
+    fn rerank(&self, query: &str, candidates: Vec<Candidate>) -> Vec<Candidate>;
+}
+
+/// The default reranker: keeps the fused order.
+pub struct IdentityReranker;
+
+impl Reranker for IdentityReranker {
+    fn name(&self) -> &str {
+        "identity"
+    }
+
+    fn rerank(&self, _query: &str, candidates: Vec<Candidate>) -> Vec<Candidate> {
+        candidates
+    }
+}
