@@ -10,5 +10,7 @@ pub mod answer;
 pub mod config;
 pub mod domain;
 pub mod embed;
+pub mod http;
 pub mod index;
 pub mod retrieval;
+pub mod telemetry;

@@ -1,0 +1,174 @@
+//! Admin API (role `admin`, acting only inside the token's own tenant): document upsert and
+//! delete, ACL grant/revoke, the ACL change feed. Each change is published (new ACL snapshot)
+//! before the response is sent.
+
+use actix_web::{HttpResponse, web};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::acl::{AclChange, AclMutation};
+use crate::retrieval::DocumentInput;
+
+use super::auth::Admin;
+use super::error::ApiError;
+use super::{AppState, json};
+
+/// Body of `PUT /v1/admin/documents`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpsertBody {
+    /// Documents to upsert (all or nothing).
+    pub documents: Vec<DocumentInput>,
+}
+
+/// Body of grant and revoke.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AclBody {
+    /// Document.
+    pub doc_id: String,
+    /// Groups.
+    #[serde(default)]
+    pub groups: Option<Vec<String>>,
+    /// Users.
+    #[serde(default)]
+    pub users: Option<Vec<String>>,
+}
+
+/// `{"acl_epoch": n}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EpochOut {
+    /// Epoch after the change.
+    pub acl_epoch: u64,
+}
+
+/// Result of an upsert.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UpsertOut {
+    /// Epoch that made the batch readable.
+    pub acl_epoch: u64,
+    /// Documents written.
+    pub documents: usize,
+    /// Chunks written.
+    pub chunks: usize,
+}
+
+/// Query of the change feed.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ChangesQuery {
+    /// Return changes with epoch greater than this.
+    #[serde(default)]
+    pub since: u64,
+}
+
+/// The change feed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChangesOut {
+    /// Changes of this tenant with epoch > since, in order.
+    #[schema(value_type = Vec<Object>)]
+    pub changes: Vec<AclChange>,
+    /// Current epoch.
+    pub acl_epoch: u64,
+}
+
+/// Upserts documents into the caller's tenant.
+#[utoipa::path(put, path = "/v1/admin/documents", request_body = UpsertBody,
+    responses((status = 200, body = UpsertOut), (status = 400, body = super::error::ErrorBody),
+              (status = 401, body = super::error::ErrorBody), (status = 403, body = super::error::ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn upsert_documents(
+    state: web::Data<AppState>,
+    Admin(principal): Admin,
+    body: web::Json<UpsertBody>,
+) -> Result<HttpResponse, ApiError> {
+    let documents = body.into_inner().documents;
+    if documents.is_empty() {
+        return Err(ApiError::bad_request("empty_batch", "documents must not be empty"));
+    }
+    let max = state.settings.server.max_batch_documents;
+    if documents.len() > max {
+        return Err(ApiError::bad_request("batch_too_large", format!("at most {max} documents per request")));
+    }
+    let outcome = state.pipeline.engine().upsert(&principal.tenant, documents).await?;
+    Ok(json(&UpsertOut { acl_epoch: outcome.acl_epoch, documents: outcome.documents, chunks: outcome.chunks }))
+}
+
+/// Deletes a document of the caller's tenant.
+#[utoipa::path(delete, path = "/v1/admin/documents/{doc_id}", params(("doc_id" = String, Path, description = "document id")),
+    responses((status = 200, body = EpochOut), (status = 404, body = super::error::ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn delete_document(
+    state: web::Data<AppState>,
+    Admin(principal): Admin,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let mutation = AclMutation::Delete { tenant: principal.tenant, doc_id: path.into_inner() };
+    let acl_epoch = state.pipeline.engine().mutate(mutation).await?;
+    Ok(json(&EpochOut { acl_epoch }))
+}
+
+/// Revokes access (all access when neither list is given).
+#[utoipa::path(post, path = "/v1/admin/acl/revoke", request_body = AclBody,
+    responses((status = 200, body = EpochOut), (status = 404, body = super::error::ErrorBody)), security(("bearer" = [])))]
+pub async fn revoke(
+    state: web::Data<AppState>,
+    Admin(principal): Admin,
+    body: web::Json<AclBody>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    let mutation =
+        AclMutation::Revoke { tenant: principal.tenant, doc_id: body.doc_id, groups: body.groups, users: body.users };
+    let acl_epoch = state.pipeline.engine().mutate(mutation).await?;
+    Ok(json(&EpochOut { acl_epoch }))
+}
+
+/// Grants access.
+#[utoipa::path(post, path = "/v1/admin/acl/grant", request_body = AclBody,
+    responses((status = 200, body = EpochOut), (status = 404, body = super::error::ErrorBody)), security(("bearer" = [])))]
+pub async fn grant(
+    state: web::Data<AppState>,
+    Admin(principal): Admin,
+    body: web::Json<AclBody>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    let groups = body.groups.unwrap_or_default();
+    let users = body.users.unwrap_or_default();
+    if groups.is_empty() && users.is_empty() {
+        return Err(ApiError::bad_request("empty_grant", "grant needs groups or users"));
+    }
+    if groups.iter().chain(&users).any(|name| name.trim().is_empty() || name.chars().count() > 256) {
+        return Err(ApiError::bad_request("invalid_acl_name", "acl names must be 1..=256 characters"));
+    }
+    let mutation = AclMutation::Grant { tenant: principal.tenant, doc_id: body.doc_id, groups, users };
+    let acl_epoch = state.pipeline.engine().mutate(mutation).await?;
+    Ok(json(&EpochOut { acl_epoch }))
+}
+
+/// The ACL change feed of the caller's tenant.
+#[utoipa::path(get, path = "/v1/admin/acl/changes", params(ChangesQuery),
+    responses((status = 200, body = ChangesOut)), security(("bearer" = [])))]
+pub async fn changes(
+    state: web::Data<AppState>,
+    Admin(principal): Admin,
+    query: web::Query<ChangesQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let acl = state.pipeline.engine().acl();
+    let changes = acl
+        .changes_since(query.since)
+        .into_iter()
+        .filter(|change| change.mutation.tenant() == principal.tenant)
+        .collect();
+    Ok(json(&ChangesOut { changes, acl_epoch: acl.epoch() }))
+}
+
+/// Snapshot creation (not available in this build: answers 501).
+#[utoipa::path(post, path = "/v1/admin/snapshots",
+    responses((status = 501, body = super::error::ErrorBody)), security(("bearer" = [])))]
+pub async fn create_snapshot(Admin(_principal): Admin) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::new(
+        actix_web::http::StatusCode::NOT_IMPLEMENTED,
+        "not_implemented",
+        "snapshots are not available in this build",
+    ))
+}

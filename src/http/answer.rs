@@ -1,0 +1,112 @@
+//! `POST /v1/answer` and `POST /v1/retrieve`: extract, admit, call one function, map errors.
+
+use std::sync::Arc;
+
+use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use crate::answer::{Answer, AnswerRequest};
+
+use super::auth::Authenticated;
+use super::error::ApiError;
+use super::{AppState, RequestId, json};
+
+/// Body of `POST /v1/answer`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerBodyIn {
+    /// The question, 1..=2000 characters after trimming.
+    pub question: String,
+    /// Chunks in the context (clamped to the server's cap).
+    #[serde(default)]
+    pub top_k: Option<u64>,
+    /// Request deadline in ms (clamped to the server's cap).
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+}
+
+/// Body of `POST /v1/retrieve`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetrieveBodyIn {
+    /// Query text.
+    pub query: String,
+    /// Chunks wanted (clamped).
+    #[serde(default)]
+    pub k: Option<u64>,
+}
+
+fn validated_text(text: &str, max_chars: usize, field: &str) -> Result<String, ApiError> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        let code = if field == "question" { "empty_question" } else { "empty_query" };
+        return Err(ApiError::bad_request(code, format!("{field} must not be empty")));
+    }
+    if trimmed.chars().count() > max_chars {
+        let code = if field == "question" { "question_too_long" } else { "query_too_long" };
+        return Err(ApiError::bad_request(code, format!("{field} is longer than {max_chars} characters")));
+    }
+    Ok(trimmed.to_owned())
+}
+
+fn admit(state: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    Arc::clone(&state.in_flight)
+        .try_acquire_owned()
+        .map_err(|_| ApiError::overloaded(state.settings.server.retry_after_seconds))
+}
+
+fn request_id(request: &HttpRequest) -> String {
+    request.extensions().get::<RequestId>().map(|id| id.0.clone()).unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
+
+fn clamp_u64(value: Option<u64>) -> Option<usize> {
+    value.map(|value| usize::try_from(value).unwrap_or(usize::MAX))
+}
+
+/// Answers a question with validated citations, or abstains.
+#[utoipa::path(post, path = "/v1/answer", request_body = AnswerBodyIn,
+    responses((status = 200, description = "answered or abstained", body = crate::answer::response::AnswerResponse),
+              (status = 400, body = super::error::ErrorBody), (status = 401, body = super::error::ErrorBody),
+              (status = 503, body = super::error::ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn answer(
+    state: web::Data<AppState>,
+    Authenticated(principal): Authenticated,
+    request: HttpRequest,
+    body: web::Json<AnswerBodyIn>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    let question = validated_text(&body.question, state.settings.server.max_question_chars, "question")?;
+    let _permit = admit(&state)?;
+    let gauge = metrics::gauge!("warrant_in_flight_requests");
+    gauge.increment(1.0);
+    let message = Answer {
+        principal,
+        request: AnswerRequest { question, top_k: clamp_u64(body.top_k), deadline_ms: body.deadline_ms },
+        request_id: request_id(&request),
+    };
+    let reply = state.answer_actor.send(message).await;
+    gauge.decrement(1.0);
+    let response = reply.map_err(|_| {
+        ApiError::new(actix_web::http::StatusCode::SERVICE_UNAVAILABLE, "unavailable", "answer actor unavailable")
+    })??;
+    Ok(json(&response))
+}
+
+/// Returns the fused, authorized chunks for a query.
+#[utoipa::path(post, path = "/v1/retrieve", request_body = RetrieveBodyIn,
+    responses((status = 200, body = crate::answer::response::RetrieveResponse),
+              (status = 400, body = super::error::ErrorBody), (status = 401, body = super::error::ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn retrieve(
+    state: web::Data<AppState>,
+    Authenticated(principal): Authenticated,
+    body: web::Json<RetrieveBodyIn>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    let query = validated_text(&body.query, state.settings.server.max_question_chars, "query")?;
+    let _permit = admit(&state)?;
+    let response = state.pipeline.retrieve(&principal, &query, clamp_u64(body.k)).await?;
+    Ok(json(&response))
+}

@@ -1,0 +1,193 @@
+//! Authentication: verified JWTs (HS256 shared secret, RS256 PEM public key) become a
+//! [`Principal`]. Handlers take [`Authenticated`] or [`Admin`] extractors, so no handler can run
+//! without a verified principal, and nothing in a request body can name one.
+
+use std::collections::BTreeSet;
+use std::future::{Ready, ready};
+
+use actix_web::dev::Payload;
+use actix_web::{FromRequest, HttpRequest, web};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, decode_header, encode};
+use serde::{Deserialize, Serialize};
+
+use crate::config::AuthSettings;
+use crate::domain::Principal;
+
+use super::AppState;
+use super::error::ApiError;
+
+/// Claims of a warrant token.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Claims {
+    /// Principal id.
+    pub sub: String,
+    /// Tenant.
+    pub tenant: String,
+    /// Groups.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Roles (`admin`).
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Expiry (seconds since the epoch).
+    pub exp: u64,
+    /// Issuer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iss: Option<String>,
+    /// Audience.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aud: Option<String>,
+}
+
+/// Errors of token handling outside requests (configuration, minting).
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// The RS256 key file cannot be read or parsed.
+    #[error("cannot load rs256 public key {path}: {reason}")]
+    Key {
+        /// File.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// No verification key is configured.
+    #[error("no token verification key configured (auth.hs256_secret or auth.rs256_public_key_file)")]
+    NoKey,
+    /// Signing failed.
+    #[error("cannot sign token: {0}")]
+    Sign(String),
+}
+
+/// Verifies tokens with the configured keys.
+pub struct Authenticator {
+    hs256: Option<DecodingKey>,
+    rs256: Option<DecodingKey>,
+    validation_hs: Validation,
+    validation_rs: Validation,
+}
+
+impl Authenticator {
+    /// Builds the verifier from settings.
+    pub fn from_settings(settings: &AuthSettings) -> Result<Self, AuthError> {
+        let hs256 =
+            (!settings.hs256_secret.is_empty()).then(|| DecodingKey::from_secret(settings.hs256_secret.as_bytes()));
+        let rs256 = if settings.rs256_public_key_file.is_empty() {
+            None
+        } else {
+            let path = &settings.rs256_public_key_file;
+            let pem = std::fs::read(path)
+                .map_err(|error| AuthError::Key { path: path.clone(), reason: error.to_string() })?;
+            Some(
+                DecodingKey::from_rsa_pem(&pem)
+                    .map_err(|error| AuthError::Key { path: path.clone(), reason: error.to_string() })?,
+            )
+        };
+        if hs256.is_none() && rs256.is_none() {
+            return Err(AuthError::NoKey);
+        }
+        let validation = |algorithm| {
+            let mut validation = Validation::new(algorithm);
+            validation.leeway = settings.leeway_seconds;
+            validation.set_required_spec_claims(&["exp"]);
+            if settings.issuer.is_empty() {
+                validation.iss = None;
+            } else {
+                validation.set_issuer(&[&settings.issuer]);
+                validation.required_spec_claims.insert("iss".into());
+            }
+            if settings.audience.is_empty() {
+                validation.validate_aud = false;
+            } else {
+                validation.set_audience(&[&settings.audience]);
+                validation.required_spec_claims.insert("aud".into());
+            }
+            validation
+        };
+        Ok(Self {
+            hs256,
+            rs256,
+            validation_hs: validation(Algorithm::HS256),
+            validation_rs: validation(Algorithm::RS256),
+        })
+    }
+
+    /// Verifies a bearer token and returns its principal.
+    pub fn verify(&self, token: &str) -> Result<Principal, ApiError> {
+        let invalid = || ApiError::unauthorized("invalid_token", "token is invalid");
+        let header = decode_header(token).map_err(|_| invalid())?;
+        let (key, validation) = match header.alg {
+            Algorithm::HS256 => (self.hs256.as_ref(), &self.validation_hs),
+            Algorithm::RS256 => (self.rs256.as_ref(), &self.validation_rs),
+            _ => (None, &self.validation_hs),
+        };
+        let key = key.ok_or_else(invalid)?;
+        let data = decode::<Claims>(token, key, validation).map_err(|error| match error.kind() {
+            jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
+                ApiError::unauthorized("token_expired", "token has expired")
+            }
+            _ => invalid(),
+        })?;
+        let claims = data.claims;
+        if claims.tenant.trim().is_empty() || claims.sub.trim().is_empty() {
+            return Err(invalid());
+        }
+        Ok(Principal {
+            tenant: claims.tenant,
+            user: claims.sub,
+            groups: claims.groups.into_iter().collect(),
+            roles: claims.roles.into_iter().collect::<BTreeSet<_>>(),
+        })
+    }
+}
+
+/// Mints an HS256 token (the `warrant token` command and tests).
+pub fn mint_hs256(secret: &str, claims: &Claims) -> Result<String, AuthError> {
+    encode(&Header::new(Algorithm::HS256), claims, &EncodingKey::from_secret(secret.as_bytes()))
+        .map_err(|error| AuthError::Sign(error.to_string()))
+}
+
+fn principal_of(request: &HttpRequest) -> Result<Principal, ApiError> {
+    let state = request
+        .app_data::<web::Data<AppState>>()
+        .ok_or_else(|| ApiError::unauthorized("invalid_token", "token is invalid"))?;
+    let header = request
+        .headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .ok_or_else(|| ApiError::unauthorized("missing_token", "authorization bearer token is required"))?;
+    let value = header.to_str().map_err(|_| ApiError::unauthorized("invalid_token", "token is invalid"))?;
+    let token = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+        .ok_or_else(|| ApiError::unauthorized("missing_token", "authorization bearer token is required"))?;
+    state.authenticator.verify(token.trim())
+}
+
+/// A verified caller.
+pub struct Authenticated(pub Principal);
+
+impl FromRequest for Authenticated {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(principal_of(request).map(Authenticated))
+    }
+}
+
+/// A verified caller holding the `admin` role (403 otherwise). Acts only in its own tenant.
+pub struct Admin(pub Principal);
+
+impl FromRequest for Admin {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(principal_of(request).and_then(|principal| {
+            if principal.has_role("admin") {
+                Ok(Admin(principal))
+            } else {
+                Err(ApiError::forbidden("admin role required"))
+            }
+        }))
+    }
+}

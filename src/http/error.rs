@@ -1,0 +1,150 @@
+//! The one place where layer errors become HTTP statuses and `{code, message}` bodies.
+//!
+//! Every mapping is an exhaustive `match` without a wildcard, so a new error variant cannot
+//! compile until it is given a status here. Internal errors get a generic message: paths,
+//! tokens and document text never reach a client.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use serde::Serialize;
+
+use crate::acl::AclError;
+use crate::answer::AnswerError;
+use crate::embed::EmbedError;
+use crate::index::IndexError;
+use crate::retrieval::RetrievalError;
+
+/// The JSON error body.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// snake_case code.
+    pub code: String,
+    /// Lowercase human-readable message.
+    pub message: String,
+}
+
+/// An error answered to a client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// Status.
+    pub status: StatusCode,
+    /// Code.
+    pub code: &'static str,
+    /// Message (safe to show).
+    pub message: String,
+    /// Seconds for `Retry-After`.
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    /// A new error.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into(), retry_after: None }
+    }
+
+    /// 400 with a code.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    /// 401.
+    pub fn unauthorized(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, code, message)
+    }
+
+    /// 403.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// 404.
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, message)
+    }
+
+    /// 503 `overloaded` with `Retry-After`.
+    pub fn overloaded(retry_after: u64) -> Self {
+        Self {
+            retry_after: Some(retry_after),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", "server is overloaded, retry later")
+        }
+    }
+
+    fn internal(code: &'static str) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, code, "internal error")
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "{}: {}", self.code, self.message)
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status);
+        if let Some(seconds) = self.retry_after {
+            response.insert_header(("Retry-After", seconds.to_string()));
+        }
+        response.json(ErrorBody { code: self.code.to_owned(), message: self.message.clone() })
+    }
+}
+
+impl From<AclError> for ApiError {
+    fn from(error: AclError) -> Self {
+        let status = match &error {
+            AclError::UnknownDocument { .. } => StatusCode::NOT_FOUND,
+            AclError::StaleVersion { .. } => StatusCode::CONFLICT,
+            AclError::DuplicateDocument { .. } => StatusCode::BAD_REQUEST,
+        };
+        Self::new(status, error.code(), error.to_string())
+    }
+}
+
+impl From<IndexError> for ApiError {
+    fn from(error: IndexError) -> Self {
+        tracing::error!(code = error.code(), "index failure");
+        match error {
+            IndexError::Unavailable => Self::new(StatusCode::SERVICE_UNAVAILABLE, error.code(), "index unavailable"),
+            IndexError::Lexical(_)
+            | IndexError::Dimension { .. }
+            | IndexError::NonFinite
+            | IndexError::SlotOrder { .. } => Self::internal(error.code()),
+        }
+    }
+}
+
+impl From<EmbedError> for ApiError {
+    fn from(error: EmbedError) -> Self {
+        tracing::error!(code = error.code(), "embedder failure");
+        match error {
+            EmbedError::Timeout => Self::new(StatusCode::SERVICE_UNAVAILABLE, error.code(), "embedder timed out"),
+            EmbedError::Provider(_) => Self::new(StatusCode::BAD_GATEWAY, error.code(), "embedder failed"),
+            EmbedError::Shape { .. } | EmbedError::Model(_) => Self::internal(error.code()),
+        }
+    }
+}
+
+impl From<RetrievalError> for ApiError {
+    fn from(error: RetrievalError) -> Self {
+        match error {
+            RetrievalError::Index(inner) => inner.into(),
+            RetrievalError::Embed(inner) => inner.into(),
+            RetrievalError::Acl(inner) => inner.into(),
+            RetrievalError::InvalidDocument { .. } => Self::bad_request("invalid_document", error.to_string()),
+        }
+    }
+}
+
+impl From<AnswerError> for ApiError {
+    fn from(error: AnswerError) -> Self {
+        match error {
+            AnswerError::Retrieval(inner) => inner.into(),
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! The HTTP service (actix-web): authentication extractor, one file per resource, error mapping
+//! in one place, request ids, limits and backpressure. Only this module knows actix-web.
+//!
+//! Invariants: every endpoint except `/healthz`, `/readyz`, `/metrics` and `/openapi.json`
+//! requires a verified token; bodies reject unknown fields, so no body can carry a tenant,
+//! principal, group or role; the answer and retrieve endpoints admit at most
+//! `server.max_in_flight` requests at once and answer 503 `overloaded` beyond that; logs carry
+//! the request id, method, route pattern and status, never bodies, tokens or document text.
+
+pub mod admin;
+pub mod answer;
+pub mod auth;
+pub mod error;
+pub mod ops;
+pub mod server;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use actix::Addr;
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::middleware::Next;
+use actix_web::{HttpMessage, HttpResponse, web};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::Semaphore;
+
+use crate::answer::{AnswerActor, AnswerPipeline};
+use crate::config::Settings;
+
+use auth::Authenticator;
+use error::ApiError;
+
+/// Every route the service serves: (method, path). The OpenAPI document must list exactly these.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("post", "/v1/answer"),
+    ("post", "/v1/retrieve"),
+    ("put", "/v1/admin/documents"),
+    ("delete", "/v1/admin/documents/{doc_id}"),
+    ("post", "/v1/admin/acl/revoke"),
+    ("post", "/v1/admin/acl/grant"),
+    ("get", "/v1/admin/acl/changes"),
+    ("post", "/v1/admin/snapshots"),
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+    ("get", "/metrics"),
+    ("get", "/openapi.json"),
+];
+
+/// Shared state of all handlers.
+pub struct AppState {
+    /// The answer pipeline (and through it the engine).
+    pub pipeline: Arc<AnswerPipeline>,
+    /// The request actor.
+    pub answer_actor: Addr<AnswerActor>,
+    /// Token verifier.
+    pub authenticator: Authenticator,
+    /// Settings.
+    pub settings: Arc<Settings>,
+    /// Prometheus handle.
+    pub metrics: PrometheusHandle,
+    /// Admission control of answer/retrieve.
+    pub in_flight: Arc<Semaphore>,
+    /// Set once indexes are loaded.
+    pub ready: AtomicBool,
+}
+
+/// The request id of a request (set by the request-id middleware).
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+/// Registers every route, body limits and JSON error handling.
+pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + use<> {
+    let max_body = settings.server.max_body_bytes;
+    move |config: &mut web::ServiceConfig| {
+        let json = web::JsonConfig::default().limit(max_body).error_handler(|error, _| json_error(error).into());
+        let query = web::QueryConfig::default()
+            .error_handler(|error, _| ApiError::bad_request("invalid_query", error.to_string().to_lowercase()).into());
+        let path = web::PathConfig::default()
+            .error_handler(|error, _| ApiError::bad_request("invalid_path", error.to_string().to_lowercase()).into());
+        config
+            .app_data(json)
+            .app_data(query)
+            .app_data(path)
+            .service(
+                web::resource("/v1/answer")
+                    .route(web::post().to(answer::answer))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .service(
+                web::resource("/v1/retrieve")
+                    .route(web::post().to(answer::retrieve))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .service(
+                web::resource("/v1/admin/documents")
+                    .route(web::put().to(admin::upsert_documents))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .service(
+                web::resource("/v1/admin/documents/{doc_id}")
+                    .route(web::delete().to(admin::delete_document))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .service(
+                web::resource("/v1/admin/acl/revoke")
+                    .route(web::post().to(admin::revoke))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .service(
+                web::resource("/v1/admin/acl/grant")
+                    .route(web::post().to(admin::grant))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .service(
+                web::resource("/v1/admin/acl/changes")
+                    .route(web::get().to(admin::changes))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .service(
+                web::resource("/v1/admin/snapshots")
+                    .route(web::post().to(admin::create_snapshot))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .service(
+                web::resource("/healthz")
+                    .route(web::get().to(ops::healthz))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .service(
+                web::resource("/readyz").route(web::get().to(ops::readyz)).default_service(web::to(method_not_allowed)),
+            )
+            .service(
+                web::resource("/metrics")
+                    .route(web::get().to(ops::metrics))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .service(
+                web::resource("/openapi.json")
+                    .route(web::get().to(ops::openapi))
+                    .default_service(web::to(method_not_allowed)),
+            )
+            .default_service(web::to(not_found));
+    }
+}
+
+fn json_error(error: actix_web::error::JsonPayloadError) -> ApiError {
+    use actix_web::error::JsonPayloadError;
+    match error {
+        JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => ApiError::new(
+            actix_web::http::StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            "request body is too large",
+        ),
+        JsonPayloadError::ContentType => ApiError::new(
+            actix_web::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "content type must be application/json",
+        ),
+        JsonPayloadError::Deserialize(inner) => {
+            let code = if inner.is_data() { "invalid_body" } else { "invalid_json" };
+            ApiError::bad_request(code, sanitize(&inner.to_string()))
+        }
+        other => ApiError::bad_request("invalid_json", sanitize(&other.to_string())),
+    }
+}
+
+/// Lowercases a serde message and cuts it so no large echo of input reaches the client.
+fn sanitize(message: &str) -> String {
+    message.to_lowercase().chars().take(200).collect()
+}
+
+async fn not_found() -> HttpResponse {
+    actix_web::ResponseError::error_response(&ApiError::not_found("not_found", "no such route"))
+}
+
+async fn method_not_allowed() -> HttpResponse {
+    actix_web::ResponseError::error_response(&ApiError::new(
+        actix_web::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    ))
+}
+
+/// Middleware: assigns a request id (kept from a sane incoming `x-request-id`), logs one line
+/// per request with the route pattern (not the raw path) and echoes the id in the response.
+pub async fn request_id(
+    request: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let incoming = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|value| value.to_str().ok())
+        .filter(|value| {
+            !value.is_empty() && value.len() <= 64 && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+        .map(str::to_owned);
+    let id = incoming.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    request.extensions_mut().insert(RequestId(id.clone()));
+    let method = request.method().to_string();
+    let route = request.match_pattern().unwrap_or_else(|| "unmatched".to_owned());
+    let started = Instant::now();
+    let mut response = next.call(request).await?;
+    tracing::info!(request_id = %id, %method, %route, status = response.status().as_u16(), elapsed_ms = started.elapsed().as_secs_f64() * 1000.0, "request");
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(HeaderName::from_static("x-request-id"), value);
+    }
+    Ok(response)
+}
+
+/// Builds an `HttpResponse` with a JSON body.
+pub(crate) fn json<T: serde::Serialize>(value: &T) -> HttpResponse {
+    HttpResponse::Ok().json(value)
+}

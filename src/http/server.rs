@@ -1,0 +1,160 @@
+//! Start-up: build providers from settings, start the engine and the request actor, load the
+//! demo corpus when configured, and run actix-web until SIGTERM/SIGINT (graceful shutdown is
+//! actix-web's: in-flight requests finish, new connections are refused).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use actix::Actor;
+use actix_web::{App, HttpServer, middleware, web};
+use serde::Deserialize;
+use tokio::sync::Semaphore;
+
+use crate::answer::{AnswerActor, AnswerPipeline, PipelineSettings};
+use crate::config::Settings;
+use crate::retrieval::{DocumentInput, Engine, EngineParams};
+
+use super::AppState;
+use super::auth::Authenticator;
+
+/// Providers chosen for a run.
+pub struct Providers {
+    /// Embedder.
+    pub embedder: Arc<dyn crate::embed::Embedder>,
+    /// Generator.
+    pub generator: Arc<dyn crate::answer::generator::Generator>,
+    /// Support verifier.
+    pub verifier: Arc<dyn crate::answer::verifier::SupportVerifier>,
+}
+
+/// Errors that stop the server from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Authentication settings are unusable.
+    #[error(transparent)]
+    Auth(#[from] super::auth::AuthError),
+    /// The engine could not start or the demo corpus could not be loaded.
+    #[error(transparent)]
+    Retrieval(#[from] crate::retrieval::RetrievalError),
+    /// The demo corpus file is missing or malformed.
+    #[error("demo corpus {path}: {reason}")]
+    Demo {
+        /// File.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// Binding or serving failed.
+    #[error("server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// One document of the demo corpus file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DemoDocument {
+    tenant: String,
+    #[serde(flatten)]
+    document: DemoInput,
+}
+
+#[derive(Debug, Deserialize)]
+struct DemoInput {
+    doc_id: String,
+    title: String,
+    text: String,
+    acl: crate::domain::DocAcl,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DemoCorpus {
+    #[serde(default)]
+    #[allow(dead_code)]
+    about: String,
+    documents: Vec<DemoDocument>,
+}
+
+/// Loads a demo corpus file (documents grouped per tenant, one batch per tenant).
+pub async fn load_corpus(engine: &Engine, path: &Path) -> Result<usize, StartError> {
+    let demo_error = |reason: String| StartError::Demo { path: path.display().to_string(), reason };
+    let text = std::fs::read_to_string(path).map_err(|error| demo_error(error.to_string()))?;
+    let corpus: DemoCorpus = serde_json::from_str(&text).map_err(|error| demo_error(error.to_string()))?;
+    let mut per_tenant: std::collections::BTreeMap<String, Vec<DocumentInput>> = Default::default();
+    for entry in corpus.documents {
+        per_tenant.entry(entry.tenant).or_default().push(DocumentInput {
+            doc_id: entry.document.doc_id,
+            title: entry.document.title,
+            text: entry.document.text,
+            acl: entry.document.acl,
+            version: None,
+        });
+    }
+    let mut total = 0;
+    for (tenant, documents) in per_tenant {
+        total += engine.upsert(&tenant, documents).await?.documents;
+    }
+    Ok(total)
+}
+
+/// Builds the shared state: engine, pipeline, request actor, authenticator, metrics.
+/// Must run inside an actix System.
+pub async fn build_state(settings: Arc<Settings>, providers: Providers) -> Result<web::Data<AppState>, StartError> {
+    let authenticator = Authenticator::from_settings(&settings.auth)?;
+    let params = EngineParams::from_settings(&settings, providers.embedder.dimension());
+    let engine = Engine::start(params, providers.embedder)?;
+    let pipeline = Arc::new(AnswerPipeline::new(
+        engine,
+        providers.generator,
+        providers.verifier,
+        PipelineSettings::from_settings(&settings),
+    ));
+    let answer_actor = AnswerActor::new(Arc::clone(&pipeline)).start();
+    Ok(web::Data::new(AppState {
+        pipeline,
+        answer_actor,
+        authenticator,
+        in_flight: Arc::new(Semaphore::new(settings.server.max_in_flight)),
+        metrics: crate::telemetry::metrics_handle(),
+        settings,
+        ready: AtomicBool::new(false),
+    }))
+}
+
+/// The actix-web application factory for a state (used by `serve` and by tests).
+pub fn app(
+    state: web::Data<AppState>,
+) -> App<
+    impl actix_web::dev::ServiceFactory<
+        actix_web::dev::ServiceRequest,
+        Config = (),
+        Response = actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    let settings = Arc::clone(&state.settings);
+    App::new().app_data(state).wrap(middleware::from_fn(super::request_id)).configure(super::configure(&settings))
+}
+
+/// Runs the server on `settings.server.bind` until a shutdown signal.
+pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), StartError> {
+    let state = build_state(Arc::clone(&settings), providers).await?;
+    if settings.demo.load {
+        let count = load_corpus(state.pipeline.engine(), Path::new(&settings.demo.corpus)).await?;
+        tracing::info!(documents = count, corpus = %settings.demo.corpus, "demo corpus loaded");
+    }
+    state.ready.store(true, Ordering::SeqCst);
+    let bind = settings.server.bind.clone();
+    let server_state = state.clone();
+    let server = HttpServer::new(move || app(server_state.clone()))
+        .workers(settings.server.workers)
+        .shutdown_timeout(10)
+        .bind(&bind)?;
+    for address in server.addrs() {
+        eprintln!("warrant listening on http://{address}");
+    }
+    server.run().await?;
+    Ok(())
+}
