@@ -12,5 +12,6 @@ pub mod domain;
 pub mod embed;
 pub mod http;
 pub mod index;
+pub mod providers;
 pub mod retrieval;
 pub mod telemetry;

@@ -1,1 +1,163 @@
-fn main() {}
+//! The `warrant` command: serve, mint demo tokens, benchmarks and evaluations.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+use warrant::config::Settings;
+
+#[derive(Parser)]
+#[command(name = "warrant", version, about = "Citation-first, access-controlled hybrid RAG answer server")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP server (default config: config/default.toml, which loads the demo corpus).
+    Serve {
+        /// Configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Mint a token signed with the configured HS256 secret (the demo key in the default config).
+    Token {
+        /// Tenant claim.
+        #[arg(long)]
+        tenant: String,
+        /// Subject (user id).
+        #[arg(long)]
+        sub: String,
+        /// Comma-separated groups.
+        #[arg(long, default_value = "", value_delimiter = ',')]
+        groups: Vec<String>,
+        /// Add the admin role.
+        #[arg(long)]
+        admin: bool,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl_seconds: u64,
+        /// Configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Benchmarks that print figures.
+    Bench {
+        #[command(subcommand)]
+        bench: BenchCommand,
+    },
+    /// Evaluations on labeled data.
+    Eval {
+        #[command(subcommand)]
+        eval: EvalCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Filtered vector search at several selectivities: strategy, recall@10, latency percentiles.
+    Filtered {
+        /// Vectors in the index.
+        #[arg(long, default_value_t = 50_000)]
+        vectors: usize,
+        /// Dimension.
+        #[arg(long, default_value_t = 384)]
+        dim: usize,
+        /// Queries per selectivity.
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Print one JSON object per line (default: also JSON; kept for the documented form).
+        #[arg(long)]
+        json: bool,
+        /// Configuration file (index parameters).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum EvalCommand {
+    /// Precision/recall of the support verifier on SciFact claim labels.
+    Verifier {
+        /// Path of scifact-claims/train.jsonl.
+        #[arg(long, default_value = "../shared/data/scifact-claims/train.jsonl")]
+        data: PathBuf,
+        /// Configuration file (verifier thresholds).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { config } => serve(config),
+        Command::Token { tenant, sub, groups, admin, ttl_seconds, config } => {
+            let settings = Settings::load(config.as_deref())?;
+            if settings.auth.hs256_secret.is_empty() {
+                bail!("auth.hs256_secret is empty: tokens can only be minted with an hs256 secret");
+            }
+            let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+            let claims = warrant::http::auth::Claims {
+                sub,
+                tenant,
+                groups: groups.into_iter().filter(|group| !group.is_empty()).collect(),
+                roles: if admin { vec!["admin".into()] } else { vec![] },
+                exp: now + ttl_seconds,
+                iss: (!settings.auth.issuer.is_empty()).then(|| settings.auth.issuer.clone()),
+                aud: (!settings.auth.audience.is_empty()).then(|| settings.auth.audience.clone()),
+            };
+            println!("{}", warrant::http::auth::mint_hs256(&settings.auth.hs256_secret, &claims)?);
+            Ok(())
+        }
+        Command::Bench { bench: BenchCommand::Filtered { vectors, dim, queries, seed, json: _, config } } => {
+            let settings = Settings::load(config.as_deref())?;
+            let params = warrant::retrieval::EngineParams::from_settings(&settings, dim).vector;
+            let config = warrant::bench::filtered::FilteredBenchConfig {
+                vectors,
+                dim,
+                queries,
+                k: 10,
+                seed,
+                selectivities: vec![0.001, 0.01, 0.1, 0.5, 1.0],
+                params,
+                clusters: 64,
+            };
+            for row in warrant::bench::filtered::run(&config) {
+                println!("{}", serde_json::to_string(&row)?);
+            }
+            Ok(())
+        }
+        Command::Eval { eval: EvalCommand::Verifier { data, config } } => {
+            let settings = Settings::load(config.as_deref())?;
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime.block_on(async {
+                let embedder: Arc<dyn warrant::embed::Embedder> = Arc::new(warrant::embed::HashedEmbedder::new(settings.embedder.dim));
+                let verifier = warrant::answer::lexical_verifier::LexicalSupportVerifier::new(
+                    settings.verifier.min_coverage,
+                    settings.verifier.min_similarity,
+                    Some(embedder),
+                );
+                let report = warrant::eval::verifier::evaluate(&data, &verifier).await.map_err(anyhow::Error::msg)?;
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                anyhow::Ok(())
+            })
+        }
+    }
+}
+
+#[actix_web::main]
+async fn serve(config: Option<PathBuf>) -> Result<()> {
+    let settings = Arc::new(Settings::load(config.as_deref()).context("loading configuration")?);
+    warrant::telemetry::init_tracing(settings.server.log_format == "json");
+    let providers = warrant::providers::from_settings(&settings).await.context("building providers")?;
+    warrant::http::server::serve(settings, providers).await.context("running the server")?;
+    Ok(())
+}

@@ -1,4 +1,6 @@
 //! The one integration test binary (modules per area keep link time low).
 
+mod answer_fixtures;
+mod http;
 mod retrieval;
 mod support;

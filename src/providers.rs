@@ -1,0 +1,59 @@
+//! Provider selection from configuration: embedder, generator and support verifier.
+//!
+//! Embedded defaults need no paid service (hashed or MiniLM embeddings, the extractive
+//! generator, the lexical/semantic verifier); OpenAI-compatible providers are chosen with
+//! `kind = "openai"`.
+
+use std::sync::Arc;
+
+use crate::answer::extractive::ExtractiveGenerator;
+use crate::answer::generator::Generator;
+use crate::answer::lexical_verifier::LexicalSupportVerifier;
+use crate::answer::openai::OpenAiCompatibleGenerator;
+use crate::config::Settings;
+use crate::embed::{Embedder, HashedEmbedder, OpenAiCompatibleEmbedder};
+use crate::http::server::Providers;
+
+/// Errors choosing providers.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// A provider could not be built from its settings.
+    #[error("{kind} provider: {reason}")]
+    Invalid {
+        /// Which provider.
+        kind: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Builds the configured embedder.
+pub async fn embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, ProviderError> {
+    let config = &settings.embedder;
+    match config.kind.as_str() {
+        "openai" => {
+            let embedder = OpenAiCompatibleEmbedder::from_settings(config)
+                .map_err(|error| ProviderError::Invalid { kind: "embedder", reason: error.to_string() })?;
+            Ok(Arc::new(embedder))
+        }
+        _ => Ok(Arc::new(HashedEmbedder::new(config.dim))),
+    }
+}
+
+/// Builds every provider.
+pub async fn from_settings(settings: &Settings) -> Result<Providers, ProviderError> {
+    let embedder = embedder(settings).await?;
+    let generator: Arc<dyn Generator> = match settings.generator.kind.as_str() {
+        "openai" => Arc::new(
+            OpenAiCompatibleGenerator::from_settings(&settings.generator)
+                .map_err(|error| ProviderError::Invalid { kind: "generator", reason: error.to_string() })?,
+        ),
+        _ => Arc::new(ExtractiveGenerator::new(settings.generator.max_claims)),
+    };
+    let verifier = Arc::new(LexicalSupportVerifier::new(
+        settings.verifier.min_coverage,
+        settings.verifier.min_similarity,
+        Some(Arc::clone(&embedder)),
+    ));
+    Ok(Providers { embedder, generator, verifier })
+}

@@ -1,0 +1,433 @@
+//! Data-driven answer pipeline tests: every `fixtures/answer/*.json` file is one case (add a case
+//! without code). Each case asserts status, abstention reason, citation links and stage metrics.
+//!
+//! The generator here is `FixtureGenerator`, a deterministic FAKE wrapping the library's
+//! `ScriptedGenerator`: it resolves `@{snippet}` to the label of the source containing the
+//! snippet and `#{doc_id}` to the chunk id of that document's first chunk, and can run admin
+//! actions (delete, revoke) while the request is inside generation.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::Value;
+use warrant::acl::AclMutation;
+use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
+use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+use warrant::answer::response::{AnswerResponse, AnswerStatus};
+use warrant::answer::scripted::{ScriptStep, ScriptedGenerator};
+use warrant::answer::{AnswerPipeline, AnswerRequest, PipelineSettings};
+use warrant::config::{ClaimPolicy, Settings};
+use warrant::domain::{DocAcl, Document, chunk_document};
+use warrant::retrieval::{DocumentInput, Engine};
+
+use crate::support::{engine, principal};
+
+#[derive(Deserialize, Clone)]
+struct CorpusDocument {
+    tenant: String,
+    doc_id: String,
+    title: String,
+    text: String,
+    acl: DocAcl,
+}
+
+#[derive(Deserialize)]
+struct Corpus {
+    documents: Vec<CorpusDocument>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fixture {
+    name: String,
+    about: String,
+    #[serde(default)]
+    settings: BTreeMap<String, Value>,
+    #[serde(default)]
+    documents: Vec<CorpusDocument>,
+    #[serde(default)]
+    setup: Vec<Action>,
+    principal: PrincipalSpec,
+    question: String,
+    #[serde(default)]
+    request: RequestSpec,
+    generator: Vec<Step>,
+    expect: Expect,
+}
+
+#[derive(Deserialize)]
+struct PrincipalSpec {
+    tenant: String,
+    user: String,
+    groups: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RequestSpec {
+    top_k: Option<usize>,
+    deadline_ms: Option<u64>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+struct Step {
+    #[serde(default)]
+    output: Option<String>,
+    #[serde(default)]
+    delay_ms: Option<u64>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    status: Option<u16>,
+    #[serde(default)]
+    before_reply: Vec<Action>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(rename_all = "snake_case")]
+enum Action {
+    Delete(String),
+    Revoke { doc_id: String },
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Expect {
+    status: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    reason_in: Vec<String>,
+    #[serde(default)]
+    generator_attempts: Option<u32>,
+    #[serde(default)]
+    generator_attempts_max: Option<u32>,
+    #[serde(default)]
+    cited_docs: Vec<String>,
+    #[serde(default)]
+    not_cited_docs: Vec<String>,
+    #[serde(default)]
+    claims: Option<usize>,
+    #[serde(default)]
+    stages: Vec<String>,
+    #[serde(default)]
+    citations_rejected: BTreeMap<String, u32>,
+    #[serde(default)]
+    citations_rejected_any: Vec<String>,
+    #[serde(default)]
+    prompt_excludes: Vec<String>,
+    #[serde(default)]
+    prompt_includes: Vec<String>,
+    #[serde(default)]
+    repair_prompt_includes: Vec<String>,
+    #[serde(default)]
+    diagnostics_include: Vec<String>,
+    #[serde(default)]
+    distinct_labels_per_doc: Option<usize>,
+    #[serde(default)]
+    context_max: Option<usize>,
+    #[serde(default)]
+    deterministic_prompt: bool,
+}
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/answer")
+}
+
+/// Test FAKE: scripted outputs with placeholders and actions, recording prompts.
+struct FixtureGenerator {
+    inner: ScriptedGenerator,
+    steps: Vec<Step>,
+    engine: Arc<Engine>,
+    tenant: String,
+    chunk_ids: BTreeMap<String, String>,
+    calls: Mutex<usize>,
+}
+
+#[async_trait]
+impl Generator for FixtureGenerator {
+    fn name(&self) -> &str {
+        "fixture-fake"
+    }
+
+    async fn generate(&self, request: &GenerationRequest) -> Result<String, GeneratorError> {
+        let call = {
+            let mut calls = self.calls.lock().unwrap();
+            *calls += 1;
+            *calls
+        };
+        let step = &self.steps[(call - 1).min(self.steps.len() - 1)];
+        for action in &step.before_reply {
+            apply(&self.engine, &self.tenant, action).await;
+        }
+        let raw = self.inner.generate(request).await?;
+        Ok(self.resolve(&raw, request))
+    }
+}
+
+impl FixtureGenerator {
+    fn resolve(&self, raw: &str, request: &GenerationRequest) -> String {
+        let mut text = raw.to_owned();
+        while let Some(start) = text.find("@{") {
+            let end = start + text[start..].find('}').expect("closed placeholder");
+            let snippet = &text[start + 2..end];
+            let label = request
+                .sources
+                .iter()
+                .find(|source| source.text.contains(snippet))
+                .map(|source| source.label.clone())
+                .unwrap_or_else(|| "S1".to_owned());
+            text.replace_range(start..=end, &label);
+        }
+        while let Some(start) = text.find("#{") {
+            let end = start + text[start..].find('}').expect("closed placeholder");
+            let id = self.chunk_ids.get(&text[start + 2..end]).cloned().unwrap_or_default();
+            text.replace_range(start..=end, &id);
+        }
+        text
+    }
+}
+
+async fn apply(engine: &Engine, tenant: &str, action: &Action) {
+    let mutation = match action {
+        Action::Delete(doc_id) => AclMutation::Delete { tenant: tenant.into(), doc_id: doc_id.clone() },
+        Action::Revoke { doc_id } => AclMutation::Revoke { tenant: tenant.into(), doc_id: doc_id.clone(), groups: None, users: None },
+    };
+    engine.mutate(mutation).await.expect("fixture action applies");
+}
+
+fn script(steps: &[Step]) -> Vec<ScriptStep> {
+    steps
+        .iter()
+        .map(|step| {
+            let base = match (&step.output, &step.error) {
+                (Some(output), _) => ScriptStep::output(output.clone()),
+                (None, Some(kind)) if kind == "status" => ScriptStep::Error(GeneratorError::Status { status: step.status.unwrap_or(500) }),
+                (None, Some(kind)) if kind == "timeout" => ScriptStep::Error(GeneratorError::Timeout),
+                (None, Some(_)) => ScriptStep::Error(GeneratorError::Connection("fixture".into())),
+                (None, None) => panic!("a step needs an output or an error"),
+            };
+            match step.delay_ms {
+                Some(ms) => base.delayed(Duration::from_millis(ms)),
+                None => base,
+            }
+        })
+        .collect()
+}
+
+fn apply_settings(settings: &mut Settings, overrides: &BTreeMap<String, Value>) {
+    for (key, value) in overrides {
+        match key.as_str() {
+            "prompt_token_budget" => settings.answer.prompt_token_budget = value.as_u64().unwrap() as usize,
+            "context_token_budget" => settings.retrieval.context_token_budget = value.as_u64().unwrap() as usize,
+            "min_repair_ms" => settings.answer.min_repair_ms = value.as_u64().unwrap(),
+            "claim_policy" => {
+                settings.answer.claim_policy = match value.as_str().unwrap() {
+                    "drop_claim" => ClaimPolicy::DropClaim,
+                    _ => ClaimPolicy::FailAnswer,
+                }
+            }
+            other => panic!("unknown fixture setting {other}"),
+        }
+    }
+}
+
+struct Run {
+    response: AnswerResponse,
+    prompts: Vec<GenerationRequest>,
+    corpus: Vec<CorpusDocument>,
+    engine: Arc<Engine>,
+}
+
+async fn run(fixture: &Fixture) -> Run {
+    let mut settings = crate::support::settings(3);
+    // The fixtures' default policy is the strict one unless a case says otherwise.
+    settings.answer.claim_policy = ClaimPolicy::FailAnswer;
+    apply_settings(&mut settings, &fixture.settings);
+    let engine = engine(&settings);
+    let base: Corpus = serde_json::from_str(&std::fs::read_to_string(fixtures_dir().join("_corpus.json")).unwrap()).unwrap();
+    let corpus: Vec<CorpusDocument> = base.documents.into_iter().chain(fixture.documents.iter().cloned()).collect();
+    let mut per_tenant: BTreeMap<String, Vec<DocumentInput>> = BTreeMap::new();
+    for document in &corpus {
+        per_tenant.entry(document.tenant.clone()).or_default().push(DocumentInput {
+            doc_id: document.doc_id.clone(),
+            title: document.title.clone(),
+            text: document.text.clone(),
+            acl: document.acl.clone(),
+            version: None,
+        });
+    }
+    for (tenant, documents) in per_tenant {
+        engine.upsert(&tenant, documents).await.unwrap();
+    }
+    for action in &fixture.setup {
+        apply(&engine, &fixture.principal.tenant, action).await;
+    }
+    let chunk_ids = corpus
+        .iter()
+        .filter(|document| document.tenant == fixture.principal.tenant)
+        .map(|document| {
+            let full = Document {
+                tenant: document.tenant.clone(),
+                doc_id: document.doc_id.clone(),
+                version: 1,
+                title: document.title.clone(),
+                text: document.text.clone(),
+                acl: document.acl.clone(),
+            };
+            (document.doc_id.clone(), chunk_document(&full, 0, &settings.chunking)[0].id.to_string())
+        })
+        .collect();
+    let generator = Arc::new(FixtureGenerator {
+        inner: ScriptedGenerator::new(script(&fixture.generator)),
+        steps: fixture.generator.clone(),
+        engine: Arc::clone(&engine),
+        tenant: fixture.principal.tenant.clone(),
+        chunk_ids,
+        calls: Mutex::new(0),
+    });
+    let verifier = Arc::new(LexicalSupportVerifier::new(
+        settings.verifier.min_coverage,
+        settings.verifier.min_similarity,
+        Some(Arc::clone(engine.embedder())),
+    ));
+    let pipeline = AnswerPipeline::new(Arc::clone(&engine), generator.clone(), verifier, PipelineSettings::from_settings(&settings));
+    let who = principal(
+        &fixture.principal.tenant,
+        &fixture.principal.user,
+        &fixture.principal.groups.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let request = AnswerRequest {
+        question: fixture.question.clone(),
+        top_k: fixture.request.top_k,
+        deadline_ms: fixture.request.deadline_ms,
+    };
+    let response = pipeline.answer(&who, request, format!("fixture-{}", fixture.name)).await.expect("no server fault");
+    Run { response, prompts: generator.inner.calls(), corpus, engine }
+}
+
+fn check(fixture: &Fixture, run: &Run) {
+    let name = &fixture.name;
+    let response = &run.response;
+    let expect = &fixture.expect;
+    let status = match response.status {
+        AnswerStatus::Answered => "answered",
+        AnswerStatus::Abstained => "abstained",
+    };
+    assert_eq!(status, expect.status, "{name}: status ({})", fixture.about);
+    let reason = response.abstention.as_ref().map(|abstention| abstention.reason.as_str().to_owned());
+    if let Some(expected) = &expect.reason {
+        assert_eq!(reason.as_deref(), Some(expected.as_str()), "{name}: reason");
+    }
+    if !expect.reason_in.is_empty() {
+        assert!(expect.reason_in.contains(reason.as_ref().unwrap()), "{name}: reason {reason:?}");
+    }
+    assert_eq!(response.answer.is_some(), status == "answered", "{name}: answer xor abstention");
+    assert_eq!(response.abstention.is_some(), status == "abstained", "{name}: answer xor abstention");
+    let metrics = &response.metrics;
+    if let Some(attempts) = expect.generator_attempts {
+        assert_eq!(metrics.generator_attempts, attempts, "{name}: generator attempts");
+        assert_eq!(run.prompts.len() as u32, attempts, "{name}: generator calls made");
+    }
+    if let Some(max) = expect.generator_attempts_max {
+        assert!(metrics.generator_attempts <= max, "{name}: generator attempts");
+    }
+    for stage in ["scope", "retrieval"].iter().map(|s| s.to_string()).chain(expect.stages.iter().cloned()) {
+        let value = metrics.stages_ms.get(&stage).unwrap_or_else(|| panic!("{name}: stage {stage} not measured"));
+        assert!(*value >= 0.0);
+    }
+    for (code, count) in &expect.citations_rejected {
+        assert_eq!(metrics.citations_rejected.get(code), Some(count), "{name}: rejected {code} in {:?}", metrics.citations_rejected);
+    }
+    if !expect.citations_rejected_any.is_empty() {
+        assert!(expect.citations_rejected_any.iter().any(|code| metrics.citations_rejected.contains_key(code)), "{name}: {:?}", metrics.citations_rejected);
+    }
+    if let Some(abstention) = &response.abstention {
+        for code in &expect.diagnostics_include {
+            assert!(abstention.diagnostics.contains(code), "{name}: diagnostics {:?}", abstention.diagnostics);
+        }
+        // Diagnostics are codes only: no source text leaks through them.
+        for diagnostic in &abstention.diagnostics {
+            assert!(diagnostic.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{name}: diagnostic {diagnostic}");
+        }
+    }
+    // Everything the generator saw: excluded strings never, included strings somewhere.
+    let seen: String = run.prompts.iter().map(|p| format!("{}\n{}\n{}", p.system, p.user, p.repair.clone().unwrap_or_default())).collect();
+    for text in &expect.prompt_excludes {
+        let sources_only: String = run.prompts.iter().flat_map(|p| p.sources.iter().map(|s| s.text.clone())).collect();
+        assert!(!sources_only.contains(text.as_str()), "{name}: prompt contains {text:?}");
+    }
+    for text in &expect.prompt_includes {
+        assert!(seen.contains(text.as_str()), "{name}: prompt lacks {text:?}");
+    }
+    for text in &expect.repair_prompt_includes {
+        let repair = run.prompts.get(1).and_then(|p| p.repair.clone()).unwrap_or_default();
+        assert!(repair.contains(text.as_str()), "{name}: repair prompt lacks {text:?}: {repair}");
+    }
+    if let Some(max) = expect.context_max {
+        assert!(metrics.context <= max, "{name}: context {}", metrics.context);
+    }
+    // Citation links: every citation resolves to an authorized chunk of the caller's tenant
+    // whose offsets slice the document text and whose quote is inside the chunk.
+    let claims = response.answer.as_ref().map(|answer| answer.claims.clone()).unwrap_or_default();
+    if let Some(count) = expect.claims {
+        assert_eq!(claims.len(), count, "{name}: claims");
+    }
+    let acl = run.engine.acl().load();
+    let who = principal(&fixture.principal.tenant, &fixture.principal.user, &fixture.principal.groups.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut cited_docs = Vec::new();
+    for claim in &claims {
+        assert!(!claim.citations.is_empty(), "{name}: uncited claim");
+        for citation in &claim.citations {
+            let document = run
+                .corpus
+                .iter()
+                .find(|d| d.tenant == fixture.principal.tenant && d.doc_id == citation.doc_id)
+                .unwrap_or_else(|| panic!("{name}: cited {} outside the tenant", citation.doc_id));
+            let chunk: String = document.text.chars().skip(citation.start).take(citation.end - citation.start).collect();
+            assert!(!chunk.is_empty() && chunk.contains(&citation.quote), "{name}: quote not in chunk");
+            let entry = acl.entry(&fixture.principal.tenant, &citation.doc_id).expect("live document");
+            assert!(acl.allows(&who, entry.ordinal), "{name}: cited document not authorized");
+            assert!(run.prompts.iter().any(|p| p.sources.iter().any(|s| s.label == citation.label)), "{name}: label not in context");
+            assert_eq!(response.acl_epoch, acl.epoch(), "{name}: epoch");
+            cited_docs.push(citation.doc_id.clone());
+        }
+    }
+    for doc in &expect.cited_docs {
+        assert!(cited_docs.contains(doc), "{name}: {doc} not cited ({cited_docs:?})");
+    }
+    for doc in &expect.not_cited_docs {
+        assert!(!cited_docs.contains(doc), "{name}: {doc} cited");
+    }
+    if let Some(per_doc) = expect.distinct_labels_per_doc {
+        let labels: std::collections::BTreeSet<_> = claims.iter().flat_map(|c| c.citations.iter().map(|x| x.label.clone())).collect();
+        assert_eq!(labels.len(), per_doc, "{name}: labels");
+    }
+}
+
+#[actix_web::test]
+async fn every_answer_fixture_holds() {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "json") && !path.file_name().unwrap().to_string_lossy().starts_with('_'))
+        .collect();
+    paths.sort();
+    assert!(paths.len() >= 20, "fixtures missing");
+    for path in paths {
+        let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        let first = run(&fixture).await;
+        check(&fixture, &first);
+        if fixture.expect.deterministic_prompt {
+            let second = run(&fixture).await;
+            let users = |run: &Run| run.prompts.iter().map(|p| p.user.clone()).collect::<Vec<_>>();
+            assert_eq!(users(&first), users(&second), "{}: selection is not deterministic", fixture.name);
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! The HTTP contract over real sockets: a server on an ephemeral loopback port per test.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use warrant::answer::extractive::ExtractiveGenerator;
+use warrant::answer::generator::Generator;
+use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+use warrant::answer::scripted::{ScriptStep, ScriptedGenerator};
+use warrant::config::Settings;
+use warrant::embed::{Embedder, HashedEmbedder};
+use warrant::http::auth::{Claims, mint_hs256};
+use warrant::http::server::{Providers, app, build_state, load_corpus};
+
+const SECRET: &str = "test-secret-for-http-tests";
+
+struct Server {
+    base: String,
+    client: reqwest::Client,
+    handle: actix_web::dev::ServerHandle,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let handle = self.handle.clone();
+        actix_rt::spawn(async move { handle.stop(false).await });
+    }
+}
+
+fn settings() -> Settings {
+    let mut settings = Settings::defaults();
+    settings.auth.hs256_secret = SECRET.into();
+    settings.auth.rs256_public_key_file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/auth/test_rs256_public.pem").display().to_string();
+    settings.embedder.dim = 64;
+    settings.index.shards = 3;
+    settings.server.max_body_bytes = 64 * 1024;
+    settings.server.max_batch_documents = 5;
+    settings
+}
+
+async fn start_with(settings: Settings, generator: Option<Arc<dyn Generator>>) -> Server {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let settings = Arc::new(settings);
+    let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
+    let providers = Providers {
+        embedder: Arc::clone(&embedder),
+        generator: generator.unwrap_or_else(|| Arc::new(ExtractiveGenerator::new(settings.generator.max_claims))),
+        verifier: Arc::new(LexicalSupportVerifier::new(settings.verifier.min_coverage, settings.verifier.min_similarity, Some(embedder))),
+    };
+    let state = build_state(Arc::clone(&settings), providers).await.expect("state");
+    load_corpus(state.pipeline.engine(), &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json")).await.expect("demo corpus");
+    state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
+    let server_state = state.clone();
+    let server = actix_web::HttpServer::new(move || app(server_state.clone())).workers(2).bind("127.0.0.1:0").expect("bind");
+    let address = server.addrs()[0];
+    let running = server.run();
+    let handle = running.handle();
+    actix_rt::spawn(running);
+    Server { base: format!("http://{address}"), client: reqwest::Client::new(), handle }
+}
+
+async fn start() -> Server {
+    start_with(settings(), None).await
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+fn token(tenant: &str, sub: &str, groups: &[&str], admin: bool) -> String {
+    let claims = Claims {
+        sub: sub.into(),
+        tenant: tenant.into(),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+        roles: if admin { vec!["admin".into()] } else { vec![] },
+        exp: now() + 600,
+        iss: None,
+        aud: None,
+    };
+    mint_hs256(SECRET, &claims).unwrap()
+}
+
+impl Server {
+    async fn call(&self, method: reqwest::Method, path: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value, reqwest::header::HeaderMap) {
+        let mut request = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("request");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)), headers)
+    }
+
+    async fn post(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
+        let (status, body, _) = self.call(reqwest::Method::POST, path, Some(token), Some(body)).await;
+        (status, body)
+    }
+}
+
+fn cited_docs(body: &Value) -> Vec<String> {
+    body["answer"]["claims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|claim| claim["citations"].as_array().unwrap().iter().map(|c| c["doc_id"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[actix_web::test]
+async fn every_authentication_failure_is_401_and_a_missing_role_403() {
+    let server = start().await;
+    let question = json!({"question": "How much is the hotel per night?"});
+    let (status, body, _) = server.call(reqwest::Method::POST, "/v1/answer", None, Some(question.clone())).await;
+    assert_eq!((status, body["code"].as_str()), (401, Some("missing_token")));
+    for bad in ["garbage", "a.b.c", &token("acme", "bob", &["everyone"], false).replace('.', "x.")] {
+        let (status, body, _) = server.call(reqwest::Method::POST, "/v1/answer", Some(bad), Some(question.clone())).await;
+        assert_eq!((status, body["code"].as_str()), (401, Some("invalid_token")), "{bad}");
+    }
+    let wrong_secret = mint_hs256("another-secret", &Claims { sub: "bob".into(), tenant: "acme".into(), groups: vec![], roles: vec![], exp: now() + 60, iss: None, aud: None }).unwrap();
+    assert_eq!(server.call(reqwest::Method::POST, "/v1/answer", Some(&wrong_secret), Some(question.clone())).await.0, 401);
+    let expired = mint_hs256(SECRET, &Claims { sub: "bob".into(), tenant: "acme".into(), groups: vec![], roles: vec![], exp: now() - 3600, iss: None, aud: None }).unwrap();
+    let (status, body, _) = server.call(reqwest::Method::POST, "/v1/answer", Some(&expired), Some(question.clone())).await;
+    assert_eq!((status, body["code"].as_str()), (401, Some("token_expired")));
+    // A token without exp is refused.
+    let no_exp = jsonwebtoken::encode(&jsonwebtoken::Header::default(), &json!({"sub": "bob", "tenant": "acme"}), &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes())).unwrap();
+    assert_eq!(server.call(reqwest::Method::POST, "/v1/answer", Some(&no_exp), Some(question.clone())).await.0, 401);
+    // alg=none is refused.
+    let unsigned = format!("{}.{}.", base64url(r#"{"alg":"none","typ":"JWT"}"#), base64url(&format!(r#"{{"sub":"bob","tenant":"acme","groups":["everyone"],"exp":{}}}"#, now() + 60)));
+    assert_eq!(server.call(reqwest::Method::POST, "/v1/answer", Some(&unsigned), Some(question.clone())).await.0, 401);
+    // RS256 with the configured public key works; HS256 signed with the public key bytes (alg confusion) does not.
+    let private = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/auth/test_rs256_private.pem")).unwrap();
+    let rs = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
+        &json!({"sub": "bob", "tenant": "acme", "groups": ["everyone"], "exp": now() + 60}),
+        &jsonwebtoken::EncodingKey::from_rsa_pem(&private).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(server.call(reqwest::Method::POST, "/v1/answer", Some(&rs), Some(question.clone())).await.0, 200);
+    let public = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/auth/test_rs256_public.pem")).unwrap();
+    let confused = jsonwebtoken::encode(&jsonwebtoken::Header::default(), &json!({"sub": "bob", "tenant": "acme", "exp": now() + 60}), &jsonwebtoken::EncodingKey::from_secret(&public)).unwrap();
+    assert_eq!(server.call(reqwest::Method::POST, "/v1/answer", Some(&confused), Some(question.clone())).await.0, 401);
+    // A valid token without the admin role is 403 on the admin API.
+    let user = token("acme", "bob", &["everyone"], false);
+    let (status, body, _) = server.call(reqwest::Method::POST, "/v1/admin/acl/revoke", Some(&user), Some(json!({"doc_id": "travel-policy"}))).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("forbidden")));
+}
+
+fn base64url(text: &str) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let bytes = text.as_bytes();
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+#[actix_web::test]
+async fn a_body_cannot_name_a_tenant_or_principal() {
+    let server = start().await;
+    let user = token("globex", "gina", &["staff"], false);
+    for body in [
+        json!({"question": "hotel per night?", "tenant": "acme"}),
+        json!({"question": "hotel per night?", "groups": ["everyone"]}),
+        json!({"question": "hotel per night?", "principal": "alice"}),
+        json!({"query": "hotel", "roles": ["admin"]}),
+    ] {
+        let path = if body.get("query").is_some() { "/v1/retrieve" } else { "/v1/answer" };
+        let (status, response) = server.post(path, &user, body).await;
+        assert_eq!((status, response["code"].as_str()), (400, Some("invalid_body")));
+    }
+    let admin = token("globex", "root", &[], true);
+    let epoch = server.call(reqwest::Method::GET, "/v1/admin/acl/changes", Some(&admin), None).await.1["acl_epoch"].as_u64().unwrap();
+    let body = json!({"documents": [{"doc_id": "x", "title": "x", "text": "hello", "tenant": "acme"}]});
+    let (status, response, _) = server.call(reqwest::Method::PUT, "/v1/admin/documents", Some(&admin), Some(body)).await;
+    assert_eq!((status, response["code"].as_str()), (400, Some("invalid_body")));
+    let after = server.call(reqwest::Method::GET, "/v1/admin/acl/changes", Some(&admin), None).await.1["acl_epoch"].as_u64().unwrap();
+    assert_eq!(epoch, after);
+}
+
+#[actix_web::test]
+async fn cross_tenant_questions_on_the_near_duplicate_corpus_stay_in_their_tenant() {
+    let server = start().await;
+    let question = json!({"question": "How much are hotel stays reimbursed per night in London?"});
+    let (status, acme) = server.post("/v1/answer", &token("acme", "bob", &["everyone"], false), question.clone()).await;
+    assert_eq!(status, 200);
+    let (_, globex) = server.post("/v1/answer", &token("globex", "gina", &["staff"], false), question.clone()).await;
+    assert_eq!(acme["status"], "answered", "{acme}");
+    assert_eq!(globex["status"], "answered", "{globex}");
+    let acme_text = acme.to_string();
+    let globex_text = globex.to_string();
+    assert!(acme_text.contains("250 euros") && !acme_text.contains("210 euros"));
+    assert!(globex_text.contains("210 euros") && !globex_text.contains("250 euros"));
+    // Retrieval too: only the caller's tenant.
+    let (_, retrieved) = server.post("/v1/retrieve", &token("globex", "gina", &["staff"], false), json!({"query": "hotel stays reimbursed", "k": 20})).await;
+    for chunk in retrieved["chunks"].as_array().unwrap() {
+        assert!(!chunk["text"].as_str().unwrap().contains("250 euros"));
+    }
+    assert_eq!(retrieved["short"], true);
+    // A user outside the group sees nothing of the group-only document.
+    let (_, outsider) = server.post("/v1/answer", &token("acme", "eve", &["nobody"], false), question).await;
+    assert_eq!(outsider["status"], "abstained");
+    assert_eq!(outsider["abstention"]["reason"], "no_authorized_evidence");
+}
+
+#[actix_web::test]
+async fn an_admin_of_one_tenant_cannot_touch_another_tenant() {
+    let server = start().await;
+    let globex_admin = token("globex", "root", &[], true);
+    let (status, body, _) = server.call(reqwest::Method::DELETE, "/v1/admin/documents/reorg-plan", Some(&globex_admin), None).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("document_not_found")));
+    let (status, _) = server.post("/v1/admin/acl/grant", &globex_admin, json!({"doc_id": "reorg-plan", "users": ["root"]})).await;
+    assert_eq!(status, 404);
+    let (status, _) = server.post("/v1/admin/acl/revoke", &globex_admin, json!({"doc_id": "vacation-policy"})).await;
+    assert_eq!(status, 404);
+    // acme's documents are untouched and globex's feed shows none of acme's changes.
+    let (_, acme) = server.post("/v1/answer", &token("acme", "alice", &[], false), json!({"question": "When do support and success teams merge?"})).await;
+    assert_eq!(acme["status"], "answered", "{acme}");
+    let (_, feed, _) = server.call(reqwest::Method::GET, "/v1/admin/acl/changes?since=0", Some(&globex_admin), None).await;
+    assert!(feed["changes"].as_array().unwrap().iter().all(|change| change["mutation"]["tenant"] == "globex"));
+}
+
+#[actix_web::test]
+async fn bad_input_is_a_clear_400_and_changes_nothing() {
+    let server = start().await;
+    let user = token("acme", "bob", &["everyone"], false);
+    let admin = token("acme", "root", &[], true);
+    let epoch = |server: &Server| {
+        let admin = admin.clone();
+        async move { server.call(reqwest::Method::GET, "/v1/admin/acl/changes", Some(&admin), None).await.1["acl_epoch"].as_u64().unwrap() }
+    };
+    let before = epoch(&server).await;
+    let raw = server.client.post(format!("{}/v1/answer", server.base)).bearer_auth(&user).header("content-type", "application/json").body("{not json").send().await.unwrap();
+    assert_eq!(raw.status().as_u16(), 400);
+    assert_eq!(raw.json::<Value>().await.unwrap()["code"], "invalid_json");
+    let cases = [
+        ("/v1/answer", json!({"question": 42}), "invalid_body"),
+        ("/v1/answer", json!({"question": "   "}), "empty_question"),
+        ("/v1/answer", json!({"question": "x".repeat(2001)}), "question_too_long"),
+        ("/v1/answer", json!({"question": "ok", "top_k": -1}), "invalid_body"),
+        ("/v1/retrieve", json!({"query": ""}), "empty_query"),
+    ];
+    for (path, body, code) in cases {
+        let (status, response) = server.post(path, &user, body).await;
+        assert_eq!((status, response["code"].as_str()), (400, Some(code)), "{path}");
+        assert!(response["message"].as_str().unwrap().chars().all(|c| !c.is_uppercase()));
+    }
+    let docs = |n: usize| (0..n).map(|i| json!({"doc_id": format!("d{i}"), "title": "t", "text": "some text", "acl": {"groups": ["everyone"]}})).collect::<Vec<_>>();
+    let upserts = [
+        (json!({"documents": docs(6)}), 400, "batch_too_large"),
+        (json!({"documents": []}), 400, "empty_batch"),
+        (json!({"documents": [docs(1)[0].clone(), docs(1)[0].clone()]}), 400, "duplicate_document"),
+        (json!({"documents": [docs(1)[0].clone(), {"doc_id": "", "text": "x"}]}), 400, "invalid_document"),
+        (json!({"documents": [{"doc_id": "big", "text": "x".repeat(70 * 1024)}]}), 413, "payload_too_large"),
+    ];
+    for (body, status_expected, code) in upserts {
+        let (status, response, _) = server.call(reqwest::Method::PUT, "/v1/admin/documents", Some(&admin), Some(body)).await;
+        assert_eq!((status, response["code"].as_str()), (status_expected, Some(code)));
+    }
+    assert_eq!(epoch(&server).await, before, "a rejected request changed the acl epoch");
+    let (status, body, _) = server.call(reqwest::Method::GET, "/v1/nothing-here", Some(&user), None).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+    let (status, body, _) = server.call(reqwest::Method::GET, "/v1/answer", Some(&user), None).await;
+    assert_eq!((status, body["code"].as_str()), (405, Some("method_not_allowed")));
+}
+
+#[actix_web::test]
+async fn overload_answers_503_with_retry_after() {
+    let mut settings = settings();
+    settings.server.max_in_flight = 1;
+    let slow: Arc<dyn Generator> = Arc::new(ScriptedGenerator::new(vec![ScriptStep::output(r#"{"answerable": false, "claims": []}"#).delayed(Duration::from_millis(600))]));
+    let server = Arc::new(start_with(settings, Some(slow)).await);
+    let user = token("acme", "bob", &["everyone"], false);
+    let first = {
+        let server = Arc::clone(&server);
+        let user = user.clone();
+        actix_rt::spawn(async move { server.post("/v1/answer", &user, json!({"question": "hotel per night"})).await })
+    };
+    actix_rt::time::sleep(Duration::from_millis(150)).await;
+    let (status, body, headers) = server.call(reqwest::Method::POST, "/v1/answer", Some(&user), Some(json!({"question": "hotel per night"}))).await;
+    assert_eq!((status, body["code"].as_str()), (503, Some("overloaded")));
+    assert_eq!(headers.get("retry-after").unwrap(), "1");
+    assert_eq!(first.await.unwrap().0, 200);
+}
+
+#[actix_web::test]
+async fn metrics_are_exposed_without_tenant_data_and_openapi_lists_every_route() {
+    let server = start().await;
+    let user = token("acme", "bob", &["everyone"], false);
+    server.post("/v1/answer", &user, json!({"question": "How much are hotel stays per night in London?"})).await;
+    server.post("/v1/answer", &token("acme", "zed", &["nobody"], false), json!({"question": "hotel"})).await;
+    let (status, body, _) = server.call(reqwest::Method::GET, "/metrics", None, None).await;
+    assert_eq!(status, 200);
+    let text = body.as_str().unwrap().to_owned();
+    for series in ["warrant_stage_duration_seconds_bucket", "warrant_answers_total", "warrant_filter_strategy_total", "warrant_acl_epoch", "warrant_in_flight_requests"] {
+        assert!(text.contains(series), "missing {series}");
+    }
+    for secret in ["acme", "globex", "bob", "zed", "travel-policy", "hotel", "everyone"] {
+        assert!(!text.contains(secret), "metrics leak {secret}");
+    }
+    let (status, spec, _) = server.call(reqwest::Method::GET, "/openapi.json", None, None).await;
+    assert_eq!(status, 200);
+    assert!(spec["openapi"].as_str().unwrap().starts_with("3."));
+    let paths = spec["paths"].as_object().unwrap();
+    for (method, path) in warrant::http::ROUTES {
+        assert!(paths.get(*path).and_then(|p| p.get(*method)).is_some(), "openapi lacks {method} {path}");
+    }
+    let documented: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
+    assert_eq!(documented, warrant::http::ROUTES.len(), "openapi documents a route the server does not serve");
+    let (status, ready, _) = server.call(reqwest::Method::GET, "/readyz", None, None).await;
+    assert_eq!((status, ready["status"].as_str()), (200, Some("ready")));
+    assert_eq!(server.call(reqwest::Method::GET, "/healthz", None, None).await.0, 200);
+}
+
+/// 32 concurrent clients ask about a document while an admin revokes it. No request that
+/// started after the revoke returned may cite it; in-flight ones drop it at validation.
+#[actix_web::test]
+async fn revocation_under_load_is_enforced_for_every_later_request() {
+    let mut settings = settings();
+    settings.server.max_in_flight = 256;
+    let server = Arc::new(start_with(settings, None).await);
+    let question = json!({"question": "How much is the daily meal allowance during travel?"});
+    let (_, warm) = server.post("/v1/answer", &token("acme", "bob", &["everyone"], false), question.clone()).await;
+    assert!(cited_docs(&warm).contains(&"travel-policy".to_owned()), "{warm}");
+    let revoked_at: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+    let mut clients = Vec::new();
+    for client in 0..32 {
+        let server = Arc::clone(&server);
+        let question = question.clone();
+        let revoked_at = Arc::clone(&revoked_at);
+        clients.push(actix_rt::spawn(async move {
+            let user = token("acme", &format!("user{client}"), &["everyone"], false);
+            let mut results = Vec::new();
+            for _ in 0..6 {
+                let started = Instant::now();
+                let (status, body) = server.post("/v1/answer", &user, question.clone()).await;
+                let after_revoke = revoked_at.lock().unwrap().is_some_and(|at| started >= at);
+                results.push((status, after_revoke, cited_docs(&body), body["abstention"]["reason"].as_str().map(str::to_owned)));
+            }
+            results
+        }));
+    }
+    actix_rt::time::sleep(Duration::from_millis(30)).await;
+    let admin = token("acme", "root", &[], true);
+    let (status, _) = server.post("/v1/admin/acl/revoke", &admin, json!({"doc_id": "travel-policy"})).await;
+    let responded = Instant::now();
+    *revoked_at.lock().unwrap() = Some(responded);
+    assert_eq!(status, 200);
+    let (_, first_after) = server.post("/v1/answer", &token("acme", "bob", &["everyone"], false), question.clone()).await;
+    let enforcement = responded.elapsed();
+    assert!(!cited_docs(&first_after).contains(&"travel-policy".to_owned()));
+    let mut after = 0;
+    let mut dropped = 0;
+    for client in clients {
+        for (status, after_revoke, docs, reason) in client.await.unwrap() {
+            assert_eq!(status, 200);
+            if after_revoke {
+                after += 1;
+                assert!(!docs.contains(&"travel-policy".to_owned()), "a request started after the revoke cited the document");
+            } else if reason.as_deref() == Some("source_revoked") {
+                dropped += 1;
+            }
+        }
+    }
+    println!("revocation under load: {after} requests started after the revoke, none cited it; {dropped} in-flight dropped with source_revoked; first request after the admin response completed {:.2} ms after it", enforcement.as_secs_f64() * 1000.0);
+}
