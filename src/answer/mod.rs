@@ -3,4 +3,6 @@
 //! embedded default, OpenAI-compatible HTTP providers and deterministic fakes plug in alike.
 
 pub mod generator;
+pub mod openai;
+pub mod scripted;
 pub mod verifier;
