@@ -12,6 +12,7 @@ pub mod domain;
 pub mod embed;
 pub mod http;
 pub mod index;
+mod outbound;
 pub mod providers;
 pub mod retrieval;
 pub mod telemetry;

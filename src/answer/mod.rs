@@ -3,9 +3,11 @@
 //! embedded default, OpenAI-compatible HTTP providers and deterministic fakes plug in alike.
 
 pub mod generator;
+pub mod openai;
 pub mod pipeline;
 pub mod prompt;
 pub mod response;
+pub mod scripted;
 pub mod validate;
 pub mod verifier;
 

@@ -6,8 +6,10 @@
 //! product everywhere downstream.
 
 mod hashed;
+mod openai;
 
 pub use hashed::HashedEmbedder;
+pub use openai::OpenAiCompatibleEmbedder;
 
 use async_trait::async_trait;
 

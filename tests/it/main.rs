@@ -2,5 +2,6 @@
 
 mod answer_fixtures;
 mod http;
+mod providers;
 mod retrieval;
 mod support;

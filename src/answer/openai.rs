@@ -1,0 +1,190 @@
+//! [`OpenAiCompatibleGenerator`]: structured generation over the OpenAI chat-completions wire
+//! format (spec: API.md, "Generator wire format"), spoken by OpenAI, vLLM, the llama.cpp server
+//! and Ollama alike.
+//!
+//! Invariants: every call asks for `temperature: 0` and strict `cited_answer` JSON; the call
+//! never outlives `request.timeout`; the API key travels only in the `Authorization` header and
+//! never appears in logs, `Debug` output or errors; provider response bodies are never copied
+//! into errors (they may echo prompt text).
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::generator::{GenerationRequest, Generator, GeneratorError};
+use crate::config::GeneratorSettings;
+use crate::outbound;
+
+/// Generator calling `POST {base_url}/chat/completions` of an OpenAI-compatible server.
+pub struct OpenAiCompatibleGenerator {
+    client: reqwest::Client,
+    url: String,
+    model: String,
+    api_key: Option<String>,
+    name: String,
+}
+
+impl fmt::Debug for OpenAiCompatibleGenerator {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("OpenAiCompatibleGenerator")
+            .field("url", &self.url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl OpenAiCompatibleGenerator {
+    /// A generator for `model` at `base_url` (e.g. `http://127.0.0.1:8000/v1`). Without
+    /// `api_key` no `Authorization` header is sent.
+    pub fn new(
+        base_url: &str,
+        model: &str,
+        api_key: Option<String>,
+        connect_timeout: Duration,
+    ) -> Result<Self, GeneratorError> {
+        let client = outbound::client(connect_timeout).map_err(GeneratorError::Connection)?;
+        Ok(Self {
+            client,
+            url: outbound::endpoint(base_url, "chat/completions"),
+            model: model.to_owned(),
+            api_key,
+            name: format!("openai:{model}"),
+        })
+    }
+
+    /// A generator configured by `settings`; the API key is read from the environment variable
+    /// named by `settings.api_key_env` (unset or empty: no key).
+    pub fn from_settings(settings: &GeneratorSettings) -> Result<Self, GeneratorError> {
+        Self::new(
+            &settings.base_url,
+            &settings.model,
+            outbound::api_key_from_env(&settings.api_key_env),
+            Duration::from_millis(settings.connect_timeout_ms),
+        )
+    }
+
+    fn body(&self, request: &GenerationRequest) -> serde_json::Value {
+        let mut messages = vec![
+            json!({"role": "system", "content": request.system}),
+            json!({"role": "user", "content": request.user}),
+        ];
+        if let Some(problems) = &request.repair {
+            messages.push(json!({"role": "user", "content": repair_message(problems)}));
+        }
+        json!({
+            "model": self.model,
+            "messages": messages,
+            "temperature": 0,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "cited_answer", "strict": true, "schema": request.schema},
+            },
+        })
+    }
+
+    async fn call(&self, request: &GenerationRequest) -> Result<String, GeneratorError> {
+        let mut builder = self.client.post(&self.url).timeout(request.timeout).json(&self.body(request));
+        if let Some(key) = &self.api_key {
+            builder = builder.bearer_auth(key);
+        }
+        let response = builder.send().await.map_err(transport_error)?;
+        let status = response.status();
+        if !status.is_success() {
+            tracing::debug!(generator = %self.name, status = status.as_u16(), "generator returned an error status");
+            return Err(GeneratorError::Status { status: status.as_u16() });
+        }
+        let bytes = response.bytes().await.map_err(transport_error)?;
+        content_of(&bytes)
+    }
+}
+
+/// The final user message of a repair attempt.
+fn repair_message(problems: &str) -> String {
+    format!(
+        "Your previous answer was rejected: {problems}\n\
+         Answer again with JSON matching the schema, citing only the source labels given above."
+    )
+}
+
+fn transport_error(error: reqwest::Error) -> GeneratorError {
+    if error.is_timeout() {
+        GeneratorError::Timeout
+    } else if error.is_connect() {
+        GeneratorError::Connection(outbound::describe(error))
+    } else {
+        GeneratorError::Refused(format!("unusable response: {}", outbound::describe(error)))
+    }
+}
+
+#[derive(Deserialize)]
+struct Completion {
+    choices: Vec<Choice>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: Message,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+/// `choices[0].message.content` of a chat-completions body.
+fn content_of(body: &[u8]) -> Result<String, GeneratorError> {
+    let completion: Completion =
+        serde_json::from_slice(body).map_err(|_| GeneratorError::Refused("malformed response body".into()))?;
+    let Some(choice) = completion.choices.into_iter().next() else {
+        return Err(GeneratorError::Refused("response has no choices".into()));
+    };
+    if choice.message.refusal.is_some_and(|refusal| !refusal.is_empty()) {
+        return Err(GeneratorError::Refused("model refused the request".into()));
+    }
+    match choice.message.content {
+        Some(content) if !content.trim().is_empty() => Ok(content),
+        _ => Err(GeneratorError::Refused("response has no content".into())),
+    }
+}
+
+#[async_trait]
+impl Generator for OpenAiCompatibleGenerator {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn generate(&self, request: &GenerationRequest) -> Result<String, GeneratorError> {
+        // reqwest's per-request timeout covers the body too; the outer one is the contract.
+        tokio::time::timeout(request.timeout, self.call(request)).await.unwrap_or(Err(GeneratorError::Timeout))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_is_read_from_the_first_choice() {
+        let body =
+            br#"{"choices":[{"message":{"role":"assistant","content":"{\"answerable\":false,\"claims\":[]}"}}]}"#;
+        assert_eq!(content_of(body).unwrap(), r#"{"answerable":false,"claims":[]}"#);
+    }
+
+    #[test]
+    fn refusal_null_content_and_garbage_are_refused() {
+        let refusal = br#"{"choices":[{"message":{"content":null,"refusal":"I can't help with that"}}]}"#;
+        let empty = br#"{"choices":[{"message":{"content":""}}]}"#;
+        let no_choices = br#"{"choices":[]}"#;
+        for body in [&refusal[..], &empty[..], &no_choices[..], b"<html>oops</html>"] {
+            assert!(matches!(content_of(body), Err(GeneratorError::Refused(_))));
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! Outbound HTTP for OpenAI-compatible providers (generators, embedders): one way to build a
+//! `reqwest` client and to read API keys, shared so that both get the same TLS setup.
+//!
+//! Invariants: the rustls crypto provider (ring) is installed before any client is built
+//! (reqwest is compiled without a provider of its own and panics otherwise); API keys are only
+//! ever sent as a sensitive `Authorization` header, never logged or put into error messages;
+//! error descriptions never carry the request URL (it may hold credentials).
+
+use std::time::Duration;
+
+/// Builds a client with `connect_timeout`; the total timeout is set per request by the caller.
+pub(crate) fn client(connect_timeout: Duration) -> Result<reqwest::Client, String> {
+    // `Err` means a provider is already installed, which is all we need.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .build()
+        .map_err(|error| format!("cannot build http client: {}", describe(error)))
+}
+
+/// The API key held by the environment variable `variable`: `None` when the name is empty, the
+/// variable is unset or empty.
+pub(crate) fn api_key_from_env(variable: &str) -> Option<String> {
+    if variable.is_empty() {
+        return None;
+    }
+    std::env::var(variable).ok().filter(|key| !key.is_empty())
+}
+
+/// `{base_url}/{path}` with one slash between them.
+pub(crate) fn endpoint(base_url: &str, path: &str) -> String {
+    format!("{}/{path}", base_url.trim_end_matches('/'))
+}
+
+/// The error and its causes on one line, without the URL.
+pub(crate) fn describe(error: reqwest::Error) -> String {
+    let error = error.without_url();
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_joins_with_one_slash() {
+        assert_eq!(endpoint("http://host/v1/", "embeddings"), "http://host/v1/embeddings");
+        assert_eq!(endpoint("http://host/v1", "chat/completions"), "http://host/v1/chat/completions");
+    }
+
+    #[test]
+    fn empty_variable_name_means_no_key() {
+        assert_eq!(api_key_from_env(""), None);
+    }
+}
