@@ -93,161 +93,26 @@ pub(crate) fn sentences(text: &str) -> Vec<SentenceSpan> {
                 char_end: last,
             });
         }
-        start = start.max(end);
+        start = end;
     }
     spans
 }
 
 /// Function words ignored by lexical matching (sorted, for binary search). Negations are here
 /// too: they carry no topic, and [`has_negation`] looks at them separately.
+#[rustfmt::skip]
 const STOPWORDS: &[&str] = &[
-    "a",
-    "about",
-    "above",
-    "after",
-    "again",
-    "against",
-    "all",
-    "also",
-    "am",
-    "an",
-    "and",
-    "any",
-    "are",
-    "as",
-    "at",
-    "be",
-    "because",
-    "been",
-    "before",
-    "being",
-    "below",
-    "between",
-    "both",
-    "but",
-    "by",
-    "can",
-    "cannot",
-    "could",
-    "did",
-    "do",
-    "does",
-    "doing",
-    "down",
-    "during",
-    "each",
-    "either",
-    "else",
-    "etc",
-    "ever",
-    "few",
-    "for",
-    "from",
-    "further",
-    "had",
-    "has",
-    "have",
-    "having",
-    "he",
-    "her",
-    "here",
-    "hers",
-    "herself",
-    "him",
-    "himself",
-    "his",
-    "how",
-    "however",
-    "i",
-    "if",
-    "in",
-    "into",
-    "is",
-    "it",
-    "its",
-    "itself",
-    "just",
-    "many",
-    "may",
-    "me",
-    "might",
-    "more",
-    "most",
-    "much",
-    "must",
-    "my",
-    "myself",
-    "neither",
-    "never",
-    "no",
-    "nor",
-    "not",
-    "of",
-    "off",
-    "on",
-    "once",
-    "only",
-    "or",
-    "other",
-    "our",
-    "ours",
-    "ourselves",
-    "out",
-    "over",
-    "own",
-    "per",
-    "same",
-    "shall",
-    "she",
-    "should",
-    "so",
-    "some",
-    "such",
-    "than",
-    "that",
-    "the",
-    "their",
-    "theirs",
-    "them",
-    "themselves",
-    "then",
-    "there",
-    "these",
-    "they",
-    "this",
-    "those",
-    "through",
-    "thus",
-    "to",
-    "too",
-    "under",
-    "until",
-    "up",
-    "upon",
-    "us",
-    "very",
-    "was",
-    "we",
-    "were",
-    "what",
-    "when",
-    "where",
-    "whether",
-    "which",
-    "while",
-    "who",
-    "whom",
-    "whose",
-    "why",
-    "will",
-    "with",
-    "within",
-    "would",
-    "yes",
-    "you",
-    "your",
-    "yours",
-    "yourself",
+    "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "as", "at",
+    "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "cannot", "could",
+    "did", "do", "does", "doing", "down", "during", "each", "either", "else", "etc", "ever", "few", "for", "from",
+    "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how",
+    "however", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "many", "may", "me", "might", "more",
+    "most", "much", "must", "my", "myself", "neither", "never", "no", "nor", "not", "of", "off", "on", "once", "only",
+    "or", "other", "our", "ours", "ourselves", "out", "over", "own", "per", "same", "shall", "she", "should", "so",
+    "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they",
+    "this", "those", "through", "thus", "to", "too", "under", "until", "up", "upon", "us", "very", "was", "we",
+    "were", "what", "when", "where", "whether", "which", "while", "who", "whom", "whose", "why", "will", "with",
+    "within", "would", "yes", "you", "your", "yours", "yourself",
 ];
 
 /// Whether `word` (lowercase) is a stopword.
@@ -315,6 +180,50 @@ pub(crate) fn has_negation(text: &str) -> bool {
     false
 }
 
+/// Direction of change a text states: `Some(true)` for only increase-like words, `Some(false)`
+/// for only decrease-like words, `None` for neither or both. Words are stemmed with [`stem`].
+pub(crate) fn direction(text: &str) -> Option<bool> {
+    const UP: &[&str] = &[
+        "activat",
+        "elevat",
+        "enhanc",
+        "gain",
+        "greater",
+        "higher",
+        "improv",
+        "increas",
+        "larger",
+        "promot",
+        "rais",
+        "rise",
+        "stimulat",
+        "upregulat",
+    ];
+    const DOWN: &[&str] = &[
+        "attenuat",
+        "decreas",
+        "diminish",
+        "downregulat",
+        "fewer",
+        "impair",
+        "inhibit",
+        "less",
+        "loss",
+        "lower",
+        "reduc",
+        "smaller",
+        "suppress",
+        "worsen",
+    ];
+    let (mut up, mut down) = (false, false);
+    for word in words(text) {
+        let stemmed = stem(&word);
+        up |= UP.iter().any(|prefix| stemmed.starts_with(prefix));
+        down |= DOWN.iter().any(|prefix| stemmed.starts_with(prefix));
+    }
+    if up == down { None } else { Some(up) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,6 +263,14 @@ mod tests {
         assert!(has_negation("It does not increase"));
         assert!(has_negation("It doesn't increase"));
         assert!(!has_negation("It increases notably"));
+    }
+
+    #[test]
+    fn detects_direction_of_change() {
+        assert_eq!(direction("Levels were elevated"), Some(true));
+        assert_eq!(direction("Treatment reduced mortality"), Some(false));
+        assert_eq!(direction("higher doses lowered risk"), None);
+        assert_eq!(direction("no change"), None);
     }
 
     proptest! {

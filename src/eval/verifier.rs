@@ -123,14 +123,14 @@ pub struct SweepPoint {
     pub min_coverage: f64,
     /// `min_similarity` used (meaningful only with an embedder).
     pub min_similarity: f64,
-    /// Whether the negation check was on.
-    pub negation_check: bool,
+    /// Whether the polarity (negation and direction) check was on.
+    pub polarity_check: bool,
     /// Outcome.
     pub report: VerifierReport,
 }
 
 /// Evaluates [`LexicalSupportVerifier`] over every combination of `coverages`, `similarities`
-/// (ignored without an embedder) and the negation check off/on. Signals are measured once per
+/// (ignored without an embedder) and the polarity check off/on. Signals are measured once per
 /// row, so a large grid costs little more than one pass.
 pub async fn sweep(
     path: &Path,
@@ -150,14 +150,14 @@ pub async fn sweep(
     let mut points = Vec::new();
     for &min_coverage in coverages {
         for &min_similarity in &similarities {
-            for negation_check in [false, true] {
+            for polarity_check in [false, true] {
                 let verifier = LexicalSupportVerifier::new(min_coverage, min_similarity, embedder.clone())
-                    .with_negation_check(negation_check);
+                    .with_polarity_check(polarity_check);
                 let mut report = VerifierReport::default();
                 for (row, signals) in &measured {
                     report.record(&row.label, row.is_support(), verifier.decide(signals));
                 }
-                points.push(SweepPoint { min_coverage, min_similarity, negation_check, report });
+                points.push(SweepPoint { min_coverage, min_similarity, polarity_check, report });
             }
         }
     }
@@ -215,12 +215,12 @@ mod tests {
         let path =
             if path.exists() { path } else { Path::new("/work/shared/data/scifact-claims/train.jsonl").to_owned() };
         let coverages: Vec<f64> = (10..=20).map(|step| f64::from(step) * 0.05).collect();
-        let similarities: Vec<f64> = (0..=8).map(|step| 0.3 + f64::from(step) * 0.05).collect();
+        let similarities: Vec<f64> = (0..=5).map(|step| f64::from(step) * 0.1).collect();
         for (name, embedder) in
             [("lexical", None), ("lexical+hashed-384", Some(Arc::new(HashedEmbedder::new(384)) as Arc<dyn Embedder>))]
         {
             let points = block_on(sweep(&path, &coverages, &similarities, embedder)).expect("sweep");
-            println!("\n{name}: min_cov min_sim neg | P R F1 | passed SUPPORT/CONTRADICT/NEI");
+            println!("\n{name}: min_cov min_sim polarity | P R F1 | passed SUPPORT/CONTRADICT/NEI");
             for point in points {
                 let report = &point.report;
                 let passed = |label: &str| report.passed_by_label.get(label).copied().unwrap_or_default().0;
@@ -228,7 +228,7 @@ mod tests {
                     "{name} {:.2} {:.2} {} | {:.3} {:.3} {:.3} | {}/{}/{}",
                     point.min_coverage,
                     point.min_similarity,
-                    if point.negation_check { "neg" } else { "---" },
+                    if point.polarity_check { "pol" } else { "---" },
                     report.precision(),
                     report.recall(),
                     report.f1(),
