@@ -135,12 +135,26 @@ impl LexicalSupportVerifier {
             claim_terms.iter().filter(|term| all_terms.contains(term)).count() as f32 / claim_term_count
         };
         let sentence_coverage = best.map_or(0.0, |(coverage, _, _, _)| coverage);
-        let best_sentence =
-            best.map(|(_, _, text_index, sentence_index)| split[text_index][sentence_index].0.slice(cited[text_index]));
-        let negation_mismatch = best_sentence.is_some_and(|sentence| has_negation(claim) != has_negation(sentence));
-        let direction_mismatch = best_sentence.is_some_and(
-            |sentence| matches!((direction(claim), direction(sentence)), (Some(left), Some(right)) if left != right),
-        );
+        // Polarity is judged against every sentence tied for the best coverage: a mismatch needs
+        // all of them to disagree (a verbatim quote must not lose to an earlier near-copy).
+        let best_sentences: Vec<&str> = split
+            .iter()
+            .zip(cited)
+            .flat_map(|(text_sentences, text)| {
+                text_sentences
+                    .iter()
+                    .filter(|(_, terms)| fraction(terms) == sentence_coverage)
+                    .map(|(span, _)| span.slice(text))
+            })
+            .collect();
+        let claim_negated = has_negation(claim);
+        let claim_direction = direction(claim);
+        let negation_mismatch =
+            !best_sentences.is_empty() && best_sentences.iter().all(|sentence| has_negation(sentence) != claim_negated);
+        let direction_mismatch = !best_sentences.is_empty()
+            && best_sentences.iter().all(
+                |sentence| matches!((claim_direction, direction(sentence)), (Some(left), Some(right)) if left != right),
+            );
         let missing_number =
             claim_terms.iter().any(|term| term.chars().any(char::is_numeric) && !all_terms.contains(term));
         let similarity = similarities.map(|values| values.iter().flatten().copied().fold(-1.0f32, f32::max));
@@ -225,6 +239,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::answer::extractive::ExtractiveGenerator;
     use crate::embed::HashedEmbedder;
 
     const POLICY: &str = "The office closes in December. Engineers receive 25 days of paid vacation per year. \
@@ -260,6 +275,31 @@ mod tests {
         let cited = "Paid vacation for engineers increased to 25 days per year.";
         assert!(!block_on(strict.verify(reversed, &[cited])).supported);
         assert!(block_on(lenient.verify(reversed, &[cited])).supported);
+    }
+
+    /// A verbatim quote was rejected when an earlier sentence with the same words had other polarity.
+    #[test]
+    fn verbatim_quote_passes_despite_earlier_negated_near_copy() {
+        let verifier = LexicalSupportVerifier::new(0.9, 0.35, None);
+        let text = "Aspirin did not lower fever in adults? Aspirin lowered fever in adults.";
+        assert!(block_on(verifier.verify("Aspirin lowered fever in adults.", &[text])).supported);
+    }
+
+    #[test]
+    fn extractive_claims_pass_the_default_thresholds() {
+        let generator = ExtractiveGenerator::new(3);
+        let sources = [("S1", POLICY), ("S2", "Vacation requests are approved within two days by the team lead.")];
+        let answer = generator.answer("Who approves vacation requests and how fast?", &sources);
+        assert!(answer.answerable);
+        let verifier = LexicalSupportVerifier::new(0.9, 0.2, Some(Arc::new(HashedEmbedder::new(384))));
+        for claim in &answer.claims {
+            let cited: Vec<&str> = claim
+                .citations
+                .iter()
+                .map(|label| sources.iter().find(|(known, _)| known == label).expect("known label").1)
+                .collect();
+            assert!(block_on(verifier.verify(&claim.text, &cited)).supported, "{}", claim.text);
+        }
     }
 
     #[test]

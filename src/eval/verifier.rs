@@ -219,7 +219,9 @@ mod tests {
         for (name, embedder) in
             [("lexical", None), ("lexical+hashed-384", Some(Arc::new(HashedEmbedder::new(384)) as Arc<dyn Embedder>))]
         {
+            let started = std::time::Instant::now();
             let points = block_on(sweep(&path, &coverages, &similarities, embedder)).expect("sweep");
+            println!("\n{name}: measured and swept in {:?}", started.elapsed());
             println!("\n{name}: min_cov min_sim polarity | P R F1 | passed SUPPORT/CONTRADICT/NEI");
             for point in points {
                 let report = &point.report;
