@@ -10,6 +10,7 @@ pub mod answer;
 pub mod config;
 pub mod domain;
 pub mod embed;
+pub mod eval;
 pub mod http;
 pub mod index;
 mod outbound;

@@ -139,14 +139,22 @@ fn main() -> Result<()> {
             let settings = Settings::load(config.as_deref())?;
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             runtime.block_on(async {
-                let embedder: Arc<dyn warrant::embed::Embedder> = Arc::new(warrant::embed::HashedEmbedder::new(settings.embedder.dim));
+                let embedder = warrant::providers::verifier_embedder(&settings).await?;
                 let verifier = warrant::answer::lexical_verifier::LexicalSupportVerifier::new(
                     settings.verifier.min_coverage,
                     settings.verifier.min_similarity,
-                    Some(embedder),
+                    embedder,
                 );
                 let report = warrant::eval::verifier::evaluate(&data, &verifier).await.map_err(anyhow::Error::msg)?;
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                let summary = serde_json::json!({
+                    "min_coverage": settings.verifier.min_coverage,
+                    "min_similarity": settings.verifier.min_similarity,
+                    "precision": report.precision(),
+                    "recall": report.recall(),
+                    "f1": report.f1(),
+                    "report": report,
+                });
+                println!("{}", serde_json::to_string_pretty(&summary)?);
                 anyhow::Ok(())
             })
         }

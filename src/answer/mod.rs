@@ -2,12 +2,15 @@
 //! one repair, abstention. Providers (generators, support verifiers) are traits here so that an
 //! embedded default, OpenAI-compatible HTTP providers and deterministic fakes plug in alike.
 
+pub mod extractive;
 pub mod generator;
+pub mod lexical_verifier;
 pub mod openai;
 pub mod pipeline;
 pub mod prompt;
 pub mod response;
 pub mod scripted;
+mod text;
 pub mod validate;
 pub mod verifier;
 

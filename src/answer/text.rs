@@ -1,0 +1,288 @@
+//! Lexical helpers shared by the embedded answer providers (extractive generator, lexical
+//! support verifier): sentence splitting, content terms (stopwords removed, light suffix
+//! stemming, numbers kept exact) and negation detection.
+//!
+//! Invariants: every function is total on arbitrary Unicode (no byte slicing inside a
+//! character, no panics), and sentence spans carry both byte and character offsets that
+//! delimit the same substring of the input.
+
+use crate::domain::tokens::words;
+
+/// One sentence of a text: `text[byte_start..byte_end]`, which is also the characters
+/// `char_start..char_end` (Unicode scalar values). Surrounding whitespace is trimmed; never empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SentenceSpan {
+    pub byte_start: usize,
+    pub byte_end: usize,
+    pub char_start: usize,
+    pub char_end: usize,
+}
+
+impl SentenceSpan {
+    /// The sentence's text inside `text` (the text it was split from).
+    pub fn slice<'a>(&self, text: &'a str) -> &'a str {
+        &text[self.byte_start..self.byte_end]
+    }
+}
+
+const TERMINATORS: [char; 6] = ['.', '!', '?', '。', '！', '？'];
+const CLOSERS: [char; 7] = ['"', '\'', ')', ']', '»', '”', '’'];
+
+/// Splits `text` into sentences. A sentence ends at a newline, or at `.`/`!`/`?` (plus any
+/// closing quotes or brackets) when the text ends there or the next non-space character is not a
+/// lowercase letter (so `e.g. the` stays whole). A period glued to a capitalized word after a
+/// lowercase one (`cells.Examples`, common in scraped abstracts) also ends a sentence.
+pub(crate) fn sentences(text: &str) -> Vec<SentenceSpan> {
+    let characters: Vec<(usize, char)> = text.char_indices().collect();
+    let count = characters.len();
+    let mut boundaries = Vec::new(); // exclusive character indexes where a sentence ends
+    let mut index = 0;
+    while index < count {
+        let character = characters[index].1;
+        if character == '\n' {
+            boundaries.push(index + 1);
+            index += 1;
+            continue;
+        }
+        if !TERMINATORS.contains(&character) {
+            index += 1;
+            continue;
+        }
+        let mut after = index + 1;
+        while after < count && CLOSERS.contains(&characters[after].1) {
+            after += 1;
+        }
+        let ends = match characters.get(after).map(|&(_, next)| next) {
+            None => true,
+            Some(next) if next.is_whitespace() => {
+                let following = characters[after..].iter().map(|&(_, c)| c).find(|c| !c.is_whitespace());
+                !following.is_some_and(char::is_lowercase)
+            }
+            Some(next) => {
+                character == '.'
+                    && next.is_uppercase()
+                    && index >= 2
+                    && characters[index - 1].1.is_lowercase()
+                    && characters[index - 2].1.is_lowercase()
+            }
+        };
+        if ends {
+            boundaries.push(after);
+        }
+        index = after.max(index + 1);
+    }
+    boundaries.push(count);
+
+    let byte_at = |char_index: usize| characters.get(char_index).map_or(text.len(), |&(byte, _)| byte);
+    let mut spans = Vec::with_capacity(boundaries.len());
+    let mut start = 0;
+    for end in boundaries {
+        let mut first = start;
+        let mut last = end.min(count);
+        while first < last && characters[first].1.is_whitespace() {
+            first += 1;
+        }
+        while last > first && characters[last - 1].1.is_whitespace() {
+            last -= 1;
+        }
+        if first < last {
+            spans.push(SentenceSpan {
+                byte_start: byte_at(first),
+                byte_end: byte_at(last),
+                char_start: first,
+                char_end: last,
+            });
+        }
+        start = end;
+    }
+    spans
+}
+
+/// Function words ignored by lexical matching (sorted, for binary search). Negations are here
+/// too: they carry no topic, and [`has_negation`] looks at them separately.
+#[rustfmt::skip]
+const STOPWORDS: &[&str] = &[
+    "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "as", "at",
+    "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "cannot", "could",
+    "did", "do", "does", "doing", "down", "during", "each", "either", "else", "etc", "ever", "few", "for", "from",
+    "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how",
+    "however", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "many", "may", "me", "might", "more",
+    "most", "much", "must", "my", "myself", "neither", "never", "no", "nor", "not", "of", "off", "on", "once", "only",
+    "or", "other", "our", "ours", "ourselves", "out", "over", "own", "per", "same", "shall", "she", "should", "so",
+    "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they",
+    "this", "those", "through", "thus", "to", "too", "under", "until", "up", "upon", "us", "very", "was", "we",
+    "were", "what", "when", "where", "whether", "which", "while", "who", "whom", "whose", "why", "will", "with",
+    "within", "would", "yes", "you", "your", "yours", "yourself",
+];
+
+/// Whether `word` (lowercase) is a stopword.
+pub(crate) fn is_stopword(word: &str) -> bool {
+    STOPWORDS.binary_search(&word).is_ok()
+}
+
+/// Light English suffix stemming of a lowercase word: plurals, `-ed`, `-ing`, `-ly` and a final
+/// `-e`, so `increase`, `increases`, `increased` and `increasing` share one stem. Words holding a
+/// digit are returned unchanged (numbers match exactly); short words are left alone.
+pub(crate) fn stem(word: &str) -> String {
+    if word.chars().any(|character| character.is_numeric()) || word.chars().count() <= 3 {
+        return word.to_owned();
+    }
+    let long_enough = |stem: &str| stem.chars().count() >= 3;
+    let mut stemmed: String = if let Some(base) = word.strip_suffix("ies").filter(|base| long_enough(base)) {
+        format!("{base}y")
+    } else if let Some(base) = word.strip_suffix("ied").filter(|base| long_enough(base)) {
+        format!("{base}y")
+    } else if let Some(base) = word.strip_suffix("sses") {
+        format!("{base}ss")
+    } else if let Some(base) = word.strip_suffix("ing").filter(|base| long_enough(base)) {
+        base.to_owned()
+    } else if let Some(base) = word.strip_suffix("ed").filter(|base| long_enough(base)) {
+        base.to_owned()
+    } else if let Some(base) = word
+        .strip_suffix("es")
+        .filter(|base| long_enough(base) && ["sh", "ch", "x", "ss", "z"].iter().any(|ending| base.ends_with(ending)))
+    {
+        base.to_owned()
+    } else if let Some(base) = word
+        .strip_suffix('s')
+        .filter(|base| long_enough(base) && !base.ends_with('s') && !base.ends_with('u') && !base.ends_with('i'))
+    {
+        base.to_owned()
+    } else if let Some(base) = word.strip_suffix("ly").filter(|base| base.chars().count() >= 4) {
+        base.to_owned()
+    } else {
+        word.to_owned()
+    };
+    if stemmed.chars().count() > 3 && stemmed.ends_with('e') {
+        stemmed.pop();
+    }
+    stemmed
+}
+
+/// Content terms of `text` in order of occurrence (duplicates kept): lowercased words minus
+/// stopwords, stemmed.
+pub(crate) fn content_terms(text: &str) -> Vec<String> {
+    words(text).filter(|word| !is_stopword(word)).map(|word| stem(&word)).collect()
+}
+
+/// Whether `text` holds a negation (`not`, `no`, `never`, `cannot`, `nor`, `neither`, `none`,
+/// `without`, or a contraction ending in `n't`).
+pub(crate) fn has_negation(text: &str) -> bool {
+    let mut previous_ends_in_n = false;
+    for word in words(text) {
+        if matches!(word.as_str(), "not" | "no" | "never" | "cannot" | "nor" | "neither" | "none" | "without")
+            || (previous_ends_in_n && word == "t")
+        {
+            return true;
+        }
+        previous_ends_in_n = word.ends_with('n');
+    }
+    false
+}
+
+/// Direction of change a text states: `Some(true)` for only increase-like words, `Some(false)`
+/// for only decrease-like words, `None` for neither or both. Words are stemmed with [`stem`].
+pub(crate) fn direction(text: &str) -> Option<bool> {
+    const UP: &[&str] = &[
+        "activat",
+        "elevat",
+        "enhanc",
+        "gain",
+        "greater",
+        "higher",
+        "improv",
+        "increas",
+        "larger",
+        "promot",
+        "rais",
+        "rise",
+        "stimulat",
+        "upregulat",
+    ];
+    const DOWN: &[&str] = &[
+        "attenuat",
+        "decreas",
+        "diminish",
+        "downregulat",
+        "fewer",
+        "impair",
+        "inhibit",
+        "less",
+        "loss",
+        "lower",
+        "reduc",
+        "smaller",
+        "suppress",
+        "worsen",
+    ];
+    let (mut up, mut down) = (false, false);
+    for word in words(text) {
+        let stemmed = stem(&word);
+        up |= UP.iter().any(|prefix| stemmed.starts_with(prefix));
+        down |= DOWN.iter().any(|prefix| stemmed.starts_with(prefix));
+    }
+    if up == down { None } else { Some(up) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn stopwords_are_sorted_for_binary_search() {
+        assert!(STOPWORDS.windows(2).all(|pair| pair[0] < pair[1]));
+    }
+
+    #[test]
+    fn stems_inflections_together() {
+        for word in ["increases", "increased", "increasing", "increase"] {
+            assert_eq!(stem(word), "increas", "{word}");
+        }
+        assert_eq!(stem("cells"), "cell");
+        assert_eq!(stem("studies"), stem("studied"));
+        assert_eq!(stem("class"), "class");
+        assert_eq!(stem("1990s"), "1990s");
+    }
+
+    #[test]
+    fn splits_sentences_with_char_offsets() {
+        let text = "Ünïcode first. e.g. this stays. Second one!\nThird cells.Examples here";
+        let spans = sentences(text);
+        let parts: Vec<&str> = spans.iter().map(|span| span.slice(text)).collect();
+        assert_eq!(parts, ["Ünïcode first. e.g. this stays.", "Second one!", "Third cells.", "Examples here"]);
+        for span in &spans {
+            let by_chars: String = text.chars().skip(span.char_start).take(span.char_end - span.char_start).collect();
+            assert_eq!(by_chars, span.slice(text));
+        }
+        assert!(sentences("   \n ").is_empty());
+    }
+
+    #[test]
+    fn detects_negation() {
+        assert!(has_negation("It does not increase"));
+        assert!(has_negation("It doesn't increase"));
+        assert!(!has_negation("It increases notably"));
+    }
+
+    #[test]
+    fn detects_direction_of_change() {
+        assert_eq!(direction("Levels were elevated"), Some(true));
+        assert_eq!(direction("Treatment reduced mortality"), Some(false));
+        assert_eq!(direction("higher doses lowered risk"), None);
+        assert_eq!(direction("no change"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn sentence_spans_agree_on_any_text(text in "\\PC{0,80}") {
+            for span in sentences(&text) {
+                let by_chars: String = text.chars().skip(span.char_start).take(span.char_end - span.char_start).collect();
+                prop_assert_eq!(by_chars.as_str(), span.slice(&text));
+                prop_assert!(!span.slice(&text).trim().is_empty());
+            }
+            let _ = content_terms(&text);
+            let _ = has_negation(&text);
+        }
+    }
+}

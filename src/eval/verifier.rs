@@ -1,0 +1,244 @@
+//! Calibration of support verifiers on SciFact claim/abstract pairs (Wadden et al. 2020,
+//! "Fact or Fiction: Verifying Scientific Claims"), read from a JSON-lines file such as
+//! `../shared/data/scifact-claims/train.jsonl` (never copied into this repository).
+//!
+//! Each row pairs a claim with one abstract (its sentences joined with spaces, title left out).
+//! The positive class is `SUPPORT`; `CONTRADICT` and `NOT_ENOUGH_INFO` rows must not pass. The
+//! report favors precision: an unsupported claim reaching a user is the worse error.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::answer::lexical_verifier::{LexicalSupportVerifier, SupportSignals};
+use crate::answer::verifier::SupportVerifier;
+use crate::embed::Embedder;
+
+/// One labeled (claim, abstract) pair; other fields of the file are ignored.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ClaimRow {
+    /// The claim.
+    pub claim: String,
+    /// `SUPPORT`, `CONTRADICT` or `NOT_ENOUGH_INFO`.
+    pub label: String,
+    /// The abstract's sentences.
+    pub sentences: Vec<String>,
+}
+
+impl ClaimRow {
+    fn abstract_text(&self) -> String {
+        self.sentences.join(" ")
+    }
+
+    fn is_support(&self) -> bool {
+        self.label == "SUPPORT"
+    }
+}
+
+/// Confusion counts and scores of "supported" against the `SUPPORT` label.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct VerifierReport {
+    /// Rows judged.
+    pub rows: usize,
+    /// `SUPPORT` rows judged supported.
+    pub true_positives: usize,
+    /// Other rows judged supported.
+    pub false_positives: usize,
+    /// Other rows judged unsupported.
+    pub true_negatives: usize,
+    /// `SUPPORT` rows judged unsupported.
+    pub false_negatives: usize,
+    /// Per label: (rows judged supported, rows).
+    pub passed_by_label: BTreeMap<String, (usize, usize)>,
+}
+
+impl VerifierReport {
+    fn record(&mut self, label: &str, support: bool, supported: bool) {
+        self.rows += 1;
+        match (support, supported) {
+            (true, true) => self.true_positives += 1,
+            (false, true) => self.false_positives += 1,
+            (false, false) => self.true_negatives += 1,
+            (true, false) => self.false_negatives += 1,
+        }
+        let entry = self.passed_by_label.entry(label.to_owned()).or_default();
+        entry.0 += usize::from(supported);
+        entry.1 += 1;
+    }
+
+    /// Share of passed claims that are `SUPPORT` (1 when nothing passed).
+    pub fn precision(&self) -> f64 {
+        let passed = self.true_positives + self.false_positives;
+        if passed == 0 { 1.0 } else { self.true_positives as f64 / passed as f64 }
+    }
+
+    /// Share of `SUPPORT` claims that passed.
+    pub fn recall(&self) -> f64 {
+        let support = self.true_positives + self.false_negatives;
+        if support == 0 { 0.0 } else { self.true_positives as f64 / support as f64 }
+    }
+
+    /// Harmonic mean of precision and recall.
+    pub fn f1(&self) -> f64 {
+        let (precision, recall) = (self.precision(), self.recall());
+        if precision + recall == 0.0 { 0.0 } else { 2.0 * precision * recall / (precision + recall) }
+    }
+}
+
+/// Reads the labeled rows of `path` (JSON lines).
+pub fn read_rows(path: &Path) -> Result<Vec<ClaimRow>, String> {
+    let text = std::fs::read_to_string(path).map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(number, line)| {
+            serde_json::from_str(line).map_err(|error| format!("{}:{}: {error}", path.display(), number + 1))
+        })
+        .collect()
+}
+
+/// Judges every row of `path` with `verifier` and counts the outcomes.
+pub async fn evaluate(path: &Path, verifier: &dyn SupportVerifier) -> Result<VerifierReport, String> {
+    let rows = read_rows(path)?;
+    Ok(evaluate_rows(&rows, verifier).await)
+}
+
+/// Judges `rows` with `verifier`.
+pub async fn evaluate_rows(rows: &[ClaimRow], verifier: &dyn SupportVerifier) -> VerifierReport {
+    let mut report = VerifierReport::default();
+    for row in rows {
+        let text = row.abstract_text();
+        let verdict = verifier.verify(&row.claim, &[text.as_str()]).await;
+        report.record(&row.label, row.is_support(), verdict.supported);
+    }
+    report
+}
+
+/// One point of a threshold sweep.
+#[derive(Clone, Debug)]
+pub struct SweepPoint {
+    /// `min_coverage` used.
+    pub min_coverage: f64,
+    /// `min_similarity` used (meaningful only with an embedder).
+    pub min_similarity: f64,
+    /// Whether the polarity (negation and direction) check was on.
+    pub polarity_check: bool,
+    /// Outcome.
+    pub report: VerifierReport,
+}
+
+/// Evaluates [`LexicalSupportVerifier`] over every combination of `coverages`, `similarities`
+/// (ignored without an embedder) and the polarity check off/on. Signals are measured once per
+/// row, so a large grid costs little more than one pass.
+pub async fn sweep(
+    path: &Path,
+    coverages: &[f64],
+    similarities: &[f64],
+    embedder: Option<Arc<dyn Embedder>>,
+) -> Result<Vec<SweepPoint>, String> {
+    let rows = read_rows(path)?;
+    let has_embedder = embedder.is_some();
+    let measuring = LexicalSupportVerifier::new(0.0, -1.0, embedder.clone());
+    let mut measured: Vec<(&ClaimRow, SupportSignals)> = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let text = row.abstract_text();
+        measured.push((row, measuring.signals(&row.claim, &[text.as_str()]).await));
+    }
+    let similarities = if has_embedder { similarities.to_vec() } else { vec![-1.0] };
+    let mut points = Vec::new();
+    for &min_coverage in coverages {
+        for &min_similarity in &similarities {
+            for polarity_check in [false, true] {
+                let verifier = LexicalSupportVerifier::new(min_coverage, min_similarity, embedder.clone())
+                    .with_polarity_check(polarity_check);
+                let mut report = VerifierReport::default();
+                for (row, signals) in &measured {
+                    report.record(&row.label, row.is_support(), verifier.decide(signals));
+                }
+                points.push(SweepPoint { min_coverage, min_similarity, polarity_check, report });
+            }
+        }
+    }
+    Ok(points)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use futures::executor::block_on;
+
+    use super::*;
+    use crate::embed::HashedEmbedder;
+
+    const FIXTURE: &str = r#"{"claim": "Aspirin lowers fever in adults.", "label": "SUPPORT", "sentences": ["We studied adults.", "Aspirin lowered fever in adults."]}
+{"claim": "Vitamin C cures the common cold.", "label": "NOT_ENOUGH_INFO", "sentences": ["We measured sleep in mice."]}
+{"claim": "Aspirin does not lower fever.", "label": "CONTRADICT", "sentences": ["Aspirin lowered fever in adults."]}
+"#;
+
+    fn fixture() -> tempfile::NamedTempFile {
+        let mut file = tempfile::NamedTempFile::new().expect("temp file");
+        file.write_all(FIXTURE.as_bytes()).expect("write fixture");
+        file
+    }
+
+    #[test]
+    fn evaluates_a_small_fixture() {
+        let file = fixture();
+        let verifier = LexicalSupportVerifier::new(0.6, 0.35, None);
+        let report = block_on(evaluate(file.path(), &verifier)).expect("report");
+        assert_eq!(report.rows, 3);
+        assert_eq!((report.true_positives, report.false_positives), (1, 0));
+        assert_eq!(report.precision(), 1.0);
+        assert_eq!(report.recall(), 1.0);
+        assert_eq!(report.passed_by_label["CONTRADICT"], (0, 1));
+    }
+
+    #[test]
+    fn sweep_covers_the_grid() {
+        let file = fixture();
+        let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(64));
+        let points = block_on(sweep(file.path(), &[0.5, 0.9], &[0.1, 0.2, 0.3], Some(embedder))).expect("sweep");
+        assert_eq!(points.len(), 2 * 3 * 2);
+        let lexical = block_on(sweep(file.path(), &[0.5, 0.9], &[0.1, 0.2, 0.3], None)).expect("sweep");
+        assert_eq!(lexical.len(), 2 * 2);
+        assert!(block_on(sweep(Path::new("/nonexistent/claims.jsonl"), &[0.5], &[0.1], None)).is_err());
+    }
+
+    /// Prints the calibration table on the shared SciFact claims (not part of the repository).
+    #[test]
+    #[ignore = "reads ../shared/data/scifact-claims/train.jsonl"]
+    fn scifact_calibration_report() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/scifact-claims/train.jsonl");
+        let path =
+            if path.exists() { path } else { Path::new("/work/shared/data/scifact-claims/train.jsonl").to_owned() };
+        let coverages: Vec<f64> = (10..=20).map(|step| f64::from(step) * 0.05).collect();
+        let similarities: Vec<f64> = (0..=5).map(|step| f64::from(step) * 0.1).collect();
+        for (name, embedder) in
+            [("lexical", None), ("lexical+hashed-384", Some(Arc::new(HashedEmbedder::new(384)) as Arc<dyn Embedder>))]
+        {
+            let started = std::time::Instant::now();
+            let points = block_on(sweep(&path, &coverages, &similarities, embedder)).expect("sweep");
+            println!("\n{name}: measured and swept in {:?}", started.elapsed());
+            println!("\n{name}: min_cov min_sim polarity | P R F1 | passed SUPPORT/CONTRADICT/NEI");
+            for point in points {
+                let report = &point.report;
+                let passed = |label: &str| report.passed_by_label.get(label).copied().unwrap_or_default().0;
+                println!(
+                    "{name} {:.2} {:.2} {} | {:.3} {:.3} {:.3} | {}/{}/{}",
+                    point.min_coverage,
+                    point.min_similarity,
+                    if point.polarity_check { "pol" } else { "---" },
+                    report.precision(),
+                    report.recall(),
+                    report.f1(),
+                    passed("SUPPORT"),
+                    passed("CONTRADICT"),
+                    passed("NOT_ENOUGH_INFO"),
+                );
+            }
+        }
+    }
+}
