@@ -10,3 +10,4 @@ pub mod answer;
 pub mod config;
 pub mod domain;
 pub mod embed;
+pub mod index;
