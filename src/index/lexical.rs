@@ -24,10 +24,10 @@ use roaring::RoaringBitmap;
 use tantivy::collector::TopDocs;
 use tantivy::index::SegmentId;
 use tantivy::query::{
-    BitSetDocSet, BooleanQuery, BoostQuery, ConstScorer, EmptyScorer, EnableScoring, Explanation, Occur, Query,
-    Scorer, TermQuery, Weight,
+    BitSetDocSet, BooleanQuery, BoostQuery, ConstScorer, EmptyScorer, EnableScoring, Explanation, Occur, Query, Scorer,
+    TermQuery, Weight,
 };
-use tantivy::schema::{Field, FAST, INDEXED, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
+use tantivy::schema::{FAST, Field, INDEXED, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
 };
@@ -107,7 +107,8 @@ impl SegmentColumns {
         };
         let candidates = allowed.range(first.0..=last.0);
         // Looking up each allowed ordinal costs ~log2(n) per ordinal; a scan costs n checks.
-        let lookup_cost = candidates.size_hint().0 as u64 * u64::from(usize::BITS - self.by_ordinal.len().leading_zeros());
+        let lookup_cost =
+            candidates.size_hint().0 as u64 * u64::from(usize::BITS - self.by_ordinal.len().leading_zeros());
         if lookup_cost < self.by_ordinal.len() as u64 {
             for ordinal in candidates {
                 let start = self.by_ordinal.partition_point(|&(value, _)| value < ordinal);
@@ -147,9 +148,9 @@ impl Snapshot {
         let mut columns = HashMap::with_capacity(searcher.segment_readers().len());
         for segment in searcher.segment_readers() {
             let id = segment.segment_id();
-            let reusable = previous
-                .and_then(|snapshot| snapshot.columns.get(&id))
-                .filter(|cached| cached.delete_opstamp == segment.delete_opstamp() && cached.max_doc == segment.max_doc());
+            let reusable = previous.and_then(|snapshot| snapshot.columns.get(&id)).filter(|cached| {
+                cached.delete_opstamp == segment.delete_opstamp() && cached.max_doc == segment.max_doc()
+            });
             let segment_columns = match reusable {
                 Some(cached) => Arc::clone(cached),
                 None => Arc::new(SegmentColumns::read(segment)?),
@@ -361,7 +362,8 @@ impl Weight for ScopeQuery {
     }
 
     fn explain(&self, reader: &SegmentReader, doc: DocId) -> tantivy::Result<Explanation> {
-        let inside = self.docs.get(&reader.segment_id()).is_some_and(|docs| doc < docs.max_value() && docs.contains(doc));
+        let inside =
+            self.docs.get(&reader.segment_id()).is_some_and(|docs| doc < docs.max_value() && docs.contains(doc));
         if !inside {
             return Err(TantivyError::InvalidArgument(format!("document #({doc}) is outside the scope")));
         }
@@ -383,15 +385,21 @@ mod tests {
     fn index_with(batches: &[Vec<Row>]) -> LexicalIndex {
         let mut index = LexicalIndex::new().expect("create index");
         for batch in batches {
-            let items: Vec<(Slot, DocOrdinal, &str, &str)> =
-                batch.iter().map(|(slot, ordinal, title, text)| (*slot, *ordinal, title.as_str(), text.as_str())).collect();
+            let items: Vec<(Slot, DocOrdinal, &str, &str)> = batch
+                .iter()
+                .map(|(slot, ordinal, title, text)| (*slot, *ordinal, title.as_str(), text.as_str()))
+                .collect();
             index.add_batch(&items).expect("add batch");
         }
         index
     }
 
     fn rows(texts: &[(DocOrdinal, &str)]) -> Vec<Row> {
-        texts.iter().enumerate().map(|(slot, (ordinal, text))| (slot as Slot, *ordinal, String::new(), text.to_string())).collect()
+        texts
+            .iter()
+            .enumerate()
+            .map(|(slot, (ordinal, text))| (slot as Slot, *ordinal, String::new(), text.to_string()))
+            .collect()
     }
 
     fn everything() -> RoaringBitmap {
@@ -400,7 +408,12 @@ mod tests {
 
     /// The test oracle: search everything, then keep the allowed hits. Valid only when `k` is at
     /// least the number of matching chunks.
-    fn oracle(index: &LexicalIndex, query: &str, allowed: &RoaringBitmap, ordinal_of: &HashMap<Slot, DocOrdinal>) -> Vec<Hit> {
+    fn oracle(
+        index: &LexicalIndex,
+        query: &str,
+        allowed: &RoaringBitmap,
+        ordinal_of: &HashMap<Slot, DocOrdinal>,
+    ) -> Vec<Hit> {
         let all = index.search(query, 10_000, &everything()).expect("search");
         all.hits.into_iter().filter(|hit| allowed.contains(ordinal_of[&hit.slot])).collect()
     }
@@ -435,7 +448,8 @@ mod tests {
             (1, 1, "an animal".to_string(), "zebra".to_string()),
             (2, 2, "nothing".to_string(), "here".to_string()),
         ]]);
-        let slots: Vec<Slot> = index.search("zebra", 10, &everything()).expect("search").hits.iter().map(|hit| hit.slot).collect();
+        let slots: Vec<Slot> =
+            index.search("zebra", 10, &everything()).expect("search").hits.iter().map(|hit| hit.slot).collect();
         assert_eq!(slots, vec![1, 0]);
     }
 
@@ -525,10 +539,15 @@ mod tests {
         assert_eq!(slots, vec![0], "syntax characters are ignored, words still match");
     }
 
-    const WORDS: &[&str] = &["apple", "banana", "cherry", "date", "elder", "fig", "grape", "the", "of", "running", "runs"];
+    const WORDS: &[&str] =
+        &["apple", "banana", "cherry", "date", "elder", "fig", "grape", "the", "of", "running", "runs"];
 
     fn corpus_strategy() -> impl Strategy<Value = Vec<Vec<Row>>> {
-        let row = (0u32..12, prop::collection::vec(prop::sample::select(WORDS), 0..8), prop::collection::vec(prop::sample::select(WORDS), 0..3));
+        let row = (
+            0u32..12,
+            prop::collection::vec(prop::sample::select(WORDS), 0..8),
+            prop::collection::vec(prop::sample::select(WORDS), 0..3),
+        );
         prop::collection::vec(prop::collection::vec(row, 0..12), 1..4).prop_map(|batches| {
             let mut slot = 0;
             batches
@@ -595,7 +614,9 @@ mod tests {
         let vocabulary: Vec<String> = (0..5_000).map(|word| format!("w{word}x")).collect();
         let docs = 50_000u32;
         let texts: Vec<String> = (0..docs)
-            .map(|_| (0..12).map(|_| vocabulary[rng.gen_range(0..vocabulary.len())].as_str()).collect::<Vec<_>>().join(" "))
+            .map(|_| {
+                (0..12).map(|_| vocabulary[rng.gen_range(0..vocabulary.len())].as_str()).collect::<Vec<_>>().join(" ")
+            })
             .collect();
         let mut index = LexicalIndex::new().expect("create");
         for start in (0..docs).step_by(10_000) {
@@ -604,7 +625,9 @@ mod tests {
             index.add_batch(&items).expect("add");
         }
         let queries: Vec<String> = (0..500)
-            .map(|_| (0..3).map(|_| vocabulary[rng.gen_range(0..vocabulary.len())].as_str()).collect::<Vec<_>>().join(" "))
+            .map(|_| {
+                (0..3).map(|_| vocabulary[rng.gen_range(0..vocabulary.len())].as_str()).collect::<Vec<_>>().join(" ")
+            })
             .collect();
         let allowed: RoaringBitmap = (0..docs).filter(|_| rng.gen_bool(0.01)).collect();
         let all: RoaringBitmap = (0..docs).collect();
