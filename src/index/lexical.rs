@@ -11,14 +11,15 @@
 //! - a search scores only documents whose ordinal is in the `allowed` bitmap and that are alive:
 //!   the scope is a per-segment [`BitSet`] used as a zero-score required clause, so nothing
 //!   outside it is ever scored into the top-k (no post-filtering);
-//! - the searcher and the per-segment ordinal/slot columns are pinned together in one
-//!   [`Snapshot`], rebuilt after every commit, so a search never mixes generations;
+//! - the searcher, the per-segment ordinal/slot columns and a small cache of recent scope
+//!   bitsets are pinned together in one [`Snapshot`], rebuilt after every commit, so a search
+//!   never mixes generations and a cached scope never outlives the segments it was built on;
 //! - results are ordered by BM25 score descending, ties broken by slot ascending.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use roaring::RoaringBitmap;
 use tantivy::collector::TopDocs;
@@ -105,6 +106,12 @@ impl SegmentColumns {
         let (Some(first), Some(last)) = (self.by_ordinal.first(), self.by_ordinal.last()) else {
             return docs;
         };
+        if allowed.contains_range(first.0..=last.0) {
+            for &(_, doc) in &self.by_ordinal {
+                docs.insert(doc);
+            }
+            return docs;
+        }
         let candidates = allowed.range(first.0..=last.0);
         // Looking up each allowed ordinal costs ~log2(n) per ordinal; a scan costs n checks.
         let lookup_cost =
@@ -136,10 +143,23 @@ impl SegmentColumns {
     }
 }
 
-/// A searcher pinned together with the columns of its segments.
+/// Per-segment bitsets of the live docs inside one scope.
+struct Scope {
+    docs: Arc<HashMap<SegmentId, BitSet>>,
+    /// Total number of set bits.
+    allowed_docs: usize,
+}
+
+/// How many recent scopes a snapshot keeps (the same principal usually asks several queries).
+const SCOPE_CACHE_LEN: usize = 8;
+
+/// A searcher pinned together with the columns of its segments and the scopes recently built
+/// over them (dropped with the snapshot, so a cached scope never outlives its generation).
 struct Snapshot {
     searcher: Searcher,
     columns: Arc<HashMap<SegmentId, Arc<SegmentColumns>>>,
+    /// Most recently used last.
+    scopes: Mutex<VecDeque<(RoaringBitmap, Arc<Scope>)>>,
 }
 
 impl Snapshot {
@@ -157,7 +177,40 @@ impl Snapshot {
             };
             columns.insert(id, segment_columns);
         }
-        Ok(Self { searcher, columns: Arc::new(columns) })
+        Ok(Self { searcher, columns: Arc::new(columns), scopes: Mutex::new(VecDeque::new()) })
+    }
+
+    /// The scope of `allowed` over this snapshot, from the cache or built and cached.
+    fn scope(&self, allowed: &RoaringBitmap) -> Arc<Scope> {
+        // A poisoned cache only means another search panicked mid-update; it holds no invariant.
+        let mut cache = self.scopes.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(position) = cache.iter().position(|(bitmap, _)| bitmap.len() == allowed.len() && bitmap == allowed)
+        {
+            let entry = cache.remove(position).expect("position is in range");
+            let scope = Arc::clone(&entry.1);
+            cache.push_back(entry);
+            return scope;
+        }
+        drop(cache);
+        let mut docs = HashMap::with_capacity(self.columns.len());
+        let mut allowed_docs = 0;
+        if !allowed.is_empty() {
+            for (id, columns) in self.columns.iter() {
+                let segment_docs = columns.scope(allowed);
+                let count = segment_docs.len();
+                allowed_docs += count;
+                if count > 0 {
+                    docs.insert(*id, segment_docs);
+                }
+            }
+        }
+        let scope = Arc::new(Scope { docs: Arc::new(docs), allowed_docs });
+        let mut cache = self.scopes.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache.len() == SCOPE_CACHE_LEN {
+            cache.pop_front();
+        }
+        cache.push_back((allowed.clone(), Arc::clone(&scope)));
+        scope
     }
 }
 
@@ -274,19 +327,9 @@ impl LexicalIndex {
     /// ordinal is in `allowed`. A query with no terms left after analysis matches nothing.
     pub fn search(&self, query: &str, k: usize, allowed: &RoaringBitmap) -> IndexResult<LexicalSearch> {
         let snapshot = &self.snapshot;
-        let mut scope_docs = HashMap::with_capacity(snapshot.columns.len());
-        let mut allowed_docs = 0;
-        if !allowed.is_empty() {
-            for (id, columns) in snapshot.columns.iter() {
-                let docs = columns.scope(allowed);
-                let count = docs.len();
-                allowed_docs += count;
-                if count > 0 {
-                    scope_docs.insert(*id, docs);
-                }
-            }
-        }
         let terms = self.analyze(query);
+        let scope = snapshot.scope(allowed);
+        let allowed_docs = scope.allowed_docs;
         if k == 0 || allowed_docs == 0 || terms.is_empty() {
             return Ok(LexicalSearch { hits: Vec::new(), allowed_docs });
         }
@@ -298,11 +341,17 @@ impl LexicalIndex {
             let text = TermQuery::new(Term::from_field_text(self.fields.text, term), IndexRecordOption::WithFreqs);
             clauses.push((Occur::Should, Box::new(text)));
         }
-        let scope = ScopeQuery { docs: Arc::new(scope_docs) };
-        let query = BooleanQuery::new(vec![
-            (Occur::Must, Box::new(BooleanQuery::new(clauses)) as Box<dyn Query>),
-            (Occur::Must, Box::new(scope)),
-        ]);
+        let text_query: Box<dyn Query> = Box::new(BooleanQuery::new(clauses));
+        // A scope holding every live doc restricts nothing: skip the clause so tantivy can use
+        // its dynamic pruning (block-max WAND) on the plain disjunction.
+        let query: Box<dyn Query> = if allowed_docs as u64 == snapshot.searcher.num_docs() {
+            text_query
+        } else {
+            Box::new(BooleanQuery::new(vec![
+                (Occur::Must, text_query),
+                (Occur::Must, Box::new(ScopeQuery { docs: Arc::clone(&scope.docs) })),
+            ]))
+        };
 
         let columns = Arc::clone(&snapshot.columns);
         let collector = TopDocs::with_limit(k).tweak_score(move |segment: &SegmentReader| {
@@ -312,7 +361,7 @@ impl LexicalIndex {
                 (score, Reverse(slot.unwrap_or(Slot::MAX)))
             }
         });
-        let top = snapshot.searcher.search(&query, &collector).map_err(lexical)?;
+        let top = snapshot.searcher.search(query.as_ref(), &collector).map_err(lexical)?;
         let hits = top.into_iter().map(|((score, Reverse(slot)), _)| Hit { slot, score }).collect();
         Ok(LexicalSearch { hits, allowed_docs })
     }
@@ -502,6 +551,22 @@ mod tests {
         assert_eq!(result.allowed_docs, 2, "deleted chunks are outside every scope");
         index.delete_ordinals(&RoaringBitmap::from_iter([0u32, 2])).expect("delete");
         assert!(index.is_empty());
+    }
+
+    /// A cached scope must not survive a commit: new chunks of an allowed ordinal are found.
+    #[test]
+    fn cached_scope_is_not_reused_after_a_commit() {
+        let mut index = index_with(&[rows(&[(0, "alpha"), (1, "alpha")])]);
+        let allowed = RoaringBitmap::from_iter([1u32]);
+        for _ in 0..2 {
+            let result = index.search("alpha", 10, &allowed).expect("search");
+            assert_eq!(result.hits.iter().map(|hit| hit.slot).collect::<Vec<_>>(), vec![1]);
+            assert_eq!(result.allowed_docs, 1);
+        }
+        index.add_batch(&[(2, 1, "", "alpha"), (3, 2, "", "alpha")]).expect("add");
+        let result = index.search("alpha", 10, &allowed).expect("search");
+        assert_eq!(result.hits.iter().map(|hit| hit.slot).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(result.allowed_docs, 2);
     }
 
     #[test]
