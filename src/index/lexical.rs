@@ -696,11 +696,18 @@ mod tests {
             .collect();
         let allowed: RoaringBitmap = (0..docs).filter(|_| rng.gen_bool(0.01)).collect();
         let all: RoaringBitmap = (0..docs).collect();
-        for (name, scope) in [("unfiltered", &all), ("filtered 1%", &allowed)] {
+        let fresh: Vec<RoaringBitmap> =
+            queries.iter().map(|_| (0..docs).filter(|_| rng.gen_bool(0.01)).collect()).collect();
+        let cases: [(&str, Vec<&RoaringBitmap>); 3] = [
+            ("unfiltered", vec![&all; queries.len()]),
+            ("filtered 1%, same scope (cached)", vec![&allowed; queries.len()]),
+            ("filtered 1%, new scope per query", fresh.iter().collect()),
+        ];
+        for (name, scopes) in cases {
             let started = Instant::now();
             let mut found = 0;
-            for query in &queries {
-                let result = index.search(query, 10, scope).expect("search");
+            for (position, query) in queries.iter().enumerate() {
+                let result = index.search(query, 10, scopes[position]).expect("search");
                 found += result.hits.len();
             }
             let mean = started.elapsed().as_secs_f64() * 1e3 / queries.len() as f64;
