@@ -8,6 +8,7 @@
 //! - a scope only ever contains live (not deleted, not superseded) ordinals of the principal's
 //!   own tenant: `allowed = (user ∪ groups) ∩ tenant_docs − tombstones`;
 //! - a batch of mutations is validated as a whole before anything is published (all or nothing).
+//!
 //! Pure data structures: no IO.
 
 mod scope;
