@@ -284,7 +284,7 @@ mod tests {
 
         let sentence = "The committee reviewed the quarterly access-control audit and found that several \
                         service accounts still held write permissions on archived document collections. ";
-        let passages: Vec<String> = (0..96).map(|index| format!("Passage {index}. {}", sentence.repeat(5))).collect();
+        let passages: Vec<String> = (0..96).map(|index| format!("Passage {index}. {}", sentence.repeat(7))).collect();
         let tokens = embedder.encoder.tokenizer.encode(passages[0].as_str(), true).expect("tokenizes").len();
         let started = Instant::now();
         for batch in passages.chunks(32) {
