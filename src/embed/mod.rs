@@ -1,14 +1,18 @@
 //! Embedding providers behind one [`Embedder`] trait: the deterministic [`HashedEmbedder`]
-//! (feature hashing; test and fallback embedder), plus the real models added beside it.
+//! (feature hashing; test and fallback embedder) and [`MiniLmEmbedder`] (a sentence-transformers
+//! BERT model on the CPU, installed by [`model::fetch`]).
 //!
 //! Invariants: every vector an embedder returns has exactly `dimension()` finite components and
 //! unit L2 norm (or is all zeros for text without features), so cosine similarity is a dot
 //! product everywhere downstream.
 
 mod hashed;
+mod minilm;
+pub mod model;
 mod openai;
 
 pub use hashed::HashedEmbedder;
+pub use minilm::{DEFAULT_MAX_TOKENS, MiniLmEmbedder};
 pub use openai::OpenAiCompatibleEmbedder;
 
 use async_trait::async_trait;

@@ -2,6 +2,7 @@
 
 mod answer_fixtures;
 mod http;
+mod minilm;
 mod providers;
 mod retrieval;
 mod support;
