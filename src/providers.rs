@@ -11,7 +11,7 @@ use crate::answer::generator::Generator;
 use crate::answer::lexical_verifier::LexicalSupportVerifier;
 use crate::answer::openai::OpenAiCompatibleGenerator;
 use crate::config::Settings;
-use crate::embed::{Embedder, HashedEmbedder, OpenAiCompatibleEmbedder};
+use crate::embed::{Embedder, HashedEmbedder, MiniLmEmbedder, OpenAiCompatibleEmbedder};
 use crate::http::server::Providers;
 
 /// Errors choosing providers.
@@ -36,7 +36,42 @@ pub async fn embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, Provider
                 .map_err(|error| ProviderError::Invalid { kind: "embedder", reason: error.to_string() })?;
             Ok(Arc::new(embedder))
         }
+        "minilm" => Ok(minilm_or_fallback(settings).await),
         _ => Ok(Arc::new(HashedEmbedder::new(config.dim))),
+    }
+}
+
+/// MiniLM from `embedder.model_dir`; when absent, tries `model fetch`; when that fails too,
+/// falls back to the hashed embedder with a loud warning (the active embedder is reported by
+/// `/readyz` and in the index).
+async fn minilm_or_fallback(settings: &Settings) -> Arc<dyn Embedder> {
+    let directory = std::path::PathBuf::from(&settings.embedder.model_dir);
+    let loaded = tokio::task::spawn_blocking(move || {
+        if crate::embed::model::verify(&directory).is_err() {
+            tracing::warn!(dir = %directory.display(), "MiniLM model files absent: fetching them");
+            crate::embed::model::fetch(&directory)?;
+        }
+        MiniLmEmbedder::load(&directory)
+    })
+    .await;
+    match loaded {
+        Ok(Ok(embedder)) if embedder.dimension() == settings.embedder.dim => Arc::new(embedder),
+        Ok(Ok(embedder)) => {
+            tracing::error!(
+                model = embedder.dimension(),
+                configured = settings.embedder.dim,
+                "MiniLM dimension differs from embedder.dim: FALLING BACK to the hashed embedder"
+            );
+            Arc::new(HashedEmbedder::new(settings.embedder.dim))
+        }
+        Ok(Err(error)) => {
+            tracing::error!(%error, "MiniLM unavailable: FALLING BACK to the hashed embedder (lexical-grade vectors)");
+            Arc::new(HashedEmbedder::new(settings.embedder.dim))
+        }
+        Err(error) => {
+            tracing::error!(%error, "MiniLM loading panicked: FALLING BACK to the hashed embedder");
+            Arc::new(HashedEmbedder::new(settings.embedder.dim))
+        }
     }
 }
 
