@@ -7,6 +7,8 @@
 
 pub mod acl;
 pub mod answer;
+pub mod bench;
 pub mod config;
 pub mod domain;
 pub mod embed;
+pub mod index;
