@@ -7,6 +7,7 @@
 
 pub mod acl;
 pub mod answer;
+pub mod bench;
 pub mod config;
 pub mod domain;
 pub mod embed;

@@ -1,0 +1,3 @@
+//! Benchmarks kept in the library so tests and drivers can run them: filtered vector search.
+
+pub mod filtered;
