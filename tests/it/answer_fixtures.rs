@@ -196,7 +196,9 @@ impl FixtureGenerator {
 async fn apply(engine: &Engine, tenant: &str, action: &Action) {
     let mutation = match action {
         Action::Delete(doc_id) => AclMutation::Delete { tenant: tenant.into(), doc_id: doc_id.clone() },
-        Action::Revoke { doc_id } => AclMutation::Revoke { tenant: tenant.into(), doc_id: doc_id.clone(), groups: None, users: None },
+        Action::Revoke { doc_id } => {
+            AclMutation::Revoke { tenant: tenant.into(), doc_id: doc_id.clone(), groups: None, users: None }
+        }
     };
     engine.mutate(mutation).await.expect("fixture action applies");
 }
@@ -207,7 +209,9 @@ fn script(steps: &[Step]) -> Vec<ScriptStep> {
         .map(|step| {
             let base = match (&step.output, &step.error) {
                 (Some(output), _) => ScriptStep::output(output.clone()),
-                (None, Some(kind)) if kind == "status" => ScriptStep::Error(GeneratorError::Status { status: step.status.unwrap_or(500) }),
+                (None, Some(kind)) if kind == "status" => {
+                    ScriptStep::Error(GeneratorError::Status { status: step.status.unwrap_or(500) })
+                }
                 (None, Some(kind)) if kind == "timeout" => ScriptStep::Error(GeneratorError::Timeout),
                 (None, Some(_)) => ScriptStep::Error(GeneratorError::Connection("fixture".into())),
                 (None, None) => panic!("a step needs an output or an error"),
@@ -250,7 +254,8 @@ async fn run(fixture: &Fixture) -> Run {
     settings.answer.claim_policy = ClaimPolicy::FailAnswer;
     apply_settings(&mut settings, &fixture.settings);
     let engine = engine(&settings);
-    let base: Corpus = serde_json::from_str(&std::fs::read_to_string(fixtures_dir().join("_corpus.json")).unwrap()).unwrap();
+    let base: Corpus =
+        serde_json::from_str(&std::fs::read_to_string(fixtures_dir().join("_corpus.json")).unwrap()).unwrap();
     let corpus: Vec<CorpusDocument> = base.documents.into_iter().chain(fixture.documents.iter().cloned()).collect();
     let mut per_tenant: BTreeMap<String, Vec<DocumentInput>> = BTreeMap::new();
     for document in &corpus {
@@ -296,7 +301,12 @@ async fn run(fixture: &Fixture) -> Run {
         settings.verifier.min_similarity,
         Some(Arc::clone(engine.embedder())),
     ));
-    let pipeline = AnswerPipeline::new(Arc::clone(&engine), generator.clone(), verifier, PipelineSettings::from_settings(&settings));
+    let pipeline = AnswerPipeline::new(
+        Arc::clone(&engine),
+        generator.clone(),
+        verifier,
+        PipelineSettings::from_settings(&settings),
+    );
     let who = principal(
         &fixture.principal.tenant,
         &fixture.principal.user,
@@ -342,10 +352,19 @@ fn check(fixture: &Fixture, run: &Run) {
         assert!(*value >= 0.0);
     }
     for (code, count) in &expect.citations_rejected {
-        assert_eq!(metrics.citations_rejected.get(code), Some(count), "{name}: rejected {code} in {:?}", metrics.citations_rejected);
+        assert_eq!(
+            metrics.citations_rejected.get(code),
+            Some(count),
+            "{name}: rejected {code} in {:?}",
+            metrics.citations_rejected
+        );
     }
     if !expect.citations_rejected_any.is_empty() {
-        assert!(expect.citations_rejected_any.iter().any(|code| metrics.citations_rejected.contains_key(code)), "{name}: {:?}", metrics.citations_rejected);
+        assert!(
+            expect.citations_rejected_any.iter().any(|code| metrics.citations_rejected.contains_key(code)),
+            "{name}: {:?}",
+            metrics.citations_rejected
+        );
     }
     if let Some(abstention) = &response.abstention {
         for code in &expect.diagnostics_include {
@@ -357,7 +376,11 @@ fn check(fixture: &Fixture, run: &Run) {
         }
     }
     // Everything the generator saw: excluded strings never, included strings somewhere.
-    let seen: String = run.prompts.iter().map(|p| format!("{}\n{}\n{}", p.system, p.user, p.repair.clone().unwrap_or_default())).collect();
+    let seen: String = run
+        .prompts
+        .iter()
+        .map(|p| format!("{}\n{}\n{}", p.system, p.user, p.repair.clone().unwrap_or_default()))
+        .collect();
     for text in &expect.prompt_excludes {
         let sources_only: String = run.prompts.iter().flat_map(|p| p.sources.iter().map(|s| s.text.clone())).collect();
         assert!(!sources_only.contains(text.as_str()), "{name}: prompt contains {text:?}");
@@ -379,7 +402,11 @@ fn check(fixture: &Fixture, run: &Run) {
         assert_eq!(claims.len(), count, "{name}: claims");
     }
     let acl = run.engine.acl().load();
-    let who = principal(&fixture.principal.tenant, &fixture.principal.user, &fixture.principal.groups.iter().map(String::as_str).collect::<Vec<_>>());
+    let who = principal(
+        &fixture.principal.tenant,
+        &fixture.principal.user,
+        &fixture.principal.groups.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
     let mut cited_docs = Vec::new();
     for claim in &claims {
         assert!(!claim.citations.is_empty(), "{name}: uncited claim");
@@ -389,11 +416,15 @@ fn check(fixture: &Fixture, run: &Run) {
                 .iter()
                 .find(|d| d.tenant == fixture.principal.tenant && d.doc_id == citation.doc_id)
                 .unwrap_or_else(|| panic!("{name}: cited {} outside the tenant", citation.doc_id));
-            let chunk: String = document.text.chars().skip(citation.start).take(citation.end - citation.start).collect();
+            let chunk: String =
+                document.text.chars().skip(citation.start).take(citation.end - citation.start).collect();
             assert!(!chunk.is_empty() && chunk.contains(&citation.quote), "{name}: quote not in chunk");
             let entry = acl.entry(&fixture.principal.tenant, &citation.doc_id).expect("live document");
             assert!(acl.allows(&who, entry.ordinal), "{name}: cited document not authorized");
-            assert!(run.prompts.iter().any(|p| p.sources.iter().any(|s| s.label == citation.label)), "{name}: label not in context");
+            assert!(
+                run.prompts.iter().any(|p| p.sources.iter().any(|s| s.label == citation.label)),
+                "{name}: label not in context"
+            );
             assert_eq!(response.acl_epoch, acl.epoch(), "{name}: epoch");
             cited_docs.push(citation.doc_id.clone());
         }
@@ -405,7 +436,8 @@ fn check(fixture: &Fixture, run: &Run) {
         assert!(!cited_docs.contains(doc), "{name}: {doc} cited");
     }
     if let Some(per_doc) = expect.distinct_labels_per_doc {
-        let labels: std::collections::BTreeSet<_> = claims.iter().flat_map(|c| c.citations.iter().map(|x| x.label.clone())).collect();
+        let labels: std::collections::BTreeSet<_> =
+            claims.iter().flat_map(|c| c.citations.iter().map(|x| x.label.clone())).collect();
         assert_eq!(labels.len(), per_doc, "{name}: labels");
     }
 }
@@ -415,7 +447,10 @@ async fn every_answer_fixture_holds() {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
         .unwrap()
         .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|e| e == "json") && !path.file_name().unwrap().to_string_lossy().starts_with('_'))
+        .filter(|path| {
+            path.extension().is_some_and(|e| e == "json")
+                && !path.file_name().unwrap().to_string_lossy().starts_with('_')
+        })
         .collect();
     paths.sort();
     assert!(paths.len() >= 20, "fixtures missing");
