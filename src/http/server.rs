@@ -153,7 +153,15 @@ pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), 
         .shutdown_timeout(10)
         .bind(&bind)?;
     for address in server.addrs() {
-        eprintln!("warrant listening on http://{address}");
+        eprintln!("warrant listening on http://{address} (embedder {})", state.pipeline.engine().embedder().name());
+    }
+    if settings.demo.load {
+        eprintln!(
+            "try:\n  TOKEN=$(cargo run -q --release -- token --tenant acme --sub alice --groups everyone,engineering)\n  \
+             curl -s {}/v1/answer -H \"authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n    \
+             -d '{{\"question\": \"How much are hotel stays reimbursed per night in London?\"}}'",
+            server.addrs().first().map(|address| format!("http://{address}")).unwrap_or_default()
+        );
     }
     server.run().await?;
     Ok(())
