@@ -384,8 +384,14 @@ impl Settings {
                 self.replica.follow.starts_with("http://") || self.replica.follow.starts_with("https://"),
                 "replica.follow must be an http:// or https:// url",
             );
-            check(!self.replica.token_env.is_empty(), "replica.token_env must name a variable when replica.follow is set");
-            check(!self.snapshots.restore.is_empty(), "replica.follow needs snapshots.restore (a replica starts from a snapshot)");
+            check(
+                !self.replica.token_env.is_empty(),
+                "replica.token_env must name a variable when replica.follow is set",
+            );
+            check(
+                !self.snapshots.restore.is_empty(),
+                "replica.follow needs snapshots.restore (a replica starts from a snapshot)",
+            );
         }
         if problems.is_empty() { Ok(()) } else { Err(ConfigError::Invalid(problems.join("; "))) }
     }

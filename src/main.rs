@@ -271,8 +271,7 @@ async fn snapshot_create(config: Option<PathBuf>, corpus: Option<PathBuf>, dir: 
     let params = warrant::retrieval::EngineParams::from_settings(&settings, providers.embedder.dimension());
     let engine = warrant::retrieval::Engine::start(params, providers.embedder).context("starting the engine")?;
     let corpus = corpus.unwrap_or_else(|| PathBuf::from(&settings.demo.corpus));
-    let documents =
-        warrant::http::server::load_corpus(&engine, &corpus).await.context("loading the corpus")?;
+    let documents = warrant::http::server::load_corpus(&engine, &corpus).await.context("loading the corpus")?;
     let root = dir.unwrap_or_else(|| PathBuf::from(&settings.snapshots.dir));
     let created =
         warrant::snapshot::create(&engine, &root, settings.snapshots.retain).await.context("writing the snapshot")?;

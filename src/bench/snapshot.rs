@@ -109,7 +109,11 @@ async fn ingest(settings: &Settings, documents: &[(String, DocumentInput)]) -> R
 
 /// Runs the benchmark with `settings` (shards, HNSW, chunking; the embedder is always the hashed
 /// one of `embedder.dim`), writing snapshots under `directory`. Must run inside an actix System.
-pub async fn run(settings: &Settings, config: &SnapshotBenchConfig, directory: &Path) -> Result<SnapshotBenchReport, String> {
+pub async fn run(
+    settings: &Settings,
+    config: &SnapshotBenchConfig,
+    directory: &Path,
+) -> Result<SnapshotBenchReport, String> {
     let documents = corpus(config);
     let started = Instant::now();
     let engine = ingest(settings, &documents).await?;
@@ -123,13 +127,9 @@ pub async fn run(settings: &Settings, config: &SnapshotBenchConfig, directory: &
 
     let started = Instant::now();
     let embedder = engine.embedder();
-    let restored = crate::snapshot::restore(
-        &created.path,
-        embedder.name(),
-        embedder.dimension(),
-        engine.params().vector,
-    )
-    .map_err(|error| error.to_string())?;
+    let restored =
+        crate::snapshot::restore(&created.path, embedder.name(), embedder.dimension(), engine.params().vector)
+            .map_err(|error| error.to_string())?;
     let restore_ms = started.elapsed().as_secs_f64() * 1000.0;
     let restored_chunks: usize = restored.shards.iter().map(|shard| shard.stats().chunks).sum();
     assert_eq!(restored_chunks, stored, "a restore must rebuild every stored chunk");

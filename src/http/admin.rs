@@ -188,11 +188,7 @@ pub struct SnapshotOut {
     security(("bearer" = [])))]
 pub async fn create_snapshot(state: web::Data<AppState>, Admin(_principal): Admin) -> Result<HttpResponse, ApiError> {
     let settings = &state.settings.snapshots;
-    let created = crate::snapshot::create(
-        state.pipeline.engine(),
-        std::path::Path::new(&settings.dir),
-        settings.retain,
-    )
-    .await?;
+    let created =
+        crate::snapshot::create(state.pipeline.engine(), std::path::Path::new(&settings.dir), settings.retain).await?;
     Ok(json(&SnapshotOut { snapshot_id: created.snapshot_id, acl_epoch: created.acl_epoch }))
 }

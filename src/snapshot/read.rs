@@ -97,7 +97,11 @@ fn read_verified(directory: &Path, manifest: &Manifest) -> SnapshotResult<std::c
         }
         let bytes = std::fs::read(&path).map_err(|error| SnapshotError::io(&entry.name, error))?;
         if bytes.len() as u64 != entry.bytes {
-            return Err(SnapshotError::Size { file: entry.name.clone(), expected: entry.bytes, got: bytes.len() as u64 });
+            return Err(SnapshotError::Size {
+                file: entry.name.clone(),
+                expected: entry.bytes,
+                got: bytes.len() as u64,
+            });
         }
         if hex::encode(Sha256::digest(&bytes)) != entry.sha256 {
             return Err(SnapshotError::Checksum { file: entry.name.clone() });
@@ -118,7 +122,12 @@ fn decode<T: serde::de::DeserializeOwned>(file: &str, bytes: &[u8]) -> SnapshotR
 
 /// Verifies the snapshot in `directory` completely, checks that it was made with the embedder
 /// `embedder_name`/`dimension`, then rebuilds its shards with `vector` parameters.
-pub fn restore(directory: &Path, embedder_name: &str, dimension: usize, vector: VectorParams) -> SnapshotResult<Restored> {
+pub fn restore(
+    directory: &Path,
+    embedder_name: &str,
+    dimension: usize,
+    vector: VectorParams,
+) -> SnapshotResult<Restored> {
     let manifest = read_manifest(directory)?;
     if manifest.embedder.name != embedder_name || manifest.embedder.dimension != dimension {
         return Err(SnapshotError::Embedder {
@@ -152,7 +161,10 @@ pub fn restore(directory: &Path, embedder_name: &str, dimension: usize, vector: 
         let chunks: Vec<Chunk> = decode(&chunk_name, &take(&chunk_name))?;
         let raw = take(&vector_name);
         if raw.len() != chunks.len() * dimension * 4 {
-            return Err(invalid(&vector_name, format!("holds {} bytes for {} chunks of dimension {dimension}", raw.len(), chunks.len())));
+            return Err(invalid(
+                &vector_name,
+                format!("holds {} bytes for {} chunks of dimension {dimension}", raw.len(), chunks.len()),
+            ));
         }
         if let Some(chunk) = chunks.iter().find(|chunk| chunk.doc_ordinal >= manifest.next_ordinal) {
             return Err(invalid(&chunk_name, format!("chunk of ordinal {} beyond next_ordinal", chunk.doc_ordinal)));
@@ -162,10 +174,8 @@ pub fn restore(directory: &Path, embedder_name: &str, dimension: usize, vector: 
             .into_iter()
             .zip(raw.chunks_exact(dimension * 4))
             .map(|(chunk, bytes)| {
-                let vector = bytes
-                    .chunks_exact(4)
-                    .map(|value| f32::from_le_bytes(value.try_into().expect("4 bytes")))
-                    .collect();
+                let vector =
+                    bytes.chunks_exact(4).map(|value| f32::from_le_bytes(value.try_into().expect("4 bytes"))).collect();
                 (chunk, vector)
             })
             .collect();
@@ -222,12 +232,12 @@ pub async fn start_engine(
         tracing::warn!("snapshot chunking differs from the configured chunking; new documents use the configured one");
     }
     params.shards = restored.manifest.shards;
-    let engine = Engine::start_with(params, embedder, Arc::new(restored.acl), Some(restored.shards)).map_err(|error| {
-        match error {
+    let engine = Engine::start_with(params, embedder, Arc::new(restored.acl), Some(restored.shards)).map_err(
+        |error| match error {
             crate::retrieval::RetrievalError::Index(inner) => SnapshotError::Index(inner),
             other => invalid(MANIFEST, other),
-        }
-    })?;
+        },
+    )?;
     metrics::gauge!("warrant_acl_epoch").set(engine.acl().epoch() as f64);
     Ok((engine, restored.manifest))
 }

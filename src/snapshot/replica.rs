@@ -184,8 +184,7 @@ async fn poll(
     if !response.status().is_success() {
         return Err(PollError::Status(response.status().as_u16()));
     }
-    let feed: Feed =
-        response.json().await.map_err(|error| PollError::Malformed(crate::outbound::describe(error)))?;
+    let feed: Feed = response.json().await.map_err(|error| PollError::Malformed(crate::outbound::describe(error)))?;
     let local = if feed.changes.is_empty() {
         engine.acl().epoch()
     } else {

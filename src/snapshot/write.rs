@@ -17,8 +17,8 @@ use crate::domain::{Chunk, ChunkingConfig};
 use crate::retrieval::Engine;
 
 use super::{
-    ACL_FILE, CHANGES_FILE, EmbedderInfo, FORMAT_VERSION, FileEntry, MANIFEST, Manifest, SnapshotError,
-    SnapshotResult, chunks_file, rfc3339, vectors_file,
+    ACL_FILE, CHANGES_FILE, EmbedderInfo, FORMAT_VERSION, FileEntry, MANIFEST, Manifest, SnapshotError, SnapshotResult,
+    chunks_file, rfc3339, vectors_file,
 };
 
 /// Serializes snapshot creation inside one process (ids, temporary directories, pruning).
