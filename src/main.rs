@@ -186,7 +186,8 @@ fn main() -> Result<()> {
                 groups: groups.into_iter().filter(|group| !group.is_empty()).collect(),
                 roles: [(admin, "admin"), (replica, "replica")]
                     .into_iter()
-                    .filter_map(|(wanted, role)| wanted.then(|| role.to_owned()))
+                    .filter(|(wanted, _)| *wanted)
+                    .map(|(_, role)| role.to_owned())
                     .collect(),
                 exp: now + ttl_seconds,
                 iss: (!settings.auth.issuer.is_empty()).then(|| settings.auth.issuer.clone()),

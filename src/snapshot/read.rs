@@ -80,7 +80,7 @@ fn read_manifest(directory: &Path) -> SnapshotResult<Manifest> {
     if let Some(extra) = listed.difference(&expected).next() {
         return Err(invalid(MANIFEST, format!("the file list names an unknown file {extra:?}")));
     }
-    if manifest.shards == 0 || manifest.shards > 256 {
+    if !(1..=256).contains(&manifest.shards) {
         return Err(invalid(MANIFEST, "shards must be in 1..=256"));
     }
     Ok(manifest)
