@@ -58,6 +58,10 @@ pub struct Settings {
     pub verifier: VerifierSettings,
     /// Demo corpus loaded at start-up.
     pub demo: DemoSettings,
+    /// Snapshot directory, retention and restore.
+    pub snapshots: SnapshotSettings,
+    /// Replica mode: follow a primary's ACL change feed.
+    pub replica: ReplicaSettings,
 }
 
 /// HTTP server settings.
@@ -242,6 +246,35 @@ pub struct DemoSettings {
     pub corpus: String,
 }
 
+/// Snapshot settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotSettings {
+    /// Directory holding `<id>/` snapshot directories.
+    pub dir: String,
+    /// Complete snapshots kept; older ones are deleted after a new one is written.
+    pub retain: usize,
+    /// Snapshot directory to restore at start-up instead of loading the demo corpus. Empty: off.
+    #[serde(default)]
+    pub restore: String,
+}
+
+/// Replica settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaSettings {
+    /// Base URL of the primary to follow (e.g. `http://10.0.0.1:8080`). Empty: not a replica.
+    #[serde(default)]
+    pub follow: String,
+    /// Name of the environment variable holding the replica's service token (role `replica`).
+    #[serde(default)]
+    pub token_env: String,
+    /// Longest time without a successful poll before answers fail closed (503 `replica_stale`).
+    pub max_lag_ms: u64,
+    /// Time between two polls of the primary's change feed.
+    pub poll_interval_ms: u64,
+}
+
 /// Path of the default configuration file, relative to the working directory.
 pub const DEFAULT_CONFIG: &str = "config/default.toml";
 
@@ -339,6 +372,27 @@ impl Settings {
         check(self.generator.max_claims >= 1, "generator.max_claims must be at least 1");
         check((0.0..=1.0).contains(&self.verifier.min_coverage), "verifier.min_coverage must be in 0..=1");
         check((-1.0..=1.0).contains(&self.verifier.min_similarity), "verifier.min_similarity must be in -1..=1");
+        check(!self.snapshots.dir.trim().is_empty(), "snapshots.dir must not be empty");
+        check((1..=1000).contains(&self.snapshots.retain), "snapshots.retain must be in 1..=1000");
+        check((10..=60_000).contains(&self.replica.poll_interval_ms), "replica.poll_interval_ms must be in 10..=60000");
+        check(
+            self.replica.max_lag_ms > self.replica.poll_interval_ms && self.replica.max_lag_ms <= 3_600_000,
+            "replica.max_lag_ms must be above poll_interval_ms and at most 3600000",
+        );
+        if !self.replica.follow.is_empty() {
+            check(
+                self.replica.follow.starts_with("http://") || self.replica.follow.starts_with("https://"),
+                "replica.follow must be an http:// or https:// url",
+            );
+            check(
+                !self.replica.token_env.is_empty(),
+                "replica.token_env must name a variable when replica.follow is set",
+            );
+            check(
+                !self.snapshots.restore.is_empty(),
+                "replica.follow needs snapshots.restore (a replica starts from a snapshot)",
+            );
+        }
         if problems.is_empty() { Ok(()) } else { Err(ConfigError::Invalid(problems.join("; "))) }
     }
 }

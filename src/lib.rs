@@ -17,4 +17,5 @@ pub mod index;
 mod outbound;
 pub mod providers;
 pub mod retrieval;
+pub mod snapshot;
 pub mod telemetry;

@@ -23,6 +23,19 @@ enum Command {
         /// Configuration file.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Start from this snapshot directory (overrides `snapshots.restore`); it is verified
+        /// whole first and the server refuses to start when anything is wrong.
+        #[arg(long)]
+        restore: Option<PathBuf>,
+        /// Run as a replica following this primary's ACL change feed (overrides
+        /// `replica.follow`; needs a snapshot to restore and `replica.token_env`).
+        #[arg(long)]
+        follow: Option<String>,
+    },
+    /// Snapshots of the server state.
+    Snapshot {
+        #[command(subcommand)]
+        snapshot: SnapshotCommand,
     },
     /// Mint a token signed with the configured HS256 secret (the demo key in the default config).
     Token {
@@ -38,6 +51,9 @@ enum Command {
         /// Add the admin role.
         #[arg(long)]
         admin: bool,
+        /// Add the replica role (reads every tenant's ACL change feed; for replica service tokens).
+        #[arg(long)]
+        replica: bool,
         /// Lifetime in seconds.
         #[arg(long, default_value_t = 3600)]
         ttl_seconds: u64,
@@ -85,6 +101,40 @@ enum BenchCommand {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Snapshot create and restore versus re-ingestion on a synthetic corpus (hashed embedder).
+    Snapshot {
+        /// Documents in the synthetic corpus.
+        #[arg(long, default_value_t = 3000)]
+        documents: usize,
+        /// Words per document.
+        #[arg(long, default_value_t = 300)]
+        words: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Print JSON (the only output format; kept for the documented form).
+        #[arg(long)]
+        json: bool,
+        /// Configuration file (shards, index, chunking, embedder.dim).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SnapshotCommand {
+    /// Build the engine like `serve` does, load the corpus and write a snapshot to `snapshots.dir`.
+    Create {
+        /// Configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Corpus file in the demo format (default: `demo.corpus`).
+        #[arg(long)]
+        corpus: Option<PathBuf>,
+        /// Snapshot root directory (default: `snapshots.dir`).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -117,8 +167,14 @@ enum EvalCommand {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { config } => serve(config),
-        Command::Token { tenant, sub, groups, admin, ttl_seconds, config } => {
+        Command::Serve { config, restore, follow } => serve(config, restore, follow),
+        Command::Snapshot { snapshot: SnapshotCommand::Create { config, corpus, dir } } => {
+            snapshot_create(config, corpus, dir)
+        }
+        Command::Bench { bench: BenchCommand::Snapshot { documents, words, seed, json: _, config } } => {
+            bench_snapshot(config, documents, words, seed)
+        }
+        Command::Token { tenant, sub, groups, admin, replica, ttl_seconds, config } => {
             let settings = Settings::load(config.as_deref())?;
             if settings.auth.hs256_secret.is_empty() {
                 bail!("auth.hs256_secret is empty: tokens can only be minted with an hs256 secret");
@@ -128,7 +184,11 @@ fn main() -> Result<()> {
                 sub,
                 tenant,
                 groups: groups.into_iter().filter(|group| !group.is_empty()).collect(),
-                roles: if admin { vec!["admin".into()] } else { vec![] },
+                roles: [(admin, "admin"), (replica, "replica")]
+                    .into_iter()
+                    .filter(|(wanted, _)| *wanted)
+                    .map(|(_, role)| role.to_owned())
+                    .collect(),
                 exp: now + ttl_seconds,
                 iss: (!settings.auth.issuer.is_empty()).then(|| settings.auth.issuer.clone()),
                 aud: (!settings.auth.audience.is_empty()).then(|| settings.auth.audience.clone()),
@@ -188,10 +248,54 @@ fn main() -> Result<()> {
 }
 
 #[actix_web::main]
-async fn serve(config: Option<PathBuf>) -> Result<()> {
-    let settings = Arc::new(Settings::load(config.as_deref()).context("loading configuration")?);
+async fn serve(config: Option<PathBuf>, restore: Option<PathBuf>, follow: Option<String>) -> Result<()> {
+    let mut settings = Settings::load(config.as_deref()).context("loading configuration")?;
+    if let Some(restore) = restore {
+        settings.snapshots.restore = restore.display().to_string();
+    }
+    if let Some(follow) = follow {
+        settings.replica.follow = follow;
+    }
+    settings.validate().context("checking configuration")?;
+    let settings = Arc::new(settings);
     warrant::telemetry::init_tracing(settings.server.log_format == "json");
     let providers = warrant::providers::from_settings(&settings).await.context("building providers")?;
     warrant::http::server::serve(settings, providers).await.context("running the server")?;
+    Ok(())
+}
+
+#[actix_web::main]
+async fn snapshot_create(config: Option<PathBuf>, corpus: Option<PathBuf>, dir: Option<PathBuf>) -> Result<()> {
+    let settings = Settings::load(config.as_deref()).context("loading configuration")?;
+    warrant::telemetry::init_tracing(settings.server.log_format == "json");
+    let providers = warrant::providers::from_settings(&settings).await.context("building providers")?;
+    let params = warrant::retrieval::EngineParams::from_settings(&settings, providers.embedder.dimension());
+    let engine = warrant::retrieval::Engine::start(params, providers.embedder).context("starting the engine")?;
+    let corpus = corpus.unwrap_or_else(|| PathBuf::from(&settings.demo.corpus));
+    let documents = warrant::http::server::load_corpus(&engine, &corpus).await.context("loading the corpus")?;
+    let root = dir.unwrap_or_else(|| PathBuf::from(&settings.snapshots.dir));
+    let created =
+        warrant::snapshot::create(&engine, &root, settings.snapshots.retain).await.context("writing the snapshot")?;
+    let summary = serde_json::json!({
+        "snapshot_id": created.snapshot_id,
+        "acl_epoch": created.acl_epoch,
+        "path": created.path,
+        "documents": documents,
+        "chunks": created.chunks,
+        "bytes": created.bytes,
+        "embedder": engine.embedder().name(),
+    });
+    println!("{}", serde_json::to_string(&summary)?);
+    Ok(())
+}
+
+#[actix_web::main]
+async fn bench_snapshot(config: Option<PathBuf>, documents: usize, words: usize, seed: u64) -> Result<()> {
+    let settings = Settings::load(config.as_deref()).context("loading configuration")?;
+    let directory = tempfile::tempdir().context("creating a temporary directory")?;
+    let config = warrant::bench::snapshot::SnapshotBenchConfig { documents, words_per_document: words, seed };
+    let report =
+        warrant::bench::snapshot::run(&settings, &config, directory.path()).await.map_err(anyhow::Error::msg)?;
+    println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use crate::acl::{AclChange, AclMutation};
 use crate::retrieval::DocumentInput;
 
-use super::auth::Admin;
+use super::auth::{Admin, Authenticated};
 use super::error::ApiError;
 use super::{AppState, json};
 
@@ -82,6 +82,7 @@ pub async fn upsert_documents(
     Admin(principal): Admin,
     body: web::Json<UpsertBody>,
 ) -> Result<HttpResponse, ApiError> {
+    state.ensure_writable()?;
     let documents = body.into_inner().documents;
     if documents.is_empty() {
         return Err(ApiError::bad_request("empty_batch", "documents must not be empty"));
@@ -103,6 +104,7 @@ pub async fn delete_document(
     Admin(principal): Admin,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
+    state.ensure_writable()?;
     let mutation = AclMutation::Delete { tenant: principal.tenant, doc_id: path.into_inner() };
     let acl_epoch = state.pipeline.engine().mutate(mutation).await?;
     Ok(json(&EpochOut { acl_epoch }))
@@ -116,6 +118,7 @@ pub async fn revoke(
     Admin(principal): Admin,
     body: web::Json<AclBody>,
 ) -> Result<HttpResponse, ApiError> {
+    state.ensure_writable()?;
     let body = body.into_inner();
     let mutation =
         AclMutation::Revoke { tenant: principal.tenant, doc_id: body.doc_id, groups: body.groups, users: body.users };
@@ -131,6 +134,7 @@ pub async fn grant(
     Admin(principal): Admin,
     body: web::Json<AclBody>,
 ) -> Result<HttpResponse, ApiError> {
+    state.ensure_writable()?;
     let body = body.into_inner();
     let groups = body.groups.unwrap_or_default();
     let users = body.users.unwrap_or_default();
@@ -145,30 +149,46 @@ pub async fn grant(
     Ok(json(&EpochOut { acl_epoch }))
 }
 
-/// The ACL change feed of the caller's tenant.
+/// The ACL change feed: an admin sees its own tenant's changes; a service token with role
+/// `replica` sees every tenant's (replicas apply the whole log in order).
 #[utoipa::path(get, path = "/v1/admin/acl/changes", params(ChangesQuery),
-    responses((status = 200, body = ChangesOut)), security(("bearer" = [])))]
+    responses((status = 200, body = ChangesOut), (status = 403, body = super::error::ErrorBody)),
+    security(("bearer" = [])))]
 pub async fn changes(
     state: web::Data<AppState>,
-    Admin(principal): Admin,
+    Authenticated(principal): Authenticated,
     query: web::Query<ChangesQuery>,
 ) -> Result<HttpResponse, ApiError> {
+    let all_tenants = principal.has_role("replica");
+    if !all_tenants && !principal.has_role("admin") {
+        return Err(ApiError::forbidden("admin or replica role required"));
+    }
     let acl = state.pipeline.engine().acl();
     let changes = acl
         .changes_since(query.since)
         .into_iter()
-        .filter(|change| change.mutation.tenant() == principal.tenant)
+        .filter(|change| all_tenants || change.mutation.tenant() == principal.tenant)
         .collect();
     Ok(json(&ChangesOut { changes, acl_epoch: acl.epoch() }))
 }
 
-/// Snapshot creation (not available in this build: answers 501).
+/// `{"snapshot_id", "acl_epoch"}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SnapshotOut {
+    /// Id of the written snapshot (its directory name under `snapshots.dir`).
+    pub snapshot_id: String,
+    /// ACL epoch it captured.
+    pub acl_epoch: u64,
+}
+
+/// Writes a snapshot of the whole server state (all tenants) under `snapshots.dir`.
 #[utoipa::path(post, path = "/v1/admin/snapshots",
-    responses((status = 501, body = super::error::ErrorBody)), security(("bearer" = [])))]
-pub async fn create_snapshot(Admin(_principal): Admin) -> Result<HttpResponse, ApiError> {
-    Err(ApiError::new(
-        actix_web::http::StatusCode::NOT_IMPLEMENTED,
-        "not_implemented",
-        "snapshots are not available in this build",
-    ))
+    responses((status = 200, body = SnapshotOut), (status = 403, body = super::error::ErrorBody),
+              (status = 500, body = super::error::ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn create_snapshot(state: web::Data<AppState>, Admin(_principal): Admin) -> Result<HttpResponse, ApiError> {
+    let settings = &state.settings.snapshots;
+    let created =
+        crate::snapshot::create(state.pipeline.engine(), std::path::Path::new(&settings.dir), settings.retain).await?;
+    Ok(json(&SnapshotOut { snapshot_id: created.snapshot_id, acl_epoch: created.acl_epoch }))
 }

@@ -13,6 +13,7 @@ use crate::answer::AnswerError;
 use crate::embed::EmbedError;
 use crate::index::IndexError;
 use crate::retrieval::RetrievalError;
+use crate::snapshot::SnapshotError;
 
 /// The JSON error body.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -145,6 +146,22 @@ impl From<AnswerError> for ApiError {
     fn from(error: AnswerError) -> Self {
         match error {
             AnswerError::Retrieval(inner) => inner.into(),
+        }
+    }
+}
+
+impl From<SnapshotError> for ApiError {
+    fn from(error: SnapshotError) -> Self {
+        tracing::error!(code = error.code(), %error, "snapshot failure");
+        match error {
+            SnapshotError::Io { .. }
+            | SnapshotError::Missing { .. }
+            | SnapshotError::Size { .. }
+            | SnapshotError::Checksum { .. }
+            | SnapshotError::Format { .. }
+            | SnapshotError::Invalid { .. }
+            | SnapshotError::Embedder { .. }
+            | SnapshotError::Index(_) => Self::internal(error.code()),
         }
     }
 }

@@ -65,6 +65,34 @@ pub struct AppState {
     pub in_flight: Arc<Semaphore>,
     /// Set once indexes are loaded.
     pub ready: AtomicBool,
+    /// Freshness of the ACL state when this server is a replica (`None` on a primary).
+    pub replica: Option<Arc<crate::snapshot::replica::ReplicaStatus>>,
+}
+
+impl AppState {
+    /// Fails closed on a replica whose ACL state is not confirmed fresh within its bound.
+    pub fn ensure_fresh(&self) -> Result<(), ApiError> {
+        match &self.replica {
+            Some(status) if !status.is_fresh(Instant::now()) => Err(ApiError::new(
+                actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
+                "replica_stale",
+                "replica cannot confirm its access control state is fresh; retry later or ask the primary",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses writes on a replica (its state comes only from the primary).
+    pub fn ensure_writable(&self) -> Result<(), ApiError> {
+        if self.replica.is_some() {
+            return Err(ApiError::new(
+                actix_web::http::StatusCode::CONFLICT,
+                "read_only_replica",
+                "this server is a read-only replica; send writes to the primary",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The request id of a request (set by the request-id middleware).

@@ -19,6 +19,9 @@ pub struct Readiness {
     pub generator: String,
     /// Current ACL epoch.
     pub acl_epoch: u64,
+    /// Replica freshness (absent on a primary).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica: Option<crate::snapshot::replica::ReplicaReport>,
 }
 
 /// Process is up.
@@ -30,13 +33,22 @@ pub async fn healthz() -> HttpResponse {
 /// Indexes are loaded.
 #[utoipa::path(get, path = "/readyz", responses((status = 200, body = Readiness), (status = 503, body = Readiness)))]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    let ready = state.ready.load(Ordering::SeqCst);
+    let replica = state.replica.as_ref().map(|status| status.report());
+    let stale = replica.as_ref().is_some_and(|report| !report.fresh);
+    let ready = state.ready.load(Ordering::SeqCst) && !stale;
     let engine = state.pipeline.engine();
     let body = Readiness {
-        status: if ready { "ready" } else { "starting" },
+        status: if stale {
+            "replica_stale"
+        } else if ready {
+            "ready"
+        } else {
+            "starting"
+        },
         embedder: engine.embedder().name().to_owned(),
         generator: state.pipeline.generator().name().to_owned(),
         acl_epoch: engine.acl().epoch(),
+        replica,
     };
     if ready { json(&body) } else { HttpResponse::ServiceUnavailable().json(body) }
 }
@@ -51,6 +63,9 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     metrics::gauge!("warrant_index_lexical_docs").set(stats.iter().map(|shard| shard.lexical_docs).sum::<u64>() as f64);
     metrics::gauge!("warrant_acl_epoch").set(engine.acl().epoch() as f64);
     metrics::gauge!("warrant_live_documents").set(engine.acl().load().live_documents() as f64);
+    if let Some(status) = &state.replica {
+        status.report();
+    }
     state.metrics.run_upkeep();
     HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(state.metrics.render())
 }

@@ -45,6 +45,14 @@ pub enum StartError {
         /// Why.
         reason: String,
     },
+    /// The snapshot to restore failed verification or could not be rebuilt.
+    #[error("refusing to start from snapshot {path}: {error}")]
+    Snapshot {
+        /// The snapshot directory.
+        path: String,
+        /// What is wrong (names the file).
+        error: crate::snapshot::SnapshotError,
+    },
     /// Binding or serving failed.
     #[error("server: {0}")]
     Io(#[from] std::io::Error),
@@ -98,12 +106,29 @@ pub async fn load_corpus(engine: &Engine, path: &Path) -> Result<usize, StartErr
     Ok(total)
 }
 
-/// Builds the shared state: engine, pipeline, request actor, authenticator, metrics.
-/// Must run inside an actix System.
+/// Builds the shared state: engine (restored from `snapshots.restore` when set, verified whole
+/// first), pipeline, request actor, authenticator, metrics, and the replica follower when
+/// `replica.follow` is set. Must run inside an actix System.
 pub async fn build_state(settings: Arc<Settings>, providers: Providers) -> Result<web::Data<AppState>, StartError> {
     let authenticator = Authenticator::from_settings(&settings.auth)?;
-    let params = EngineParams::from_settings(&settings, providers.embedder.dimension());
-    let engine = Engine::start(params, providers.embedder)?;
+    let engine = if settings.snapshots.restore.is_empty() {
+        let params = EngineParams::from_settings(&settings, providers.embedder.dimension());
+        Engine::start(params, providers.embedder)?
+    } else {
+        let directory = Path::new(&settings.snapshots.restore);
+        let (engine, manifest) = crate::snapshot::start_engine(&settings, providers.embedder, directory)
+            .await
+            .map_err(|error| StartError::Snapshot { path: directory.display().to_string(), error })?;
+        tracing::info!(snapshot = %manifest.snapshot_id, acl_epoch = manifest.acl_epoch, chunks = manifest.chunks, "snapshot restored");
+        engine
+    };
+    let replica = (!settings.replica.follow.is_empty()).then(|| {
+        let status = Arc::new(crate::snapshot::replica::ReplicaStatus::new(std::time::Duration::from_millis(
+            settings.replica.max_lag_ms,
+        )));
+        crate::snapshot::replica::spawn_follower(Arc::clone(&engine), &settings.replica, Arc::clone(&status));
+        status
+    });
     let pipeline = Arc::new(AnswerPipeline::new(
         engine,
         providers.generator,
@@ -119,6 +144,7 @@ pub async fn build_state(settings: Arc<Settings>, providers: Providers) -> Resul
         metrics: crate::telemetry::metrics_handle(),
         settings,
         ready: AtomicBool::new(false),
+        replica,
     }))
 }
 
@@ -141,7 +167,7 @@ pub fn app(
 /// Runs the server on `settings.server.bind` until a shutdown signal.
 pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), StartError> {
     let state = build_state(Arc::clone(&settings), providers).await?;
-    if settings.demo.load {
+    if settings.demo.load && settings.snapshots.restore.is_empty() {
         let count = load_corpus(state.pipeline.engine(), Path::new(&settings.demo.corpus)).await?;
         tracing::info!(documents = count, corpus = %settings.demo.corpus, "demo corpus loaded");
     }

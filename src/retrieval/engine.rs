@@ -291,6 +291,27 @@ impl Engine {
         Ok(epoch)
     }
 
+    /// Runs `capture` while no write (upsert, mutation, remote apply) is in progress, so the ACL
+    /// state and the shards it sees are consistent with each other (snapshots).
+    pub async fn quiesced<T>(&self, capture: impl FnOnce(&AclStore, &[Arc<Shard>]) -> T) -> T {
+        let _writer = self.writer.lock().await;
+        capture(&self.acl, &self.shards)
+    }
+
+    /// Applies changes received from a primary's feed (replicas), in order, under the writer
+    /// lock; ordinals tombstoned by them are purged from the lexical indexes.
+    pub async fn apply_remote(&self, changes: &[crate::acl::AclChange]) -> RetrievalResult<u64> {
+        let _writer = self.writer.lock().await;
+        let before = self.acl.load().tombstones().clone();
+        let epoch = self.acl.apply_remote(changes)?;
+        metrics::gauge!("warrant_acl_epoch").set(epoch as f64);
+        let removed = self.acl.load().tombstones() - &before;
+        if !removed.is_empty() {
+            self.purge(removed).await;
+        }
+        Ok(epoch)
+    }
+
     async fn index_chunks(&self, chunks: Vec<Chunk>) -> RetrievalResult<()> {
         let mut vectors = Vec::with_capacity(chunks.len());
         for batch in chunks.chunks(self.params.embed_batch.max(1)) {

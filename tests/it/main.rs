@@ -7,4 +7,5 @@ mod http;
 mod minilm;
 mod providers;
 mod retrieval;
+mod snapshots;
 mod support;

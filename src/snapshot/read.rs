@@ -1,0 +1,243 @@
+//! Verifying and restoring a snapshot: manifest, format version, embedder and every file's size
+//! and checksum are checked before anything is decoded; then the shards' indexes are rebuilt
+//! from the stored chunks and vectors (one thread per shard).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::acl::{AclChange, AclSnapshot, AclStore};
+use crate::config::Settings;
+use crate::domain::Chunk;
+use crate::embed::Embedder;
+use crate::index::shard::Shard;
+use crate::index::vector::VectorParams;
+use crate::retrieval::{Engine, EngineParams};
+
+use super::{
+    ACL_FILE, CHANGES_FILE, FORMAT_VERSION, MANIFEST, Manifest, SnapshotError, SnapshotResult, chunks_file,
+    vectors_file,
+};
+
+/// Largest manifest accepted, in bytes (it lists a few files per shard).
+const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The owned form of `acl.bin`.
+#[derive(Deserialize)]
+struct AclFile {
+    epoch: u64,
+    next_ordinal: u32,
+    snapshot: AclSnapshot,
+}
+
+/// A verified snapshot with its shards rebuilt.
+pub struct Restored {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// The ACL store (snapshot, change log, ordinal counter).
+    pub acl: AclStore,
+    /// Shards with rebuilt vector and lexical indexes, in shard order.
+    pub shards: Vec<Arc<Shard>>,
+}
+
+fn invalid(file: &str, reason: impl std::fmt::Display) -> SnapshotError {
+    SnapshotError::Invalid { file: file.to_owned(), reason: reason.to_string() }
+}
+
+/// Reads and checks `manifest.json`: format version first (a newer one is refused before its
+/// schema is trusted), then the strict schema and the file list the format requires.
+fn read_manifest(directory: &Path) -> SnapshotResult<Manifest> {
+    let path = directory.join(MANIFEST);
+    let metadata = std::fs::metadata(&path).map_err(|error| SnapshotError::io(MANIFEST, error))?;
+    if metadata.len() > MAX_MANIFEST_BYTES {
+        return Err(invalid(MANIFEST, "larger than 16 MiB"));
+    }
+    let bytes = std::fs::read(&path).map_err(|error| SnapshotError::io(MANIFEST, error))?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|error| invalid(MANIFEST, error))?;
+    let version = value
+        .get("format_version")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| invalid(MANIFEST, "format_version is missing"))?;
+    if version != u64::from(FORMAT_VERSION) {
+        return Err(SnapshotError::Format { file: MANIFEST.into(), found: version, supported: FORMAT_VERSION });
+    }
+    let manifest: Manifest = serde_json::from_value(value).map_err(|error| invalid(MANIFEST, error))?;
+    let mut expected: BTreeSet<String> = [ACL_FILE.to_owned(), CHANGES_FILE.to_owned()].into();
+    for shard in 0..manifest.shards {
+        expected.insert(chunks_file(shard));
+        expected.insert(vectors_file(shard));
+    }
+    let listed: BTreeSet<String> = manifest.files.iter().map(|file| file.name.clone()).collect();
+    if listed.len() != manifest.files.len() {
+        return Err(invalid(MANIFEST, "a file is listed twice"));
+    }
+    if let Some(missing) = expected.difference(&listed).next() {
+        return Err(invalid(MANIFEST, format!("the file list lacks {missing}")));
+    }
+    if let Some(extra) = listed.difference(&expected).next() {
+        return Err(invalid(MANIFEST, format!("the file list names an unknown file {extra:?}")));
+    }
+    if !(1..=256).contains(&manifest.shards) {
+        return Err(invalid(MANIFEST, "shards must be in 1..=256"));
+    }
+    Ok(manifest)
+}
+
+/// Reads every listed file and checks size and sha256 against the manifest.
+fn read_verified(directory: &Path, manifest: &Manifest) -> SnapshotResult<std::collections::HashMap<String, Vec<u8>>> {
+    let mut contents = std::collections::HashMap::new();
+    for entry in &manifest.files {
+        let path = directory.join(&entry.name);
+        let size = std::fs::metadata(&path).map_err(|error| SnapshotError::io(&entry.name, error))?.len();
+        if size != entry.bytes {
+            return Err(SnapshotError::Size { file: entry.name.clone(), expected: entry.bytes, got: size });
+        }
+        let bytes = std::fs::read(&path).map_err(|error| SnapshotError::io(&entry.name, error))?;
+        if bytes.len() as u64 != entry.bytes {
+            return Err(SnapshotError::Size {
+                file: entry.name.clone(),
+                expected: entry.bytes,
+                got: bytes.len() as u64,
+            });
+        }
+        if hex::encode(Sha256::digest(&bytes)) != entry.sha256 {
+            return Err(SnapshotError::Checksum { file: entry.name.clone() });
+        }
+        contents.insert(entry.name.clone(), bytes);
+    }
+    Ok(contents)
+}
+
+fn decode<T: serde::de::DeserializeOwned>(file: &str, bytes: &[u8]) -> SnapshotResult<T> {
+    let (value, read) = bincode::serde::decode_from_slice::<T, _>(bytes, bincode::config::standard())
+        .map_err(|error| invalid(file, error))?;
+    if read != bytes.len() {
+        return Err(invalid(file, "trailing bytes after the encoded value"));
+    }
+    Ok(value)
+}
+
+/// Verifies the snapshot in `directory` completely, checks that it was made with the embedder
+/// `embedder_name`/`dimension`, then rebuilds its shards with `vector` parameters.
+pub fn restore(
+    directory: &Path,
+    embedder_name: &str,
+    dimension: usize,
+    vector: VectorParams,
+) -> SnapshotResult<Restored> {
+    let manifest = read_manifest(directory)?;
+    if manifest.embedder.name != embedder_name || manifest.embedder.dimension != dimension {
+        return Err(SnapshotError::Embedder {
+            snapshot_name: manifest.embedder.name.clone(),
+            snapshot_dimension: manifest.embedder.dimension,
+            configured_name: embedder_name.to_owned(),
+            configured_dimension: dimension,
+        });
+    }
+    let mut contents = read_verified(directory, &manifest)?;
+    let mut take = |name: &str| contents.remove(name).expect("verified files are all present");
+    let acl: AclFile = decode(ACL_FILE, &take(ACL_FILE))?;
+    if acl.epoch != manifest.acl_epoch || acl.snapshot.epoch() != manifest.acl_epoch {
+        return Err(invalid(ACL_FILE, "epoch differs from the manifest's acl_epoch"));
+    }
+    if acl.next_ordinal != manifest.next_ordinal {
+        return Err(invalid(ACL_FILE, "next_ordinal differs from the manifest's"));
+    }
+    let log: Vec<AclChange> =
+        serde_json::from_slice(&take(CHANGES_FILE)).map_err(|error| invalid(CHANGES_FILE, error))?;
+    if log.windows(2).any(|pair| pair[0].epoch > pair[1].epoch)
+        || log.last().is_some_and(|last| last.epoch > manifest.acl_epoch)
+    {
+        return Err(invalid(CHANGES_FILE, "epochs are out of order or beyond the manifest's acl_epoch"));
+    }
+    let mut shard_items = Vec::with_capacity(manifest.shards);
+    let mut total = 0;
+    for shard in 0..manifest.shards {
+        let chunk_name = chunks_file(shard);
+        let vector_name = vectors_file(shard);
+        let chunks: Vec<Chunk> = decode(&chunk_name, &take(&chunk_name))?;
+        let raw = take(&vector_name);
+        if raw.len() != chunks.len() * dimension * 4 {
+            return Err(invalid(
+                &vector_name,
+                format!("holds {} bytes for {} chunks of dimension {dimension}", raw.len(), chunks.len()),
+            ));
+        }
+        if let Some(chunk) = chunks.iter().find(|chunk| chunk.doc_ordinal >= manifest.next_ordinal) {
+            return Err(invalid(&chunk_name, format!("chunk of ordinal {} beyond next_ordinal", chunk.doc_ordinal)));
+        }
+        total += chunks.len();
+        let items: Vec<(Chunk, Vec<f32>)> = chunks
+            .into_iter()
+            .zip(raw.chunks_exact(dimension * 4))
+            .map(|(chunk, bytes)| {
+                let vector =
+                    bytes.chunks_exact(4).map(|value| f32::from_le_bytes(value.try_into().expect("4 bytes"))).collect();
+                (chunk, vector)
+            })
+            .collect();
+        shard_items.push(items);
+    }
+    if total != manifest.chunks {
+        return Err(invalid(MANIFEST, format!("records {} chunks, the shard files hold {total}", manifest.chunks)));
+    }
+    let shards = build_shards(shard_items, vector)?;
+    let acl = AclStore::restore(acl.snapshot, log, acl.next_ordinal);
+    Ok(Restored { manifest, acl, shards })
+}
+
+/// Rebuilds every shard's indexes from its chunks and vectors, one thread per shard.
+fn build_shards(shard_items: Vec<Vec<(Chunk, Vec<f32>)>>, vector: VectorParams) -> SnapshotResult<Vec<Arc<Shard>>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = shard_items
+            .into_iter()
+            .enumerate()
+            .map(|(id, items)| {
+                scope.spawn(move || -> SnapshotResult<Arc<Shard>> {
+                    let shard = Shard::new(id, vector)?;
+                    if !items.is_empty() {
+                        shard.add(items)?;
+                    }
+                    Ok(Arc::new(shard))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().unwrap_or_else(|_| Err(invalid("shard", "index rebuild panicked"))))
+            .collect()
+    })
+}
+
+/// Restores the snapshot in `directory` (verified whole first, on a blocking thread) and starts
+/// an engine on it with `settings`' retrieval parameters and the snapshot's shard count.
+/// Must run inside an actix System.
+pub async fn start_engine(
+    settings: &Settings,
+    embedder: Arc<dyn Embedder>,
+    directory: &Path,
+) -> SnapshotResult<(Arc<Engine>, Manifest)> {
+    let mut params = EngineParams::from_settings(settings, embedder.dimension());
+    let name = embedder.name().to_owned();
+    let dimension = embedder.dimension();
+    let vector = params.vector;
+    let owned = directory.to_owned();
+    let restored = tokio::task::spawn_blocking(move || restore(&owned, &name, dimension, vector))
+        .await
+        .map_err(|error| invalid(MANIFEST, format!("restore task failed: {error}")))??;
+    if restored.manifest.chunking != params.chunking {
+        tracing::warn!("snapshot chunking differs from the configured chunking; new documents use the configured one");
+    }
+    params.shards = restored.manifest.shards;
+    let engine = Engine::start_with(params, embedder, Arc::new(restored.acl), Some(restored.shards)).map_err(
+        |error| match error {
+            crate::retrieval::RetrievalError::Index(inner) => SnapshotError::Index(inner),
+            other => invalid(MANIFEST, other),
+        },
+    )?;
+    metrics::gauge!("warrant_acl_epoch").set(engine.acl().epoch() as f64);
+    Ok((engine, restored.manifest))
+}
