@@ -5,6 +5,10 @@
 //! Data are seeded synthetic unit embeddings drawn around gaussian clusters (uniform random
 //! vectors make HNSW recall unrealistically low), one vector per document ordinal, so the
 //! ordinal of a vector is its slot. Ground truth is an exact filtered brute force.
+//!
+//! Every selectivity is measured with both graph walks ([`GraphWalk`]) on the same allowed set
+//! and queries, interleaved query by query (alternating which walk runs first), so the rows of
+//! the two walks compare like for like.
 
 use std::time::Instant;
 
@@ -16,7 +20,7 @@ use roaring::RoaringBitmap;
 use crate::domain::DocOrdinal;
 use crate::embed::{dot, normalize};
 use crate::index::Slot;
-use crate::index::vector::{VectorIndex, VectorParams, VectorStrategy, distance_count};
+use crate::index::vector::{GraphWalk, VectorIndex, VectorParams, VectorStrategy, distance_count};
 
 /// Norm of the gaussian noise added to a cluster centre (unit norm) before normalizing: points
 /// of one cluster then have cosine ~0.7 to their centre and ~0.5 to each other.
@@ -24,6 +28,9 @@ const CLUSTER_SPREAD: f32 = 1.0;
 
 /// Batch size of index construction.
 const INSERT_BATCH: usize = 10_000;
+
+/// The graph walks measured side by side, in row order.
+const WALKS: [GraphWalk; 2] = [GraphWalk::HnswRs, GraphWalk::BestFirst];
 
 /// What to build and measure.
 #[derive(Clone, Debug)]
@@ -53,6 +60,8 @@ pub struct FilteredRow {
     pub selectivity: f64,
     /// Planner strategy (`exact`, `graph`, `empty`, or `mixed` if queries differed).
     pub strategy: String,
+    /// Graph walk used when the strategy is `graph` (`hnsw_rs` or `best_first`).
+    pub walk: String,
     /// Mean recall of the filtered search against exact filtered brute force.
     pub recall_at_10: f64,
     /// Median filtered search latency, milliseconds.
@@ -132,66 +141,86 @@ pub fn measure(index: &VectorIndex, queries: &[Vec<f32>], config: &FilteredBench
     for query in queries.iter().take(10) {
         std::hint::black_box(index.search_unfiltered(query, config.k));
     }
-    config.selectivities.iter().map(|&selectivity| measure_one(index, queries, config, selectivity, &mut rng)).collect()
+    config
+        .selectivities
+        .iter()
+        .flat_map(|&selectivity| measure_one(index, queries, config, selectivity, &mut rng))
+        .collect()
 }
 
+/// Per-walk accumulators of one selectivity.
+#[derive(Default)]
+struct WalkTotals {
+    latencies_ms: Vec<f64>,
+    recall_sum: f64,
+    distance_sum: usize,
+    strategies: Vec<VectorStrategy>,
+}
+
+/// One row per walk in [`WALKS`] order, all on the same allowed set and queries.
 fn measure_one(
     index: &VectorIndex,
     queries: &[Vec<f32>],
     config: &FilteredBenchConfig,
     selectivity: f64,
     rng: &mut SmallRng,
-) -> FilteredRow {
+) -> Vec<FilteredRow> {
     let total = index.len();
     let allowed_count = ((selectivity.clamp(0.0, 1.0) * total as f64).round() as usize).min(total);
     let allowed: RoaringBitmap = sample(rng, total, allowed_count).into_iter().map(|ordinal| ordinal as u32).collect();
-    let mut filtered_ms = Vec::with_capacity(queries.len());
     let mut unfiltered_ms = Vec::with_capacity(queries.len());
-    let mut recall_sum = 0.0;
     let mut postfilter_recall_sum = 0.0;
-    let mut distance_sum = 0usize;
     let mut unfiltered_distance_sum = 0usize;
-    let mut strategies: Vec<VectorStrategy> = Vec::new();
-    for query in queries {
+    let mut totals: Vec<WalkTotals> = WALKS.iter().map(|_| WalkTotals::default()).collect();
+    for (number, query) in queries.iter().enumerate() {
         let distances_before = distance_count();
         let started = Instant::now();
         let unfiltered = index.search_unfiltered(query, config.k);
         unfiltered_ms.push(started.elapsed().as_secs_f64() * 1e3);
         unfiltered_distance_sum += distance_count() - distances_before;
-
-        let started = Instant::now();
-        let search = index.search(query, config.k, &allowed);
-        filtered_ms.push(started.elapsed().as_secs_f64() * 1e3);
-
-        assert!(search.hits.iter().all(|hit| allowed.contains(index.doc_ordinal(hit.slot))), "hit outside allowed");
         let truth = brute_force(index, query, config.k, &allowed);
-        recall_sum += recall(&truth, search.hits.iter().map(|hit| hit.slot));
         let postfiltered =
             unfiltered.iter().map(|hit| hit.slot).filter(|slot| allowed.contains(index.doc_ordinal(*slot)));
         postfilter_recall_sum += recall(&truth, postfiltered);
-        distance_sum += search.report.distance_computations;
-        if !strategies.contains(&search.report.strategy) {
-            strategies.push(search.report.strategy);
+
+        // Alternate which walk runs first so neither always gets the warmer cache.
+        for turn in 0..WALKS.len() {
+            let position = (turn + number) % WALKS.len();
+            let totals = &mut totals[position];
+            let started = Instant::now();
+            let search = index.search_with(query, config.k, &allowed, WALKS[position]);
+            totals.latencies_ms.push(started.elapsed().as_secs_f64() * 1e3);
+            assert!(search.hits.iter().all(|hit| allowed.contains(index.doc_ordinal(hit.slot))), "hit outside allowed");
+            totals.recall_sum += recall(&truth, search.hits.iter().map(|hit| hit.slot));
+            totals.distance_sum += search.report.distance_computations;
+            if !totals.strategies.contains(&search.report.strategy) {
+                totals.strategies.push(search.report.strategy);
+            }
         }
     }
     let count = queries.len().max(1) as f64;
-    let strategy = match strategies.as_slice() {
-        [single] => single.as_str().to_owned(),
-        [] => "none".to_owned(),
-        _ => "mixed".to_owned(),
-    };
-    FilteredRow {
-        selectivity,
-        strategy,
-        recall_at_10: recall_sum / count,
-        p50_ms: percentile(&mut filtered_ms, 0.50),
-        p99_ms: percentile(&mut filtered_ms, 0.99),
-        unfiltered_p99_ms: percentile(&mut unfiltered_ms, 0.99),
-        postfilter_recall_at_10: postfilter_recall_sum / count,
-        allowed: allowed_count,
-        distance_computations_mean: distance_sum as f64 / count,
-        unfiltered_distance_computations_mean: unfiltered_distance_sum as f64 / count,
-    }
+    let unfiltered_p99_ms = percentile(&mut unfiltered_ms, 0.99);
+    WALKS
+        .iter()
+        .zip(totals)
+        .map(|(walk, mut totals)| FilteredRow {
+            selectivity,
+            strategy: match totals.strategies.as_slice() {
+                [single] => single.as_str().to_owned(),
+                [] => "none".to_owned(),
+                _ => "mixed".to_owned(),
+            },
+            walk: walk.as_str().to_owned(),
+            recall_at_10: totals.recall_sum / count,
+            p50_ms: percentile(&mut totals.latencies_ms, 0.50),
+            p99_ms: percentile(&mut totals.latencies_ms, 0.99),
+            unfiltered_p99_ms,
+            postfilter_recall_at_10: postfilter_recall_sum / count,
+            allowed: allowed_count,
+            distance_computations_mean: totals.distance_sum as f64 / count,
+            unfiltered_distance_computations_mean: unfiltered_distance_sum as f64 / count,
+        })
+        .collect()
 }
 
 /// Exact filtered top-k slots (one vector per ordinal: ordinal == slot).
@@ -245,14 +274,22 @@ mod tests {
             clusters: 20,
         };
         let rows = run(&config);
-        assert_eq!(rows.len(), 5);
+        assert_eq!(rows.len(), 5 * WALKS.len());
         for row in &rows {
             assert!((0.0..=1.0).contains(&row.recall_at_10), "{row:?}");
             assert!((0.0..=1.0).contains(&row.postfilter_recall_at_10), "{row:?}");
             assert!(row.recall_at_10 >= 0.9, "{row:?}");
         }
+        for (pair, walks) in rows.chunks(WALKS.len()).zip(std::iter::repeat(&WALKS)) {
+            assert!(pair.iter().zip(walks).all(|(row, walk)| row.walk == walk.as_str()), "{pair:?}");
+            assert!(pair.iter().all(|row| row.selectivity == pair[0].selectivity), "{pair:?}");
+        }
         assert_eq!(rows[0].strategy, "exact");
-        assert_eq!(rows[4].strategy, "graph");
+        assert_eq!(rows[4 * WALKS.len()].strategy, "graph");
+        // The best-first walk stops early: never more work than hnsw_rs' filtered walk at 50%.
+        let half: Vec<&FilteredRow> = rows.iter().filter(|row| row.selectivity == 0.5).collect();
+        assert_eq!(half[1].walk, "best_first");
+        assert!(half[1].distance_computations_mean <= half[0].distance_computations_mean, "{half:?}");
     }
 
     #[test]
@@ -265,7 +302,8 @@ mod tests {
 
     /// Benchmark driver (release mode): prints one JSON row per selectivity. Environment
     /// overrides: BENCH_VECTORS, BENCH_DIM, BENCH_QUERIES, BENCH_M, BENCH_EF_CONSTRUCTION, and
-    /// comma-separated lists BENCH_EF, BENCH_THRESHOLD, BENCH_FRACTION tried on one build.
+    /// comma-separated lists BENCH_SELECTIVITY, BENCH_EF, BENCH_THRESHOLD, BENCH_FRACTION tried on
+    /// one build.
     #[test]
     #[ignore = "benchmark: run in release with --ignored --nocapture"]
     fn filtered_benchmark_rows() {
@@ -280,7 +318,10 @@ mod tests {
             queries: env_or("BENCH_QUERIES", 300),
             k: 10,
             seed: 7,
-            selectivities: vec![0.001, 0.01, 0.1, 0.5, 1.0],
+            selectivities: list("BENCH_SELECTIVITY", "0.001,0.01,0.1,0.5,1.0".to_owned())
+                .iter()
+                .map(|value| value.parse().expect("selectivity"))
+                .collect(),
             params: VectorParams {
                 dimension: dim,
                 max_connections: env_or("BENCH_M", defaults.max_connections),
