@@ -94,9 +94,13 @@ enum BenchCommand {
         /// Random seed.
         #[arg(long, default_value_t = 7)]
         seed: u64,
-        /// Print one JSON object per line (default: also JSON; kept for the documented form).
+        /// Print one JSON object per line (the only output form; kept for the documented command).
         #[arg(long)]
         json: bool,
+        /// Also print the rows of hnsw_rs' own filtered walk (measured side by side with the
+        /// production best-first walk on the same queries).
+        #[arg(long)]
+        compare_walks: bool,
         /// Configuration file (index parameters).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -196,7 +200,9 @@ fn main() -> Result<()> {
             println!("{}", warrant::http::auth::mint_hs256(&settings.auth.hs256_secret, &claims)?);
             Ok(())
         }
-        Command::Bench { bench: BenchCommand::Filtered { vectors, dim, queries, seed, json: _, config } } => {
+        Command::Bench {
+            bench: BenchCommand::Filtered { vectors, dim, queries, seed, json: _, compare_walks, config },
+        } => {
             let settings = Settings::load(config.as_deref())?;
             let params = warrant::retrieval::EngineParams::from_settings(&settings, dim).vector;
             let config = warrant::bench::filtered::FilteredBenchConfig {
@@ -210,6 +216,9 @@ fn main() -> Result<()> {
                 clusters: 64,
             };
             for row in warrant::bench::filtered::run(&config) {
+                if !compare_walks && row.walk != "best_first" {
+                    continue;
+                }
                 println!("{}", serde_json::to_string(&row)?);
             }
             Ok(())

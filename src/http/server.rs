@@ -179,8 +179,9 @@ pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), 
         .shutdown_timeout(10)
         .bind(&bind)?;
     for address in server.addrs() {
-        eprintln!("warrant listening on http://{address} (embedder {})", state.pipeline.engine().embedder().name());
+        eprintln!("warrant listening on http://{address}");
     }
+    eprintln!("embedder: {}", state.pipeline.engine().embedder().name());
     if settings.demo.load {
         eprintln!(
             "try:\n  TOKEN=$(cargo run -q --release -- token --tenant acme --sub alice --groups everyone,engineering)\n  \
