@@ -21,7 +21,7 @@ use super::generator::{GenerationRequest, Generator, GeneratorError, SourceForMo
 use super::prompt::{build_prompt, render_user};
 use super::response::{
     Abstention, AnswerBody, AnswerMetrics, AnswerResponse, AnswerStatus, CitationOut, ClaimOut, RetrieveResponse,
-    RetrievedChunk,
+    RetrievedChunk, VectorSearchOut,
 };
 use super::validate::{
     AbstentionReason, Problem, ValidClaim, ValidationContext, Verdict, repair_instruction, validate,
@@ -360,6 +360,16 @@ impl AnswerPipeline {
         let scope = self.engine.scope(principal);
         let retrieved = self.engine.retrieve(&scope, query).await?;
         let short = retrieved.candidates.len() < k;
+        let vector_search = retrieved
+            .vector_reports
+            .iter()
+            .map(|shard| VectorSearchOut {
+                shard: shard.shard,
+                strategy: shard.report.strategy.as_str().to_owned(),
+                allowed: shard.report.allowed,
+                distance_computations: shard.report.distance_computations,
+            })
+            .collect();
         let chunks = retrieved
             .candidates
             .into_iter()
@@ -376,7 +386,7 @@ impl AnswerPipeline {
                 retrievers: candidate.retrievers().iter().map(|retriever| retriever.as_str().to_owned()).collect(),
             })
             .collect();
-        Ok(RetrieveResponse { chunks, acl_epoch: scope.epoch(), short })
+        Ok(RetrieveResponse { chunks, acl_epoch: scope.epoch(), short, vector_search })
     }
 }
 

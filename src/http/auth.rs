@@ -191,3 +191,63 @@ impl FromRequest for Admin {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(issuer: &str, audience: &str) -> AuthSettings {
+        AuthSettings {
+            hs256_secret: "unit-secret".into(),
+            rs256_public_key_file: String::new(),
+            issuer: issuer.into(),
+            audience: audience.into(),
+            leeway_seconds: 5,
+        }
+    }
+
+    fn claims(iss: Option<&str>, aud: Option<&str>, exp_offset: i64) -> Claims {
+        let now = jsonwebtoken::get_current_timestamp() as i64;
+        Claims {
+            sub: "u".into(),
+            tenant: "t".into(),
+            groups: vec!["g".into()],
+            roles: vec![],
+            exp: (now + exp_offset) as u64,
+            iss: iss.map(Into::into),
+            aud: aud.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn issuer_and_audience_are_enforced_when_configured() {
+        let authenticator = Authenticator::from_settings(&settings("https://idp", "warrant")).unwrap();
+        let good = mint_hs256("unit-secret", &claims(Some("https://idp"), Some("warrant"), 60)).unwrap();
+        assert_eq!(authenticator.verify(&good).unwrap().tenant, "t");
+        for (iss, aud) in [
+            (None, Some("warrant")),
+            (Some("https://idp"), None),
+            (Some("other"), Some("warrant")),
+            (Some("https://idp"), Some("other")),
+        ] {
+            let token = mint_hs256("unit-secret", &claims(iss, aud, 60)).unwrap();
+            assert_eq!(authenticator.verify(&token).unwrap_err().code, "invalid_token", "{iss:?} {aud:?}");
+        }
+    }
+
+    #[test]
+    fn leeway_tolerates_small_clock_skew_only() {
+        let authenticator = Authenticator::from_settings(&settings("", "")).unwrap();
+        let just_expired = mint_hs256("unit-secret", &claims(None, None, -2)).unwrap();
+        assert!(authenticator.verify(&just_expired).is_ok());
+        let expired = mint_hs256("unit-secret", &claims(None, None, -60)).unwrap();
+        assert_eq!(authenticator.verify(&expired).unwrap_err().code, "token_expired");
+    }
+
+    #[test]
+    fn no_key_configured_is_a_startup_error() {
+        let mut none = settings("", "");
+        none.hs256_secret.clear();
+        assert!(matches!(Authenticator::from_settings(&none), Err(AuthError::NoKey)));
+    }
+}

@@ -277,6 +277,13 @@ async fn cross_tenant_questions_on_the_near_duplicate_corpus_stay_in_their_tenan
         assert!(!chunk["text"].as_str().unwrap().contains("250 euros"));
     }
     assert_eq!(retrieved["short"], true);
+    // The planner reports per shard; globex's scope is tiny, so shards scan exactly.
+    let reports = retrieved["vector_search"].as_array().unwrap();
+    assert_eq!(reports.len(), 3);
+    assert!(reports.iter().all(|r| ["exact", "empty"].contains(&r["strategy"].as_str().unwrap())));
+    let allowed: u64 = reports.iter().map(|r| r["allowed"].as_u64().unwrap()).sum();
+    let computed: u64 = reports.iter().map(|r| r["distance_computations"].as_u64().unwrap()).sum();
+    assert!(allowed >= 1 && computed == allowed);
     // A user outside the group sees nothing of the group-only document.
     let (_, outsider) = server.post("/v1/answer", &token("acme", "eve", &["nobody"], false), question).await;
     assert_eq!(outsider["status"], "abstained");
