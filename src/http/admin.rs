@@ -72,6 +72,12 @@ pub struct ChangesOut {
     pub acl_epoch: u64,
 }
 
+/// Applies one ACL mutation; the new snapshot is published before the response is built.
+async fn publish(state: &AppState, mutation: AclMutation) -> Result<HttpResponse, ApiError> {
+    let acl_epoch = state.pipeline.engine().mutate(mutation).await?;
+    Ok(json(&EpochOut { acl_epoch }))
+}
+
 /// Upserts documents into the caller's tenant.
 #[utoipa::path(put, path = "/v1/admin/documents", request_body = UpsertBody,
     responses((status = 200, body = UpsertOut), (status = 400, body = super::error::ErrorBody),
@@ -106,8 +112,7 @@ pub async fn delete_document(
 ) -> Result<HttpResponse, ApiError> {
     state.ensure_writable()?;
     let mutation = AclMutation::Delete { tenant: principal.tenant, doc_id: path.into_inner() };
-    let acl_epoch = state.pipeline.engine().mutate(mutation).await?;
-    Ok(json(&EpochOut { acl_epoch }))
+    publish(&state, mutation).await
 }
 
 /// Revokes access (all access when neither list is given).
@@ -122,8 +127,7 @@ pub async fn revoke(
     let body = body.into_inner();
     let mutation =
         AclMutation::Revoke { tenant: principal.tenant, doc_id: body.doc_id, groups: body.groups, users: body.users };
-    let acl_epoch = state.pipeline.engine().mutate(mutation).await?;
-    Ok(json(&EpochOut { acl_epoch }))
+    publish(&state, mutation).await
 }
 
 /// Grants access.
@@ -145,8 +149,7 @@ pub async fn grant(
         return Err(ApiError::bad_request("invalid_acl_name", "acl names must be 1..=256 characters"));
     }
     let mutation = AclMutation::Grant { tenant: principal.tenant, doc_id: body.doc_id, groups, users };
-    let acl_epoch = state.pipeline.engine().mutate(mutation).await?;
-    Ok(json(&EpochOut { acl_epoch }))
+    publish(&state, mutation).await
 }
 
 /// The ACL change feed: an admin sees its own tenant's changes; a service token with role

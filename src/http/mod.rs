@@ -112,66 +112,25 @@ pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + 
             .app_data(json)
             .app_data(query)
             .app_data(path)
-            .service(
-                web::resource("/v1/answer")
-                    .route(web::post().to(answer::answer))
-                    .default_service(web::to(method_not_allowed)),
-            )
-            .service(
-                web::resource("/v1/retrieve")
-                    .route(web::post().to(answer::retrieve))
-                    .default_service(web::to(method_not_allowed)),
-            )
-            .service(
-                web::resource("/v1/admin/documents")
-                    .route(web::put().to(admin::upsert_documents))
-                    .default_service(web::to(method_not_allowed)),
-            )
-            .service(
-                web::resource("/v1/admin/documents/{doc_id}")
-                    .route(web::delete().to(admin::delete_document))
-                    .default_service(web::to(method_not_allowed)),
-            )
-            .service(
-                web::resource("/v1/admin/acl/revoke")
-                    .route(web::post().to(admin::revoke))
-                    .default_service(web::to(method_not_allowed)),
-            )
-            .service(
-                web::resource("/v1/admin/acl/grant")
-                    .route(web::post().to(admin::grant))
-                    .default_service(web::to(method_not_allowed)),
-            )
-            .service(
-                web::resource("/v1/admin/acl/changes")
-                    .route(web::get().to(admin::changes))
-                    .default_service(web::to(method_not_allowed)),
-            )
-            .service(
-                web::resource("/v1/admin/snapshots")
-                    .route(web::post().to(admin::create_snapshot))
-                    .default_service(web::to(method_not_allowed)),
-            )
-            .service(
-                web::resource("/healthz")
-                    .route(web::get().to(ops::healthz))
-                    .default_service(web::to(method_not_allowed)),
-            )
-            .service(
-                web::resource("/readyz").route(web::get().to(ops::readyz)).default_service(web::to(method_not_allowed)),
-            )
-            .service(
-                web::resource("/metrics")
-                    .route(web::get().to(ops::metrics))
-                    .default_service(web::to(method_not_allowed)),
-            )
-            .service(
-                web::resource("/openapi.json")
-                    .route(web::get().to(ops::openapi))
-                    .default_service(web::to(method_not_allowed)),
-            )
+            .service(resource("/v1/answer", web::post().to(answer::answer)))
+            .service(resource("/v1/retrieve", web::post().to(answer::retrieve)))
+            .service(resource("/v1/admin/documents", web::put().to(admin::upsert_documents)))
+            .service(resource("/v1/admin/documents/{doc_id}", web::delete().to(admin::delete_document)))
+            .service(resource("/v1/admin/acl/revoke", web::post().to(admin::revoke)))
+            .service(resource("/v1/admin/acl/grant", web::post().to(admin::grant)))
+            .service(resource("/v1/admin/acl/changes", web::get().to(admin::changes)))
+            .service(resource("/v1/admin/snapshots", web::post().to(admin::create_snapshot)))
+            .service(resource("/healthz", web::get().to(ops::healthz)))
+            .service(resource("/readyz", web::get().to(ops::readyz)))
+            .service(resource("/metrics", web::get().to(ops::metrics)))
+            .service(resource("/openapi.json", web::get().to(ops::openapi)))
             .default_service(web::to(not_found));
     }
+}
+
+/// A resource with one route; any other method answers 405 `method_not_allowed`.
+fn resource(path: &str, route: actix_web::Route) -> actix_web::Resource {
+    web::resource(path).route(route).default_service(web::to(method_not_allowed))
 }
 
 fn json_error(error: actix_web::error::JsonPayloadError) -> ApiError {
