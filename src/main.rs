@@ -246,17 +246,25 @@ fn main() -> Result<()> {
             let settings = settings_with_embedder(config.as_deref(), embedder)?;
             let dataset = warrant::eval::dataset::Dataset::load(&dataset, None)?;
             actix_rt::System::new().block_on(async move {
-                let (embedder, cache) = eval_embedder(&settings, &dataset, cache_dir.as_deref()).await?;
+                let mut embedder = warrant::providers::embedder(&settings).await?;
+                let mut cache = None;
+                if let Some(dir) = cache_dir {
+                    let cached = Arc::new(warrant::eval::cache::CachingEmbedder::open(
+                        embedder,
+                        &dir,
+                        &dataset.corpus_sha256()?,
+                    ));
+                    embedder = Arc::clone(&cached) as Arc<dyn warrant::embed::Embedder>;
+                    cache = Some(cached);
+                }
                 let params = warrant::retrieval::EngineParams::from_settings(&settings, embedder.dimension());
                 let engine = warrant::retrieval::Engine::start(params, embedder)?;
-                let summary = warrant::eval::dataset::ingest(
-                    &engine,
-                    &dataset,
-                    warrant::eval::retrieval::INGEST_BATCH,
-                    &BarProgress::new("ingest"),
-                )
-                .await?;
-                save_cache(cache.as_deref())?;
+                let progress = BarProgress::new("ingest");
+                let batch = warrant::eval::retrieval::INGEST_BATCH;
+                let summary = warrant::eval::dataset::ingest(&engine, &dataset, batch, &progress).await?;
+                if let Some(cache) = cache {
+                    cache.save().with_context(|| format!("writing {}", cache.path().display()))?;
+                }
                 if json {
                     let mut value = serde_json::to_value(&summary)?;
                     value["passages_per_s"] = summary.passages_per_second().into();
@@ -275,25 +283,12 @@ fn main() -> Result<()> {
         } => {
             let settings = settings_with_embedder(config.as_deref(), embedder)?;
             let dataset = warrant::eval::dataset::Dataset::load(&dataset, queries.as_deref())?;
-            let cache_dir = (!no_cache).then_some(cache_dir);
+            let options =
+                warrant::eval::retrieval::RunOptions { limit_queries, cache_dir: (!no_cache).then_some(cache_dir) };
             actix_rt::System::new().block_on(async move {
-                let (embedder, cache) = eval_embedder(&settings, &dataset, cache_dir.as_deref()).await?;
-                let params = warrant::eval::retrieval::with_eval_budget(
-                    warrant::retrieval::EngineParams::from_settings(&settings, embedder.dimension()),
-                );
-                let engine = warrant::retrieval::Engine::start(params, embedder)?;
-                let summary = warrant::eval::dataset::ingest(
-                    &engine,
-                    &dataset,
-                    warrant::eval::retrieval::INGEST_BATCH,
-                    &BarProgress::new("ingest"),
-                )
-                .await?;
-                save_cache(cache.as_deref())?;
+                let progress = BarProgress::new("ingest");
+                let (summary, report) = warrant::eval::retrieval::run(&settings, &dataset, &options, &progress).await?;
                 eprintln!("{}: {summary}", dataset.name);
-                let options = warrant::eval::retrieval::EvalOptions { limit_queries };
-                let report = warrant::eval::retrieval::evaluate(&engine, &dataset, options).await?;
-                save_cache(cache.as_deref())?;
                 if json {
                     println!("{}", serde_json::to_string(&report)?);
                 } else {
@@ -345,29 +340,6 @@ fn settings_with_embedder(config: Option<&std::path::Path>, embedder: Option<Str
         settings.embedder.kind = kind;
     }
     Ok(settings)
-}
-
-/// The configured embedder, behind the on-disk cache when a folder is given and the embedder
-/// is not the (cheap) hashed one.
-async fn eval_embedder(
-    settings: &Settings,
-    dataset: &warrant::eval::dataset::Dataset,
-    cache_dir: Option<&std::path::Path>,
-) -> Result<(Arc<dyn warrant::embed::Embedder>, Option<Arc<warrant::eval::cache::CachingEmbedder>>)> {
-    let embedder = warrant::providers::embedder(settings).await?;
-    let Some(dir) = cache_dir.filter(|_| !embedder.name().starts_with("hashed")) else {
-        return Ok((embedder, None));
-    };
-    let cache = Arc::new(warrant::eval::cache::CachingEmbedder::open(embedder, dir, &dataset.corpus_sha256()?));
-    eprintln!("embedding cache {}: {} vectors", cache.path().display(), cache.loaded());
-    Ok((Arc::clone(&cache) as Arc<dyn warrant::embed::Embedder>, Some(cache)))
-}
-
-fn save_cache(cache: Option<&warrant::eval::cache::CachingEmbedder>) -> Result<()> {
-    if let Some(cache) = cache {
-        cache.save().with_context(|| format!("writing {}", cache.path().display()))?;
-    }
-    Ok(())
 }
 
 fn print_report(report: &warrant::eval::retrieval::RetrievalReport) {

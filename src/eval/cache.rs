@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -29,6 +30,7 @@ pub struct CachingEmbedder {
     path: PathBuf,
     entries: Mutex<HashMap<Key, Vec<f32>>>,
     loaded: usize,
+    saved: AtomicUsize,
 }
 
 impl CachingEmbedder {
@@ -43,7 +45,7 @@ impl CachingEmbedder {
         let path = dir.join(format!("{name}-{prefix}.bin"));
         let entries = std::fs::read(&path).ok().and_then(|bytes| decode(&bytes, inner.dimension())).unwrap_or_default();
         let loaded = entries.len();
-        Self { inner, path, entries: Mutex::new(entries), loaded }
+        Self { inner, path, entries: Mutex::new(entries), loaded, saved: AtomicUsize::new(loaded) }
     }
 
     /// The cache file.
@@ -66,21 +68,24 @@ impl CachingEmbedder {
         self.len() == 0
     }
 
-    /// Writes the cache file (atomically: a temporary file renamed over it) when it grew.
+    /// Writes the cache file (atomically: a temporary file renamed over it) when it grew since
+    /// it was opened or last saved.
     pub fn save(&self) -> std::io::Result<()> {
-        let bytes = {
+        let (bytes, count) = {
             let entries = self.lock();
-            if entries.len() == self.loaded {
+            if entries.len() == self.saved.load(Ordering::Relaxed) {
                 return Ok(());
             }
-            encode(&entries, self.inner.dimension())
+            (encode(&entries, self.inner.dimension()), entries.len())
         };
         if let Some(parent) = self.path.parent() {
             std::fs::create_dir_all(parent)?;
         }
         let temporary = self.path.with_extension("tmp");
         std::fs::write(&temporary, bytes)?;
-        std::fs::rename(&temporary, &self.path)
+        std::fs::rename(&temporary, &self.path)?;
+        self.saved.store(count, Ordering::Relaxed);
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Vec<f32>>> {

@@ -15,14 +15,19 @@
 //! query's (`cross_tenant_hits` must stay 0).
 
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use serde::Serialize;
 
-use super::dataset::{Dataset, EvalQuery, IngestSummary, Progress, ingest, principal_of};
+use super::cache::CachingEmbedder;
+use super::dataset::{Dataset, DatasetError, EvalQuery, IngestSummary, Progress, ingest, principal_of};
+use crate::config::Settings;
 use crate::embed::Embedder;
-use crate::retrieval::{Candidate, Engine, EngineParams, RetrievalQuery, RetrievalResult};
+use crate::providers::ProviderError;
+use crate::retrieval::{Candidate, Engine, EngineParams, RetrievalError, RetrievalQuery, RetrievalResult};
 
 /// Documents per upsert when ingesting a dataset.
 pub const INGEST_BATCH: usize = 128;
@@ -235,18 +240,104 @@ pub async fn evaluate(
     })
 }
 
-/// Starts an [`Engine`] with `params` over `embedder`, ingests the corpus of `dataset` and
-/// evaluates its queries. Must run inside an actix System.
-pub async fn ingest_and_evaluate(
-    params: EngineParams,
-    embedder: Arc<dyn Embedder>,
+/// Errors of an evaluation run.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// The dataset could not be read.
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    /// The embedder could not be built.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// Ingestion or retrieval failed.
+    #[error(transparent)]
+    Retrieval(#[from] RetrievalError),
+    /// The embedding cache could not be written.
+    #[error("cannot write the embedding cache {path}: {source}")]
+    Cache {
+        /// The cache file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Options of `warrant eval retrieval` beyond the settings.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Score only the first N judged queries.
+    pub limit_queries: Option<usize>,
+    /// Folder of the on-disk embedding cache (`None`: no cache).
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Batches between two checkpoints of the embedding cache during ingestion.
+const CACHE_CHECKPOINT_BATCHES: usize = 8;
+
+/// Forwards progress and checkpoints the embedding cache every few batches, so an interrupted
+/// run keeps what it embedded.
+struct Checkpointing<'a> {
+    inner: &'a dyn Progress,
+    cache: Option<&'a CachingEmbedder>,
+    batches: AtomicUsize,
+}
+
+impl Progress for Checkpointing<'_> {
+    fn start(&self, total: usize) {
+        self.inner.start(total);
+    }
+
+    fn advance(&self, documents: usize) {
+        self.inner.advance(documents);
+        let batches = self.batches.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(cache) = self.cache.filter(|_| batches.is_multiple_of(CACHE_CHECKPOINT_BATCHES))
+            && let Err(error) = cache.save()
+        {
+            tracing::warn!(%error, path = %cache.path().display(), "cannot checkpoint the embedding cache");
+        }
+    }
+
+    fn finish(&self) {
+        self.inner.finish();
+    }
+}
+
+fn save(cache: Option<&CachingEmbedder>) -> Result<(), EvalError> {
+    match cache {
+        Some(cache) => cache.save().map_err(|source| EvalError::Cache { path: cache.path().to_path_buf(), source }),
+        None => Ok(()),
+    }
+}
+
+/// The whole `warrant eval retrieval` run: the configured embedder (behind the on-disk cache
+/// unless it is the cheap hashed one), an engine with the evaluation candidate budget, the
+/// corpus ingested, every judged query asked three ways. Must run inside an actix System.
+pub async fn run(
+    settings: &Settings,
     dataset: &Dataset,
-    options: EvalOptions,
+    options: &RunOptions,
     progress: &dyn Progress,
-) -> RetrievalResult<(IngestSummary, RetrievalReport)> {
-    let engine = Engine::start(params, embedder)?;
-    let summary = ingest(&engine, dataset, INGEST_BATCH, progress).await?;
-    let report = evaluate(&engine, dataset, options).await?;
+) -> Result<(IngestSummary, RetrievalReport), EvalError> {
+    let embedder = crate::providers::embedder(settings).await?;
+    let cache = match &options.cache_dir {
+        Some(dir) if !embedder.name().starts_with("hashed") => {
+            let cache = Arc::new(CachingEmbedder::open(Arc::clone(&embedder), dir, &dataset.corpus_sha256()?));
+            tracing::info!(path = %cache.path().display(), vectors = cache.loaded(), "embedding cache");
+            Some(cache)
+        }
+        _ => None,
+    };
+    let engine_embedder: Arc<dyn Embedder> = match &cache {
+        Some(cache) => Arc::clone(cache) as Arc<dyn Embedder>,
+        None => embedder,
+    };
+    let params = with_eval_budget(EngineParams::from_settings(settings, engine_embedder.dimension()));
+    let engine = Engine::start(params, engine_embedder)?;
+    let checkpointing = Checkpointing { inner: progress, cache: cache.as_deref(), batches: AtomicUsize::new(0) };
+    let summary = ingest(&engine, dataset, INGEST_BATCH, &checkpointing).await?;
+    save(cache.as_deref())?;
+    let report = evaluate(&engine, dataset, EvalOptions { limit_queries: options.limit_queries }).await?;
+    save(cache.as_deref())?;
     Ok((summary, report))
 }
 

@@ -1,10 +1,14 @@
-//! `warrant eval retrieval` and `warrant ingest` end to end: the binary on a tiny two-tenant
+//! `warrant eval retrieval` and `warrant ingest` end to end, in process: the command's library
+//! path (loader, real engine, ingestion, three retrievers, metrics) on a tiny two-tenant
 //! BEIR-style dataset written here (never the shared data), on the hashed embedder.
 
 use std::path::Path;
-use std::process::Command;
 
-use serde_json::Value;
+use warrant::config::Settings;
+use warrant::eval::dataset::{Dataset, NoProgress, ingest};
+use warrant::eval::retrieval::{RetrievalReport, RunOptions, run};
+
+use crate::support;
 
 /// Two tenants; both ask the same question, each must get only its own documents.
 fn write_dataset(dir: &Path) {
@@ -34,74 +38,73 @@ fn write_dataset(dir: &Path) {
     std::fs::write(split.join("qrels.tsv"), "query-id\tcorpus-id\tscore\nacme:q2\tacme:2\t1\n").unwrap();
 }
 
-fn warrant(arguments: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_warrant"))
-        .args(arguments)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the warrant binary runs");
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+/// Settings of the tests: the default configuration on the hashed embedder.
+fn settings() -> Settings {
+    let mut settings = Settings::defaults();
+    settings.embedder.kind = "hashed".into();
+    settings.embedder.dim = 64;
+    settings
+}
+
+/// Runs `warrant eval retrieval`'s library path (what the command calls after parsing).
+fn eval(dataset: &Path, queries: Option<&Path>, limit_queries: Option<usize>) -> RetrievalReport {
+    let dataset = Dataset::load(dataset, queries).expect("dataset loads");
+    let options = RunOptions { limit_queries, cache_dir: None };
+    actix_rt::System::new().block_on(async move {
+        let (summary, report) = run(&settings(), &dataset, &options, &NoProgress).await.expect("evaluation runs");
+        assert_eq!(summary.documents, 6);
+        report
+    })
 }
 
 #[test]
 fn eval_retrieval_scores_every_retriever_without_crossing_tenants() {
     let dir = tempfile::tempdir().unwrap();
     write_dataset(dir.path());
-    let dataset = dir.path().to_str().unwrap();
-    let (ok, stdout, stderr) = warrant(&["eval", "retrieval", "--dataset", dataset, "--embedder", "hashed", "--json"]);
-    assert!(ok, "{stderr}");
-    let report: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(report["queries"], 4, "the unjudged query is not scored");
-    assert_eq!(report["cross_tenant_hits"], 0);
-    assert!(report["embedder"].as_str().unwrap().starts_with("hashed"));
-    for retriever in ["lexical", "vector", "hybrid"] {
-        let metrics = &report[retriever];
-        for measure in ["ndcg_at_10", "recall_at_10", "recall_at_100", "mrr_at_10"] {
-            let value = metrics[measure].as_f64().unwrap();
-            assert!((0.0..=1.0).contains(&value), "{retriever} {measure} {value}");
+    let report = eval(dir.path(), None, None);
+    assert_eq!(report.queries, 4, "the unjudged query is not scored");
+    assert_eq!(report.cross_tenant_hits, 0);
+    assert!(report.embedder.starts_with("hashed"));
+    for (name, metrics) in [("lexical", report.lexical), ("vector", report.vector), ("hybrid", report.hybrid)] {
+        for value in [metrics.ndcg_at_10, metrics.recall_at_10, metrics.recall_at_100, metrics.mrr_at_10] {
+            assert!((0.0..=1.0).contains(&value), "{name} {value}");
         }
         // Each tenant holds at most three documents: all of them are within the top 10.
-        assert_eq!(metrics["recall_at_10"], 1.0, "{retriever}");
+        assert_eq!(metrics.recall_at_10, 1.0, "{name}");
     }
-    assert_eq!(report["lexical"]["mrr_at_10"], 1.0);
-    assert_eq!(report["hybrid"]["mrr_at_10"], 1.0);
+    assert_eq!(report.lexical.mrr_at_10, 1.0);
+    assert_eq!(report.hybrid.mrr_at_10, 1.0);
+    let json = serde_json::to_value(&report).unwrap();
+    for key in ["embedder", "dataset", "queries", "lexical", "vector", "hybrid", "cross_tenant_hits"] {
+        assert!(json.get(key).is_some(), "{key}");
+    }
 }
 
 #[test]
 fn eval_retrieval_reads_a_split_folder_and_limits_queries() {
     let dir = tempfile::tempdir().unwrap();
     write_dataset(dir.path());
-    let split = dir.path().join("train");
-    let (ok, stdout, stderr) =
-        warrant(&["eval", "retrieval", "--dataset", split.to_str().unwrap(), "--embedder", "hashed", "--json"]);
-    assert!(ok, "{stderr}");
-    let report: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(report["queries"], 1);
-    assert!(report["dataset"].as_str().unwrap().ends_with("/train"), "{}", report["dataset"]);
-    let dataset = dir.path().to_str().unwrap();
-    let arguments =
-        ["eval", "retrieval", "--dataset", dataset, "--embedder", "hashed", "--limit-queries", "2", "--json"];
-    let (ok, stdout, stderr) = warrant(&arguments);
-    assert!(ok, "{stderr}");
-    assert_eq!(serde_json::from_str::<Value>(&stdout).unwrap()["queries"], 2);
+    let report = eval(&dir.path().join("train"), None, None);
+    assert_eq!(report.queries, 1);
+    assert!(report.dataset.ends_with("/train"), "{}", report.dataset);
+    assert_eq!(eval(dir.path(), Some(&dir.path().join("train")), None).queries, 1);
+    assert_eq!(eval(dir.path(), None, Some(2)).queries, 2);
 }
 
 #[test]
-fn ingest_reports_documents_chunks_and_skipped_empty_ones() {
+fn ingest_reports_documents_chunks_and_indexes_an_empty_text_by_its_title() {
     let dir = tempfile::tempdir().unwrap();
     write_dataset(dir.path());
-    let (ok, stdout, stderr) =
-        warrant(&["ingest", "--dataset", dir.path().to_str().unwrap(), "--embedder", "hashed", "--json"]);
-    assert!(ok, "{stderr}");
-    let summary: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(summary["documents"], 5);
-    assert_eq!(summary["skipped_empty"], 0, "an empty text is indexed by its title");
-    assert_eq!(summary["tenants"], 2);
-    assert!(summary["chunks"].as_u64().unwrap() >= 5);
+    let dataset = Dataset::load(dir.path(), None).unwrap();
+    let settings = settings();
+    let summary = actix_rt::System::new().block_on(async move {
+        let engine = support::engine(&settings);
+        ingest(&engine, &dataset, 2, &NoProgress).await.unwrap()
+    });
+    assert_eq!(summary.documents, 6);
+    assert_eq!(summary.skipped_empty, 0);
+    assert_eq!(summary.tenants, 2);
+    assert!(summary.chunks >= 6);
 }
 
 #[test]
@@ -109,8 +112,6 @@ fn eval_retrieval_names_the_bad_line() {
     let dir = tempfile::tempdir().unwrap();
     write_dataset(dir.path());
     std::fs::write(dir.path().join("qrels.tsv"), "query-id\tcorpus-id\tscore\nacme:q1 acme:1 1\n").unwrap();
-    let (ok, _, stderr) =
-        warrant(&["eval", "retrieval", "--dataset", dir.path().to_str().unwrap(), "--embedder", "hashed"]);
-    assert!(!ok);
-    assert!(stderr.contains("qrels.tsv:2: expected 3 tab-separated fields"), "{stderr}");
+    let error = Dataset::load(dir.path(), None).unwrap_err().to_string();
+    assert!(error.ends_with("qrels.tsv:2: expected 3 tab-separated fields, found 1"), "{error}");
 }
