@@ -9,6 +9,12 @@ use clap::{Parser, Subcommand};
 
 use warrant::config::Settings;
 
+/// mimalloc as the global allocator (feature `mimalloc`, on by default): measured faster for
+/// embedding and query latency, see BENCHMARKS.md.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "warrant", version, about = "Citation-first, access-controlled hybrid RAG answer server")]
 struct Cli {
@@ -71,6 +77,26 @@ enum Command {
         #[command(subcommand)]
         model: ModelCommand,
     },
+    /// Ingest a labeled dataset folder (corpus.jsonl) into an in-memory engine and print a summary
+    /// (documents, chunks, seconds, passages/s).
+    Ingest {
+        /// Dataset folder (corpus.jsonl, optional tenant per document).
+        #[arg(long)]
+        dataset: PathBuf,
+        /// Embedder (default: embedder.kind of the configuration).
+        #[arg(long, value_parser = ["hashed", "minilm"])]
+        embedder: Option<String>,
+        /// Read and fill the on-disk embedding cache in this folder (off by default: ingest
+        /// measures embedding speed).
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Configuration file (chunking, embedder, index).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Evaluations on labeled data.
     Eval {
         #[command(subcommand)]
@@ -123,6 +149,28 @@ enum BenchCommand {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Embedding throughput (passages/s) and query latency (cache miss p50/p99, cache hit p50) of
+    /// the selected embedder on seeded synthetic texts.
+    Embed {
+        /// Embedder (default: embedder.kind of the configuration).
+        #[arg(long, value_parser = ["hashed", "minilm"])]
+        embedder: Option<String>,
+        /// Passages per throughput round.
+        #[arg(long, default_value_t = 64)]
+        passages: usize,
+        /// Throughput rounds (median reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Distinct queries timed.
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// Print JSON (default: also JSON; kept for the documented form).
+        #[arg(long)]
+        json: bool,
+        /// Configuration file (embedder).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -163,6 +211,34 @@ enum EvalCommand {
         #[arg(long, default_value = "../shared/data/scifact-claims/train.jsonl")]
         data: PathBuf,
         /// Configuration file (verifier thresholds).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// nDCG@10, Recall@10/100 and MRR@10 of lexical, vector and hybrid retrieval on a BEIR-style
+    /// dataset folder (corpus.jsonl, queries.jsonl, qrels.tsv), asked per tenant.
+    Retrieval {
+        /// Dataset folder; a split folder without corpus.jsonl (scifact/train) uses its parent's.
+        #[arg(long)]
+        dataset: PathBuf,
+        /// Folder of queries.jsonl and qrels.tsv (default: the dataset folder).
+        #[arg(long)]
+        queries: Option<PathBuf>,
+        /// Embedder (default: embedder.kind of the configuration).
+        #[arg(long, value_parser = ["hashed", "minilm"])]
+        embedder: Option<String>,
+        /// Score only the first N judged queries.
+        #[arg(long)]
+        limit_queries: Option<usize>,
+        /// Folder of the on-disk embedding cache (keyed by embedder and corpus SHA-256).
+        #[arg(long, default_value = "target/eval-cache")]
+        cache_dir: PathBuf,
+        /// Embed everything again, touching no cache.
+        #[arg(long)]
+        no_cache: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Configuration file (chunking, retrieval, index, embedder).
         #[arg(long)]
         config: Option<PathBuf>,
     },
@@ -223,6 +299,76 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
+        Command::Bench { bench: BenchCommand::Embed { embedder, passages, rounds, queries, json: _, config } } => {
+            let settings = settings_with_embedder(config.as_deref(), embedder)?;
+            let config = warrant::bench::embed::EmbedBenchConfig { passages, rounds, queries, ..Default::default() };
+            actix_rt::System::new().block_on(async move {
+                let embedder = warrant::providers::embedder(&settings).await?;
+                let params = warrant::retrieval::EngineParams::from_settings(&settings, embedder.dimension());
+                let engine = warrant::retrieval::Engine::start(params, embedder)?;
+                let report = warrant::bench::embed::run(&engine, config).await?;
+                println!("{}", serde_json::to_string(&report)?);
+                anyhow::Ok(())
+            })
+        }
+        Command::Ingest { dataset, embedder, cache_dir, json, config } => {
+            let settings = settings_with_embedder(config.as_deref(), embedder)?;
+            let dataset = warrant::eval::dataset::Dataset::load(&dataset, None)?;
+            actix_rt::System::new().block_on(async move {
+                let mut embedder = warrant::providers::embedder(&settings).await?;
+                let mut cache = None;
+                if let Some(dir) = cache_dir {
+                    let cached = Arc::new(warrant::eval::cache::CachingEmbedder::open(
+                        embedder,
+                        &dir,
+                        &dataset.corpus_sha256()?,
+                    ));
+                    embedder = Arc::clone(&cached) as Arc<dyn warrant::embed::Embedder>;
+                    cache = Some(cached);
+                }
+                let params = warrant::retrieval::EngineParams::from_settings(&settings, embedder.dimension());
+                let engine = warrant::retrieval::Engine::start(params, embedder)?;
+                let progress = BarProgress::new("ingest");
+                let batch = warrant::eval::retrieval::INGEST_BATCH;
+                let summary = warrant::eval::dataset::ingest(&engine, &dataset, batch, &progress).await?;
+                if let Some(cache) = cache {
+                    cache.save().with_context(|| format!("writing {}", cache.path().display()))?;
+                }
+                if json {
+                    let mut value = serde_json::to_value(&summary)?;
+                    value["passages_per_s"] = summary.passages_per_second().into();
+                    value["embedder"] = engine.embedder().name().into();
+                    value["dataset"] = dataset.name.clone().into();
+                    println!("{value}");
+                } else {
+                    println!("{}: {summary} with {}", dataset.name, engine.embedder().name());
+                }
+                anyhow::Ok(())
+            })
+        }
+        Command::Eval {
+            eval:
+                EvalCommand::Retrieval { dataset, queries, embedder, limit_queries, cache_dir, no_cache, json, config },
+        } => {
+            let settings = settings_with_embedder(config.as_deref(), embedder)?;
+            let dataset = warrant::eval::dataset::Dataset::load(&dataset, queries.as_deref())?;
+            let options =
+                warrant::eval::retrieval::RunOptions { limit_queries, cache_dir: (!no_cache).then_some(cache_dir) };
+            actix_rt::System::new().block_on(async move {
+                let progress = BarProgress::new("ingest");
+                let (summary, report) = warrant::eval::retrieval::run(&settings, &dataset, &options, &progress).await?;
+                eprintln!("{}: {summary}", dataset.name);
+                if json {
+                    println!("{}", serde_json::to_string(&report)?);
+                } else {
+                    print_report(&report);
+                }
+                if report.cross_tenant_hits > 0 {
+                    bail!("{} retrieved chunks crossed tenants", report.cross_tenant_hits);
+                }
+                anyhow::Ok(())
+            })
+        }
         Command::Model { model: ModelCommand::Fetch { dir, config } } => {
             let settings = Settings::load(config.as_deref())?;
             let directory = dir.unwrap_or_else(|| PathBuf::from(&settings.embedder.model_dir));
@@ -253,6 +399,58 @@ fn main() -> Result<()> {
                 anyhow::Ok(())
             })
         }
+    }
+}
+
+/// Settings from `config`, with the embedder kind replaced when one is named.
+fn settings_with_embedder(config: Option<&std::path::Path>, embedder: Option<String>) -> Result<Settings> {
+    let mut settings = Settings::load(config)?;
+    if let Some(kind) = embedder {
+        settings.embedder.kind = kind;
+    }
+    Ok(settings)
+}
+
+fn print_report(report: &warrant::eval::retrieval::RetrievalReport) {
+    println!("{} with {}: {} queries", report.dataset, report.embedder, report.queries);
+    println!("{:<8} {:>8} {:>8} {:>9} {:>8}", "", "nDCG@10", "R@10", "R@100", "MRR@10");
+    for (name, metrics) in [("lexical", report.lexical), ("vector", report.vector), ("hybrid", report.hybrid)] {
+        println!(
+            "{name:<8} {:>8.4} {:>8.4} {:>9.4} {:>8.4}",
+            metrics.ndcg_at_10, metrics.recall_at_10, metrics.recall_at_100, metrics.mrr_at_10
+        );
+    }
+    println!("cross_tenant_hits {}", report.cross_tenant_hits);
+}
+
+/// Ingestion progress on stderr.
+struct BarProgress(indicatif::ProgressBar);
+
+impl BarProgress {
+    fn new(label: &'static str) -> Self {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} docs ({per_sec}, eta {eta})",
+            )
+            .expect("valid template"),
+        );
+        bar.set_prefix(label);
+        Self(bar)
+    }
+}
+
+impl warrant::eval::dataset::Progress for BarProgress {
+    fn start(&self, total: usize) {
+        self.0.set_length(total as u64);
+    }
+
+    fn advance(&self, documents: usize) {
+        self.0.inc(documents as u64);
+    }
+
+    fn finish(&self) {
+        self.0.finish();
     }
 }
 

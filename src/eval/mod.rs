@@ -1,4 +1,9 @@
-//! Offline evaluation of the answer layer's providers against labeled data that lives outside
-//! the repository (see `../shared/data`); nothing here runs on the request path.
+//! Offline evaluation against labeled data that lives outside the repository (see
+//! `../shared/data`): retrieval quality per retriever (`retrieval`), the shared dataset loader
+//! and ingestion (`dataset`), an on-disk embedding cache for repeated runs (`cache`) and the
+//! support verifier calibration (`verifier`). Nothing here runs on the request path.
 
+pub mod cache;
+pub mod dataset;
+pub mod retrieval;
 pub mod verifier;

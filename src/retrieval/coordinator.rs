@@ -68,7 +68,9 @@ impl Handler<FanOut> for Coordinator {
 
 /// Sends the lexical and vector searches of every shard at once and gathers them.
 pub async fn fan_out(shards: Vec<Addr<ShardActor>>, message: FanOut) -> Result<ShardResults, IndexError> {
-    let lexical = join_all(shards.iter().map(|shard| {
+    // A lexical budget of 0 (vector-only retrieval, e.g. in evaluations) skips BM25 entirely.
+    let lexical_shards = if message.lexical_k == 0 { &[][..] } else { &shards[..] };
+    let lexical = join_all(lexical_shards.iter().map(|shard| {
         shard.send(SearchLexical {
             query: Arc::clone(&message.text),
             k: message.lexical_k,
@@ -103,7 +105,7 @@ pub async fn fan_out(shards: Vec<Addr<ShardActor>>, message: FanOut) -> Result<S
         results.vector_reports.push(ShardVectorReport { shard, report });
     }
     metrics::counter!("warrant_filter_strategy_total", "index" => "lexical", "strategy" => "bitset")
-        .increment(shards.len() as u64);
+        .increment(lexical_shards.len() as u64);
     Ok(results)
 }
 
@@ -138,7 +140,10 @@ impl RetrievalRepository for EmbeddedRepository {
         let to_scored = |hits: Vec<ShardHit>| {
             hits.into_iter().map(|hit| ScoredChunk { chunk: hit.chunk, score: hit.score }).collect()
         };
-        let mut lists = vec![(Retriever::Lexical, to_scored(results.lexical))];
+        let mut lists = Vec::with_capacity(2);
+        if query.lexical_candidates > 0 {
+            lists.push((Retriever::Lexical, to_scored(results.lexical)));
+        }
         if query.vector.is_some() {
             lists.push((Retriever::Vector, to_scored(results.vector)));
         }

@@ -66,7 +66,7 @@ pub struct RetrievalQuery {
     pub text: String,
     /// Query vector (unit length) for vector search; `None` runs lexical only.
     pub vector: Option<Vec<f32>>,
-    /// Lexical candidates per shard.
+    /// Lexical candidates per shard; 0 skips BM25 (vector-only retrieval).
     pub lexical_candidates: usize,
     /// Vector candidates per shard.
     pub vector_candidates: usize,

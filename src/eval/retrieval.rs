@@ -1,0 +1,417 @@
+//! Retrieval quality on labeled collections: every query is asked by a principal of its own
+//! tenant through the real [`Engine`] and [`crate::retrieval::RetrievalRepository`] three times —
+//! lexical only, vector only, and hybrid (the fused path the answer pipeline uses) — and scored
+//! with the standard TREC/BEIR measures.
+//!
+//! Chunks are mapped to their documents before scoring: a document ranks where its best chunk
+//! ranks (first occurrence in the fused, best-first candidate list). Measures, averaged over the
+//! queries that have at least one positive judgment:
+//! - nDCG@10 (Järvelin & Kekäläinen 2002) with trec_eval's linear gain `rel / log2(rank + 1)`
+//!   (what BEIR reports through pytrec_eval), ideal ranking from the judged relevances;
+//! - Recall@k: relevant documents in the top k over all relevant documents;
+//! - MRR@10: reciprocal rank of the first relevant document in the top 10, else 0.
+//!
+//! Invariant checked on every answer: no retrieved chunk belongs to another tenant than the
+//! query's (`cross_tenant_hits` must stay 0).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::cache::CachingEmbedder;
+use super::dataset::{Dataset, DatasetError, EvalQuery, IngestSummary, Progress, ingest, principal_of};
+use crate::config::Settings;
+use crate::embed::Embedder;
+use crate::providers::ProviderError;
+use crate::retrieval::{Candidate, Engine, EngineParams, RetrievalError, RetrievalQuery, RetrievalResult};
+
+/// Documents per upsert when ingesting a dataset.
+pub const INGEST_BATCH: usize = 128;
+
+/// Rank cut-off of nDCG and MRR.
+const CUTOFF: usize = 10;
+/// Deep recall cut-off: the candidate budget must reach this many documents.
+pub const DEEP_CUTOFF: usize = 100;
+
+/// Normalized discounted cumulative gain of `ranked` (best first) at `k`, with graded `judged`
+/// relevances (linear gain, trec_eval). 0 when nothing is relevant.
+pub fn ndcg_at_k(ranked: &[String], judged: &HashMap<String, u32>, k: usize) -> f64 {
+    let discount = |index: usize| 1.0 / ((index + 2) as f64).log2();
+    let dcg: f64 = ranked
+        .iter()
+        .take(k)
+        .enumerate()
+        .map(|(index, doc)| f64::from(judged.get(doc).copied().unwrap_or(0)) * discount(index))
+        .sum();
+    let mut ideal: Vec<u32> = judged.values().copied().filter(|&relevance| relevance > 0).collect();
+    ideal.sort_unstable_by(|left, right| right.cmp(left));
+    let idcg: f64 =
+        ideal.iter().take(k).enumerate().map(|(index, &relevance)| f64::from(relevance) * discount(index)).sum();
+    if idcg > 0.0 { dcg / idcg } else { 0.0 }
+}
+
+/// Share of the relevant documents found in the top `k` of `ranked`.
+pub fn recall_at_k(ranked: &[String], judged: &HashMap<String, u32>, k: usize) -> f64 {
+    let relevant = judged.values().filter(|&&relevance| relevance > 0).count();
+    if relevant == 0 {
+        return 0.0;
+    }
+    let found = ranked.iter().take(k).filter(|doc| judged.get(*doc).is_some_and(|&relevance| relevance > 0)).count();
+    found as f64 / relevant as f64
+}
+
+/// Reciprocal rank of the first relevant document in the top `k`, else 0.
+pub fn mrr_at_k(ranked: &[String], judged: &HashMap<String, u32>, k: usize) -> f64 {
+    ranked
+        .iter()
+        .take(k)
+        .position(|doc| judged.get(doc).is_some_and(|&relevance| relevance > 0))
+        .map_or(0.0, |index| 1.0 / (index + 1) as f64)
+}
+
+/// Document ids in the order of their best chunk (candidates are best first).
+pub fn documents_of(candidates: &[Candidate]) -> Vec<String> {
+    let mut seen = HashSet::new();
+    candidates
+        .iter()
+        .filter(|candidate| seen.insert(candidate.chunk.doc_id.as_str()))
+        .map(|candidate| candidate.chunk.doc_id.clone())
+        .collect()
+}
+
+/// Mean measures of one retriever.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct RetrieverMetrics {
+    /// Mean nDCG@10.
+    pub ndcg_at_10: f64,
+    /// Mean Recall@10.
+    pub recall_at_10: f64,
+    /// Mean Recall@100.
+    pub recall_at_100: f64,
+    /// Mean MRR@10.
+    pub mrr_at_10: f64,
+}
+
+impl RetrieverMetrics {
+    /// Measures of one ranking.
+    pub fn of(ranked: &[String], judged: &HashMap<String, u32>) -> Self {
+        Self {
+            ndcg_at_10: ndcg_at_k(ranked, judged, CUTOFF),
+            recall_at_10: recall_at_k(ranked, judged, CUTOFF),
+            recall_at_100: recall_at_k(ranked, judged, DEEP_CUTOFF),
+            mrr_at_10: mrr_at_k(ranked, judged, CUTOFF),
+        }
+    }
+
+    fn add(&mut self, other: Self) {
+        self.ndcg_at_10 += other.ndcg_at_10;
+        self.recall_at_10 += other.recall_at_10;
+        self.recall_at_100 += other.recall_at_100;
+        self.mrr_at_10 += other.mrr_at_10;
+    }
+
+    fn mean(self, count: usize) -> Self {
+        let count = count.max(1) as f64;
+        Self {
+            ndcg_at_10: self.ndcg_at_10 / count,
+            recall_at_10: self.recall_at_10 / count,
+            recall_at_100: self.recall_at_100 / count,
+            mrr_at_10: self.mrr_at_10 / count,
+        }
+    }
+}
+
+/// Parameters the run used (so a report can be reproduced).
+#[derive(Clone, Debug, Serialize)]
+pub struct RunParams {
+    /// Chunk size, tokens.
+    pub max_tokens: usize,
+    /// Chunk overlap, tokens.
+    pub overlap_tokens: usize,
+    /// RRF constant.
+    pub rrf_k: f64,
+    /// Lexical candidates per shard.
+    pub lexical_candidates: usize,
+    /// Vector candidates per shard.
+    pub vector_candidates: usize,
+    /// Shards.
+    pub shards: usize,
+}
+
+/// The report of `warrant eval retrieval`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RetrievalReport {
+    /// Embedder name.
+    pub embedder: String,
+    /// Dataset name (folder, e.g. `scifact/train`).
+    pub dataset: String,
+    /// Queries scored (those with at least one positive judgment, after any limit).
+    pub queries: usize,
+    /// BM25 only.
+    pub lexical: RetrieverMetrics,
+    /// Vector search only.
+    pub vector: RetrieverMetrics,
+    /// Reciprocal rank fusion of both.
+    pub hybrid: RetrieverMetrics,
+    /// Retrieved chunks of another tenant than the query's (must be 0).
+    pub cross_tenant_hits: usize,
+    /// Run parameters.
+    pub params: RunParams,
+    /// Seconds spent asking the queries.
+    pub query_seconds: f64,
+}
+
+/// Options of an evaluation run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EvalOptions {
+    /// Score only the first N judged queries.
+    pub limit_queries: Option<usize>,
+}
+
+/// The judged queries of `dataset` in file order, limited.
+pub fn judged_queries(dataset: &Dataset, options: EvalOptions) -> Vec<&EvalQuery> {
+    dataset
+        .queries
+        .iter()
+        .filter(|query| dataset.qrels.get(&query.id).is_some_and(|judged| !judged.is_empty()))
+        .take(options.limit_queries.unwrap_or(usize::MAX))
+        .collect()
+}
+
+/// Asks every judged query of `dataset` (already ingested into `engine`) three ways and scores
+/// the answers.
+pub async fn evaluate(
+    engine: &Arc<Engine>,
+    dataset: &Dataset,
+    options: EvalOptions,
+) -> RetrievalResult<RetrievalReport> {
+    let started = Instant::now();
+    let params = engine.params();
+    let queries = judged_queries(dataset, options);
+    let (mut lexical, mut vector, mut hybrid) =
+        (RetrieverMetrics::default(), RetrieverMetrics::default(), RetrieverMetrics::default());
+    let mut cross_tenant_hits = 0;
+    let repository = engine.repository();
+    for query in &queries {
+        let tenant = query.tenant();
+        let scope = engine.scope(&principal_of(tenant));
+        let embedded = engine.embed_query(&query.text).await?;
+        let ask = |vector: Option<Vec<f32>>, lexical_candidates: usize| RetrievalQuery {
+            text: query.text.clone(),
+            vector,
+            lexical_candidates,
+            vector_candidates: params.vector_candidates,
+        };
+        let runs = [
+            (&mut lexical, ask(None, params.lexical_candidates)),
+            (&mut vector, ask(Some(embedded.as_ref().clone()), 0)),
+            (&mut hybrid, ask(Some(embedded.as_ref().clone()), params.lexical_candidates)),
+        ];
+        let judged = &dataset.qrels[&query.id];
+        for (total, request) in runs {
+            let retrieved = repository.retrieve(&scope, &request).await?;
+            cross_tenant_hits +=
+                retrieved.candidates.iter().filter(|candidate| candidate.chunk.tenant != tenant).count();
+            RetrieverMetrics::add(total, RetrieverMetrics::of(&documents_of(&retrieved.candidates), judged));
+        }
+    }
+    let count = queries.len();
+    Ok(RetrievalReport {
+        embedder: engine.embedder().name().to_owned(),
+        dataset: dataset.name.clone(),
+        queries: count,
+        lexical: RetrieverMetrics::mean(lexical, count),
+        vector: RetrieverMetrics::mean(vector, count),
+        hybrid: RetrieverMetrics::mean(hybrid, count),
+        cross_tenant_hits,
+        params: RunParams {
+            max_tokens: params.chunking.max_tokens,
+            overlap_tokens: params.chunking.overlap_tokens,
+            rrf_k: params.rrf_k,
+            lexical_candidates: params.lexical_candidates,
+            vector_candidates: params.vector_candidates,
+            shards: params.shards,
+        },
+        query_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Errors of an evaluation run.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// The dataset could not be read.
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    /// The embedder could not be built.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// Ingestion or retrieval failed.
+    #[error(transparent)]
+    Retrieval(#[from] RetrievalError),
+    /// The embedding cache could not be written.
+    #[error("cannot write the embedding cache {path}: {source}")]
+    Cache {
+        /// The cache file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Options of `warrant eval retrieval` beyond the settings.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Score only the first N judged queries.
+    pub limit_queries: Option<usize>,
+    /// Folder of the on-disk embedding cache (`None`: no cache).
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Batches between two checkpoints of the embedding cache during ingestion.
+const CACHE_CHECKPOINT_BATCHES: usize = 8;
+
+/// Forwards progress and checkpoints the embedding cache every few batches, so an interrupted
+/// run keeps what it embedded.
+struct Checkpointing<'a> {
+    inner: &'a dyn Progress,
+    cache: Option<&'a CachingEmbedder>,
+    batches: AtomicUsize,
+}
+
+impl Progress for Checkpointing<'_> {
+    fn start(&self, total: usize) {
+        self.inner.start(total);
+    }
+
+    fn advance(&self, documents: usize) {
+        self.inner.advance(documents);
+        let batches = self.batches.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(cache) = self.cache.filter(|_| batches.is_multiple_of(CACHE_CHECKPOINT_BATCHES))
+            && let Err(error) = cache.save()
+        {
+            tracing::warn!(%error, path = %cache.path().display(), "cannot checkpoint the embedding cache");
+        }
+    }
+
+    fn finish(&self) {
+        self.inner.finish();
+    }
+}
+
+fn save(cache: Option<&CachingEmbedder>) -> Result<(), EvalError> {
+    match cache {
+        Some(cache) => cache.save().map_err(|source| EvalError::Cache { path: cache.path().to_path_buf(), source }),
+        None => Ok(()),
+    }
+}
+
+/// The whole `warrant eval retrieval` run: the configured embedder (behind the on-disk cache
+/// unless it is the cheap hashed one), an engine with the evaluation candidate budget, the
+/// corpus ingested, every judged query asked three ways. Must run inside an actix System.
+pub async fn run(
+    settings: &Settings,
+    dataset: &Dataset,
+    options: &RunOptions,
+    progress: &dyn Progress,
+) -> Result<(IngestSummary, RetrievalReport), EvalError> {
+    let embedder = crate::providers::embedder(settings).await?;
+    let cache = match &options.cache_dir {
+        Some(dir) if !embedder.name().starts_with("hashed") => {
+            let cache = Arc::new(CachingEmbedder::open(Arc::clone(&embedder), dir, &dataset.corpus_sha256()?));
+            tracing::info!(path = %cache.path().display(), vectors = cache.loaded(), "embedding cache");
+            Some(cache)
+        }
+        _ => None,
+    };
+    let engine_embedder: Arc<dyn Embedder> = match &cache {
+        Some(cache) => Arc::clone(cache) as Arc<dyn Embedder>,
+        None => embedder,
+    };
+    let params = with_eval_budget(EngineParams::from_settings(settings, engine_embedder.dimension()));
+    let engine = Engine::start(params, engine_embedder)?;
+    let checkpointing = Checkpointing { inner: progress, cache: cache.as_deref(), batches: AtomicUsize::new(0) };
+    let summary = ingest(&engine, dataset, INGEST_BATCH, &checkpointing).await?;
+    save(cache.as_deref())?;
+    let report = evaluate(&engine, dataset, EvalOptions { limit_queries: options.limit_queries }).await?;
+    save(cache.as_deref())?;
+    Ok((summary, report))
+}
+
+/// Raises the per-shard candidate budgets of `params` so that every retriever can return
+/// [`DEEP_CUTOFF`] documents (Recall@100 needs them).
+pub fn with_eval_budget(mut params: EngineParams) -> EngineParams {
+    params.lexical_candidates = params.lexical_candidates.max(DEEP_CUTOFF);
+    params.vector_candidates = params.vector_candidates.max(DEEP_CUTOFF);
+    params
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ranked(ids: &[&str]) -> Vec<String> {
+        ids.iter().map(|id| (*id).to_owned()).collect()
+    }
+
+    fn judged(pairs: &[(&str, u32)]) -> HashMap<String, u32> {
+        pairs.iter().map(|(id, relevance)| ((*id).to_owned(), *relevance)).collect()
+    }
+
+    fn close(left: f64, right: f64) -> bool {
+        (left - right).abs() < 1e-9
+    }
+
+    #[test]
+    fn ndcg_with_graded_relevance_matches_hand_computation() {
+        // Ranking: d1 (rel 1), d2 (rel 0), d3 (rel 2).
+        // DCG = 1/log2(2) + 0 + 2/log2(4) = 1 + 1 = 2.
+        // Ideal: d3 (2), d1 (1): IDCG = 2/log2(2) + 1/log2(3) = 2 + 0.6309297535714575.
+        let qrels = judged(&[("d1", 1), ("d3", 2)]);
+        let value = ndcg_at_k(&ranked(&["d1", "d2", "d3"]), &qrels, 10);
+        assert!(close(value, 2.0 / (2.0 + 1.0 / 3f64.log2())), "{value}");
+        assert!(close(ndcg_at_k(&ranked(&["d3", "d1"]), &qrels, 10), 1.0));
+        // Cut-off: at k = 1 only d1 counts: DCG 1, IDCG 2.
+        assert!(close(ndcg_at_k(&ranked(&["d1", "d3"]), &qrels, 1), 0.5));
+        assert!(close(ndcg_at_k(&ranked(&["x", "y"]), &qrels, 10), 0.0));
+    }
+
+    #[test]
+    fn ndcg_ideal_uses_all_judged_documents_even_unretrieved() {
+        // One of three relevant documents retrieved at rank 1.
+        // DCG = 1; IDCG = 1 + 1/log2(3) + 1/log2(4) = 1 + 0.63093 + 0.5.
+        let qrels = judged(&[("a", 1), ("b", 1), ("c", 1)]);
+        let value = ndcg_at_k(&ranked(&["a"]), &qrels, 10);
+        assert!(close(value, 1.0 / (1.5 + 1.0 / 3f64.log2())), "{value}");
+    }
+
+    #[test]
+    fn recall_counts_relevant_found_within_cutoff() {
+        let qrels = judged(&[("a", 1), ("b", 2), ("c", 1), ("d", 1)]);
+        let run = ranked(&["a", "x", "b", "y", "c"]);
+        assert!(close(recall_at_k(&run, &qrels, 2), 0.25));
+        assert!(close(recall_at_k(&run, &qrels, 3), 0.5));
+        assert!(close(recall_at_k(&run, &qrels, 100), 0.75));
+        assert!(close(recall_at_k(&run, &judged(&[]), 10), 0.0));
+    }
+
+    #[test]
+    fn mrr_is_reciprocal_rank_of_first_relevant_within_cutoff() {
+        let qrels = judged(&[("b", 1), ("c", 2)]);
+        assert!(close(mrr_at_k(&ranked(&["a", "b", "c"]), &qrels, 10), 0.5));
+        assert!(close(mrr_at_k(&ranked(&["c"]), &qrels, 10), 1.0));
+        let late: Vec<String> = (0..10).map(|index| format!("x{index}")).chain(["b".to_owned()]).collect();
+        assert!(close(mrr_at_k(&late, &qrels, 10), 0.0));
+    }
+
+    #[test]
+    fn means_average_over_queries() {
+        let mut total = RetrieverMetrics::default();
+        total.add(RetrieverMetrics { ndcg_at_10: 1.0, recall_at_10: 1.0, recall_at_100: 1.0, mrr_at_10: 1.0 });
+        total.add(RetrieverMetrics::default());
+        assert_eq!(total.mean(2).ndcg_at_10, 0.5);
+    }
+}
