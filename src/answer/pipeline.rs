@@ -20,8 +20,8 @@ use super::AnswerResult;
 use super::generator::{GenerationRequest, Generator, GeneratorError, SourceForModel, output_schema};
 use super::prompt::{build_prompt, render_user};
 use super::response::{
-    Abstention, AnswerBody, AnswerMetrics, AnswerResponse, AnswerStatus, CitationOut, ClaimOut, RetrieveResponse,
-    RetrievedChunk, VectorSearchOut,
+    Abstention, AnswerBody, AnswerMetrics, AnswerResponse, AnswerStatus, ChunkRef, CitationOut, ClaimOut,
+    RetrieveResponse, RetrievedChunk, VectorSearchOut,
 };
 use super::validate::{
     AbstentionReason, Problem, ValidClaim, ValidationContext, Verdict, repair_instruction, validate,
@@ -138,13 +138,8 @@ impl RequestState {
                     .citations
                     .into_iter()
                     .map(|citation| CitationOut {
+                        chunk: ChunkRef::from(citation.chunk.as_ref()),
                         label: citation.label,
-                        chunk_id: citation.chunk.id.to_string(),
-                        doc_id: citation.chunk.doc_id.clone(),
-                        doc_version: citation.chunk.doc_version,
-                        start: citation.chunk.start,
-                        end: citation.chunk.end,
-                        title: citation.chunk.title.clone(),
                         quote: citation.quote,
                     })
                     .collect(),
@@ -375,12 +370,7 @@ impl AnswerPipeline {
             .into_iter()
             .take(k)
             .map(|candidate| RetrievedChunk {
-                chunk_id: candidate.chunk.id.to_string(),
-                doc_id: candidate.chunk.doc_id.clone(),
-                doc_version: candidate.chunk.doc_version,
-                start: candidate.chunk.start,
-                end: candidate.chunk.end,
-                title: candidate.chunk.title.clone(),
+                chunk: ChunkRef::from(candidate.chunk.as_ref()),
                 text: candidate.chunk.text.clone(),
                 score: candidate.score,
                 retrievers: candidate.retrievers().iter().map(|retriever| retriever.as_str().to_owned()).collect(),

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::domain::Chunk;
+
 use super::validate::AbstentionReason;
 
 /// `answered` or `abstained`.
@@ -17,11 +19,10 @@ pub enum AnswerStatus {
     Abstained,
 }
 
-/// A citation resolved server-side.
+/// Where a chunk comes from: identity and source coordinates (shared by citations and
+/// retrieved chunks; serialized flat into both).
 #[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
-pub struct CitationOut {
-    /// Label the generator used (`S1`…).
-    pub label: String,
+pub struct ChunkRef {
     /// Canonical chunk id.
     pub chunk_id: String,
     /// Document id.
@@ -30,10 +31,33 @@ pub struct CitationOut {
     pub doc_version: u64,
     /// Character offset of the chunk in the document text.
     pub start: usize,
-    /// Character offset one past the chunk's end.
+    /// Character offset one past the chunk's end (`doc.text[start..end]` is the chunk).
     pub end: usize,
     /// Document title.
     pub title: String,
+}
+
+impl From<&Chunk> for ChunkRef {
+    fn from(chunk: &Chunk) -> Self {
+        Self {
+            chunk_id: chunk.id.to_string(),
+            doc_id: chunk.doc_id.clone(),
+            doc_version: chunk.doc_version,
+            start: chunk.start,
+            end: chunk.end,
+            title: chunk.title.clone(),
+        }
+    }
+}
+
+/// A citation resolved server-side.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct CitationOut {
+    /// Label the generator used (`S1`…).
+    pub label: String,
+    /// The cited chunk's provenance.
+    #[serde(flatten)]
+    pub chunk: ChunkRef,
     /// Supporting span: a substring of the chunk.
     pub quote: String,
 }
@@ -98,18 +122,9 @@ pub struct AnswerResponse {
 /// One chunk of a `/v1/retrieve` response.
 #[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct RetrievedChunk {
-    /// Canonical chunk id.
-    pub chunk_id: String,
-    /// Document id.
-    pub doc_id: String,
-    /// Document version.
-    pub doc_version: u64,
-    /// Character offset of the chunk in the document.
-    pub start: usize,
-    /// End offset.
-    pub end: usize,
-    /// Title.
-    pub title: String,
+    /// The chunk's provenance.
+    #[serde(flatten)]
+    pub chunk: ChunkRef,
     /// Chunk text.
     pub text: String,
     /// Fused (RRF) score.

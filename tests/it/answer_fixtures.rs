@@ -414,19 +414,23 @@ fn check(fixture: &Fixture, run: &Run) {
             let document = run
                 .corpus
                 .iter()
-                .find(|d| d.tenant == fixture.principal.tenant && d.doc_id == citation.doc_id)
-                .unwrap_or_else(|| panic!("{name}: cited {} outside the tenant", citation.doc_id));
-            let chunk: String =
-                document.text.chars().skip(citation.start).take(citation.end - citation.start).collect();
+                .find(|d| d.tenant == fixture.principal.tenant && d.doc_id == citation.chunk.doc_id)
+                .unwrap_or_else(|| panic!("{name}: cited {} outside the tenant", citation.chunk.doc_id));
+            let chunk: String = document
+                .text
+                .chars()
+                .skip(citation.chunk.start)
+                .take(citation.chunk.end - citation.chunk.start)
+                .collect();
             assert!(!chunk.is_empty() && chunk.contains(&citation.quote), "{name}: quote not in chunk");
-            let entry = acl.entry(&fixture.principal.tenant, &citation.doc_id).expect("live document");
+            let entry = acl.entry(&fixture.principal.tenant, &citation.chunk.doc_id).expect("live document");
             assert!(acl.allows(&who, entry.ordinal), "{name}: cited document not authorized");
             assert!(
                 run.prompts.iter().any(|p| p.sources.iter().any(|s| s.label == citation.label)),
                 "{name}: label not in context"
             );
             assert_eq!(response.acl_epoch, acl.epoch(), "{name}: epoch");
-            cited_docs.push(citation.doc_id.clone());
+            cited_docs.push(citation.chunk.doc_id.clone());
         }
     }
     for doc in &expect.cited_docs {

@@ -124,18 +124,18 @@ proptest! {
                 assert!(!claim.citations.is_empty(), "uncited claim returned");
                 for citation in claim.citations {
                     // In the final context: the label was shown with this chunk's text.
-                    let index: usize = citation.doc_id[1..].parse().unwrap();
+                    let index: usize = citation.chunk.doc_id[1..].parse().unwrap();
                     let (words, _, other_tenant) = &docs[index];
                     assert!(!other_tenant, "cross-tenant citation");
                     let sentence: Vec<&str> = words.iter().map(|w| WORDS[*w]).collect();
                     let text = format!("{}. The {} note ends here.", sentence.join(" "), WORDS[index % 10]);
-                    let chunk: String = text.chars().skip(citation.start).take(citation.end - citation.start).collect();
+                    let chunk: String = text.chars().skip(citation.chunk.start).take(citation.chunk.end - citation.chunk.start).collect();
                     assert!(chunk.contains(&citation.quote));
                     let shown = prompts.iter().flat_map(|p| p.sources.iter()).find(|s| s.label == citation.label).expect("label shown");
                     assert!(neutralize(&chunk).starts_with(&shown.text) || shown.text.starts_with(&neutralize(&chunk)));
                     // Authorized now.
-                    let entry = acl.entry("acme", &citation.doc_id).expect("live");
-                    assert_eq!(entry.version, citation.doc_version);
+                    let entry = acl.entry("acme", &citation.chunk.doc_id).expect("live");
+                    assert_eq!(entry.version, citation.chunk.doc_version);
                     assert!(acl.allows(&who, entry.ordinal), "unauthorized citation returned");
                 }
             }
