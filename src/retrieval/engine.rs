@@ -119,7 +119,15 @@ pub struct Engine {
     embedder: Arc<dyn Embedder>,
     params: EngineParams,
     writer: tokio::sync::Mutex<()>,
-    query_cache: Mutex<LruCache<String, Arc<Vec<f32>>>>,
+    query_cache: Mutex<LruCache<QueryKey, Arc<Vec<f32>>>>,
+}
+
+/// Query-cache key: the asking tenant and the normalized text. Keyed per tenant so a cache hit
+/// (a faster answer) never tells one tenant what another tenant asked recently.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct QueryKey {
+    tenant: String,
+    text: String,
 }
 
 impl Engine {
@@ -358,19 +366,24 @@ impl Engine {
         self.acl.load().scope_for(principal)
     }
 
-    /// Embeds a query through the bounded LRU cache (key: whitespace-normalized lowercase text).
-    pub async fn embed_query(&self, text: &str) -> RetrievalResult<Arc<Vec<f32>>> {
-        let key = text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+    /// Embeds a query of `tenant` through the bounded LRU cache (key: the tenant and the
+    /// whitespace-normalized lowercase text; entries are never shared across tenants, so hit
+    /// timing cannot reveal another tenant's questions).
+    pub async fn embed_query(&self, tenant: &str, text: &str) -> RetrievalResult<Arc<Vec<f32>>> {
+        let key = QueryKey {
+            tenant: tenant.to_owned(),
+            text: text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase(),
+        };
         if let Some(hit) = self.lock_cache().get(&key) {
             return Ok(Arc::clone(hit));
         }
-        let mut vectors = self.embedder.embed(std::slice::from_ref(&key)).await?;
+        let mut vectors = self.embedder.embed(std::slice::from_ref(&key.text)).await?;
         let vector = Arc::new(vectors.pop().ok_or(crate::embed::EmbedError::Shape { expected: 1, got: 0 })?);
         self.lock_cache().put(key, Arc::clone(&vector));
         Ok(vector)
     }
 
-    fn lock_cache(&self) -> std::sync::MutexGuard<'_, LruCache<String, Arc<Vec<f32>>>> {
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, LruCache<QueryKey, Arc<Vec<f32>>>> {
         self.query_cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
@@ -379,7 +392,7 @@ impl Engine {
         if scope.is_empty() {
             return Ok(Retrieved::default());
         }
-        let vector = self.embed_query(text).await?;
+        let vector = self.embed_query(scope.tenant(), text).await?;
         let query = RetrievalQuery {
             text: text.to_owned(),
             vector: Some(vector.as_ref().clone()),

@@ -176,3 +176,58 @@ proptest! {
         });
     }
 }
+
+/// Fake embedder: the hashed embedder, counting the texts it was asked to embed.
+struct CountingEmbedder {
+    inner: warrant::embed::HashedEmbedder,
+    texts: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl warrant::embed::Embedder for CountingEmbedder {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    async fn embed(&self, texts: &[String]) -> warrant::embed::EmbedResult<Vec<Vec<f32>>> {
+        self.texts.fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+        self.inner.embed(texts).await
+    }
+}
+
+#[actix_web::test]
+async fn the_query_cache_is_never_shared_across_tenants() {
+    let settings = settings(2);
+    let embedder = std::sync::Arc::new(CountingEmbedder {
+        inner: warrant::embed::HashedEmbedder::new(settings.embedder.dim),
+        texts: Default::default(),
+    });
+    let engine = warrant::retrieval::Engine::start(
+        warrant::retrieval::EngineParams::from_settings(&settings, settings.embedder.dim),
+        embedder.clone(),
+    )
+    .unwrap();
+    for tenant in ["acme", "globex"] {
+        engine
+            .upsert(tenant, vec![doc("merger", "Plans", "The merger with Initech closes in May.", &["all"])])
+            .await
+            .unwrap();
+    }
+    let count = || embedder.texts.load(std::sync::atomic::Ordering::SeqCst);
+    let ask = |tenant: &'static str| {
+        let engine = engine.clone();
+        async move { engine.retrieve(&engine.scope(&principal(tenant, "u", &["all"])), "Initech merger date?").await }
+    };
+    let before = count();
+    ask("acme").await.unwrap();
+    assert_eq!(count(), before + 1, "a first question is embedded");
+    ask("acme").await.unwrap();
+    assert_eq!(count(), before + 1, "the same tenant asking again hits the cache");
+    // A hit would answer globex faster, telling it what acme asked: it must miss.
+    ask("globex").await.unwrap();
+    assert_eq!(count(), before + 2, "another tenant's identical question is embedded afresh");
+}
