@@ -1,6 +1,6 @@
 //! The `warrant` command: serve, mint demo tokens, benchmarks and evaluations.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -235,6 +235,10 @@ enum EvalCommand {
         /// Embed everything again, touching no cache.
         #[arg(long)]
         no_cache: bool,
+        /// Also write every query's nDCG@10 per retriever to this JSON Lines file (for paired
+        /// comparisons of two runs).
+        #[arg(long)]
+        per_query: Option<PathBuf>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -348,7 +352,17 @@ fn main() -> Result<()> {
         }
         Command::Eval {
             eval:
-                EvalCommand::Retrieval { dataset, queries, embedder, limit_queries, cache_dir, no_cache, json, config },
+                EvalCommand::Retrieval {
+                    dataset,
+                    queries,
+                    embedder,
+                    limit_queries,
+                    cache_dir,
+                    no_cache,
+                    per_query,
+                    json,
+                    config,
+                },
         } => {
             let settings = settings_with_embedder(config.as_deref(), embedder)?;
             let dataset = warrant::eval::dataset::Dataset::load(&dataset, queries.as_deref())?;
@@ -358,6 +372,9 @@ fn main() -> Result<()> {
                 let progress = BarProgress::new("ingest");
                 let (summary, report) = warrant::eval::retrieval::run(&settings, &dataset, &options, &progress).await?;
                 eprintln!("{}: {summary}", dataset.name);
+                if let Some(path) = &per_query {
+                    write_per_query(path, &report.per_query)?;
+                }
                 if json {
                     println!("{}", serde_json::to_string(&report)?);
                 } else {
@@ -411,13 +428,42 @@ fn settings_with_embedder(config: Option<&std::path::Path>, embedder: Option<Str
     Ok(settings)
 }
 
+/// Writes one JSON object per query (temporary file renamed over `path`).
+fn write_per_query(path: &Path, scores: &[warrant::eval::retrieval::QueryScores]) -> Result<()> {
+    let mut lines = String::new();
+    for score in scores {
+        lines.push_str(&serde_json::to_string(score)?);
+        lines.push('\n');
+    }
+    let temporary = path.with_extension("tmp");
+    std::fs::write(&temporary, lines).with_context(|| format!("cannot write {}", temporary.display()))?;
+    std::fs::rename(&temporary, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
 fn print_report(report: &warrant::eval::retrieval::RetrievalReport) {
     println!("{} with {}: {} queries", report.dataset, report.embedder, report.queries);
-    println!("{:<8} {:>8} {:>8} {:>9} {:>8}", "", "nDCG@10", "R@10", "R@100", "MRR@10");
-    for (name, metrics) in [("lexical", report.lexical), ("vector", report.vector), ("hybrid", report.hybrid)] {
+    println!("{:<8} {:>8} {:>17} {:>8} {:>9} {:>8}", "", "nDCG@10", "95% CI", "R@10", "R@100", "MRR@10");
+    let confidence = report.confidence;
+    for (name, metrics, interval) in [
+        ("lexical", report.lexical, confidence.lexical),
+        ("vector", report.vector, confidence.vector),
+        ("hybrid", report.hybrid, confidence.hybrid),
+    ] {
         println!(
-            "{name:<8} {:>8.4} {:>8.4} {:>9.4} {:>8.4}",
-            metrics.ndcg_at_10, metrics.recall_at_10, metrics.recall_at_100, metrics.mrr_at_10
+            "{name:<8} {:>8.4} [{:.4}, {:.4}] {:>8.4} {:>9.4} {:>8.4}",
+            metrics.ndcg_at_10,
+            interval.low,
+            interval.high,
+            metrics.recall_at_10,
+            metrics.recall_at_100,
+            metrics.mrr_at_10
+        );
+    }
+    for (name, interval) in [("lexical", confidence.hybrid_minus_lexical), ("vector", confidence.hybrid_minus_vector)] {
+        println!(
+            "hybrid - {name}: {:+.4} [{:+.4}, {:+.4}] (paired, 95% bootstrap)",
+            interval.mean, interval.low, interval.high
         );
     }
     println!("cross_tenant_hits {}", report.cross_tenant_hits);

@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use super::cache::CachingEmbedder;
 use super::dataset::{Dataset, DatasetError, EvalQuery, IngestSummary, Progress, ingest, principal_of};
+use super::stats::{Interval, mean_interval, paired_difference};
 use crate::config::Settings;
 use crate::embed::Embedder;
 use crate::providers::ProviderError;
@@ -157,12 +158,62 @@ pub struct RetrievalReport {
     pub vector: RetrieverMetrics,
     /// Reciprocal rank fusion of both.
     pub hybrid: RetrieverMetrics,
+    /// 95 % bootstrap intervals over queries: nDCG@10 of each retriever and hybrid's paired
+    /// gain over each single retriever.
+    pub confidence: Confidence,
     /// Retrieved chunks of another tenant than the query's (must be 0).
     pub cross_tenant_hits: usize,
+    /// Per-query nDCG@10, in query order (written by `--per-query`, for paired comparisons
+    /// across runs).
+    #[serde(skip)]
+    pub per_query: Vec<QueryScores>,
     /// Run parameters.
     pub params: RunParams,
     /// Seconds spent asking the queries.
     pub query_seconds: f64,
+}
+
+/// nDCG@10 intervals of one run (see [`super::stats`]).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Confidence {
+    /// BM25 only.
+    pub lexical: Interval,
+    /// Vector only.
+    pub vector: Interval,
+    /// Hybrid.
+    pub hybrid: Interval,
+    /// Hybrid minus lexical, paired by query.
+    pub hybrid_minus_lexical: Interval,
+    /// Hybrid minus vector, paired by query.
+    pub hybrid_minus_vector: Interval,
+}
+
+impl Confidence {
+    fn of(per_query: &[QueryScores]) -> Self {
+        let column = |pick: fn(&QueryScores) -> f64| per_query.iter().map(pick).collect::<Vec<f64>>();
+        let (lexical, vector, hybrid) =
+            (column(|query| query.lexical), column(|query| query.vector), column(|query| query.hybrid));
+        Self {
+            lexical: mean_interval(&lexical),
+            vector: mean_interval(&vector),
+            hybrid: mean_interval(&hybrid),
+            hybrid_minus_lexical: paired_difference(&hybrid, &lexical),
+            hybrid_minus_vector: paired_difference(&hybrid, &vector),
+        }
+    }
+}
+
+/// nDCG@10 of one query under each retriever.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QueryScores {
+    /// Query id.
+    pub query_id: String,
+    /// BM25 only.
+    pub lexical: f64,
+    /// Vector only.
+    pub vector: f64,
+    /// Hybrid.
+    pub hybrid: f64,
 }
 
 /// Options of an evaluation run.
@@ -195,6 +246,7 @@ pub async fn evaluate(
     let (mut lexical, mut vector, mut hybrid) =
         (RetrieverMetrics::default(), RetrieverMetrics::default(), RetrieverMetrics::default());
     let mut cross_tenant_hits = 0;
+    let mut per_query = Vec::with_capacity(queries.len());
     let repository = engine.repository();
     for query in &queries {
         let tenant = query.tenant();
@@ -212,12 +264,17 @@ pub async fn evaluate(
             (&mut hybrid, ask(Some(embedded.as_ref().clone()), params.lexical_candidates)),
         ];
         let judged = &dataset.qrels[&query.id];
-        for (total, request) in runs {
+        let mut ndcg = [0.0; 3];
+        for ((total, request), ndcg) in runs.into_iter().zip(&mut ndcg) {
             let retrieved = repository.retrieve(&scope, &request).await?;
             cross_tenant_hits +=
                 retrieved.candidates.iter().filter(|candidate| candidate.chunk.tenant != tenant).count();
-            RetrieverMetrics::add(total, RetrieverMetrics::of(&documents_of(&retrieved.candidates), judged));
+            let metrics = RetrieverMetrics::of(&documents_of(&retrieved.candidates), judged);
+            *ndcg = metrics.ndcg_at_10;
+            RetrieverMetrics::add(total, metrics);
         }
+        let [lexical, vector, hybrid] = ndcg;
+        per_query.push(QueryScores { query_id: query.id.clone(), lexical, vector, hybrid });
     }
     let count = queries.len();
     Ok(RetrievalReport {
@@ -227,7 +284,9 @@ pub async fn evaluate(
         lexical: RetrieverMetrics::mean(lexical, count),
         vector: RetrieverMetrics::mean(vector, count),
         hybrid: RetrieverMetrics::mean(hybrid, count),
+        confidence: Confidence::of(&per_query),
         cross_tenant_hits,
+        per_query,
         params: RunParams {
             max_tokens: params.chunking.max_tokens,
             overlap_tokens: params.chunking.overlap_tokens,

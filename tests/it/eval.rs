@@ -74,10 +74,20 @@ fn eval_retrieval_scores_every_retriever_without_crossing_tenants() {
     }
     assert_eq!(report.lexical.mrr_at_10, 1.0);
     assert_eq!(report.hybrid.mrr_at_10, 1.0);
+    // Per-query scores average to the report's means and feed its intervals.
+    assert_eq!(report.per_query.len(), report.queries);
+    let mean = report.per_query.iter().map(|query| query.hybrid).sum::<f64>() / report.queries as f64;
+    assert!((mean - report.hybrid.ndcg_at_10).abs() < 1e-12);
+    let confidence = report.confidence;
+    assert!((confidence.hybrid.mean - report.hybrid.ndcg_at_10).abs() < 1e-12);
+    assert!(confidence.hybrid.low <= confidence.hybrid.mean && confidence.hybrid.mean <= confidence.hybrid.high);
+    let gain = report.hybrid.ndcg_at_10 - report.lexical.ndcg_at_10;
+    assert!((confidence.hybrid_minus_lexical.mean - gain).abs() < 1e-12);
     let json = serde_json::to_value(&report).unwrap();
-    for key in ["embedder", "dataset", "queries", "lexical", "vector", "hybrid", "cross_tenant_hits"] {
+    for key in ["embedder", "dataset", "queries", "lexical", "vector", "hybrid", "confidence", "cross_tenant_hits"] {
         assert!(json.get(key).is_some(), "{key}");
     }
+    assert!(json.get("per_query").is_none(), "per-query scores go to --per-query, not the report");
 }
 
 #[test]
