@@ -19,7 +19,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::text::{SentenceSpan, content_terms, direction, has_negation, sentences};
-use super::verifier::{ClaimSupport, SourceSupport, SupportVerifier};
+use super::verifier::{CitedText, ClaimSupport, SourceSupport, SupportVerifier};
 use crate::embed::{Embedder, dot};
 
 /// Most sentences embedded per claim (bounds the cost of very long cited texts).
@@ -73,7 +73,7 @@ impl LexicalSupportVerifier {
     }
 
     /// Measures `claim` against `cited` without deciding.
-    pub async fn signals(&self, claim: &str, cited: &[&str]) -> SupportSignals {
+    pub async fn signals(&self, claim: &str, cited: &[CitedText<'_>]) -> SupportSignals {
         let claim_terms: Vec<String> = {
             let mut seen = HashSet::new();
             content_terms(claim).into_iter().filter(|term| seen.insert(term.clone())).collect()
@@ -86,10 +86,10 @@ impl LexicalSupportVerifier {
         // Per cited text: sentence spans and their term sets.
         let split: Vec<Vec<(SentenceSpan, HashSet<String>)>> = cited
             .iter()
-            .map(|text| {
-                sentences(text)
+            .map(|source| {
+                sentences(source.text)
                     .into_iter()
-                    .map(|span| (span, content_terms(span.slice(text)).into_iter().collect()))
+                    .map(|span| (span, content_terms(span.slice(source.text)).into_iter().collect()))
                     .collect()
             })
             .collect();
@@ -140,11 +140,11 @@ impl LexicalSupportVerifier {
         let best_sentences: Vec<&str> = split
             .iter()
             .zip(cited)
-            .flat_map(|(text_sentences, text)| {
+            .flat_map(|(text_sentences, source)| {
                 text_sentences
                     .iter()
                     .filter(|(_, terms)| fraction(terms) == sentence_coverage)
-                    .map(|(span, _)| span.slice(text))
+                    .map(|(span, _)| span.slice(source.text))
             })
             .collect();
         let claim_negated = has_negation(claim);
@@ -182,13 +182,13 @@ impl LexicalSupportVerifier {
     async fn sentence_similarities(
         &self,
         claim: &str,
-        cited: &[&str],
+        cited: &[CitedText<'_>],
         split: &[Vec<(SentenceSpan, HashSet<String>)>],
     ) -> Option<Vec<Vec<f32>>> {
         let embedder = self.embedder.as_ref()?;
         let mut texts = vec![claim.to_owned()];
-        for (text, text_sentences) in cited.iter().zip(split) {
-            texts.extend(text_sentences.iter().map(|(span, _)| span.slice(text).to_owned()));
+        for (source, text_sentences) in cited.iter().zip(split) {
+            texts.extend(text_sentences.iter().map(|(span, _)| span.slice(source.text).to_owned()));
         }
         texts.truncate(MAX_EMBEDDED_SENTENCES + 1);
         let vectors = match embedder.embed(&texts).await {
@@ -222,7 +222,7 @@ impl SupportVerifier for LexicalSupportVerifier {
         if self.embedder.is_some() { "lexical+embedding" } else { "lexical" }
     }
 
-    async fn verify(&self, claim: &str, cited: &[&str]) -> ClaimSupport {
+    async fn verify(&self, claim: &str, cited: &[CitedText<'_>]) -> ClaimSupport {
         let signals = self.signals(claim, cited).await;
         let supported = self.decide(&signals);
         let score = match signals.similarity {
@@ -240,7 +240,17 @@ mod tests {
 
     use super::*;
     use crate::answer::extractive::ExtractiveGenerator;
+    use crate::domain::ChunkId;
     use crate::embed::HashedEmbedder;
+
+    /// `texts` as cited chunks of one tenant's document, one chunk each.
+    fn cited<'a>(texts: &[&'a str]) -> Vec<CitedText<'a>> {
+        texts
+            .iter()
+            .enumerate()
+            .map(|(index, text)| CitedText { chunk: ChunkId::derive("tenant", "doc", 1, index, index, text), text })
+            .collect()
+    }
 
     const POLICY: &str = "The office closes in December. Engineers receive 25 days of paid vacation per year. \
                           Requests go to the team lead.";
@@ -248,7 +258,8 @@ mod tests {
     #[test]
     fn supports_a_verbatim_sentence_and_quotes_it_by_chars() {
         let verifier = LexicalSupportVerifier::new(0.6, 0.35, None);
-        let verdict = block_on(verifier.verify("Engineers receive 25 days of paid vacation per year.", &[POLICY]));
+        let verdict =
+            block_on(verifier.verify("Engineers receive 25 days of paid vacation per year.", &cited(&[POLICY])));
         assert!(verdict.supported);
         let (start, end) = verdict.sources[0].quote;
         let quote: String = POLICY.chars().skip(start).take(end - start).collect();
@@ -258,23 +269,23 @@ mod tests {
     #[test]
     fn rejects_unrelated_and_wrong_number_claims() {
         let verifier = LexicalSupportVerifier::new(0.8, 0.35, None);
-        assert!(!block_on(verifier.verify("Revenue grew in Europe last quarter.", &[POLICY])).supported);
-        assert!(!block_on(verifier.verify("Engineers receive 30 days of paid vacation.", &[POLICY])).supported);
-        assert!(!block_on(verifier.verify("", &[POLICY])).supported);
-        assert!(!block_on(verifier.verify("Engineers receive vacation.", &[])).supported);
+        assert!(!block_on(verifier.verify("Revenue grew in Europe last quarter.", &cited(&[POLICY]))).supported);
+        assert!(!block_on(verifier.verify("Engineers receive 30 days of paid vacation.", &cited(&[POLICY]))).supported);
+        assert!(!block_on(verifier.verify("", &cited(&[POLICY]))).supported);
+        assert!(!block_on(verifier.verify("Engineers receive vacation.", &cited(&[]))).supported);
     }
 
     #[test]
     fn polarity_mismatch_rejects_when_checked() {
         let claim = "Engineers do not receive paid vacation.";
         let strict = LexicalSupportVerifier::new(0.6, 0.35, None);
-        assert!(!block_on(strict.verify(claim, &[POLICY])).supported);
+        assert!(!block_on(strict.verify(claim, &cited(&[POLICY]))).supported);
         let lenient = strict.clone().with_polarity_check(false);
-        assert!(block_on(lenient.verify(claim, &[POLICY])).supported);
+        assert!(block_on(lenient.verify(claim, &cited(&[POLICY]))).supported);
         let reversed = "Paid vacation for engineers decreased to 25 days per year.";
-        let cited = "Paid vacation for engineers increased to 25 days per year.";
-        assert!(!block_on(strict.verify(reversed, &[cited])).supported);
-        assert!(block_on(lenient.verify(reversed, &[cited])).supported);
+        let cited_text = "Paid vacation for engineers increased to 25 days per year.";
+        assert!(!block_on(strict.verify(reversed, &cited(&[cited_text]))).supported);
+        assert!(block_on(lenient.verify(reversed, &cited(&[cited_text]))).supported);
     }
 
     /// A verbatim quote was rejected when an earlier sentence with the same words had other polarity.
@@ -282,7 +293,7 @@ mod tests {
     fn verbatim_quote_passes_despite_earlier_negated_near_copy() {
         let verifier = LexicalSupportVerifier::new(0.9, 0.35, None);
         let text = "Aspirin did not lower fever in adults? Aspirin lowered fever in adults.";
-        assert!(block_on(verifier.verify("Aspirin lowered fever in adults.", &[text])).supported);
+        assert!(block_on(verifier.verify("Aspirin lowered fever in adults.", &cited(&[text]))).supported);
     }
 
     #[test]
@@ -293,12 +304,12 @@ mod tests {
         assert!(answer.answerable);
         let verifier = LexicalSupportVerifier::new(0.9, 0.2, Some(Arc::new(HashedEmbedder::new(384))));
         for claim in &answer.claims {
-            let cited: Vec<&str> = claim
+            let texts: Vec<&str> = claim
                 .citations
                 .iter()
                 .map(|label| sources.iter().find(|(known, _)| known == label).expect("known label").1)
                 .collect();
-            assert!(block_on(verifier.verify(&claim.text, &cited)).supported, "{}", claim.text);
+            assert!(block_on(verifier.verify(&claim.text, &cited(&texts))).supported, "{}", claim.text);
         }
     }
 
@@ -306,8 +317,9 @@ mod tests {
     fn coverage_combines_several_cited_texts() {
         let verifier = LexicalSupportVerifier::new(0.9, 0.35, None);
         let claim = "The office closes in December and engineers receive paid vacation.";
-        let verdict =
-            block_on(verifier.verify(claim, &["The office closes in December.", "Engineers receive paid vacation."]));
+        let verdict = block_on(
+            verifier.verify(claim, &cited(&["The office closes in December.", "Engineers receive paid vacation."])),
+        );
         assert!(verdict.supported);
         assert_eq!(verdict.sources.len(), 2);
         assert!(verdict.sources.iter().all(|source| source.score < 0.9));
@@ -318,27 +330,27 @@ mod tests {
         let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(256));
         let claim = "Engineers receive 25 days of paid vacation per year.";
         let loose = LexicalSupportVerifier::new(0.6, 0.5, Some(embedder.clone()));
-        let verdict = block_on(loose.verify(claim, &[POLICY]));
+        let verdict = block_on(loose.verify(claim, &cited(&[POLICY])));
         assert!(verdict.supported);
-        let signals = block_on(loose.signals(claim, &[POLICY]));
+        let signals = block_on(loose.signals(claim, &cited(&[POLICY])));
         assert!(signals.similarity.expect("embedder answered") > 0.99);
         let impossible = LexicalSupportVerifier::new(0.6, 1.01, Some(embedder));
-        assert!(!block_on(impossible.verify(claim, &[POLICY])).supported);
+        assert!(!block_on(impossible.verify(claim, &cited(&[POLICY]))).supported);
     }
 
     proptest! {
         #[test]
         fn never_panics_and_quotes_stay_inside(
             claim in "(\\PC|\\s|[.!?]){0,60}",
-            cited in proptest::collection::vec("(\\PC|\\s|[.!?]){0,120}", 0..4),
+            texts in proptest::collection::vec("(\\PC|\\s|[.!?]){0,120}", 0..4),
         ) {
             let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(32));
             let verifier = LexicalSupportVerifier::new(0.5, 0.2, Some(embedder));
-            let borrowed: Vec<&str> = cited.iter().map(String::as_str).collect();
-            let verdict = block_on(verifier.verify(&claim, &borrowed));
-            prop_assert_eq!(verdict.sources.len(), cited.len());
+            let borrowed: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let verdict = block_on(verifier.verify(&claim, &cited(&borrowed)));
+            prop_assert_eq!(verdict.sources.len(), texts.len());
             prop_assert!((0.0..=1.0).contains(&verdict.score));
-            for (source, text) in verdict.sources.iter().zip(&cited) {
+            for (source, text) in verdict.sources.iter().zip(&texts) {
                 prop_assert!(source.quote.0 <= source.quote.1);
                 prop_assert!(source.quote.1 <= text.chars().count());
             }

@@ -16,7 +16,7 @@ use crate::config::ClaimPolicy;
 use crate::domain::{Chunk, Principal};
 
 use super::prompt::LabeledSource;
-use super::verifier::SupportVerifier;
+use super::verifier::{CitedText, SupportVerifier};
 
 /// Longest accepted claim text, in characters.
 const MAX_CLAIM_CHARS: usize = 2_000;
@@ -302,8 +302,14 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
             }
         }
         let mut resolved = Vec::new();
+        // Verify only now: every citation resolved to a source of the final context and every
+        // cited chunk is still authorized for this principal (any problem above skips this).
+        // The verifier's sentence cache relies on this order for its safety: it serves a cached
+        // vector only under the id of a chunk being verified, so it must never see a chunk the
+        // caller may not read. Keep these checks before `verify`.
         if claim_problems.is_empty() {
-            let texts: Vec<&str> = cited.iter().map(|source| source.shown.as_str()).collect();
+            let texts: Vec<CitedText<'_>> =
+                cited.iter().map(|source| CitedText { chunk: source.chunk.id, text: &source.shown }).collect();
             let support = context.verifier.verify(text, &texts).await;
             if support.supported {
                 for (source, source_support) in

@@ -1,6 +1,24 @@
 //! The [`SupportVerifier`] trait: does the cited text support a claim?
+//!
+//! Verifiers are told which chunk each cited text belongs to ([`CitedText::chunk`]) so they can
+//! keep per-chunk work (sentence vectors) across requests. A chunk id is derived from the tenant,
+//! document, version, offsets and text (see [`ChunkId`]), so such work is never shared across
+//! tenants; callers verify only citations the caller may read right now (see
+//! `super::validate`), which is what makes a cross-request cache under chunk ids safe.
 
 use async_trait::async_trait;
+
+use crate::domain::ChunkId;
+
+/// One cited text and the chunk it was shown from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CitedText<'a> {
+    /// The cited chunk. Verifiers may cache work under it, so it must be the id of the chunk
+    /// `text` comes from (or, outside the server, an id reserved for that one text).
+    pub chunk: ChunkId,
+    /// The text shown for the chunk: its text, or a prefix of it when the prompt budget cut it.
+    pub text: &'a str,
+}
 
 /// How one cited text relates to a claim.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +47,7 @@ pub struct ClaimSupport {
 pub trait SupportVerifier: Send + Sync {
     /// Name reported in logs.
     fn name(&self) -> &str;
-    /// Judges `claim` against `cited` (at least one text).
-    async fn verify(&self, claim: &str, cited: &[&str]) -> ClaimSupport;
+    /// Judges `claim` against `cited` (at least one text). Call it only for citations the
+    /// caller is authorized to read at this moment (implementations may cache per chunk).
+    async fn verify(&self, claim: &str, cited: &[CitedText<'_>]) -> ClaimSupport;
 }

@@ -13,8 +13,13 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::answer::lexical_verifier::{LexicalSupportVerifier, SupportSignals};
-use crate::answer::verifier::SupportVerifier;
+use crate::answer::verifier::{CitedText, SupportVerifier};
+use crate::domain::ChunkId;
 use crate::embed::Embedder;
+
+/// Reserved tenant name of the synthetic chunk ids of abstracts (real tenant names are never
+/// empty, so these ids cannot equal a chunk id of any tenant).
+const ABSTRACT_TENANT: &str = "";
 
 /// One labeled (claim, abstract) pair; other fields of the file are ignored.
 #[derive(Clone, Debug, Deserialize)]
@@ -30,6 +35,13 @@ pub struct ClaimRow {
 impl ClaimRow {
     fn abstract_text(&self) -> String {
         self.sentences.join(" ")
+    }
+
+    /// A stable synthetic chunk id for an abstract, which is no chunk of any tenant: derived from
+    /// the text alone (under [`ABSTRACT_TENANT`]), so rows sharing an abstract share sentence
+    /// vectors in a verifier's cache, as citations of one chunk do in the server.
+    fn abstract_id(text: &str) -> ChunkId {
+        ChunkId::derive(ABSTRACT_TENANT, "scifact-abstract", 0, 0, 0, text)
     }
 
     fn is_support(&self) -> bool {
@@ -110,7 +122,8 @@ pub async fn evaluate_rows(rows: &[ClaimRow], verifier: &dyn SupportVerifier) ->
     let mut report = VerifierReport::default();
     for row in rows {
         let text = row.abstract_text();
-        let verdict = verifier.verify(&row.claim, &[text.as_str()]).await;
+        let cited = CitedText { chunk: ClaimRow::abstract_id(&text), text: &text };
+        let verdict = verifier.verify(&row.claim, &[cited]).await;
         report.record(&row.label, row.is_support(), verdict.supported);
     }
     report
@@ -144,7 +157,8 @@ pub async fn sweep(
     let mut measured: Vec<(&ClaimRow, SupportSignals)> = Vec::with_capacity(rows.len());
     for row in &rows {
         let text = row.abstract_text();
-        measured.push((row, measuring.signals(&row.claim, &[text.as_str()]).await));
+        let cited = CitedText { chunk: ClaimRow::abstract_id(&text), text: &text };
+        measured.push((row, measuring.signals(&row.claim, &[cited]).await));
     }
     let similarities = if has_embedder { similarities.to_vec() } else { vec![-1.0] };
     let mut points = Vec::new();
