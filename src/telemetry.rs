@@ -1,7 +1,7 @@
 //! Process-wide telemetry: the Prometheus recorder (installed once per process) and tracing.
 //!
-//! Metric labels are fixed vocabularies (stage, status, reason, index, strategy): never tenant,
-//! user, document ids or query text.
+//! Metric labels are fixed vocabularies (stage, status, reason, index, strategy, result): never
+//! tenant, user, document ids or query text.
 
 use std::sync::OnceLock;
 
@@ -46,6 +46,10 @@ fn describe() {
     metrics::describe_gauge!("warrant_in_flight_requests", "answer requests in flight");
     metrics::describe_gauge!("warrant_index_chunks", "chunks stored in all shards");
     metrics::describe_counter!("warrant_scope_violations_total", "index hits outside the scope (must stay 0)");
+    metrics::describe_counter!(
+        "warrant_verifier_sentence_cache_total",
+        "verifier sentence-vector cache lookups by result (hit, miss)"
+    );
     // Make the contract's series visible before the first request.
     metrics::gauge!("warrant_acl_epoch").set(0.0);
     metrics::gauge!("warrant_in_flight_requests").set(0.0);

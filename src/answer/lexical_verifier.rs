@@ -9,29 +9,67 @@
 //! signals separate unrelated evidence well but cannot see most contradictions, so the
 //! thresholds trade recall for precision.
 //!
+//! Sentence vectors are kept across requests in a bounded LRU keyed by (cited chunk id, SHA-256
+//! of the sentence's exact text): a chunk id is tenant-bound, and a lookup happens only while a
+//! citation of that chunk is verified, which `super::validate` does only for chunks of the
+//! caller's final context that the ACL still allows, so an entry is only ever served to a caller
+//! who may read its sentence. Claim vectors are never kept across calls: a claim's text can be
+//! steered by the asker, and a cache of arbitrary text would let hit timing reveal what other
+//! users' claims said. Within one call, the claim and every sentence not cached are embedded in
+//! one embedder call, each distinct text once.
+//!
 //! Invariants: total on any input (never panics); quotes are character ranges (Unicode scalar
 //! values) of one sentence of the cited text; an embedder failure falls back to the lexical
-//! decision alone (logged), never to "supported" without the coverage test.
+//! decision alone (logged), never to "supported" without the coverage test, and caches nothing;
+//! verdicts are the same with and without the cache (embedders are deterministic per text).
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use lru::LruCache;
+use sha2::{Digest, Sha256};
 
 use super::text::{SentenceSpan, content_terms, direction, has_negation, sentences};
 use super::verifier::{CitedText, ClaimSupport, SourceSupport, SupportVerifier};
+use crate::domain::ChunkId;
 use crate::embed::{Embedder, dot};
 
-/// Most sentences embedded per claim (bounds the cost of very long cited texts).
+/// Most sentences compared per claim (bounds the cost of very long cited texts).
 const MAX_EMBEDDED_SENTENCES: usize = 128;
 
 /// Content-word coverage plus optional embedding similarity and a polarity check.
+///
+/// Clones share one sentence cache (vectors depend only on the embedder and the text).
 #[derive(Clone)]
 pub struct LexicalSupportVerifier {
     min_coverage: f32,
     min_similarity: f32,
     check_polarity: bool,
     embedder: Option<Arc<dyn Embedder>>,
+    sentence_cache: Option<Arc<Mutex<SentenceCache>>>,
+}
+
+/// Sentence vectors by [`SentenceKey`].
+type SentenceCache = LruCache<SentenceKey, Arc<[f32]>>;
+
+/// Sentence-cache key: the cited chunk (tenant-bound) and a digest of the sentence's exact text.
+/// The digest, rather than offsets, keeps an entry right even when a caller shows a prefix of
+/// the chunk or a different text under the same id: a hit is always the vector of this text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct SentenceKey {
+    chunk: ChunkId,
+    sentence: [u8; 16],
+}
+
+impl SentenceKey {
+    fn new(chunk: ChunkId, sentence: &str) -> Self {
+        let digest = Sha256::digest(sentence.as_bytes());
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        Self { chunk, sentence: bytes }
+    }
 }
 
 /// The raw measurements behind one verdict (exposed for calibration).
@@ -63,7 +101,20 @@ impl LexicalSupportVerifier {
             min_similarity: min_similarity as f32,
             check_polarity: true,
             embedder,
+            sentence_cache: None,
         }
+    }
+
+    /// Keeps up to `capacity` sentence vectors across calls (`verifier.sentence_cache`; 0: off).
+    /// Only useful with an embedder.
+    pub fn with_sentence_cache(mut self, capacity: usize) -> Self {
+        self.sentence_cache = NonZeroUsize::new(capacity).map(|capacity| Arc::new(Mutex::new(LruCache::new(capacity))));
+        self
+    }
+
+    /// Sentence vectors currently cached (0 when the cache is off).
+    pub fn cached_sentences(&self) -> usize {
+        self.sentence_cache.as_ref().map_or(0, |cache| lock(cache).len())
     }
 
     /// Turns the polarity check (negation and direction mismatch) on or off.
@@ -177,8 +228,8 @@ impl LexicalSupportVerifier {
             && !signals.missing_number
     }
 
-    /// Cosine of the claim with each cited sentence, per cited text; `None` without an embedder
-    /// or when it fails.
+    /// Cosine of the claim with each cited sentence (the first [`MAX_EMBEDDED_SENTENCES`] in
+    /// citation order), per cited text; `None` without an embedder or when it fails.
     async fn sentence_similarities(
         &self,
         claim: &str,
@@ -186,13 +237,41 @@ impl LexicalSupportVerifier {
         split: &[Vec<(SentenceSpan, HashSet<String>)>],
     ) -> Option<Vec<Vec<f32>>> {
         let embedder = self.embedder.as_ref()?;
+        let mut budget = MAX_EMBEDDED_SENTENCES;
+        let compared: Vec<Vec<(&str, SentenceKey)>> = cited
+            .iter()
+            .zip(split)
+            .map(|(source, text_sentences)| {
+                let taken = text_sentences.len().min(budget);
+                budget -= taken;
+                text_sentences[..taken]
+                    .iter()
+                    .map(|(span, _)| {
+                        let sentence = span.slice(source.text);
+                        (sentence, SentenceKey::new(source.chunk, sentence))
+                    })
+                    .collect()
+            })
+            .collect();
+
+        let mut known = self.cached_vectors(compared.iter().flatten().map(|(_, key)| *key));
+        // One batch: the claim first, then each distinct text still missing (a sentence equal
+        // to the claim or shared by two cited texts is embedded once).
         let mut texts = vec![claim.to_owned()];
-        for (source, text_sentences) in cited.iter().zip(split) {
-            texts.extend(text_sentences.iter().map(|(span, _)| span.slice(source.text).to_owned()));
+        let mut batch_index: HashMap<&str, usize> = HashMap::from([(claim, 0)]);
+        let mut missing: HashMap<SentenceKey, usize> = HashMap::new();
+        for &(sentence, key) in compared.iter().flatten() {
+            if known.contains_key(&key) || missing.contains_key(&key) {
+                continue;
+            }
+            let index = *batch_index.entry(sentence).or_insert_with(|| {
+                texts.push(sentence.to_owned());
+                texts.len() - 1
+            });
+            missing.insert(key, index);
         }
-        texts.truncate(MAX_EMBEDDED_SENTENCES + 1);
-        let vectors = match embedder.embed(&texts).await {
-            Ok(vectors) if vectors.len() == texts.len() => vectors,
+        let vectors: Vec<Arc<[f32]>> = match embedder.embed(&texts).await {
+            Ok(vectors) if vectors.len() == texts.len() => vectors.into_iter().map(Arc::from).collect(),
             Ok(vectors) => {
                 tracing::warn!(expected = texts.len(), got = vectors.len(), "verifier embedder returned a wrong count");
                 return None;
@@ -202,18 +281,56 @@ impl LexicalSupportVerifier {
                 return None;
             }
         };
+        let fresh: Vec<(SentenceKey, Arc<[f32]>)> =
+            missing.into_iter().map(|(key, index)| (key, Arc::clone(&vectors[index]))).collect();
+        self.remember(&fresh, embedder.dimension());
+        known.extend(fresh);
+
         let claim_vector = &vectors[0];
-        let mut remaining = vectors[1..].iter();
-        let cosine = |vector: &Vec<f32>| {
+        let cosine = |vector: &[f32]| {
             if vector.len() == claim_vector.len() { dot(claim_vector, vector) } else { 0.0 }
         };
         Some(
-            split
+            compared
                 .iter()
-                .map(|text_sentences| text_sentences.iter().map_while(|_| remaining.next().map(cosine)).collect())
+                .map(|text_sentences| {
+                    text_sentences.iter().map(|(_, key)| known.get(key).map_or(0.0, |vector| cosine(vector))).collect()
+                })
                 .collect(),
         )
     }
+
+    /// The cached vectors among `keys` (counted as hits and misses); empty when the cache is off.
+    fn cached_vectors(&self, keys: impl Iterator<Item = SentenceKey>) -> HashMap<SentenceKey, Arc<[f32]>> {
+        let Some(cache) = &self.sentence_cache else { return HashMap::new() };
+        let unique: HashSet<SentenceKey> = keys.collect();
+        let mut found = HashMap::with_capacity(unique.len());
+        {
+            let mut cache = lock(cache);
+            for key in &unique {
+                if let Some(vector) = cache.get(key) {
+                    found.insert(*key, Arc::clone(vector));
+                }
+            }
+        }
+        metrics::counter!("warrant_verifier_sentence_cache_total", "result" => "hit").increment(found.len() as u64);
+        metrics::counter!("warrant_verifier_sentence_cache_total", "result" => "miss")
+            .increment((unique.len() - found.len()) as u64);
+        found
+    }
+
+    /// Caches freshly embedded sentence vectors of the embedder's dimension.
+    fn remember(&self, fresh: &[(SentenceKey, Arc<[f32]>)], dimension: usize) {
+        let Some(cache) = &self.sentence_cache else { return };
+        let mut cache = lock(cache);
+        for (key, vector) in fresh.iter().filter(|(_, vector)| vector.len() == dimension) {
+            cache.put(*key, Arc::clone(vector));
+        }
+    }
+}
+
+fn lock(cache: &Mutex<SentenceCache>) -> MutexGuard<'_, SentenceCache> {
+    cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[async_trait]
@@ -240,8 +357,66 @@ mod tests {
 
     use super::*;
     use crate::answer::extractive::ExtractiveGenerator;
-    use crate::domain::ChunkId;
-    use crate::embed::HashedEmbedder;
+    use crate::embed::{EmbedError, EmbedResult, HashedEmbedder};
+
+    /// How [`FakeCountingEmbedder`] answers.
+    #[derive(Clone, Copy, PartialEq)]
+    enum FakeMode {
+        /// The hashed embedder's vectors.
+        Answer,
+        /// A provider error.
+        Fail,
+        /// One vector too few.
+        DropLast,
+    }
+
+    /// FAKE embedder: the hashed embedder, recording the number of texts of every call.
+    struct FakeCountingEmbedder {
+        inner: HashedEmbedder,
+        mode: FakeMode,
+        calls: std::sync::Mutex<Vec<usize>>,
+    }
+
+    impl FakeCountingEmbedder {
+        fn new(mode: FakeMode) -> Arc<Self> {
+            Arc::new(Self { inner: HashedEmbedder::new(64), mode, calls: std::sync::Mutex::new(Vec::new()) })
+        }
+
+        /// Texts per call since the last `take`.
+        fn take(&self) -> Vec<usize> {
+            std::mem::take(&mut self.calls.lock().expect("calls"))
+        }
+    }
+
+    #[async_trait]
+    impl Embedder for FakeCountingEmbedder {
+        fn name(&self) -> &str {
+            "fake-counting"
+        }
+
+        fn dimension(&self) -> usize {
+            self.inner.dimension()
+        }
+
+        async fn embed(&self, texts: &[String]) -> EmbedResult<Vec<Vec<f32>>> {
+            self.calls.lock().expect("calls").push(texts.len());
+            let mut vectors = self.inner.embed(texts).await?;
+            match self.mode {
+                FakeMode::Answer => Ok(vectors),
+                FakeMode::Fail => Err(EmbedError::Provider("fake failure".into())),
+                FakeMode::DropLast => {
+                    vectors.pop();
+                    Ok(vectors)
+                }
+            }
+        }
+    }
+
+    /// A verifier over `embedder` with a sentence cache of `capacity`.
+    fn counted(embedder: &Arc<FakeCountingEmbedder>, capacity: usize) -> LexicalSupportVerifier {
+        let embedder: Arc<dyn Embedder> = Arc::clone(embedder) as Arc<dyn Embedder>;
+        LexicalSupportVerifier::new(0.6, 0.2, Some(embedder)).with_sentence_cache(capacity)
+    }
 
     /// `texts` as cited chunks of one tenant's document, one chunk each.
     fn cited<'a>(texts: &[&'a str]) -> Vec<CitedText<'a>> {
@@ -338,7 +513,108 @@ mod tests {
         assert!(!block_on(impossible.verify(claim, &cited(&[POLICY]))).supported);
     }
 
+    /// Three claims citing one chunk (3 sentences) used to embed its sentences three times.
+    #[test]
+    fn claims_citing_one_chunk_embed_each_sentence_once() {
+        let embedder = FakeCountingEmbedder::new(FakeMode::Answer);
+        let verifier = counted(&embedder, 64);
+        let policy = cited(&[POLICY]);
+        for claim in
+            ["Engineers get 25 days of vacation.", "The office is closed in December.", "Team leads get requests."]
+        {
+            block_on(verifier.verify(claim, &policy));
+        }
+        assert_eq!(embedder.take(), [1 + 3, 1, 1], "the claim and each uncached sentence, once in total");
+        assert_eq!(verifier.cached_sentences(), 3);
+    }
+
+    #[test]
+    fn a_sentence_shared_by_two_cited_texts_is_embedded_once_per_call() {
+        let first = "The office closes in December. Engineers receive paid vacation.";
+        let second = "The office closes in December. Requests go to the team lead.";
+        for capacity in [0, 64] {
+            let embedder = FakeCountingEmbedder::new(FakeMode::Answer);
+            let verifier = counted(&embedder, capacity);
+            block_on(verifier.verify("The office closes for engineers.", &cited(&[first, second])));
+            assert_eq!(embedder.take(), [1 + 3], "capacity {capacity}");
+        }
+    }
+
+    /// Identical text in two tenants' chunks: a vector is never served under another chunk id.
+    #[test]
+    fn the_same_sentence_under_another_chunk_id_is_embedded_again() {
+        let embedder = FakeCountingEmbedder::new(FakeMode::Answer);
+        let verifier = counted(&embedder, 64);
+        let of_tenant =
+            |tenant: &str| [CitedText { chunk: ChunkId::derive(tenant, "policy", 1, 0, 80, POLICY), text: POLICY }];
+        let claim = "Engineers get 25 days of vacation.";
+        block_on(verifier.verify(claim, &of_tenant("acme")));
+        block_on(verifier.verify(claim, &of_tenant("globex")));
+        block_on(verifier.verify(claim, &of_tenant("acme")));
+        assert_eq!(embedder.take(), [1 + 3, 1 + 3, 1]);
+        assert_eq!(verifier.cached_sentences(), 6);
+    }
+
+    #[test]
+    fn capacity_zero_disables_the_cache() {
+        let embedder = FakeCountingEmbedder::new(FakeMode::Answer);
+        let verifier = counted(&embedder, 0);
+        for _ in 0..3 {
+            block_on(verifier.verify("Engineers get 25 days of vacation.", &cited(&[POLICY])));
+        }
+        assert_eq!(embedder.take(), [1 + 3, 1 + 3, 1 + 3]);
+        assert_eq!(verifier.cached_sentences(), 0);
+    }
+
+    /// A failed or short embedder answer falls back to coverage alone and caches nothing.
+    #[test]
+    fn embedder_faults_fall_back_to_coverage_and_cache_nothing() {
+        let lexical = LexicalSupportVerifier::new(0.6, 0.2, None);
+        let claim = "Engineers receive 25 days of paid vacation.";
+        let expected = block_on(lexical.verify(claim, &cited(&[POLICY])));
+        assert!(expected.supported);
+        for mode in [FakeMode::Fail, FakeMode::DropLast] {
+            let embedder = FakeCountingEmbedder::new(mode);
+            let verifier = counted(&embedder, 64);
+            let verdict = block_on(verifier.verify(claim, &cited(&[POLICY])));
+            assert_eq!(verdict, expected);
+            assert_eq!(block_on(verifier.signals(claim, &cited(&[POLICY]))).similarity, None);
+            assert_eq!(verifier.cached_sentences(), 0);
+            assert_eq!(embedder.take(), [1 + 3, 1 + 3], "nothing was served from the cache");
+        }
+    }
+
+    /// Sentences from a small vocabulary, so texts share sentences and claims hit the cache.
+    fn small_text() -> impl Strategy<Value = String> {
+        let sentence = "(Office|Engineers|Vacation|Requests) (not )?(closes|receive|increased|decreased|go)( (december|25|paid|lead|days|per|year)){0,4}[.!?]";
+        proptest::collection::vec(sentence, 0..4).prop_map(|sentences| sentences.join(" "))
+    }
+
     proptest! {
+        /// The cache changes no verdict or score: cached vs uncached over the same call sequence,
+        /// with chunk ids reused for different texts and texts reused under different ids.
+        #[test]
+        fn the_cache_changes_no_verdict(
+            capacity in 1usize..8,
+            calls in proptest::collection::vec(
+                (small_text(), proptest::collection::vec((0usize..3, small_text()), 0..4)),
+                1..6,
+            ),
+        ) {
+            let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(32));
+            let plain = LexicalSupportVerifier::new(0.5, 0.2, Some(Arc::clone(&embedder)));
+            let cached = plain.clone().with_sentence_cache(capacity);
+            for (claim, sources) in &calls {
+                let cited: Vec<CitedText<'_>> = sources
+                    .iter()
+                    .map(|(chunk, text)| CitedText { chunk: ChunkId::from_bytes([*chunk as u8; 16]), text })
+                    .collect();
+                prop_assert_eq!(block_on(cached.verify(claim, &cited)), block_on(plain.verify(claim, &cited)));
+                prop_assert_eq!(block_on(cached.signals(claim, &cited)), block_on(plain.signals(claim, &cited)));
+            }
+            prop_assert!(cached.cached_sentences() <= capacity);
+        }
+
         #[test]
         fn never_panics_and_quotes_stay_inside(
             claim in "(\\PC|\\s|[.!?]){0,60}",
