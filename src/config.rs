@@ -234,6 +234,10 @@ pub struct VerifierSettings {
     pub min_coverage: f64,
     /// Minimum embedding cosine between claim and cited text (used with an embedder).
     pub min_similarity: f64,
+    /// Sentence vectors of cited chunks kept in the verifier's LRU cache across requests
+    /// (keyed by chunk id, so never shared across tenants); 0 turns the cache off. Each entry
+    /// holds one vector (`embedder.dim` × 4 bytes).
+    pub sentence_cache: usize,
 }
 
 /// Demo corpus settings.
@@ -372,6 +376,7 @@ impl Settings {
         check(self.generator.max_claims >= 1, "generator.max_claims must be at least 1");
         check((0.0..=1.0).contains(&self.verifier.min_coverage), "verifier.min_coverage must be in 0..=1");
         check((-1.0..=1.0).contains(&self.verifier.min_similarity), "verifier.min_similarity must be in -1..=1");
+        check(self.verifier.sentence_cache <= 1_000_000, "verifier.sentence_cache must be in 0..=1000000");
         check(!self.snapshots.dir.trim().is_empty(), "snapshots.dir must not be empty");
         check((1..=1000).contains(&self.snapshots.retain), "snapshots.retain must be in 1..=1000");
         check((10..=60_000).contains(&self.replica.poll_interval_ms), "replica.poll_interval_ms must be in 10..=60000");
@@ -442,5 +447,17 @@ mod tests {
     fn out_of_range_values_are_rejected_with_the_key_named() {
         let error = Settings::from_toml(DEFAULT, [("WARRANT__INDEX__SHARDS".to_owned(), "0".to_owned())]).unwrap_err();
         assert!(error.to_string().contains("index.shards"));
+        let error =
+            Settings::from_toml(DEFAULT, [("WARRANT__VERIFIER__SENTENCE_CACHE".to_owned(), "2000000".to_owned())])
+                .unwrap_err();
+        assert!(error.to_string().contains("verifier.sentence_cache"));
+    }
+
+    #[test]
+    fn sentence_cache_can_be_turned_off_from_the_environment() {
+        assert_eq!(Settings::defaults().verifier.sentence_cache, 16_384);
+        let settings =
+            Settings::from_toml(DEFAULT, [("WARRANT__VERIFIER__SENTENCE_CACHE".to_owned(), "0".to_owned())]).unwrap();
+        assert_eq!(settings.verifier.sentence_cache, 0);
     }
 }

@@ -402,7 +402,8 @@ fn main() -> Result<()> {
                     settings.verifier.min_coverage,
                     settings.verifier.min_similarity,
                     embedder,
-                );
+                )
+                .with_sentence_cache(settings.verifier.sentence_cache);
                 let report = warrant::eval::verifier::evaluate(&data, &verifier).await.map_err(anyhow::Error::msg)?;
                 let summary = serde_json::json!({
                     "min_coverage": settings.verifier.min_coverage,

@@ -97,10 +97,13 @@ pub async fn from_settings(settings: &Settings) -> Result<Providers, ProviderErr
         ),
         _ => Arc::new(ExtractiveGenerator::new(settings.generator.max_claims)),
     };
-    let verifier = Arc::new(LexicalSupportVerifier::new(
-        settings.verifier.min_coverage,
-        settings.verifier.min_similarity,
-        semantic(&embedder),
-    ));
+    let verifier = Arc::new(
+        LexicalSupportVerifier::new(
+            settings.verifier.min_coverage,
+            settings.verifier.min_similarity,
+            semantic(&embedder),
+        )
+        .with_sentence_cache(settings.verifier.sentence_cache),
+    );
     Ok(Providers { embedder, generator, verifier })
 }

@@ -296,11 +296,14 @@ async fn run(fixture: &Fixture) -> Run {
         chunk_ids,
         calls: Mutex::new(0),
     });
-    let verifier = Arc::new(LexicalSupportVerifier::new(
-        settings.verifier.min_coverage,
-        settings.verifier.min_similarity,
-        Some(Arc::clone(engine.embedder())),
-    ));
+    let verifier = Arc::new(
+        LexicalSupportVerifier::new(
+            settings.verifier.min_coverage,
+            settings.verifier.min_similarity,
+            Some(Arc::clone(engine.embedder())),
+        )
+        .with_sentence_cache(settings.verifier.sentence_cache),
+    );
     let pipeline = AnswerPipeline::new(
         Arc::clone(&engine),
         generator.clone(),
