@@ -2,6 +2,7 @@
 
 mod answer_fixtures;
 mod answer_property;
+mod answer_verifier_counts;
 mod eval;
 mod fuzz;
 mod http;
