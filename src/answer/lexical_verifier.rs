@@ -21,7 +21,8 @@
 //! Invariants: total on any input (never panics); quotes are character ranges (Unicode scalar
 //! values) of one sentence of the cited text; an embedder failure falls back to the lexical
 //! decision alone (logged), never to "supported" without the coverage test, and caches nothing;
-//! verdicts are the same with and without the cache (embedders are deterministic per text).
+//! verdicts are the same with and without the cache as long as a text's vector does not depend
+//! on the other texts of its batch (exactly for the hashed embedder, to float rounding for MiniLM).
 
 use std::collections::{HashMap, HashSet};
 use std::num::NonZeroUsize;
