@@ -5,6 +5,7 @@ mod answer_property;
 mod eval;
 mod fuzz;
 mod http;
+mod lexical_stats;
 mod minilm;
 mod providers;
 mod retrieval;
