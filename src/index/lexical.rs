@@ -1101,11 +1101,13 @@ mod tests {
             })
             .collect();
         let mut index = LexicalIndex::new().expect("create");
+        let indexing = Instant::now();
         for start in (0..docs).step_by(10_000) {
             let items: Vec<(Slot, DocOrdinal, &str, &str)> =
                 (start..start + 10_000).map(|slot| (slot, slot, "", texts[slot as usize].as_str())).collect();
             index.add_batch(&items).expect("add");
         }
+        println!("indexing {docs} docs: {:.0} ms", indexing.elapsed().as_secs_f64() * 1e3);
         let queries: Vec<String> = (0..500)
             .map(|_| {
                 (0..3).map(|_| vocabulary[rng.gen_range(0..vocabulary.len())].as_str()).collect::<Vec<_>>().join(" ")
@@ -1115,20 +1117,30 @@ mod tests {
         let all: RoaringBitmap = (0..docs).collect();
         let fresh: Vec<RoaringBitmap> =
             queries.iter().map(|_| (0..docs).filter(|_| rng.gen_bool(0.01)).collect()).collect();
-        let cases: [(&str, Vec<&RoaringBitmap>); 3] = [
+        let half: RoaringBitmap = (0..docs).filter(|_| rng.gen_bool(0.5)).collect();
+        let cases: [(&str, Vec<&RoaringBitmap>); 4] = [
             ("unfiltered", vec![&all; queries.len()]),
             ("filtered 1%, same scope (cached)", vec![&allowed; queries.len()]),
             ("filtered 1%, new scope per query", fresh.iter().collect()),
+            ("filtered 50%, same scope (cached)", vec![&half; queries.len()]),
         ];
         for (name, scopes) in cases {
             let started = Instant::now();
             let mut found = 0;
+            let mut latencies = Vec::with_capacity(queries.len());
             for (position, query) in queries.iter().enumerate() {
+                let one = Instant::now();
                 let result = index.search(query, 10, scopes[position]).expect("search");
+                latencies.push(one.elapsed().as_secs_f64() * 1e3);
                 found += result.hits.len();
             }
             let mean = started.elapsed().as_secs_f64() * 1e3 / queries.len() as f64;
-            println!("{name}: {mean:.3} ms/query, {:.2} hits/query", found as f64 / queries.len() as f64);
+            latencies.sort_by(f64::total_cmp);
+            let median = latencies[latencies.len() / 2];
+            println!(
+                "{name}: mean {mean:.4} ms/query, median {median:.4} ms/query, {:.2} hits/query",
+                found as f64 / queries.len() as f64
+            );
         }
     }
 }
