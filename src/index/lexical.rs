@@ -20,16 +20,18 @@
 //!   every doc of every segment, deleted ones included). A search over scope `S` returns exactly
 //!   what plain BM25 over an index holding only `S` would;
 //! - the searcher, the per-segment ordinal/slot/token-count columns and a small cache of recent
-//!   scopes (bitsets and token totals) are pinned together in one [`Snapshot`], rebuilt after
-//!   every commit, so a search never mixes generations and a cached scope never outlives the
-//!   segments it was built on;
+//!   scopes (bitsets, token totals, document frequencies of recent terms) are pinned together in
+//!   one [`Snapshot`], rebuilt after every commit, so a search never mixes generations and a
+//!   cached scope never outlives the segments it was built on;
 //! - results are ordered by BM25 score descending, ties broken by slot ascending.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use lru::LruCache;
 use roaring::RoaringBitmap;
 use tantivy::collector::TopDocs;
 use tantivy::index::SegmentId;
@@ -188,10 +190,16 @@ struct Scope {
     allowed_docs: usize,
     /// Token totals of the title and text fields over the set bits.
     tokens: TokenTotals,
+    /// Document frequencies inside the scope of the terms most recently asked for.
+    doc_freqs: Mutex<LruCache<Term, u64>>,
 }
 
 /// How many recent scopes a snapshot keeps (the same principal usually asks several queries).
 const SCOPE_CACHE_LEN: usize = 8;
+
+/// How many document frequencies a cached scope keeps (a principal's queries share terms, and
+/// counting a broad term's postings inside a scope costs about as much as scoring them).
+const DOC_FREQ_CACHE_LEN: NonZeroUsize = NonZeroUsize::new(256).expect("not zero");
 
 /// A searcher pinned together with the columns of its segments and the scopes recently built
 /// over them (dropped with the snapshot, so a cached scope never outlives its generation).
@@ -247,7 +255,8 @@ impl Snapshot {
                 }
             }
         }
-        let scope = Arc::new(Scope { docs: Arc::new(docs), allowed_docs, tokens });
+        let doc_freqs = Mutex::new(LruCache::new(DOC_FREQ_CACHE_LEN));
+        let scope = Arc::new(Scope { docs: Arc::new(docs), allowed_docs, tokens, doc_freqs });
         let mut cache = self.scopes.lock().unwrap_or_else(PoisonError::into_inner);
         if cache.len() == SCOPE_CACHE_LEN {
             cache.pop_front();
@@ -463,7 +472,7 @@ impl LexicalIndex {
 
 /// BM25 statistics over the alive docs of one scope only: the document count and the token
 /// totals come from the cached [`Scope`], the document frequency of a term is counted in its
-/// postings, per segment, over the scope's bitset. Deleted docs are never counted (tantivy's
+/// postings, per segment, over the scope's bitset (and kept in the scope's bounded cache). Deleted docs are never counted (tantivy's
 /// [`Searcher`] statistics count every doc of every segment, deleted ones included), so a full
 /// scope yields the statistics of the live shard.
 struct ScopeStatistics<'a> {
@@ -491,6 +500,11 @@ impl Bm25StatisticsProvider for ScopeStatistics<'_> {
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        // A poisoned cache only means another search panicked mid-update; it holds no invariant.
+        let cached = self.scope.doc_freqs.lock().unwrap_or_else(PoisonError::into_inner).get(term).copied();
+        if let Some(doc_freq) = cached {
+            return Ok(doc_freq);
+        }
         let mut doc_freq = 0u64;
         for segment in self.searcher.segment_readers() {
             let Some(docs) = self.scope.docs.get(&segment.segment_id()) else {
@@ -509,7 +523,9 @@ impl Bm25StatisticsProvider for ScopeStatistics<'_> {
         }
         // Each counted doc is a distinct set bit of the scope; tantivy's `idf` asserts this bound.
         debug_assert!(doc_freq <= self.scope.allowed_docs as u64);
-        Ok(doc_freq.min(self.scope.allowed_docs as u64))
+        let doc_freq = doc_freq.min(self.scope.allowed_docs as u64);
+        self.scope.doc_freqs.lock().unwrap_or_else(PoisonError::into_inner).put(term.clone(), doc_freq);
+        Ok(doc_freq)
     }
 }
 
@@ -779,6 +795,22 @@ mod tests {
         let result = index.search("alpha", 10, &allowed).expect("search");
         assert_eq!(result.hits.iter().map(|hit| hit.slot).collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!(result.allowed_docs, 2);
+    }
+
+    /// Cached document frequencies belong to their snapshot: after a commit they are counted anew.
+    #[test]
+    fn cached_doc_freqs_are_not_reused_after_a_commit() {
+        let mut corpus = rows(&[(0, "alpha beta"), (1, "alpha"), (2, "gamma")]);
+        let mut index = index_with(std::slice::from_ref(&corpus));
+        let allowed = RoaringBitmap::from_iter([0u32, 1, 2]);
+        for _ in 0..2 {
+            let result = index.search("alpha", 10, &allowed).expect("search");
+            assert_matches_model(&result.hits, &model(&index, &corpus, "alpha", |_| true));
+        }
+        index.add_batch(&[(3, 2, "", "alpha alpha")]).expect("add");
+        corpus.push((3, 2, String::new(), "alpha alpha".to_string()));
+        let result = index.search("alpha", 10, &allowed).expect("search");
+        assert_matches_model(&result.hits, &model(&index, &corpus, "alpha", |_| true));
     }
 
     #[test]
