@@ -58,14 +58,16 @@ fn lexical_search(criterion: &mut Criterion) {
     let items: Vec<(u32, u32, &str, &str)> =
         texts.iter().enumerate().map(|(i, t)| (i as u32, i as u32, "", t.as_str())).collect();
     index.add_batch(&items).expect("indexed");
-    let allowed = bitmap(texts.len(), 0.01, 9);
-    criterion.bench_function("lexical_filtered_0.01", |bencher| {
-        bencher.iter(|| {
-            let search = index.search(black_box("river stone ember"), 10, &allowed).expect("search");
-            assert!(!search.hits.is_empty());
-            assert!(search.hits.iter().all(|hit| allowed.contains(hit.slot)));
-        })
-    });
+    for (name, fraction) in [("lexical_filtered_0.01", 0.01), ("lexical_filtered_0.5", 0.5)] {
+        let allowed = bitmap(texts.len(), fraction, 9);
+        criterion.bench_function(name, |bencher| {
+            bencher.iter(|| {
+                let search = index.search(black_box("river stone ember"), 10, &allowed).expect("search");
+                assert!(!search.hits.is_empty());
+                assert!(search.hits.iter().all(|hit| allowed.contains(hit.slot)));
+            })
+        });
+    }
 }
 
 fn fusion_and_selection(criterion: &mut Criterion) {

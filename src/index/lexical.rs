@@ -2,8 +2,9 @@
 //! *inside* an authorization scope.
 //!
 //! Every chunk is one tantivy document holding its shard `slot` (fast field), its document
-//! `ordinal` (indexed + fast field, the key ACL bitmaps are over) and its analyzed `title` and
-//! `text` (not stored: the shard keeps the text itself).
+//! `ordinal` (indexed + fast field, the key ACL bitmaps are over), its analyzed `title` and
+//! `text` (not stored: the shard keeps the text itself) and the exact number of analyzed tokens
+//! of each (fast fields `title_tokens`, `text_tokens`).
 //!
 //! Invariants kept by this module:
 //! - user query text never reaches tantivy's query grammar: it is analyzed with the index's own
@@ -11,30 +12,41 @@
 //! - a search scores only documents whose ordinal is in the `allowed` bitmap and that are alive:
 //!   the scope is a per-segment [`BitSet`] used as a zero-score required clause, so nothing
 //!   outside it is ever scored into the top-k (no post-filtering);
-//! - the searcher, the per-segment ordinal/slot columns and a small cache of recent scope
-//!   bitsets are pinned together in one [`Snapshot`], rebuilt after every commit, so a search
-//!   never mixes generations and a cached scope never outlives the segments it was built on;
+//! - scores depend only on documents inside the caller's scope: the BM25 statistics (document
+//!   count, average field length, document frequency of each term) are computed over the alive
+//!   docs of the scope ([`ScopeStatistics`]), never over the whole shard, so another tenant's
+//!   documents, documents the caller may not read and revoked or deleted documents not yet merged
+//!   away change neither the order nor the value of any score (tantivy's own statistics count
+//!   every doc of every segment, deleted ones included). A search over scope `S` returns exactly
+//!   what plain BM25 over an index holding only `S` would;
+//! - the searcher, the per-segment ordinal/slot/token-count columns and a small cache of recent
+//!   scopes (bitsets, token totals, document frequencies of recent terms) are pinned together in
+//!   one [`Snapshot`], rebuilt after every commit, so a search never mixes generations and a
+//!   cached scope never outlives the segments it was built on;
 //! - results are ordered by BM25 score descending, ties broken by slot ascending.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use lru::LruCache;
 use roaring::RoaringBitmap;
 use tantivy::collector::TopDocs;
 use tantivy::index::SegmentId;
+use tantivy::postings::SegmentPostings;
 use tantivy::query::{
-    BitSetDocSet, BooleanQuery, BoostQuery, ConstScorer, EmptyScorer, EnableScoring, Explanation, Occur, Query, Scorer,
-    TermQuery, Weight,
+    BitSetDocSet, Bm25StatisticsProvider, BooleanQuery, BoostQuery, ConstScorer, EmptyScorer, EnableScoring,
+    Explanation, Occur, Query, Scorer, TermQuery, Weight,
 };
 use tantivy::schema::{FAST, Field, INDEXED, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer, TextAnalyzerBuilder,
 };
 use tantivy::{
-    BitSet, DocId, Index, IndexReader, IndexWriter, ReloadPolicy, Score, Searcher, SegmentReader, TantivyDocument,
-    TantivyError, Term,
+    BitSet, DocId, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Score, Searcher, SegmentReader, TERMINATED,
+    TantivyDocument, TantivyError, Term,
 };
 
 use super::{Hit, IndexError, IndexResult, Slot};
@@ -66,12 +78,28 @@ struct Fields {
     ordinal: Field,
     title: Field,
     text: Field,
+    /// Exact number of analyzed tokens of `title` (tantivy's fieldnorms are lossy above 40).
+    title_tokens: Field,
+    /// Exact number of analyzed tokens of `text`.
+    text_tokens: Field,
+}
+
+/// Analyzed-token totals of the two text fields over a set of docs (BM25's average field length
+/// is the total over the doc count).
+#[derive(Clone, Copy, Debug, Default)]
+struct TokenTotals {
+    title: u64,
+    text: u64,
 }
 
 /// Per-segment columns read once per searcher generation.
 struct SegmentColumns {
     /// `slots[doc]` is the slot of tantivy doc `doc` (dead docs included).
     slots: Vec<Slot>,
+    /// `title_tokens[doc]`: exact analyzed-token count of the doc's title (dead docs included).
+    title_tokens: Vec<u32>,
+    /// `text_tokens[doc]`: exact analyzed-token count of the doc's text (dead docs included).
+    text_tokens: Vec<u32>,
     /// `(ordinal, doc)` of the *alive* docs, sorted: the scope bitset is built by a lookup per
     /// allowed ordinal or a scan, whichever is cheaper.
     by_ordinal: Vec<(DocOrdinal, DocId)>,
@@ -91,26 +119,37 @@ impl SegmentColumns {
             Ok(values)
         };
         let slots: Vec<Slot> = read_all("slot")?.into_iter().map(|value| value as Slot).collect();
+        let read_counts = |name: &str| -> IndexResult<Vec<u32>> {
+            Ok(read_all(name)?.into_iter().map(|value| u32::try_from(value).unwrap_or(u32::MAX)).collect())
+        };
+        let title_tokens = read_counts("title_tokens")?;
+        let text_tokens = read_counts("text_tokens")?;
         let ordinals = read_all("ordinal")?;
         let mut by_ordinal: Vec<(DocOrdinal, DocId)> = match segment.alive_bitset() {
             Some(alive) => alive.iter_alive().map(|doc| (ordinals[doc as usize] as DocOrdinal, doc)).collect(),
             None => (0..max_doc).map(|doc| (ordinals[doc as usize] as DocOrdinal, doc)).collect(),
         };
         by_ordinal.sort_unstable();
-        Ok(Self { slots, by_ordinal, max_doc, delete_opstamp: segment.delete_opstamp() })
+        Ok(Self { slots, title_tokens, text_tokens, by_ordinal, max_doc, delete_opstamp: segment.delete_opstamp() })
     }
 
-    /// The alive docs of this segment whose ordinal is allowed.
-    fn scope(&self, allowed: &RoaringBitmap) -> BitSet {
+    /// The alive docs of this segment whose ordinal is allowed, and their token totals.
+    fn scope(&self, allowed: &RoaringBitmap) -> (BitSet, TokenTotals) {
         let mut docs = BitSet::with_max_value(self.max_doc);
+        let mut tokens = TokenTotals::default();
+        let mut insert = |doc: DocId| {
+            docs.insert(doc);
+            tokens.title += u64::from(self.title_tokens[doc as usize]);
+            tokens.text += u64::from(self.text_tokens[doc as usize]);
+        };
         let (Some(first), Some(last)) = (self.by_ordinal.first(), self.by_ordinal.last()) else {
-            return docs;
+            return (docs, tokens);
         };
         if allowed.contains_range(first.0..=last.0) {
             for &(_, doc) in &self.by_ordinal {
-                docs.insert(doc);
+                insert(doc);
             }
-            return docs;
+            return (docs, tokens);
         }
         let candidates = allowed.range(first.0..=last.0);
         // Looking up each allowed ordinal costs ~log2(n) per ordinal; a scan costs n checks.
@@ -120,7 +159,7 @@ impl SegmentColumns {
             for ordinal in candidates {
                 let start = self.by_ordinal.partition_point(|&(value, _)| value < ordinal);
                 for &(_, doc) in self.by_ordinal[start..].iter().take_while(|&&(value, _)| value == ordinal) {
-                    docs.insert(doc);
+                    insert(doc);
                 }
             }
         } else {
@@ -135,23 +174,32 @@ impl SegmentColumns {
                     }
                 };
                 if is_allowed {
-                    docs.insert(doc);
+                    insert(doc);
                 }
             }
         }
-        docs
+        (docs, tokens)
     }
 }
 
-/// Per-segment bitsets of the live docs inside one scope.
+/// Per-segment bitsets of the live docs inside one scope, with the scope's BM25 statistics that
+/// do not depend on the query.
 struct Scope {
     docs: Arc<HashMap<SegmentId, BitSet>>,
     /// Total number of set bits.
     allowed_docs: usize,
+    /// Token totals of the title and text fields over the set bits.
+    tokens: TokenTotals,
+    /// Document frequencies inside the scope of the terms most recently asked for.
+    doc_freqs: Mutex<LruCache<Term, u64>>,
 }
 
 /// How many recent scopes a snapshot keeps (the same principal usually asks several queries).
 const SCOPE_CACHE_LEN: usize = 8;
+
+/// How many document frequencies a cached scope keeps (a principal's queries share terms, and
+/// counting a broad term's postings inside a scope costs about as much as scoring them).
+const DOC_FREQ_CACHE_LEN: NonZeroUsize = NonZeroUsize::new(256).expect("not zero");
 
 /// A searcher pinned together with the columns of its segments and the scopes recently built
 /// over them (dropped with the snapshot, so a cached scope never outlives its generation).
@@ -194,17 +242,21 @@ impl Snapshot {
         drop(cache);
         let mut docs = HashMap::with_capacity(self.columns.len());
         let mut allowed_docs = 0;
+        let mut tokens = TokenTotals::default();
         if !allowed.is_empty() {
             for (id, columns) in self.columns.iter() {
-                let segment_docs = columns.scope(allowed);
+                let (segment_docs, segment_tokens) = columns.scope(allowed);
                 let count = segment_docs.len();
                 allowed_docs += count;
+                tokens.title += segment_tokens.title;
+                tokens.text += segment_tokens.text;
                 if count > 0 {
                     docs.insert(*id, segment_docs);
                 }
             }
         }
-        let scope = Arc::new(Scope { docs: Arc::new(docs), allowed_docs });
+        let doc_freqs = Mutex::new(LruCache::new(DOC_FREQ_CACHE_LEN));
+        let scope = Arc::new(Scope { docs: Arc::new(docs), allowed_docs, tokens, doc_freqs });
         let mut cache = self.scopes.lock().unwrap_or_else(PoisonError::into_inner);
         if cache.len() == SCOPE_CACHE_LEN {
             cache.pop_front();
@@ -221,6 +273,8 @@ pub struct LexicalIndex {
     reader: IndexReader,
     fields: Fields,
     analyzer: TextAnalyzer,
+    /// Counts the tokens `analyzer` makes (see [`token_count`]).
+    counter: TextAnalyzer,
     snapshot: Snapshot,
 }
 
@@ -234,16 +288,35 @@ fn lexical(error: TantivyError) -> IndexError {
     IndexError::Lexical(error.to_string())
 }
 
-fn english_analyzer() -> TextAnalyzer {
+/// The English analysis chain up to, not including, stemming.
+fn unstemmed_analyzer() -> TextAnalyzerBuilder {
     let builder = TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
         .filter(LowerCaser)
         .dynamic();
-    let builder = match StopWordFilter::new(Language::English) {
+    match StopWordFilter::new(Language::English) {
         Some(stop_words) => builder.filter_dynamic(stop_words),
         None => builder,
-    };
-    builder.filter_dynamic(Stemmer::new(Language::English)).build()
+    }
+}
+
+/// The analyzer of both text fields and of queries.
+fn english_analyzer() -> TextAnalyzer {
+    unstemmed_analyzer().filter_dynamic(Stemmer::new(Language::English)).build()
+}
+
+/// Number of tokens the index records for `text`, counted with `counter`
+/// ([`unstemmed_analyzer`]): stemming maps each token to exactly one stem, so the chain without
+/// it makes as many tokens at a fraction of the cost; and tantivy indexes every token it is given
+/// (it only drops tokens over 65 530 bytes, [`RemoveLongFilter`] already dropped those over
+/// [`MAX_TOKEN_BYTES`]).
+fn token_count(counter: &mut TextAnalyzer, text: &str) -> u64 {
+    let mut stream = counter.token_stream(text);
+    let mut count = 0;
+    while stream.advance() {
+        count += 1;
+    }
+    count
 }
 
 impl LexicalIndex {
@@ -258,6 +331,8 @@ impl LexicalIndex {
             ordinal: schema_builder.add_u64_field("ordinal", INDEXED | FAST),
             title: schema_builder.add_text_field("title", text_options.clone()),
             text: schema_builder.add_text_field("text", text_options),
+            title_tokens: schema_builder.add_u64_field("title_tokens", FAST),
+            text_tokens: schema_builder.add_u64_field("text_tokens", FAST),
         };
         let index = Index::create_in_ram(schema_builder.build());
         let analyzer = english_analyzer();
@@ -265,7 +340,7 @@ impl LexicalIndex {
         let writer = index.writer_with_num_threads(1, WRITER_BUDGET_BYTES).map_err(lexical)?;
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(lexical)?;
         let snapshot = Snapshot::build(reader.searcher(), None)?;
-        Ok(Self { index, writer, reader, fields, analyzer, snapshot })
+        Ok(Self { index, writer, reader, fields, analyzer, counter: unstemmed_analyzer().build(), snapshot })
     }
 
     /// Adds chunks `(slot, doc ordinal, title, text)`, commits and reloads the reader so the batch
@@ -275,10 +350,13 @@ impl LexicalIndex {
             return Ok(());
         }
         let fields = self.fields;
+        let mut counter = self.counter.clone();
         let staged = items.iter().try_for_each(|&(slot, ordinal, title, text)| {
             let mut document = TantivyDocument::new();
             document.add_u64(fields.slot, u64::from(slot));
             document.add_u64(fields.ordinal, u64::from(ordinal));
+            document.add_u64(fields.title_tokens, token_count(&mut counter, title));
+            document.add_u64(fields.text_tokens, token_count(&mut counter, text));
             document.add_text(fields.title, title);
             document.add_text(fields.text, text);
             self.writer.add_document(document).map(|_| ())
@@ -323,8 +401,21 @@ impl LexicalIndex {
         terms
     }
 
+    /// The disjunction of `terms` over title (boost [`TITLE_BOOST`]) and text.
+    fn text_query(&self, terms: &BTreeSet<String>) -> Box<dyn Query> {
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 2);
+        for term in terms {
+            let title = TermQuery::new(Term::from_field_text(self.fields.title, term), IndexRecordOption::WithFreqs);
+            clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(title), TITLE_BOOST))));
+            let text = TermQuery::new(Term::from_field_text(self.fields.text, term), IndexRecordOption::WithFreqs);
+            clauses.push((Occur::Should, Box::new(text)));
+        }
+        Box::new(BooleanQuery::new(clauses))
+    }
+
     /// BM25 top-`k` over title (boost [`TITLE_BOOST`]) and text, restricted to chunks whose doc
-    /// ordinal is in `allowed`. A query with no terms left after analysis matches nothing.
+    /// ordinal is in `allowed` and scored with the statistics of that scope only (see the
+    /// module docs). A query with no terms left after analysis matches nothing.
     pub fn search(&self, query: &str, k: usize, allowed: &RoaringBitmap) -> IndexResult<LexicalSearch> {
         let snapshot = &self.snapshot;
         let terms = self.analyze(query);
@@ -334,14 +425,7 @@ impl LexicalIndex {
             return Ok(LexicalSearch { hits: Vec::new(), allowed_docs });
         }
 
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 2);
-        for term in &terms {
-            let title = TermQuery::new(Term::from_field_text(self.fields.title, term), IndexRecordOption::WithFreqs);
-            clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(title), TITLE_BOOST))));
-            let text = TermQuery::new(Term::from_field_text(self.fields.text, term), IndexRecordOption::WithFreqs);
-            clauses.push((Occur::Should, Box::new(text)));
-        }
-        let text_query: Box<dyn Query> = Box::new(BooleanQuery::new(clauses));
+        let text_query = self.text_query(&terms);
         // A scope holding every live doc restricts nothing: skip the clause so tantivy can use
         // its dynamic pruning (block-max WAND) on the plain disjunction.
         let query: Box<dyn Query> = if allowed_docs as u64 == snapshot.searcher.num_docs() {
@@ -361,7 +445,11 @@ impl LexicalIndex {
                 (score, Reverse(slot.unwrap_or(Slot::MAX)))
             }
         });
-        let top = snapshot.searcher.search(query.as_ref(), &collector).map_err(lexical)?;
+        let statistics = ScopeStatistics { searcher: &snapshot.searcher, scope: &scope, fields: self.fields };
+        let top = snapshot
+            .searcher
+            .search_with_statistics_provider(query.as_ref(), &collector, &statistics)
+            .map_err(lexical)?;
         let hits = top.into_iter().map(|((score, Reverse(slot)), _)| Hit { slot, score }).collect();
         Ok(LexicalSearch { hits, allowed_docs })
     }
@@ -380,6 +468,99 @@ impl LexicalIndex {
     pub fn tantivy_index(&self) -> &Index {
         &self.index
     }
+}
+
+/// BM25 statistics over the alive docs of one scope only: the document count and the token
+/// totals come from the cached [`Scope`], the document frequency of a term is counted in its
+/// postings, per segment, over the scope's bitset (and kept in the scope's bounded cache). Deleted docs are never counted (tantivy's
+/// [`Searcher`] statistics count every doc of every segment, deleted ones included), so a full
+/// scope yields the statistics of the live shard.
+struct ScopeStatistics<'a> {
+    searcher: &'a Searcher,
+    scope: &'a Scope,
+    fields: Fields,
+}
+
+impl Bm25StatisticsProvider for ScopeStatistics<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let total = if field == self.fields.title {
+            self.scope.tokens.title
+        } else if field == self.fields.text {
+            self.scope.tokens.text
+        } else {
+            return Err(TantivyError::InvalidArgument(format!("field {field:?} is not scored")));
+        };
+        // A total of 0 means no doc of the scope has a token in this field, so no doc of the
+        // scope can match there; 1 keeps tantivy's average field length away from 0/0 = NaN.
+        Ok(total.max(1))
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.scope.allowed_docs as u64)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        // A poisoned cache only means another search panicked mid-update; it holds no invariant.
+        let cached = self.scope.doc_freqs.lock().unwrap_or_else(PoisonError::into_inner).get(term).copied();
+        if let Some(doc_freq) = cached {
+            return Ok(doc_freq);
+        }
+        let mut doc_freq = 0u64;
+        for segment in self.searcher.segment_readers() {
+            let Some(docs) = self.scope.docs.get(&segment.segment_id()) else {
+                continue;
+            };
+            let inverted_index = segment.inverted_index(term.field())?;
+            if docs.len() == segment.max_doc() as usize {
+                // Every doc of the segment is alive and inside the scope: the dictionary's count.
+                doc_freq += u64::from(inverted_index.doc_freq(term)?);
+                continue;
+            }
+            let Some(postings) = inverted_index.read_postings(term, IndexRecordOption::Basic)? else {
+                continue;
+            };
+            doc_freq += count_in_scope(postings, docs);
+        }
+        // Each counted doc is a distinct set bit of the scope; tantivy's `idf` asserts this bound.
+        debug_assert!(doc_freq <= self.scope.allowed_docs as u64);
+        let doc_freq = doc_freq.min(self.scope.allowed_docs as u64);
+        self.scope.doc_freqs.lock().unwrap_or_else(PoisonError::into_inner).put(term.clone(), doc_freq);
+        Ok(doc_freq)
+    }
+}
+
+/// A scope at least this many times smaller than a term's postings is walked doc by doc, seeking
+/// the postings (skip lists), instead of walking the postings.
+const SEEK_RATIO: usize = 8;
+
+/// Number of docs of `postings` that are in `docs`.
+fn count_in_scope(mut postings: SegmentPostings, docs: &BitSet) -> u64 {
+    let mut count = 0;
+    if docs.len().saturating_mul(SEEK_RATIO) < postings.doc_freq() as usize {
+        let mut scope = BitSetDocSet::from(docs.clone());
+        let (mut in_scope, mut posted) = (scope.doc(), postings.doc());
+        // Leapfrog: the one behind seeks the other (`seek` only moves forward).
+        while in_scope != TERMINATED && posted != TERMINATED {
+            if in_scope < posted {
+                in_scope = scope.seek(posted);
+            } else if posted < in_scope {
+                posted = postings.seek(in_scope);
+            } else {
+                count += 1;
+                in_scope = scope.advance();
+            }
+        }
+        return count;
+    }
+    let mut doc = postings.doc();
+    // Postings never exceed the segment's `max_doc`, the bitset's capacity; checked all the same.
+    while doc != TERMINATED && doc < docs.max_value() {
+        if docs.contains(doc) {
+            count += 1;
+        }
+        doc = postings.advance();
+    }
+    count
 }
 
 /// Matches exactly the documents of a precomputed per-segment bitset, with score 0, so that as
@@ -425,6 +606,8 @@ mod tests {
     use std::collections::HashMap;
 
     use proptest::prelude::*;
+    use tantivy::fieldnorm::FieldNormReader;
+    use tantivy::tokenizer::Token;
 
     use super::*;
 
@@ -455,25 +638,70 @@ mod tests {
         RoaringBitmap::from_iter(0..1_000u32)
     }
 
-    /// The test oracle: search everything, then keep the allowed hits. Valid only when `k` is at
-    /// least the number of matching chunks.
-    fn oracle(
-        index: &LexicalIndex,
-        query: &str,
-        allowed: &RoaringBitmap,
-        ordinal_of: &HashMap<Slot, DocOrdinal>,
-    ) -> Vec<Hit> {
-        let all = index.search(query, 10_000, &everything()).expect("search");
-        all.hits.into_iter().filter(|hit| allowed.contains(ordinal_of[&hit.slot])).collect()
+    /// BM25 parameters of tantivy (Robertson & Zaragoza 2009 defaults).
+    const K1: f64 = 1.2;
+    const B: f64 = 0.75;
+
+    /// The test oracle: a naive BM25 over the `visible` rows only, as if nothing else were
+    /// indexed (tantivy's k1, b, title boost and quantized field lengths), every hit, best first.
+    fn model(index: &LexicalIndex, rows: &[Row], query: &str, visible: impl Fn(&Row) -> bool) -> Vec<Hit> {
+        let analyze = |text: &str| -> Vec<String> {
+            let mut analyzer = index.analyzer.clone();
+            let mut tokens = Vec::new();
+            analyzer.token_stream(text).process(&mut |token: &Token| tokens.push(token.text.clone()));
+            tokens
+        };
+        let visible: Vec<(Slot, [Vec<String>; 2])> =
+            rows.iter().filter(|row| visible(row)).map(|row| (row.0, [analyze(&row.2), analyze(&row.3)])).collect();
+        let docs = visible.len() as f64;
+        let mut scores: HashMap<Slot, f64> = HashMap::new();
+        for (field, boost) in [(0, f64::from(TITLE_BOOST)), (1, 1.0)] {
+            let total_tokens: usize = visible.iter().map(|(_, fields)| fields[field].len()).sum();
+            let average_length = total_tokens as f64 / docs;
+            for term in index.analyze(query) {
+                let doc_freq = visible.iter().filter(|(_, fields)| fields[field].contains(&term)).count() as f64;
+                let idf = (1.0 + (docs - doc_freq + 0.5) / (doc_freq + 0.5)).ln();
+                for (slot, fields) in &visible {
+                    let term_freq = fields[field].iter().filter(|token| **token == term).count() as f64;
+                    if term_freq == 0.0 {
+                        continue;
+                    }
+                    let quantized = FieldNormReader::fieldnorm_to_id(fields[field].len() as u32);
+                    let length = f64::from(FieldNormReader::id_to_fieldnorm(quantized));
+                    let norm = K1 * (1.0 - B + B * length / average_length);
+                    *scores.entry(*slot).or_default() += boost * idf * (1.0 + K1) * term_freq / (term_freq + norm);
+                }
+            }
+        }
+        let mut hits: Vec<Hit> = scores.into_iter().map(|(slot, score)| Hit { slot, score: score as Score }).collect();
+        hits.sort_by(|left, right| right.score.total_cmp(&left.score).then(left.slot.cmp(&right.slot)));
+        hits
     }
 
-    fn assert_same_hits(got: &[Hit], expected: &[Hit]) {
-        let got_slots: Vec<Slot> = got.iter().map(|hit| hit.slot).collect();
-        let expected_slots: Vec<Slot> = expected.iter().map(|hit| hit.slot).collect();
-        assert_eq!(got_slots, expected_slots);
-        for (got_hit, expected_hit) in got.iter().zip(expected) {
-            assert!((got_hit.score - expected_hit.score).abs() <= 1e-5 * expected_hit.score.abs().max(1.0));
+    /// `got` holds the model's hits with the model's scores (f32 vs f64 arithmetic aside), best
+    /// first, ties by slot ascending.
+    fn assert_matches_model(got: &[Hit], expected: &[Hit]) {
+        let expected_scores: HashMap<Slot, Score> = expected.iter().map(|hit| (hit.slot, hit.score)).collect();
+        assert_eq!(got.len(), expected.len(), "{got:?} vs {expected:?}");
+        for hit in got {
+            let expected_score = expected_scores.get(&hit.slot).copied();
+            assert!(
+                expected_score.is_some_and(|score| (hit.score - score).abs() <= 1e-5 * score.abs().max(1.0)),
+                "slot {}: {} vs {expected_score:?}",
+                hit.slot,
+                hit.score
+            );
         }
+        for pair in got.windows(2) {
+            assert!(pair[0].score > pair[1].score || (pair[0].score == pair[1].score && pair[0].slot < pair[1].slot));
+        }
+    }
+
+    /// Same slots in the same order with the same scores (to the bit).
+    fn assert_identical_hits(got: &[Hit], expected: &[Hit]) {
+        let got: Vec<(Slot, u32)> = got.iter().map(|hit| (hit.slot, hit.score.to_bits())).collect();
+        let expected: Vec<(Slot, u32)> = expected.iter().map(|hit| (hit.slot, hit.score.to_bits())).collect();
+        assert_eq!(got, expected);
     }
 
     #[test]
@@ -524,11 +752,11 @@ mod tests {
             (3, "rust and python interop"),
         ]);
         let ordinal_of: HashMap<Slot, DocOrdinal> = corpus.iter().map(|row| (row.0, row.1)).collect();
-        let index = index_with(&[corpus]);
+        let index = index_with(std::slice::from_ref(&corpus));
         let allowed = RoaringBitmap::from_iter([0u32, 3]);
         let result = index.search("rust python", 10, &allowed).expect("search");
         assert!(result.hits.iter().all(|hit| allowed.contains(ordinal_of[&hit.slot])));
-        assert_same_hits(&result.hits, &oracle(&index, "rust python", &allowed, &ordinal_of));
+        assert_matches_model(&result.hits, &model(&index, &corpus, "rust python", |row| allowed.contains(row.1)));
         assert_eq!(result.hits.len(), 3);
         assert_eq!(result.allowed_docs, 3);
 
@@ -569,6 +797,22 @@ mod tests {
         assert_eq!(result.allowed_docs, 2);
     }
 
+    /// Cached document frequencies belong to their snapshot: after a commit they are counted anew.
+    #[test]
+    fn cached_doc_freqs_are_not_reused_after_a_commit() {
+        let mut corpus = rows(&[(0, "alpha beta"), (1, "alpha"), (2, "gamma")]);
+        let mut index = index_with(std::slice::from_ref(&corpus));
+        let allowed = RoaringBitmap::from_iter([0u32, 1, 2]);
+        for _ in 0..2 {
+            let result = index.search("alpha", 10, &allowed).expect("search");
+            assert_matches_model(&result.hits, &model(&index, &corpus, "alpha", |_| true));
+        }
+        index.add_batch(&[(3, 2, "", "alpha alpha")]).expect("add");
+        corpus.push((3, 2, String::new(), "alpha alpha".to_string()));
+        let result = index.search("alpha", 10, &allowed).expect("search");
+        assert_matches_model(&result.hits, &model(&index, &corpus, "alpha", |_| true));
+    }
+
     #[test]
     fn queries_without_terms_return_nothing() {
         let index = index_with(&[rows(&[(0, "the quick brown fox")])]);
@@ -604,8 +848,109 @@ mod tests {
         assert_eq!(slots, vec![0], "syntax characters are ignored, words still match");
     }
 
+    /// With nothing deleted and everything in scope, the scope statistics are tantivy's own, to the
+    /// bit: the exact token counts stored at index time equal the totals of tantivy's postings
+    /// (texts here are longer than 40 tokens, where summing the lossy fieldnorms would drift).
+    #[test]
+    fn full_scope_scores_equal_tantivys_own_statistics_without_deletes() {
+        let long = |word: &str, repeats: usize| format!("{} {}", "filler words pad the chunk ".repeat(repeats), word);
+        let corpus: Vec<Row> = (0..30u32)
+            .map(|slot| {
+                let title = if slot % 3 == 0 { "zebra facts".to_string() } else { String::new() };
+                (slot, slot, title, long(if slot % 2 == 0 { "zebra" } else { "horse" }, 4 + slot as usize * 3))
+            })
+            .collect();
+        let index = index_with(&[corpus]);
+        let query = "zebra horse filler";
+        let ours = index.search(query, 100, &everything()).expect("search");
+        let snapshot = &index.snapshot;
+        let text_query = index.text_query(&index.analyze(query));
+        let tantivy_hits = snapshot
+            .searcher
+            .search(text_query.as_ref(), &TopDocs::with_limit(100).order_by_score())
+            .expect("search with tantivy's statistics");
+        let mut theirs: Vec<Hit> = tantivy_hits
+            .into_iter()
+            .map(|(score, address)| {
+                let segment_id = snapshot.searcher.segment_reader(address.segment_ord).segment_id();
+                Hit { slot: snapshot.columns[&segment_id].slots[address.doc_id as usize], score }
+            })
+            .collect();
+        theirs.sort_by(|left, right| right.score.total_cmp(&left.score).then(left.slot.cmp(&right.slot)));
+        assert_eq!(ours.hits.len(), 30);
+        assert_identical_hits(&ours.hits, &theirs);
+    }
+
+    /// Regression: BM25 statistics counted the whole shard, so documents the caller may not read
+    /// (another tenant's, say) changed the caller's scores and leaked which terms they contain.
+    #[test]
+    fn documents_outside_the_scope_do_not_change_scores() {
+        let visible = rows(&[(0, "apple pie recipe"), (1, "apple cider"), (2, "banana bread")]);
+        let mut packed = visible.clone();
+        packed.extend((0..50).map(|slot| (100 + slot, 7, String::new(), "apple apple banana apple".to_string())));
+        let alone = index_with(std::slice::from_ref(&visible));
+        let crowded = index_with(&[packed]);
+        let scope = RoaringBitmap::from_iter([0u32, 1, 2]);
+        let expected = alone.search("apple banana", 10, &scope).expect("search");
+        let got = crowded.search("apple banana", 10, &scope).expect("search");
+        assert_eq!(got.hits.len(), 3);
+        assert_identical_hits(&got.hits, &expected.hits);
+    }
+
+    /// Regression: deleted (purged) chunks stay in their segment until a merge and tantivy's own
+    /// statistics kept counting them, so a deleted document went on shaping scores.
+    #[test]
+    fn deleted_documents_do_not_change_scores() {
+        let visible = rows(&[(0, "apple pie recipe"), (1, "apple cider"), (2, "banana bread")]);
+        let mut packed = visible.clone();
+        packed.extend((0..50).map(|slot| (100 + slot, 7, String::new(), "apple apple banana apple".to_string())));
+        let alone = index_with(std::slice::from_ref(&visible));
+        let mut purged = index_with(&[packed]);
+        purged.delete_ordinals(&RoaringBitmap::from_iter([7u32])).expect("delete");
+        let expected = alone.search("apple banana", 10, &everything()).expect("search");
+        let got = purged.search("apple banana", 10, &everything()).expect("search");
+        assert_eq!(got.allowed_docs, 3);
+        assert_identical_hits(&got.hits, &expected.hits);
+    }
+
     const WORDS: &[&str] =
         &["apple", "banana", "cherry", "date", "elder", "fig", "grape", "the", "of", "running", "runs"];
+
+    /// Words that only the invisible docs of the property tests contain.
+    const HIDDEN_WORDS: &[&str] = &["kiwi", "lemon", "mango"];
+
+    /// An invisible row to mix in: `(batch, ordinal, words, title words, query repeats)`.
+    type Invisible = (usize, u32, Vec<&'static str>, Vec<&'static str>, usize);
+
+    /// Slots of invisible rows start here (visible slots are below).
+    const INVISIBLE_SLOTS: Slot = 10_000;
+
+    /// `visible` with the invisible rows `(batch, ordinal, words, title words, repeats)` mixed in:
+    /// each goes at the start or end (by its ordinal's parity) of batch `batch % (len + 1)` (the
+    /// last being a batch of its own), its text followed by `query` repeated `repeats` times.
+    fn mix(visible: &[Vec<Row>], invisible: &[Invisible], query: &str) -> Vec<Vec<Row>> {
+        let mut batches: Vec<Vec<Row>> = visible.to_vec();
+        batches.push(Vec::new());
+        for (position, (batch, ordinal, words, title, repeats)) in invisible.iter().enumerate() {
+            let text = format!("{} {}", words.join(" "), format!("{query} ").repeat(*repeats));
+            let row = (INVISIBLE_SLOTS + position as Slot, *ordinal, title.join(" "), text);
+            let target = &mut batches[batch % (visible.len() + 1)];
+            if ordinal % 2 == 0 { target.insert(0, row) } else { target.push(row) }
+        }
+        batches
+    }
+
+    fn invisible_strategy() -> impl Strategy<Value = Vec<Invisible>> {
+        let words = prop::sample::select([WORDS, HIDDEN_WORDS].concat());
+        let row = (
+            0usize..4,
+            100u32..106,
+            prop::collection::vec(words.clone(), 0..8),
+            prop::collection::vec(words, 0..3),
+            0usize..4,
+        );
+        prop::collection::vec(row, 0..16)
+    }
 
     fn corpus_strategy() -> impl Strategy<Value = Vec<Vec<Row>>> {
         let row = (
@@ -650,7 +995,9 @@ mod tests {
                 prop_assert!(allowed.contains(ordinal_of[&hit.slot]));
                 prop_assert!(!deleted.contains(&ordinal_of[&hit.slot]));
             }
-            assert_same_hits(&result.hits, &oracle(&index, &query, &allowed, &ordinal_of));
+            let all_rows: Vec<Row> = batches.concat();
+            let expected = model(&index, &all_rows, &query, |row| allowed.contains(row.1) && !deleted.contains(&row.1));
+            assert_matches_model(&result.hits, &expected);
             let expected_allowed = ordinal_of.values().filter(|&&ordinal| allowed.contains(ordinal) && !deleted.contains(&ordinal)).count();
             prop_assert_eq!(result.allowed_docs, expected_allowed);
             // A truncated top-k is a prefix of the full ranking (ties by slot make it unique).
@@ -663,6 +1010,108 @@ mod tests {
         fn any_unicode_query_is_safe(query in "\\PC{0,40}", k in 0usize..20) {
             let index = index_with(&[rows(&[(0, "apple banana"), (1, "cherry 🦀 date")])]);
             prop_assert!(index.search(&query, k, &everything()).is_ok());
+        }
+
+        /// The unstemmed counter makes exactly as many tokens as the analyzer whose tokens the
+        /// index records.
+        #[test]
+        fn token_count_is_the_number_of_analyzed_tokens(
+            text in "\\PC{0,60}|((the|of|And|running|runs|Apple's|[a-zA-Z0-9]{1,50}|[^a-z ]{1,3}) ){0,20}",
+        ) {
+            let index = LexicalIndex::new().expect("create index");
+            let mut analyzer = index.analyzer.clone();
+            let mut analyzed = 0;
+            analyzer.token_stream(&text).process(&mut |_: &Token| analyzed += 1);
+            prop_assert_eq!(token_count(&mut index.counter.clone(), &text), analyzed);
+        }
+
+        /// The document frequency of a term inside a scope is the naive count, whether the
+        /// postings are walked or the scope leapfrogs them (a scope much smaller than the postings).
+        #[test]
+        fn doc_freq_counts_the_live_docs_of_the_scope(
+            holds in prop::collection::vec(prop::bool::weighted(0.8), 1..400),
+            allowed in prop::collection::vec(0u32..400, 0..80),
+            deleted in prop::collection::vec(0u32..400, 0..20),
+        ) {
+            let corpus: Vec<Row> = holds
+                .iter()
+                .enumerate()
+                .map(|(slot, holds)| (slot as Slot, slot as DocOrdinal, String::new(), if *holds { "apple pie" } else { "pie" }.to_string()))
+                .collect();
+            let mut index = index_with(&[corpus]);
+            index.delete_ordinals(&RoaringBitmap::from_iter(deleted.iter().copied())).expect("delete");
+            let allowed = RoaringBitmap::from_iter(allowed);
+            let scope = index.snapshot.scope(&allowed);
+            let statistics = ScopeStatistics { searcher: &index.snapshot.searcher, scope: &scope, fields: index.fields };
+            let expected = holds
+                .iter()
+                .enumerate()
+                .filter(|&(ordinal, holds)| *holds && allowed.contains(ordinal as u32) && !deleted.contains(&(ordinal as u32)))
+                .count() as u64;
+            for term in index.analyze("apple") {
+                prop_assert_eq!(statistics.doc_freq(&Term::from_field_text(index.fields.text, &term)).expect("doc freq"), expected);
+            }
+        }
+
+        /// Scores and order inside a scope are the same whether or not documents outside it (some
+        /// packed with the query's terms, some deleted) share the shard.
+        #[test]
+        fn scores_ignore_everything_outside_the_scope(
+            visible in corpus_strategy(),
+            invisible in invisible_strategy(),
+            deleted in prop::collection::vec(100u32..106, 0..3),
+            narrow in prop::option::of(prop::collection::vec(0u32..12, 0..12)),
+            query in prop::collection::vec(prop::sample::select([WORDS, HIDDEN_WORDS].concat()), 1..4),
+        ) {
+            let query = query.join(" ");
+            let alone = index_with(&visible);
+            let mut mixed = index_with(&mix(&visible, &invisible, &query));
+            mixed.delete_ordinals(&RoaringBitmap::from_iter(deleted)).expect("delete");
+            // Every visible ordinal (the fast path in `alone`), or a random subset of them.
+            let scope = RoaringBitmap::from_iter(narrow.unwrap_or_else(|| (0..12).collect()));
+            let expected = alone.search(&query, 10_000, &scope).expect("search");
+            let got = mixed.search(&query, 10_000, &scope).expect("search");
+            prop_assert_eq!(got.allowed_docs, expected.allowed_docs);
+            assert_identical_hits(&got.hits, &expected.hits);
+            let top3 = mixed.search(&query, 3, &scope).expect("search");
+            assert_identical_hits(&top3.hits, &expected.hits[..expected.hits.len().min(3)]);
+        }
+
+        /// Nothing panics (tantivy's `idf` asserts `doc_freq <= doc_count`): queries whose terms
+        /// only invisible or deleted docs hold, empty scopes, scopes of purged ordinals only.
+        #[test]
+        fn scope_statistics_never_panic_and_stay_bounded(
+            visible in corpus_strategy(),
+            invisible in invisible_strategy(),
+            deleted in prop::collection::vec(0u32..106, 0..8),
+            allowed in prop::collection::vec(0u32..106, 0..6),
+            query in prop::collection::vec(prop::sample::select([WORDS, HIDDEN_WORDS].concat()), 0..4),
+            k in 0usize..5,
+        ) {
+            let query = query.join(" ");
+            let mut index = index_with(&mix(&visible, &invisible, &query));
+            index.delete_ordinals(&RoaringBitmap::from_iter(deleted.iter().copied())).expect("delete");
+            let all_rows: Vec<Row> = mix(&visible, &invisible, &query).concat();
+            let ordinal_of: HashMap<Slot, DocOrdinal> = all_rows.iter().map(|row| (row.0, row.1)).collect();
+            for scope in [RoaringBitmap::from_iter(allowed), RoaringBitmap::from_iter(deleted.iter().copied()), RoaringBitmap::new()] {
+                let result = index.search(&query, k, &scope).expect("search");
+                prop_assert!(result.hits.len() <= k);
+                for hit in &result.hits {
+                    prop_assert!(scope.contains(ordinal_of[&hit.slot]) && !deleted.contains(&ordinal_of[&hit.slot]));
+                    prop_assert!(hit.score.is_finite() && hit.score > 0.0);
+                }
+                let cached = index.snapshot.scope(&scope);
+                let statistics = ScopeStatistics { searcher: &index.snapshot.searcher, scope: &cached, fields: index.fields };
+                let docs = statistics.total_num_docs().expect("docs");
+                for field in [index.fields.title, index.fields.text] {
+                    prop_assert!(statistics.total_num_tokens(field).expect("tokens") >= 1);
+                    for word in [WORDS, HIDDEN_WORDS].concat() {
+                        for term in index.analyze(word) {
+                            prop_assert!(statistics.doc_freq(&Term::from_field_text(field, &term)).expect("doc freq") <= docs);
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -684,11 +1133,13 @@ mod tests {
             })
             .collect();
         let mut index = LexicalIndex::new().expect("create");
+        let indexing = Instant::now();
         for start in (0..docs).step_by(10_000) {
             let items: Vec<(Slot, DocOrdinal, &str, &str)> =
                 (start..start + 10_000).map(|slot| (slot, slot, "", texts[slot as usize].as_str())).collect();
             index.add_batch(&items).expect("add");
         }
+        println!("indexing {docs} docs: {:.0} ms", indexing.elapsed().as_secs_f64() * 1e3);
         let queries: Vec<String> = (0..500)
             .map(|_| {
                 (0..3).map(|_| vocabulary[rng.gen_range(0..vocabulary.len())].as_str()).collect::<Vec<_>>().join(" ")
@@ -698,20 +1149,30 @@ mod tests {
         let all: RoaringBitmap = (0..docs).collect();
         let fresh: Vec<RoaringBitmap> =
             queries.iter().map(|_| (0..docs).filter(|_| rng.gen_bool(0.01)).collect()).collect();
-        let cases: [(&str, Vec<&RoaringBitmap>); 3] = [
+        let half: RoaringBitmap = (0..docs).filter(|_| rng.gen_bool(0.5)).collect();
+        let cases: [(&str, Vec<&RoaringBitmap>); 4] = [
             ("unfiltered", vec![&all; queries.len()]),
             ("filtered 1%, same scope (cached)", vec![&allowed; queries.len()]),
             ("filtered 1%, new scope per query", fresh.iter().collect()),
+            ("filtered 50%, same scope (cached)", vec![&half; queries.len()]),
         ];
         for (name, scopes) in cases {
             let started = Instant::now();
             let mut found = 0;
+            let mut latencies = Vec::with_capacity(queries.len());
             for (position, query) in queries.iter().enumerate() {
+                let one = Instant::now();
                 let result = index.search(query, 10, scopes[position]).expect("search");
+                latencies.push(one.elapsed().as_secs_f64() * 1e3);
                 found += result.hits.len();
             }
             let mean = started.elapsed().as_secs_f64() * 1e3 / queries.len() as f64;
-            println!("{name}: {mean:.3} ms/query, {:.2} hits/query", found as f64 / queries.len() as f64);
+            latencies.sort_by(f64::total_cmp);
+            let median = latencies[latencies.len() / 2];
+            println!(
+                "{name}: mean {mean:.4} ms/query, median {median:.4} ms/query, {:.2} hits/query",
+                found as f64 / queries.len() as f64
+            );
         }
     }
 }

@@ -6,6 +6,7 @@ mod answer_verifier_counts;
 mod eval;
 mod fuzz;
 mod http;
+mod lexical_stats;
 mod minilm;
 mod providers;
 mod retrieval;
