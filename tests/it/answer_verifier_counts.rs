@@ -11,7 +11,7 @@
 //! number of texts it is asked to embed is the same).
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::json;
@@ -22,37 +22,9 @@ use warrant::answer::response::AnswerStatus;
 use warrant::answer::{AnswerPipeline, AnswerRequest, PipelineSettings};
 use warrant::config::{ClaimPolicy, Settings};
 use warrant::domain::Principal;
-use warrant::embed::{EmbedResult, Embedder, HashedEmbedder};
+use warrant::embed::Embedder;
 
-use crate::support::{engine, principal, settings};
-
-/// FAKE embedder: hashed vectors, counting texts.
-struct FakeCountingEmbedder {
-    inner: HashedEmbedder,
-    texts: Mutex<usize>,
-}
-
-impl FakeCountingEmbedder {
-    fn take(&self) -> usize {
-        std::mem::take(&mut self.texts.lock().expect("count"))
-    }
-}
-
-#[async_trait]
-impl Embedder for FakeCountingEmbedder {
-    fn name(&self) -> &str {
-        "fake-counting"
-    }
-
-    fn dimension(&self) -> usize {
-        self.inner.dimension()
-    }
-
-    async fn embed(&self, texts: &[String]) -> EmbedResult<Vec<Vec<f32>>> {
-        *self.texts.lock().expect("count") += texts.len();
-        self.inner.embed(texts).await
-    }
-}
+use crate::support::{FakeCountingEmbedder, engine, principal, settings};
 
 /// FAKE generator: three reworded sentences of the first source ("Also, …"), each citing the
 /// first two sources; the first attempt also cites an unknown label (a repair follows under `fail_answer`).
@@ -125,7 +97,7 @@ fn run(generator: Arc<dyn Generator>, policy: ClaimPolicy, capacity: usize, roun
         )
         .await
         .expect("demo corpus");
-        let counting = Arc::new(FakeCountingEmbedder { inner: HashedEmbedder::new(384), texts: Mutex::new(0) });
+        let counting = FakeCountingEmbedder::new(384);
         let verifier = LexicalSupportVerifier::new(
             settings.verifier.min_coverage,
             settings.verifier.min_similarity,

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use warrant::acl::AclMutation;
 use warrant::retrieval::{Retriever, SelectionLimits, select_context};
 
-use crate::support::{doc, engine, principal, settings};
+use crate::support::{FakeCountingEmbedder, doc, engine, principal, settings};
 
 #[actix_web::test]
 async fn cross_tenant_near_duplicate_never_reaches_fusion() {
@@ -177,35 +177,10 @@ proptest! {
     }
 }
 
-/// Fake embedder: the hashed embedder, counting the texts it was asked to embed.
-struct CountingEmbedder {
-    inner: warrant::embed::HashedEmbedder,
-    texts: std::sync::atomic::AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl warrant::embed::Embedder for CountingEmbedder {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn dimension(&self) -> usize {
-        self.inner.dimension()
-    }
-
-    async fn embed(&self, texts: &[String]) -> warrant::embed::EmbedResult<Vec<Vec<f32>>> {
-        self.texts.fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
-        self.inner.embed(texts).await
-    }
-}
-
 #[actix_web::test]
 async fn the_query_cache_is_never_shared_across_tenants() {
     let settings = settings(2);
-    let embedder = std::sync::Arc::new(CountingEmbedder {
-        inner: warrant::embed::HashedEmbedder::new(settings.embedder.dim),
-        texts: Default::default(),
-    });
+    let embedder = FakeCountingEmbedder::new(settings.embedder.dim);
     let engine = warrant::retrieval::Engine::start(
         warrant::retrieval::EngineParams::from_settings(&settings, settings.embedder.dim),
         embedder.clone(),
@@ -217,7 +192,7 @@ async fn the_query_cache_is_never_shared_across_tenants() {
             .await
             .unwrap();
     }
-    let count = || embedder.texts.load(std::sync::atomic::Ordering::SeqCst);
+    let count = || embedder.count();
     let ask = |tenant: &'static str| {
         let engine = engine.clone();
         async move { engine.retrieve(&engine.scope(&principal(tenant, "u", &["all"])), "Initech merger date?").await }

@@ -1,5 +1,5 @@
 //! Shared helpers of the integration tests: an engine on the hashed embedder, documents,
-//! principals.
+//! principals, and a counting fake embedder.
 
 use std::sync::Arc;
 
@@ -36,4 +36,43 @@ pub fn doc(doc_id: &str, title: &str, text: &str, groups: &[&str]) -> DocumentIn
 /// A principal.
 pub fn principal(tenant: &str, user: &str, groups: &[&str]) -> Principal {
     Principal::new(tenant, user, groups.iter().copied())
+}
+
+/// FAKE embedder: hashed vectors of `dimension`, counting the texts it is asked to embed.
+pub struct FakeCountingEmbedder {
+    inner: HashedEmbedder,
+    texts: std::sync::atomic::AtomicUsize,
+}
+
+impl FakeCountingEmbedder {
+    /// A counter at zero.
+    pub fn new(dimension: usize) -> Arc<Self> {
+        Arc::new(Self { inner: HashedEmbedder::new(dimension), texts: Default::default() })
+    }
+
+    /// Texts embedded so far.
+    pub fn count(&self) -> usize {
+        self.texts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Texts embedded since the last `take`, resetting the counter.
+    pub fn take(&self) -> usize {
+        self.texts.swap(0, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl warrant::embed::Embedder for FakeCountingEmbedder {
+    fn name(&self) -> &str {
+        "fake-counting"
+    }
+
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    async fn embed(&self, texts: &[String]) -> warrant::embed::EmbedResult<Vec<Vec<f32>>> {
+        self.texts.fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+        self.inner.embed(texts).await
+    }
 }
