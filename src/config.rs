@@ -369,6 +369,7 @@ impl Settings {
         );
         check((8..=8192).contains(&self.embedder.dim), "embedder.dim must be in 8..=8192");
         check(self.embedder.batch_size >= 1, "embedder.batch_size must be at least 1");
+        check((1..=1_000_000).contains(&self.embedder.query_cache), "embedder.query_cache must be in 1..=1000000");
         check(
             matches!(self.generator.kind.as_str(), "extractive" | "openai"),
             "generator.kind must be extractive or openai",
@@ -451,6 +452,11 @@ mod tests {
             Settings::from_toml(DEFAULT, [("WARRANT__VERIFIER__SENTENCE_CACHE".to_owned(), "2000000".to_owned())])
                 .unwrap_err();
         assert!(error.to_string().contains("verifier.sentence_cache"));
+        for bad in ["0", "2000000"] {
+            let error = Settings::from_toml(DEFAULT, [("WARRANT__EMBEDDER__QUERY_CACHE".to_owned(), bad.to_owned())])
+                .unwrap_err();
+            assert!(error.to_string().contains("embedder.query_cache"), "{bad}");
+        }
     }
 
     #[test]
