@@ -210,6 +210,10 @@ enum EvalCommand {
         /// Path of scifact-claims/train.jsonl.
         #[arg(long, default_value = "../shared/data/scifact-claims/train.jsonl")]
         data: PathBuf,
+        /// Sweep min_coverage 0.50..=1.00 and min_similarity 0.0..=0.5 (with the polarity check
+        /// off and on) instead of evaluating the configured thresholds; one line per point.
+        #[arg(long)]
+        sweep: bool,
         /// Configuration file (verifier thresholds).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -393,11 +397,14 @@ fn main() -> Result<()> {
             println!("{outcome:?}: {}", directory.display());
             Ok(())
         }
-        Command::Eval { eval: EvalCommand::Verifier { data, config } } => {
+        Command::Eval { eval: EvalCommand::Verifier { data, sweep, config } } => {
             let settings = Settings::load(config.as_deref())?;
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             runtime.block_on(async {
                 let embedder = warrant::providers::verifier_embedder(&settings).await?;
+                if sweep {
+                    return print_verifier_sweep(&data, embedder).await;
+                }
                 let verifier = warrant::answer::lexical_verifier::LexicalSupportVerifier::new(
                     settings.verifier.min_coverage,
                     settings.verifier.min_similarity,
@@ -427,6 +434,33 @@ fn settings_with_embedder(config: Option<&std::path::Path>, embedder: Option<Str
         settings.embedder.kind = kind;
     }
     Ok(settings)
+}
+
+/// `warrant eval verifier --sweep`: precision, recall and F1 over the threshold grid.
+async fn print_verifier_sweep(data: &Path, embedder: Option<Arc<dyn warrant::embed::Embedder>>) -> Result<()> {
+    let coverages: Vec<f64> = (10..=20).map(|step| f64::from(step) * 0.05).collect();
+    let similarities: Vec<f64> = (0..=5).map(|step| f64::from(step) * 0.1).collect();
+    let name = embedder.as_ref().map_or("lexical".to_owned(), |embedder| format!("lexical+{}", embedder.name()));
+    let points =
+        warrant::eval::verifier::sweep(data, &coverages, &similarities, embedder).await.map_err(anyhow::Error::msg)?;
+    println!("{name}: min_cov min_sim polarity | precision recall f1 | passed SUPPORT/CONTRADICT/NEI");
+    for point in points {
+        let report = &point.report;
+        let passed = |label: &str| report.passed_by_label.get(label).copied().unwrap_or_default().0;
+        println!(
+            "{:.2} {:.2} {} | {:.3} {:.3} {:.3} | {}/{}/{}",
+            point.min_coverage,
+            point.min_similarity,
+            if point.polarity_check { "pol" } else { "---" },
+            report.precision(),
+            report.recall(),
+            report.f1(),
+            passed("SUPPORT"),
+            passed("CONTRADICT"),
+            passed("NOT_ENOUGH_INFO"),
+        );
+    }
+    Ok(())
 }
 
 /// Writes one JSON object per query (temporary file renamed over `path`).

@@ -129,6 +129,9 @@ pub async fn evaluate_rows(rows: &[ClaimRow], verifier: &dyn SupportVerifier) ->
     report
 }
 
+/// Sentence vectors kept while a sweep measures its rows (SciFact claims cite ~1,000 abstracts).
+const SWEEP_SENTENCE_CACHE: usize = 100_000;
+
 /// One point of a threshold sweep.
 #[derive(Clone, Debug)]
 pub struct SweepPoint {
@@ -153,7 +156,8 @@ pub async fn sweep(
 ) -> Result<Vec<SweepPoint>, String> {
     let rows = read_rows(path)?;
     let has_embedder = embedder.is_some();
-    let measuring = LexicalSupportVerifier::new(0.0, -1.0, embedder.clone());
+    // Rows citing the same abstract share its sentence vectors.
+    let measuring = LexicalSupportVerifier::new(0.0, -1.0, embedder.clone()).with_sentence_cache(SWEEP_SENTENCE_CACHE);
     let mut measured: Vec<(&ClaimRow, SupportSignals)> = Vec::with_capacity(rows.len());
     for row in &rows {
         let text = row.abstract_text();
