@@ -6,6 +6,13 @@
 //! with IDF (Sparck Jones 1972) computed over the candidate sentences of this request, so terms
 //! common to all sources count little and question terms absent from every source weigh the most.
 //!
+//! The adjective of an interrogative `how` (`how long`, `how many`, `how early`, …) asks for the
+//! kind of answer, not about a topic, so it is not a question term. A question with several
+//! parts ("which class …, and what is the meal allowance?") may have no single sentence holding
+//! enough of its terms; then sentences are picked greedily by the question weight they add
+//! (weighted set cover), each adding at least [`MIN_GAIN`], and the answer stands when together
+//! they reach [`MIN_RELEVANCE`].
+//!
 //! Invariants: claims are verbatim sentences of the sources (so a support check passes them);
 //! every citation is the label of the source the sentence came from (never anything else); source
 //! text is only ever scored, never interpreted, so instructions inside sources have no effect;
@@ -17,10 +24,16 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use super::generator::{GenerationRequest, Generator, GeneratorError};
-use super::text::{content_terms, sentences};
+use super::text::{content_terms, is_stopword, sentences, stem};
+use crate::domain::tokens::words;
 
 /// Smallest IDF-weighted share of the question's terms a sentence must hold to be an answer.
 const MIN_RELEVANCE: f32 = 0.45;
+/// Smallest share of the question's weight a sentence must add to a multi-part answer.
+const MIN_GAIN: f32 = 0.2;
+/// Adjectives that, right after `how`, name the kind of answer asked for.
+const HOW_MARKERS: &[&str] =
+    &["long", "many", "much", "often", "early", "soon", "far", "old", "big", "large", "fast", "late", "quickly"];
 /// A sentence is kept only if its relevance reaches this fraction of the best sentence's.
 const RELATIVE_TO_BEST: f32 = 0.6;
 /// Two sentences whose term sets overlap at least this much (Jaccard) are near-duplicates.
@@ -40,7 +53,7 @@ impl ExtractiveGenerator {
 
     /// The answer for `question` over labeled `sources` (`(label, text)` pairs in label order).
     pub fn answer(&self, question: &str, sources: &[(&str, &str)]) -> ExtractiveAnswer {
-        let question_terms: Vec<String> = dedup(content_terms(question));
+        let question_terms: Vec<String> = dedup(question_terms(question));
         if question_terms.is_empty() {
             return ExtractiveAnswer::unanswerable();
         }
@@ -87,7 +100,7 @@ impl ExtractiveGenerator {
         });
         let best = candidates[0].relevance;
         if best < MIN_RELEVANCE {
-            return ExtractiveAnswer::unanswerable();
+            return self.cover(&question_terms, &weights, total_weight, &candidates, sources);
         }
         let cutoff = MIN_RELEVANCE.max(best * RELATIVE_TO_BEST);
 
@@ -113,6 +126,77 @@ impl ExtractiveGenerator {
             .collect();
         ExtractiveAnswer { answerable: true, claims }
     }
+
+    /// Multi-part questions: greedy weighted set cover over `candidates` (sorted best first).
+    fn cover(
+        &self,
+        question_terms: &[String],
+        weights: &[f32],
+        total_weight: f32,
+        candidates: &[Candidate<'_>],
+        sources: &[(&str, &str)],
+    ) -> ExtractiveAnswer {
+        let mut covered = vec![false; question_terms.len()];
+        let mut chosen: Vec<&Candidate> = Vec::new();
+        let mut coverage = 0.0;
+        while chosen.len() < self.max_claims {
+            let gain = |candidate: &Candidate| -> f32 {
+                question_terms
+                    .iter()
+                    .zip(weights)
+                    .zip(&covered)
+                    .filter(|((term, _), covered)| !**covered && candidate.terms.contains(*term))
+                    .map(|((_, weight), _)| weight)
+                    .sum::<f32>()
+                    / total_weight
+            };
+            // Candidates are sorted, so the first of equal gains is the most relevant.
+            let Some((next, added)) = candidates.iter().map(|candidate| (candidate, gain(candidate))).fold(
+                None,
+                |best: Option<(&Candidate, f32)>, (candidate, added)| match best {
+                    Some((_, top)) if top >= added => best,
+                    _ => Some((candidate, added)),
+                },
+            ) else {
+                break;
+            };
+            if added < MIN_GAIN {
+                break;
+            }
+            for (term, covered) in question_terms.iter().zip(covered.iter_mut()) {
+                *covered |= next.terms.contains(term);
+            }
+            coverage += added;
+            chosen.push(next);
+        }
+        if coverage < MIN_RELEVANCE {
+            return ExtractiveAnswer::unanswerable();
+        }
+        chosen
+            .sort_by(|left, right| left.source_index.cmp(&right.source_index).then(left.position.cmp(&right.position)));
+        let claims = chosen
+            .into_iter()
+            .map(|candidate| ExtractiveClaim {
+                text: candidate.text.to_owned(),
+                citations: vec![sources[candidate.source_index].0.to_owned()],
+            })
+            .collect();
+        ExtractiveAnswer { answerable: true, claims }
+    }
+}
+
+/// The question's content terms, without the adjective of an interrogative `how`.
+fn question_terms(question: &str) -> Vec<String> {
+    let mut previous = String::new();
+    let mut kept = Vec::new();
+    for word in words(question) {
+        let marker = previous == "how" && HOW_MARKERS.contains(&word.as_str());
+        if !marker && !is_stopword(&word) {
+            kept.push(stem(&word));
+        }
+        previous = word;
+    }
+    kept
 }
 
 /// The generator's output document (`cited_answer` schema).
@@ -215,6 +299,36 @@ mod tests {
         let first = &output["claims"][0];
         assert_eq!(first["text"], "Engineers receive 25 days of paid vacation per year.");
         assert_eq!(first["citations"], serde_json::json!(["S2"]));
+    }
+
+    const TRAVEL: &str = "Acme employees book business travel through the internal travel portal. Economy class is \
+        required for flights shorter than six hours. Flights of six hours or longer may be booked in premium economy. \
+        Hotel stays are reimbursed up to 180 euros per night. Meals during travel are covered by a daily allowance of \
+        60 euros. Receipts must be submitted within 30 days of returning.";
+
+    #[test]
+    fn how_long_asks_for_a_duration_not_about_length() {
+        let generator = ExtractiveGenerator::new(3);
+        let output = generate(&generator, &request("How long do I have to submit travel receipts?", &[TRAVEL]));
+        assert_eq!(output["answerable"], true, "{output}");
+        assert_eq!(output["claims"][0]["text"], "Receipts must be submitted within 30 days of returning.");
+        assert_eq!(question_terms("How long are long flights?"), vec!["long".to_owned(), "flight".to_owned()]);
+    }
+
+    #[test]
+    fn a_two_part_question_is_answered_by_one_sentence_per_part() {
+        let generator = ExtractiveGenerator::new(3);
+        let question = "Which class can I book for long flights, and what is the meal allowance?";
+        let output = generate(&generator, &request(question, &[TRAVEL]));
+        assert_eq!(output["answerable"], true, "{output}");
+        let texts: Vec<&str> =
+            output["claims"].as_array().expect("claims").iter().map(|claim| claim["text"].as_str().unwrap()).collect();
+        assert!(texts.iter().any(|text| text.contains("Meals during travel")), "{texts:?}");
+        assert!(texts.iter().any(|text| text.contains("flights")), "{texts:?}");
+        assert!(texts.len() <= 3);
+        // Parts that no sentence answers still abstain.
+        let output = generate(&generator, &request("What is the capital of Mongolia, and who won the cup?", &[TRAVEL]));
+        assert_eq!(output["answerable"], false, "{output}");
     }
 
     #[test]

@@ -135,9 +135,9 @@ pub(crate) fn stem(word: &str) -> String {
     } else if let Some(base) = word.strip_suffix("sses") {
         format!("{base}ss")
     } else if let Some(base) = word.strip_suffix("ing").filter(|base| long_enough(base)) {
-        base.to_owned()
+        undouble(base)
     } else if let Some(base) = word.strip_suffix("ed").filter(|base| long_enough(base)) {
-        base.to_owned()
+        undouble(base)
     } else if let Some(base) = word
         .strip_suffix("es")
         .filter(|base| long_enough(base) && ["sh", "ch", "x", "ss", "z"].iter().any(|ending| base.ends_with(ending)))
@@ -157,6 +157,20 @@ pub(crate) fn stem(word: &str) -> String {
         stemmed.pop();
     }
     stemmed
+}
+
+/// `submitt` → `submit`, `stopp` → `stop` (a doubled final consonant left by `-ed`/`-ing`), but
+/// `call`, `pass`, `buzz` stay (Porter's exceptions l, s, z).
+fn undouble(base: &str) -> String {
+    let mut characters = base.chars().rev();
+    match (characters.next(), characters.next()) {
+        (Some(last), Some(before))
+            if last == before && last.is_ascii_alphabetic() && !"aeiouylsz".contains(last) && base.len() > 3 =>
+        {
+            base[..base.len() - last.len_utf8()].to_owned()
+        }
+        _ => base.to_owned(),
+    }
 }
 
 /// Content terms of `text` in order of occurrence (duplicates kept): lowercased words minus
@@ -243,6 +257,10 @@ mod tests {
         assert_eq!(stem("studies"), stem("studied"));
         assert_eq!(stem("class"), "class");
         assert_eq!(stem("1990s"), "1990s");
+        assert_eq!(stem("submitted"), stem("submit"));
+        assert_eq!(stem("stopping"), "stop");
+        assert_eq!(stem("called"), "call");
+        assert_eq!(stem("passed"), "pass");
     }
 
     #[test]
