@@ -445,20 +445,7 @@ async fn print_verifier_sweep(data: &Path, embedder: Option<Arc<dyn warrant::emb
         warrant::eval::verifier::sweep(data, &coverages, &similarities, embedder).await.map_err(anyhow::Error::msg)?;
     println!("{name}: min_cov min_sim polarity | precision recall f1 | passed SUPPORT/CONTRADICT/NEI");
     for point in points {
-        let report = &point.report;
-        let passed = |label: &str| report.passed_by_label.get(label).copied().unwrap_or_default().0;
-        println!(
-            "{:.2} {:.2} {} | {:.3} {:.3} {:.3} | {}/{}/{}",
-            point.min_coverage,
-            point.min_similarity,
-            if point.polarity_check { "pol" } else { "---" },
-            report.precision(),
-            report.recall(),
-            report.f1(),
-            passed("SUPPORT"),
-            passed("CONTRADICT"),
-            passed("NOT_ENOUGH_INFO"),
-        );
+        println!("{point}");
     }
     Ok(())
 }

@@ -117,14 +117,7 @@ impl ExtractiveGenerator {
             }
         }
         debug_assert!(!chosen.is_empty());
-        let claims = chosen
-            .into_iter()
-            .map(|candidate| ExtractiveClaim {
-                text: candidate.text.to_owned(),
-                citations: vec![sources[candidate.source_index].0.to_owned()],
-            })
-            .collect();
-        ExtractiveAnswer { answerable: true, claims }
+        ExtractiveAnswer::quoting(chosen, sources)
     }
 
     /// Multi-part questions: greedy weighted set cover over `candidates` (sorted best first).
@@ -174,14 +167,7 @@ impl ExtractiveGenerator {
         }
         chosen
             .sort_by(|left, right| left.source_index.cmp(&right.source_index).then(left.position.cmp(&right.position)));
-        let claims = chosen
-            .into_iter()
-            .map(|candidate| ExtractiveClaim {
-                text: candidate.text.to_owned(),
-                citations: vec![sources[candidate.source_index].0.to_owned()],
-            })
-            .collect();
-        ExtractiveAnswer { answerable: true, claims }
+        ExtractiveAnswer::quoting(chosen, sources)
     }
 }
 
@@ -211,6 +197,18 @@ pub struct ExtractiveAnswer {
 impl ExtractiveAnswer {
     fn unanswerable() -> Self {
         Self { answerable: false, claims: Vec::new() }
+    }
+
+    /// Quotes `chosen` sentences, each cited by the label of its source.
+    fn quoting(chosen: Vec<&Candidate<'_>>, sources: &[(&str, &str)]) -> Self {
+        let claims = chosen
+            .into_iter()
+            .map(|candidate| ExtractiveClaim {
+                text: candidate.text.to_owned(),
+                citations: vec![sources[candidate.source_index].0.to_owned()],
+            })
+            .collect();
+        Self { answerable: true, claims }
     }
 }
 

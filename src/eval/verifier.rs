@@ -145,6 +145,27 @@ pub struct SweepPoint {
     pub report: VerifierReport,
 }
 
+/// One line: `min_cov min_sim polarity | precision recall f1 | passed SUPPORT/CONTRADICT/NEI`.
+impl std::fmt::Display for SweepPoint {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let report = &self.report;
+        let passed = |label: &str| report.passed_by_label.get(label).copied().unwrap_or_default().0;
+        write!(
+            formatter,
+            "{:.2} {:.2} {} | {:.3} {:.3} {:.3} | {}/{}/{}",
+            self.min_coverage,
+            self.min_similarity,
+            if self.polarity_check { "pol" } else { "---" },
+            report.precision(),
+            report.recall(),
+            report.f1(),
+            passed("SUPPORT"),
+            passed("CONTRADICT"),
+            passed("NOT_ENOUGH_INFO"),
+        )
+    }
+}
+
 /// Evaluates [`LexicalSupportVerifier`] over every combination of `coverages`, `similarities`
 /// (ignored without an embedder) and the polarity check off/on. Signals are measured once per
 /// row, so a large grid costs little more than one pass.
@@ -242,20 +263,7 @@ mod tests {
             println!("\n{name}: measured and swept in {:?}", started.elapsed());
             println!("\n{name}: min_cov min_sim polarity | P R F1 | passed SUPPORT/CONTRADICT/NEI");
             for point in points {
-                let report = &point.report;
-                let passed = |label: &str| report.passed_by_label.get(label).copied().unwrap_or_default().0;
-                println!(
-                    "{name} {:.2} {:.2} {} | {:.3} {:.3} {:.3} | {}/{}/{}",
-                    point.min_coverage,
-                    point.min_similarity,
-                    if point.polarity_check { "pol" } else { "---" },
-                    report.precision(),
-                    report.recall(),
-                    report.f1(),
-                    passed("SUPPORT"),
-                    passed("CONTRADICT"),
-                    passed("NOT_ENOUGH_INFO"),
-                );
+                println!("{name} {point}");
             }
         }
     }
