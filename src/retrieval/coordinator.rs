@@ -73,7 +73,9 @@ impl Handler<FanOut> for Coordinator {
     }
 }
 
-/// Sends the lexical and vector searches of every shard at once and gathers them.
+/// Sends the vector searches of every shard at once and, concurrently, the two lexical phases
+/// (statistics of every shard, then searches scored with their sum; one phase with one shard),
+/// and gathers them.
 pub async fn fan_out(shards: Vec<Addr<ShardActor>>, message: FanOut) -> Result<ShardResults, IndexError> {
     // A lexical budget of 0 (vector-only retrieval, e.g. in evaluations) skips BM25 entirely.
     let lexical_shards = if message.lexical_k == 0 { &[][..] } else { &shards[..] };
