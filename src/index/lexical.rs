@@ -23,10 +23,16 @@
 //!   scopes (bitsets, token totals, document frequencies of recent terms) are pinned together in
 //!   one [`Snapshot`], rebuilt after every commit, so a search never mixes generations and a
 //!   cached scope never outlives the segments it was built on;
-//! - results are ordered by BM25 score descending, ties broken by slot ascending.
+//! - results are ordered by BM25 score descending, ties broken by slot ascending;
+//! - scores across shards are comparable when every shard is searched with the same
+//!   [`LexicalStatistics`]: [`LexicalIndex::statistics`] reports a query's statistics inside a
+//!   scope as plain counts, their sum over the shards ([`LexicalStatistics::merge`]) is the
+//!   statistics of the scope over the whole corpus, and [`LexicalIndex::search_with_statistics`]
+//!   scores with them (two-phase, like a distributed search's DFS phase), so the scores do not
+//!   depend on how the chunks are spread over shards.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -69,6 +75,43 @@ pub struct LexicalSearch {
     pub hits: Vec<Hit>,
     /// Number of live tantivy documents (chunks) inside the scope.
     pub allowed_docs: usize,
+}
+
+/// A scored text field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LexicalField {
+    /// The chunk's document title.
+    Title,
+    /// The chunk's text.
+    Text,
+}
+
+/// The BM25 statistics of one query inside one scope, as plain counts: what a shard reports in
+/// the first phase of a search across shards, summed over the shards with [`Self::merge`] and
+/// handed back to each shard's [`LexicalIndex::search_with_statistics`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LexicalStatistics {
+    /// Live chunks inside the scope.
+    pub docs: u64,
+    /// Analyzed tokens of the titles of those chunks.
+    pub title_tokens: u64,
+    /// Analyzed tokens of the texts of those chunks.
+    pub text_tokens: u64,
+    /// Chunks of the scope holding each analyzed query term in each field; a term absent from the
+    /// map is held by none.
+    pub doc_freqs: BTreeMap<(LexicalField, String), u64>,
+}
+
+impl LexicalStatistics {
+    /// Adds the statistics of a disjoint part of the corpus (another shard's), in place.
+    pub fn merge(&mut self, other: &LexicalStatistics) {
+        self.docs += other.docs;
+        self.title_tokens += other.title_tokens;
+        self.text_tokens += other.text_tokens;
+        for (key, doc_freq) in &other.doc_freqs {
+            *self.doc_freqs.entry(key.clone()).or_default() += doc_freq;
+        }
+    }
 }
 
 /// Field handles of the schema.
@@ -417,6 +460,57 @@ impl LexicalIndex {
     /// ordinal is in `allowed` and scored with the statistics of that scope only (see the
     /// module docs). A query with no terms left after analysis matches nothing.
     pub fn search(&self, query: &str, k: usize, allowed: &RoaringBitmap) -> IndexResult<LexicalSearch> {
+        self.search_scored_by(query, k, allowed, None)
+    }
+
+    /// The BM25 statistics of `query` inside `allowed` on this index: the counts [`Self::search`]
+    /// scores with (same analysis of the query, same scope).
+    pub fn statistics(&self, query: &str, allowed: &RoaringBitmap) -> IndexResult<LexicalStatistics> {
+        let snapshot = &self.snapshot;
+        let terms = self.analyze(query);
+        let scope = snapshot.scope(allowed);
+        let mut statistics = LexicalStatistics {
+            docs: scope.allowed_docs as u64,
+            title_tokens: scope.tokens.title,
+            text_tokens: scope.tokens.text,
+            doc_freqs: BTreeMap::new(),
+        };
+        if scope.allowed_docs == 0 {
+            return Ok(statistics);
+        }
+        let provider = ScopeStatistics { searcher: &snapshot.searcher, scope: &scope, fields: self.fields };
+        for term in terms {
+            for (field, handle) in [(LexicalField::Title, self.fields.title), (LexicalField::Text, self.fields.text)] {
+                let doc_freq = provider.doc_freq(&Term::from_field_text(handle, &term)).map_err(lexical)?;
+                if doc_freq > 0 {
+                    statistics.doc_freqs.insert((field, term.clone()), doc_freq);
+                }
+            }
+        }
+        Ok(statistics)
+    }
+
+    /// [`Self::search`] scored with the given `statistics` instead of this index's own: with the
+    /// statistics of the scope summed over every shard, scores are those of one index holding
+    /// every shard's chunks. Statistics of this index alone give exactly [`Self::search`]'s scores.
+    pub fn search_with_statistics(
+        &self,
+        query: &str,
+        k: usize,
+        allowed: &RoaringBitmap,
+        statistics: &LexicalStatistics,
+    ) -> IndexResult<LexicalSearch> {
+        self.search_scored_by(query, k, allowed, Some(statistics))
+    }
+
+    /// The search, scored with `statistics` or else with the scope's statistics on this index.
+    fn search_scored_by(
+        &self,
+        query: &str,
+        k: usize,
+        allowed: &RoaringBitmap,
+        statistics: Option<&LexicalStatistics>,
+    ) -> IndexResult<LexicalSearch> {
         let snapshot = &self.snapshot;
         let terms = self.analyze(query);
         let scope = snapshot.scope(allowed);
@@ -445,11 +539,17 @@ impl LexicalIndex {
                 (score, Reverse(slot.unwrap_or(Slot::MAX)))
             }
         });
-        let statistics = ScopeStatistics { searcher: &snapshot.searcher, scope: &scope, fields: self.fields };
-        let top = snapshot
-            .searcher
-            .search_with_statistics_provider(query.as_ref(), &collector, &statistics)
-            .map_err(lexical)?;
+        let top = match statistics {
+            Some(statistics) => {
+                let provider = GivenStatistics { statistics, fields: self.fields };
+                snapshot.searcher.search_with_statistics_provider(query.as_ref(), &collector, &provider)
+            }
+            None => {
+                let provider = ScopeStatistics { searcher: &snapshot.searcher, scope: &scope, fields: self.fields };
+                snapshot.searcher.search_with_statistics_provider(query.as_ref(), &collector, &provider)
+            }
+        }
+        .map_err(lexical)?;
         let hits = top.into_iter().map(|((score, Reverse(slot)), _)| Hit { slot, score }).collect();
         Ok(LexicalSearch { hits, allowed_docs })
     }
@@ -526,6 +626,54 @@ impl Bm25StatisticsProvider for ScopeStatistics<'_> {
         let doc_freq = doc_freq.min(self.scope.allowed_docs as u64);
         self.scope.doc_freqs.lock().unwrap_or_else(PoisonError::into_inner).put(term.clone(), doc_freq);
         Ok(doc_freq)
+    }
+}
+
+/// BM25 statistics handed in ([`LexicalIndex::search_with_statistics`]), typically the scope's
+/// summed over every shard. They are trusted only as far as scoring stays defined: a term
+/// missing from them is held by no doc, a document frequency above the document count is capped
+/// at it (tantivy's `idf` asserts `doc_freq <= doc_count`), and the document count and token
+/// totals are at least 1 (no 0/0 average field length).
+struct GivenStatistics<'a> {
+    statistics: &'a LexicalStatistics,
+    fields: Fields,
+}
+
+impl GivenStatistics<'_> {
+    fn field(&self, field: Field) -> tantivy::Result<LexicalField> {
+        if field == self.fields.title {
+            Ok(LexicalField::Title)
+        } else if field == self.fields.text {
+            Ok(LexicalField::Text)
+        } else {
+            Err(TantivyError::InvalidArgument(format!("field {field:?} is not scored")))
+        }
+    }
+}
+
+impl Bm25StatisticsProvider for GivenStatistics<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let total = match self.field(field)? {
+            LexicalField::Title => self.statistics.title_tokens,
+            LexicalField::Text => self.statistics.text_tokens,
+        };
+        // As in `ScopeStatistics`, so a shard's own statistics give its own scores to the bit.
+        Ok(total.max(1))
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        // Only scored when this shard has a doc in scope, so consistent statistics count >= 1.
+        Ok(self.statistics.docs.max(1))
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let field = self.field(term.field())?;
+        let value = term.value();
+        let Some(text) = value.as_str() else {
+            return Ok(0);
+        };
+        let doc_freq = self.statistics.doc_freqs.get(&(field, text.to_owned())).copied().unwrap_or(0);
+        Ok(doc_freq.min(self.total_num_docs()?))
     }
 }
 
@@ -975,6 +1123,48 @@ mod tests {
         })
     }
 
+    /// Statistics that disagree with the shard (a term held by more docs than the count, a term
+    /// missing, no docs or tokens at all) score without panicking (tantivy's `idf` asserts
+    /// `doc_freq <= doc_count`), with finite positive scores.
+    #[test]
+    fn inconsistent_statistics_never_panic() {
+        let index = index_with(&[rows(&[(0, "apple pie"), (1, "apple cider"), (2, "banana")])]);
+        let mut inflated = index.statistics("apple banana", &everything()).expect("statistics");
+        for doc_freq in inflated.doc_freqs.values_mut() {
+            *doc_freq = 1_000;
+        }
+        inflated.docs = 2;
+        let empty = LexicalStatistics::default();
+        for statistics in [inflated, empty] {
+            let result = index.search_with_statistics("apple banana cherry", 10, &everything(), &statistics);
+            let hits = result.expect("search").hits;
+            assert_eq!(hits.len(), 3);
+            assert!(hits.iter().all(|hit| hit.score.is_finite() && hit.score > 0.0), "{hits:?}");
+        }
+    }
+
+    #[test]
+    fn statistics_count_the_query_terms_inside_the_scope() {
+        let index = index_with(&[vec![
+            (0, 0, "Apples".to_string(), "apple pie".to_string()),
+            (1, 1, String::new(), "apple cider apple".to_string()),
+            (2, 2, String::new(), "banana".to_string()),
+        ]]);
+        let statistics = index
+            .statistics("the apples, bananas and kiwis", &RoaringBitmap::from_iter([0u32, 1]))
+            .expect("statistics");
+        let expected = LexicalStatistics {
+            docs: 2,
+            title_tokens: 1,
+            text_tokens: 5,
+            doc_freqs: BTreeMap::from([
+                ((LexicalField::Title, "appl".to_string()), 1),
+                ((LexicalField::Text, "appl".to_string()), 2),
+            ]),
+        };
+        assert_eq!(statistics, expected);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -1004,6 +1194,66 @@ mod tests {
             let top3 = index.search(&query, 3, &allowed).expect("search");
             let prefix: Vec<Slot> = result.hits.iter().take(3).map(|hit| hit.slot).collect();
             prop_assert_eq!(top3.hits.iter().map(|hit| hit.slot).collect::<Vec<_>>(), prefix);
+        }
+
+        /// A shard searched with its own statistics, handed in, scores exactly as `search` (the
+        /// single-shard case of the two-phase search).
+        #[test]
+        fn own_statistics_give_the_scores_of_search(
+            batches in corpus_strategy(),
+            allowed in prop::collection::vec(0u32..14, 0..10),
+            deleted in prop::collection::vec(0u32..12, 0..3),
+            query in prop::collection::vec(prop::sample::select(WORDS), 0..4),
+            k in 1usize..20,
+        ) {
+            let mut index = index_with(&batches);
+            index.delete_ordinals(&RoaringBitmap::from_iter(deleted)).expect("delete");
+            let query = query.join(" ");
+            for scope in [RoaringBitmap::from_iter(allowed), RoaringBitmap::from_iter(0..12u32)] {
+                let statistics = index.statistics(&query, &scope).expect("statistics");
+                let expected = index.search(&query, k, &scope).expect("search");
+                let got = index.search_with_statistics(&query, k, &scope, &statistics).expect("search");
+                prop_assert_eq!(got.allowed_docs, expected.allowed_docs);
+                assert_identical_hits(&got.hits, &expected.hits);
+            }
+        }
+
+        /// A corpus split over two indexes, each searched with the sum of both indexes' statistics,
+        /// scores every chunk as one index holding the whole corpus does.
+        #[test]
+        fn merged_statistics_of_a_split_corpus_score_as_one_index(
+            batches in corpus_strategy(),
+            sides in prop::collection::vec(any::<bool>(), 40),
+            allowed in prop::option::of(prop::collection::vec(0u32..14, 0..10)),
+            deleted in prop::collection::vec(0u32..12, 0..3),
+            query in prop::collection::vec(prop::sample::select(WORDS), 0..4),
+        ) {
+            let query = query.join(" ");
+            let deleted = RoaringBitmap::from_iter(deleted);
+            let scope = RoaringBitmap::from_iter(allowed.unwrap_or_else(|| (0..12).collect()));
+            let mut whole = index_with(&batches);
+            whole.delete_ordinals(&deleted).expect("delete");
+            let split = |side: bool| -> Vec<Vec<Row>> {
+                batches
+                    .iter()
+                    .map(|batch| batch.iter().filter(|row| sides[row.0 as usize % sides.len()] == side).cloned().collect())
+                    .collect()
+            };
+            let mut parts = [index_with(&split(false)), index_with(&split(true))];
+            let mut merged = LexicalStatistics::default();
+            for part in &mut parts {
+                part.delete_ordinals(&deleted).expect("delete");
+                merged.merge(&part.statistics(&query, &scope).expect("statistics"));
+            }
+            prop_assert_eq!(&merged, &whole.statistics(&query, &scope).expect("statistics"));
+            let expected = whole.search(&query, 10_000, &scope).expect("search");
+            let mut got: Vec<Hit> = Vec::new();
+            for part in &parts {
+                got.extend(part.search_with_statistics(&query, 10_000, &scope, &merged).expect("search").hits);
+            }
+            got.sort_by(|left, right| right.score.total_cmp(&left.score).then(left.slot.cmp(&right.slot)));
+            // Same counts, so the same arithmetic up to the order the clause scores are summed in.
+            assert_matches_model(&got, &expected.hits);
         }
 
         #[test]

@@ -13,7 +13,7 @@ use roaring::RoaringBitmap;
 
 use crate::domain::Chunk;
 
-use super::lexical::LexicalIndex;
+use super::lexical::{LexicalIndex, LexicalStatistics};
 use super::vector::{VectorIndex, VectorParams, VectorReport};
 use super::{Hit, IndexError, IndexResult, Slot};
 
@@ -108,11 +108,27 @@ impl Shard {
         Ok(())
     }
 
-    /// BM25 top-k inside `allowed`.
-    pub fn search_lexical(&self, query: &str, k: usize, allowed: &RoaringBitmap) -> IndexResult<Vec<ShardHit>> {
+    /// BM25 top-k inside `allowed`, scored with `statistics` (the scope's over every shard) when
+    /// given, else with the scope's statistics on this shard alone.
+    pub fn search_lexical(
+        &self,
+        query: &str,
+        k: usize,
+        allowed: &RoaringBitmap,
+        statistics: Option<&LexicalStatistics>,
+    ) -> IndexResult<Vec<ShardHit>> {
         let state = self.read();
-        let search = state.lexical.search(query, k, allowed)?;
+        let search = match statistics {
+            Some(statistics) => state.lexical.search_with_statistics(query, k, allowed, statistics)?,
+            None => state.lexical.search(query, k, allowed)?,
+        };
         Ok(resolve(&state.chunks, search.hits, allowed))
+    }
+
+    /// The BM25 statistics of `query` inside `allowed` on this shard (first phase of a lexical
+    /// search across shards).
+    pub fn lexical_statistics(&self, query: &str, allowed: &RoaringBitmap) -> IndexResult<LexicalStatistics> {
+        self.read().lexical.statistics(query, allowed)
     }
 
     /// Vector top-k inside `allowed`, with the planner's report.
@@ -193,6 +209,20 @@ pub struct SearchLexical {
     pub k: usize,
     /// Allowed document ordinals (the request's scope).
     pub allowed: Arc<RoaringBitmap>,
+    /// BM25 statistics of the scope over every shard (see [`LexicalStatisticsRequest`]); `None`
+    /// scores with this shard's own, which is the same when there is one shard.
+    pub statistics: Option<Arc<LexicalStatistics>>,
+}
+
+/// Report the BM25 statistics of a query inside a scope on this shard, to be merged over the
+/// shards and passed back in [`SearchLexical`] so that every shard scores with the same ones.
+#[derive(Message)]
+#[rtype(result = "IndexResult<LexicalStatistics>")]
+pub struct LexicalStatisticsRequest {
+    /// Query text.
+    pub query: Arc<str>,
+    /// Allowed document ordinals (the request's scope).
+    pub allowed: Arc<RoaringBitmap>,
 }
 
 /// Vector search inside a scope.
@@ -231,7 +261,14 @@ impl Handler<IndexChunks> for ShardActor {
 impl Handler<SearchLexical> for ShardActor {
     type Result = IndexResult<Vec<ShardHit>>;
     fn handle(&mut self, message: SearchLexical, _: &mut SyncContext<Self>) -> Self::Result {
-        self.shard.search_lexical(&message.query, message.k, &message.allowed)
+        self.shard.search_lexical(&message.query, message.k, &message.allowed, message.statistics.as_deref())
+    }
+}
+
+impl Handler<LexicalStatisticsRequest> for ShardActor {
+    type Result = IndexResult<LexicalStatistics>;
+    fn handle(&mut self, message: LexicalStatisticsRequest, _: &mut SyncContext<Self>) -> Self::Result {
+        self.shard.lexical_statistics(&message.query, &message.allowed)
     }
 }
 

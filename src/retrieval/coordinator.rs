@@ -1,5 +1,11 @@
 //! The coordinator actor: fans one query out to every shard, lexical and vector concurrently,
 //! with the same scope, then merges, fuses and reranks.
+//!
+//! Lexical search across several shards is two-phase, so that BM25 scores of different shards
+//! are comparable and do not depend on the shard count: every shard first reports the query's
+//! statistics inside the scope, the coordinator sums them, and every shard then scores with the
+//! sum (the statistics of the scope over the whole corpus). Vector searches start at once and run
+//! concurrently with both phases.
 
 use std::sync::Arc;
 
@@ -10,7 +16,8 @@ use roaring::RoaringBitmap;
 
 use crate::acl::AuthorizationScope;
 use crate::index::IndexError;
-use crate::index::shard::{SearchLexical, SearchVector, ShardActor, ShardHit};
+use crate::index::lexical::LexicalStatistics;
+use crate::index::shard::{LexicalStatisticsRequest, SearchLexical, SearchVector, ShardActor, ShardHit};
 
 use super::fusion::{Retriever, ScoredChunk, reciprocal_rank_fusion};
 use super::{Reranker, RetrievalQuery, RetrievalRepository, RetrievalResult, Retrieved, ShardVectorReport};
@@ -66,17 +73,28 @@ impl Handler<FanOut> for Coordinator {
     }
 }
 
-/// Sends the lexical and vector searches of every shard at once and gathers them.
+/// Sends the vector searches of every shard at once and, concurrently, the two lexical phases
+/// (statistics of every shard, then searches scored with their sum; one phase with one shard),
+/// and gathers them.
 pub async fn fan_out(shards: Vec<Addr<ShardActor>>, message: FanOut) -> Result<ShardResults, IndexError> {
     // A lexical budget of 0 (vector-only retrieval, e.g. in evaluations) skips BM25 entirely.
     let lexical_shards = if message.lexical_k == 0 { &[][..] } else { &shards[..] };
-    let lexical = join_all(lexical_shards.iter().map(|shard| {
-        shard.send(SearchLexical {
-            query: Arc::clone(&message.text),
-            k: message.lexical_k,
-            allowed: Arc::clone(&message.allowed),
-        })
-    }));
+    let lexical = async {
+        let statistics = match lexical_shards {
+            [] | [_] => None,
+            _ => Some(Arc::new(global_statistics(lexical_shards, &message.text, &message.allowed).await?)),
+        };
+        let replies = join_all(lexical_shards.iter().map(|shard| {
+            shard.send(SearchLexical {
+                query: Arc::clone(&message.text),
+                k: message.lexical_k,
+                allowed: Arc::clone(&message.allowed),
+                statistics: statistics.clone(),
+            })
+        }))
+        .await;
+        Ok::<_, IndexError>(replies)
+    };
     let vector = async {
         match &message.vector {
             Some(query) => {
@@ -94,7 +112,7 @@ pub async fn fan_out(shards: Vec<Addr<ShardActor>>, message: FanOut) -> Result<S
     };
     let (lexical, vector) = futures::join!(lexical, vector);
     let mut results = ShardResults::default();
-    for reply in lexical {
+    for reply in lexical? {
         results.lexical.extend(reply.map_err(|_| IndexError::Unavailable)??);
     }
     for (shard, reply) in vector.into_iter().enumerate() {
@@ -107,6 +125,24 @@ pub async fn fan_out(shards: Vec<Addr<ShardActor>>, message: FanOut) -> Result<S
     metrics::counter!("warrant_filter_strategy_total", "index" => "lexical", "strategy" => "bitset")
         .increment(lexical_shards.len() as u64);
     Ok(results)
+}
+
+/// The BM25 statistics of `query` inside `allowed`, summed over `shards` (asked concurrently).
+async fn global_statistics(
+    shards: &[Addr<ShardActor>],
+    query: &Arc<str>,
+    allowed: &Arc<RoaringBitmap>,
+) -> Result<LexicalStatistics, IndexError> {
+    let replies =
+        join_all(shards.iter().map(|shard| {
+            shard.send(LexicalStatisticsRequest { query: Arc::clone(query), allowed: Arc::clone(allowed) })
+        }))
+        .await;
+    let mut statistics = LexicalStatistics::default();
+    for reply in replies {
+        statistics.merge(&reply.map_err(|_| IndexError::Unavailable)??);
+    }
+    Ok(statistics)
 }
 
 /// The embedded [`RetrievalRepository`]: the coordinator actor over in-memory shard actors.

@@ -110,3 +110,64 @@ async fn a_deleted_document_stops_shaping_lexical_scores_at_once() {
     engine.mutate(AclMutation::Delete { tenant: "acme".into(), doc_id: "draft".into() }).await.unwrap();
     assert_eq!(lexical_scores(&engine, &["staff"]).await, before);
 }
+
+/// `(doc_id, chunk ordinal, lexical score)` of what an acme staff member gets for `query`, in
+/// lexical rank order.
+async fn lexical_ranking(engine: &Engine, query: &str) -> Vec<(String, u32, f32)> {
+    let scope = engine.scope(&principal("acme", "bob", &["staff"]));
+    let retrieved = engine.retrieve(&scope, query).await.unwrap();
+    let mut ranked: Vec<(u32, (String, u32, f32))> = retrieved
+        .candidates
+        .iter()
+        .filter_map(|candidate| {
+            let placement = candidate.lexical?;
+            Some((placement.rank, (candidate.chunk.doc_id.clone(), candidate.chunk.ordinal, placement.score)))
+        })
+        .collect();
+    ranked.sort_by_key(|(rank, _)| *rank);
+    ranked.into_iter().map(|(_, entry)| entry).collect()
+}
+
+/// An engine on `shards` shards holding acme's documents, more of them, one acme staff may not
+/// read and another tenant's flood.
+async fn spread_engine(shards: usize) -> std::sync::Arc<Engine> {
+    let engine = engine(&settings(shards));
+    let mut documents = acme_documents();
+    let topics = ["expense", "report", "deadline", "travel", "receipt", "approval", "budget", "audit"];
+    documents.extend((0..24).map(|index| {
+        let words: Vec<&str> = (0..=index % 5).map(|offset| topics[(index * 3 + offset * 5) % topics.len()]).collect();
+        let text = format!("Note {index} on {}. Filed by team {}.", words.join(" and "), index % 4);
+        doc(&format!("note{index}"), &format!("Note {}", topics[index % topics.len()]), &text, &["staff"])
+    }));
+    documents.push(packed("board", &["exec"]));
+    engine.upsert("acme", documents).await.unwrap();
+    let flood: Vec<_> = (0..20).map(|index| packed(&format!("flood{index}"), &["staff"])).collect();
+    engine.upsert("globex", flood).await.unwrap();
+    engine
+}
+
+/// Regression: BM25 statistics were per shard, so a tenant's lexical scores (and with them the
+/// order of hits merged from several shards) depended on how its chunks were spread over shards.
+#[actix_web::test]
+async fn lexical_scores_do_not_depend_on_the_shard_count() {
+    let one = spread_engine(1).await;
+    let four = spread_engine(4).await;
+    let nonempty = four.stats().iter().filter(|shard| shard.lexical_docs > 0).count();
+    assert!(nonempty > 1, "the corpus is spread over several shards");
+    for query in [QUERY, "travel receipt", "audit budget approval", "note", "lunch"] {
+        let expected = lexical_ranking(&one, query).await;
+        let got = lexical_ranking(&four, query).await;
+        assert!(!expected.is_empty(), "{query}");
+        let order = |ranking: &[(String, u32, f32)]| -> Vec<(String, u32)> {
+            ranking.iter().map(|(doc_id, ordinal, _)| (doc_id.clone(), *ordinal)).collect()
+        };
+        assert_eq!(order(&got), order(&expected), "{query}");
+        for ((_, _, got_score), (doc_id, _, expected_score)) in got.iter().zip(&expected) {
+            let tolerance = 1e-5 * expected_score.abs();
+            assert!(
+                (got_score - expected_score).abs() <= tolerance,
+                "{query} {doc_id}: {got_score} vs {expected_score}"
+            );
+        }
+    }
+}
