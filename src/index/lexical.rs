@@ -127,6 +127,19 @@ struct Fields {
     text_tokens: Field,
 }
 
+impl Fields {
+    /// Which scored field `field` is; any other field is an error (only title and text are scored).
+    fn scored(&self, field: Field) -> tantivy::Result<LexicalField> {
+        if field == self.title {
+            Ok(LexicalField::Title)
+        } else if field == self.text {
+            Ok(LexicalField::Text)
+        } else {
+            Err(TantivyError::InvalidArgument(format!("field {field:?} is not scored")))
+        }
+    }
+}
+
 /// Analyzed-token totals of the two text fields over a set of docs (BM25's average field length
 /// is the total over the doc count).
 #[derive(Clone, Copy, Debug, Default)]
@@ -583,12 +596,9 @@ struct ScopeStatistics<'a> {
 
 impl Bm25StatisticsProvider for ScopeStatistics<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        let total = if field == self.fields.title {
-            self.scope.tokens.title
-        } else if field == self.fields.text {
-            self.scope.tokens.text
-        } else {
-            return Err(TantivyError::InvalidArgument(format!("field {field:?} is not scored")));
+        let total = match self.fields.scored(field)? {
+            LexicalField::Title => self.scope.tokens.title,
+            LexicalField::Text => self.scope.tokens.text,
         };
         // A total of 0 means no doc of the scope has a token in this field, so no doc of the
         // scope can match there; 1 keeps tantivy's average field length away from 0/0 = NaN.
@@ -639,21 +649,9 @@ struct GivenStatistics<'a> {
     fields: Fields,
 }
 
-impl GivenStatistics<'_> {
-    fn field(&self, field: Field) -> tantivy::Result<LexicalField> {
-        if field == self.fields.title {
-            Ok(LexicalField::Title)
-        } else if field == self.fields.text {
-            Ok(LexicalField::Text)
-        } else {
-            Err(TantivyError::InvalidArgument(format!("field {field:?} is not scored")))
-        }
-    }
-}
-
 impl Bm25StatisticsProvider for GivenStatistics<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        let total = match self.field(field)? {
+        let total = match self.fields.scored(field)? {
             LexicalField::Title => self.statistics.title_tokens,
             LexicalField::Text => self.statistics.text_tokens,
         };
@@ -667,7 +665,7 @@ impl Bm25StatisticsProvider for GivenStatistics<'_> {
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        let field = self.field(term.field())?;
+        let field = self.fields.scored(term.field())?;
         let value = term.value();
         let Some(text) = value.as_str() else {
             return Ok(0);
