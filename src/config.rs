@@ -62,6 +62,25 @@ pub struct Settings {
     pub snapshots: SnapshotSettings,
     /// Replica mode: follow a primary's ACL change feed.
     pub replica: ReplicaSettings,
+    /// The data directory (system of record), checkpoints and change-log retention.
+    pub storage: StorageSettings,
+}
+
+/// Durable state settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageSettings {
+    /// Data directory holding `warrant.redb` (created when absent). Empty: in-memory only
+    /// (nothing survives a restart; tests and evaluations).
+    pub dir: String,
+    /// Write an automatic checkpoint (ACL checkpoint in the store + a snapshot under
+    /// `snapshots.dir`) after this many published changes...
+    pub checkpoint_changes: u64,
+    /// ...or after this many seconds with at least one change, whichever comes first.
+    pub checkpoint_interval_seconds: u64,
+    /// Epochs of change log kept behind the newest checkpoint, so replicas that lag by less can
+    /// catch up from the feed; a replica further behind re-bootstraps from a snapshot.
+    pub log_retention_epochs: u64,
 }
 
 /// HTTP server settings.
@@ -78,6 +97,10 @@ pub struct ServerSettings {
     pub max_question_chars: usize,
     /// Largest admin upsert batch (documents).
     pub max_batch_documents: usize,
+    /// Document batches one tenant may have in flight (beyond: 503 `overloaded`).
+    pub admin_document_batches_per_tenant: usize,
+    /// ACL changes (grant, revoke, delete) one tenant may have in flight.
+    pub admin_acl_changes_per_tenant: usize,
     /// Requests processed at once by the answer/retrieve endpoints; more get 503 `overloaded`.
     pub max_in_flight: usize,
     /// Seconds suggested in `Retry-After` when overloaded.
@@ -307,9 +330,14 @@ impl Settings {
         Ok(settings)
     }
 
-    /// The built-in defaults (the contents of `config/default.toml`, compiled in for tests).
+    /// The built-in defaults: the contents of `config/default.toml`, compiled in, except that
+    /// `storage.dir` is empty (in-memory). Tests and library users opt into a data directory
+    /// explicitly, so two in-process servers never share one.
     pub fn defaults() -> Self {
-        Self::from_toml(include_str!("../config/default.toml"), std::iter::empty()).expect("default config is valid")
+        let mut settings = Self::from_toml(include_str!("../config/default.toml"), std::iter::empty())
+            .expect("default config is valid");
+        settings.storage.dir = String::new();
+        settings
     }
 
     /// Checks ranges and cross-field rules.
@@ -379,6 +407,14 @@ impl Settings {
         check((-1.0..=1.0).contains(&self.verifier.min_similarity), "verifier.min_similarity must be in -1..=1");
         check(self.verifier.sentence_cache <= 1_000_000, "verifier.sentence_cache must be in 0..=1000000");
         check(!self.snapshots.dir.trim().is_empty(), "snapshots.dir must not be empty");
+        check(
+            (1..=1024).contains(&self.server.admin_document_batches_per_tenant),
+            "server.admin_document_batches_per_tenant must be in 1..=1024",
+        );
+        check(
+            (1..=1024).contains(&self.server.admin_acl_changes_per_tenant),
+            "server.admin_acl_changes_per_tenant must be in 1..=1024",
+        );
         check((1..=1000).contains(&self.snapshots.retain), "snapshots.retain must be in 1..=1000");
         check((10..=60_000).contains(&self.replica.poll_interval_ms), "replica.poll_interval_ms must be in 10..=60000");
         check(
@@ -394,11 +430,12 @@ impl Settings {
                 !self.replica.token_env.is_empty(),
                 "replica.token_env must name a variable when replica.follow is set",
             );
-            check(
-                !self.snapshots.restore.is_empty(),
-                "replica.follow needs snapshots.restore (a replica starts from a snapshot)",
-            );
         }
+        check(self.storage.checkpoint_changes >= 1, "storage.checkpoint_changes must be at least 1");
+        check(
+            (1..=86_400).contains(&self.storage.checkpoint_interval_seconds),
+            "storage.checkpoint_interval_seconds must be in 1..=86400",
+        );
         if problems.is_empty() { Ok(()) } else { Err(ConfigError::Invalid(problems.join("; "))) }
     }
 }

@@ -18,4 +18,5 @@ mod outbound;
 pub mod providers;
 pub mod retrieval;
 pub mod snapshot;
+pub mod storage;
 pub mod telemetry;

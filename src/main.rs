@@ -57,9 +57,13 @@ enum Command {
         /// Add the admin role.
         #[arg(long)]
         admin: bool,
-        /// Add the replica role (reads every tenant's ACL change feed; for replica service tokens).
+        /// Add the replica role (reads every tenant's ACL change feed and the primary's snapshots;
+        /// for replica service tokens only).
         #[arg(long)]
         replica: bool,
+        /// Add the operator role (writes snapshots; for operators only, never tenant admins).
+        #[arg(long)]
+        operator: bool,
         /// Lifetime in seconds.
         #[arg(long, default_value_t = 3600)]
         ttl_seconds: u64,
@@ -262,7 +266,7 @@ fn main() -> Result<()> {
         Command::Bench { bench: BenchCommand::Snapshot { documents, words, seed, json: _, config } } => {
             bench_snapshot(config, documents, words, seed)
         }
-        Command::Token { tenant, sub, groups, admin, replica, ttl_seconds, config } => {
+        Command::Token { tenant, sub, groups, admin, replica, operator, ttl_seconds, config } => {
             let settings = Settings::load(config.as_deref())?;
             if settings.auth.hs256_secret.is_empty() {
                 bail!("auth.hs256_secret is empty: tokens can only be minted with an hs256 secret");
@@ -272,7 +276,7 @@ fn main() -> Result<()> {
                 sub,
                 tenant,
                 groups: groups.into_iter().filter(|group| !group.is_empty()).collect(),
-                roles: [(admin, "admin"), (replica, "replica")]
+                roles: [(admin, "admin"), (replica, "replica"), (operator, "operator")]
                     .into_iter()
                     .filter(|(wanted, _)| *wanted)
                     .map(|(_, role)| role.to_owned())

@@ -17,7 +17,7 @@ mod store;
 
 pub use scope::AuthorizationScope;
 pub use snapshot::{AclSnapshot, DocEntry};
-pub use store::{AclChange, AclMutation, AclStore};
+pub use store::{AclChange, AclMutation, AclStore, Prepared, new_lineage};
 
 /// Errors of the authorization layer.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -42,6 +42,31 @@ pub enum AclError {
         /// The repeated document id.
         doc_id: String,
     },
+    /// A counter would overflow (refused; nothing changes).
+    #[error("{what} are exhausted")]
+    Exhausted {
+        /// Which counter.
+        what: &'static str,
+    },
+    /// Changes the caller asked for were compacted into a checkpoint.
+    #[error(
+        "changes since epoch {since} were compacted (the log starts after epoch {floor}); re-bootstrap from a snapshot"
+    )]
+    Compacted {
+        /// Requested epoch.
+        since: u64,
+        /// The log holds every change above this epoch.
+        floor: u64,
+    },
+    /// A remote change arrived out of epoch order.
+    #[error("change of epoch {epoch} arrived out of order")]
+    OutOfOrder {
+        /// Its epoch.
+        epoch: u64,
+    },
+    /// Another change was published between preparing and publishing this one.
+    #[error("the acl state changed while the change was prepared")]
+    Conflict,
 }
 
 impl AclError {
@@ -51,6 +76,10 @@ impl AclError {
             Self::UnknownDocument { .. } => "document_not_found",
             Self::StaleVersion { .. } => "stale_version",
             Self::DuplicateDocument { .. } => "duplicate_document",
+            Self::Exhausted { .. } => "counter_exhausted",
+            Self::Compacted { .. } => "changes_compacted",
+            Self::OutOfOrder { .. } => "out_of_order",
+            Self::Conflict => "conflict",
         }
     }
 }

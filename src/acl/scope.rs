@@ -12,18 +12,24 @@ use crate::domain::DocOrdinal;
 #[derive(Clone, Debug)]
 pub struct AuthorizationScope {
     tenant: String,
+    user: String,
     epoch: u64,
     allowed: Arc<RoaringBitmap>,
 }
 
 impl AuthorizationScope {
-    pub(crate) fn new(tenant: String, epoch: u64, allowed: RoaringBitmap) -> Self {
-        Self { tenant, epoch, allowed: Arc::new(allowed) }
+    pub(crate) fn new(tenant: String, user: String, epoch: u64, allowed: RoaringBitmap) -> Self {
+        Self { tenant, user, epoch, allowed: Arc::new(allowed) }
     }
 
     /// A scope over an explicit set (benchmarks and tests that bypass the ACL store).
     pub fn from_bitmap(tenant: impl Into<String>, epoch: u64, allowed: RoaringBitmap) -> Self {
-        Self::new(tenant.into(), epoch, allowed)
+        Self::new(tenant.into(), String::new(), epoch, allowed)
+    }
+
+    /// The user the scope was built for (empty for scopes built from a bare bitmap).
+    pub fn user(&self) -> &str {
+        &self.user
     }
 
     /// The tenant the scope belongs to.

@@ -58,7 +58,12 @@ impl AclSnapshot {
     /// number of readable documents is copied out of the snapshot besides the result bitmap.
     pub fn scope_for(&self, principal: &Principal) -> AuthorizationScope {
         let Some(tenant) = self.tenants.get(&principal.tenant) else {
-            return AuthorizationScope::new(principal.tenant.clone(), self.epoch, RoaringBitmap::new());
+            return AuthorizationScope::new(
+                principal.tenant.clone(),
+                principal.user.clone(),
+                self.epoch,
+                RoaringBitmap::new(),
+            );
         };
         let mut allowed = tenant.users.get(&principal.user).map(|bitmap| (**bitmap).clone()).unwrap_or_default();
         for group in &principal.groups {
@@ -68,7 +73,7 @@ impl AclSnapshot {
         }
         allowed &= tenant.docs.as_ref();
         allowed -= self.tombstones.as_ref();
-        AuthorizationScope::new(principal.tenant.clone(), self.epoch, allowed)
+        AuthorizationScope::new(principal.tenant.clone(), principal.user.clone(), self.epoch, allowed)
     }
 
     /// Whether `principal` may read the document version `ordinal` under this snapshot.

@@ -91,11 +91,60 @@ pub struct AclChange {
     pub mutation: AclMutation,
 }
 
-/// The published ACL snapshot, the writer lock and the change log.
+/// The in-memory change log: every batch with `epoch > floor`, in order. Entries at or below the
+/// floor were compacted away (they are inside a checkpoint).
+#[derive(Debug, Default)]
+struct ChangeLog {
+    floor: u64,
+    entries: Vec<AclChange>,
+}
+
+/// A validated, not yet published change of the ACL state: the snapshot it would publish and
+/// the change-log entries it would append. Built by [`AclStore::prepare`] and made current by
+/// [`AclStore::publish`]; in between the caller makes it durable (the engine commits it to the
+/// system of record), so nothing becomes visible before it is durable.
+#[derive(Debug)]
+pub struct Prepared {
+    base: Arc<AclSnapshot>,
+    next: AclSnapshot,
+    changes: Vec<AclChange>,
+    next_ordinal: Option<DocOrdinal>,
+}
+
+impl Prepared {
+    /// The epoch the change publishes (the current epoch when it is a no-op).
+    pub fn epoch(&self) -> u64 {
+        self.next.epoch
+    }
+
+    /// Whether nothing changes (every mutation was a no-op: granting what is granted, revoking
+    /// what is not granted). A no-op is never published and never grows the log.
+    pub fn is_noop(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    /// The change-log entries this change appends.
+    pub fn changes(&self) -> &[AclChange] {
+        &self.changes
+    }
+
+    /// Ordinals this change tombstones (deleted or superseded document versions).
+    pub fn retired(&self) -> RoaringBitmap {
+        self.next.tombstones.as_ref() - self.base.tombstones.as_ref()
+    }
+
+    /// The snapshot this change publishes.
+    pub fn snapshot(&self) -> &AclSnapshot {
+        &self.next
+    }
+}
+
+/// The published ACL snapshot, the writer lock, the change log and the lineage of its epochs.
 pub struct AclStore {
     current: ArcSwap<AclSnapshot>,
-    writer: Mutex<Vec<AclChange>>,
+    writer: Mutex<ChangeLog>,
     next_ordinal: AtomicU32,
+    lineage: String,
 }
 
 impl Default for AclStore {
@@ -104,19 +153,38 @@ impl Default for AclStore {
     }
 }
 
+/// A fresh random lineage id (epochs are comparable only within one lineage).
+pub fn new_lineage() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
 impl AclStore {
-    /// An empty store at epoch 0.
+    /// An empty store at epoch 0 with a fresh lineage.
     pub fn new() -> Self {
-        Self::restore(AclSnapshot::default(), Vec::new(), 0)
+        Self::restore(AclSnapshot::default(), Vec::new(), 0, new_lineage())
     }
 
-    /// A store resumed from a persisted snapshot, log and ordinal counter.
-    pub fn restore(snapshot: AclSnapshot, log: Vec<AclChange>, next_ordinal: DocOrdinal) -> Self {
+    /// A store resumed from a persisted snapshot, retained log, ordinal counter and lineage.
+    /// The log is complete above `first epoch - 1` (or above the snapshot's epoch when empty).
+    pub fn restore(snapshot: AclSnapshot, log: Vec<AclChange>, next_ordinal: DocOrdinal, lineage: String) -> Self {
+        let floor = log.first().map(|change| change.epoch.saturating_sub(1)).unwrap_or(snapshot.epoch);
         Self {
             current: ArcSwap::from_pointee(snapshot),
-            writer: Mutex::new(log),
+            writer: Mutex::new(ChangeLog { floor, entries: log }),
             next_ordinal: AtomicU32::new(next_ordinal),
+            lineage,
         }
+    }
+
+    /// The same state under another lineage (a primary restored from a snapshot forks history:
+    /// its epochs must never be compared with those of the lineage it was restored from).
+    pub fn relabeled(self, lineage: String) -> Self {
+        Self { lineage, ..self }
+    }
+
+    /// The lineage id: epochs of two stores are comparable only when their lineages are equal.
+    pub fn lineage(&self) -> &str {
+        &self.lineage
     }
 
     /// The current snapshot. Load once per request.
@@ -130,10 +198,17 @@ impl AclStore {
     }
 
     /// Reserves `count` fresh ordinals. Ordinals are never reused, so a reserved ordinal that is
-    /// never published is simply never readable.
-    pub fn reserve_ordinals(&self, count: u32) -> std::ops::Range<DocOrdinal> {
-        let start = self.next_ordinal.fetch_add(count, Ordering::SeqCst);
-        start..start + count
+    /// never published is simply never readable. Fails (changing nothing) when the 32-bit
+    /// ordinal space would overflow.
+    pub fn reserve_ordinals(&self, count: u32) -> AclResult<std::ops::Range<DocOrdinal>> {
+        let mut start = self.next_ordinal.load(Ordering::SeqCst);
+        loop {
+            let end = start.checked_add(count).ok_or(AclError::Exhausted { what: "document ordinals" })?;
+            match self.next_ordinal.compare_exchange(start, end, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return Ok(start..end),
+                Err(actual) => start = actual,
+            }
+        }
     }
 
     /// The next ordinal that would be reserved (for snapshots).
@@ -141,60 +216,121 @@ impl AclStore {
         self.next_ordinal.load(Ordering::SeqCst)
     }
 
-    /// Changes with `epoch > since`, in order.
-    pub fn changes_since(&self, since: u64) -> Vec<AclChange> {
+    /// Changes with `epoch > since`, in order; [`AclError::Compacted`] when some of them were
+    /// compacted away (the caller must re-bootstrap from a snapshot).
+    pub fn changes_since(&self, since: u64) -> AclResult<Vec<AclChange>> {
         let log = self.lock_writer();
-        let first = log.partition_point(|change| change.epoch <= since);
-        log[first..].to_vec()
+        if since < log.floor {
+            return Err(AclError::Compacted { since, floor: log.floor });
+        }
+        let first = log.entries.partition_point(|change| change.epoch <= since);
+        Ok(log.entries[first..].to_vec())
     }
 
-    /// Validates `mutations` as one batch against the current snapshot, then publishes a new
-    /// snapshot with `epoch + 1` and appends the batch to the log. On error nothing changes.
-    pub fn apply(&self, mutations: Vec<AclMutation>) -> AclResult<u64> {
+    /// The epoch at or below which the log was compacted.
+    pub fn log_floor(&self) -> u64 {
+        self.lock_writer().floor
+    }
+
+    /// Drops log entries with `epoch <= up_to` (they are inside a checkpoint).
+    pub fn compact(&self, up_to: u64) {
         let mut log = self.lock_writer();
-        let current = self.current.load_full();
-        let mut next = (*current).clone();
+        let up_to = up_to.min(self.epoch());
+        if up_to <= log.floor {
+            return;
+        }
+        let keep = log.entries.partition_point(|change| change.epoch <= up_to);
+        log.entries.drain(..keep);
+        log.floor = up_to;
+    }
+
+    /// Validates `mutations` as one batch against the current snapshot and builds the snapshot
+    /// it would publish (`epoch + 1`), without publishing anything. No-op mutations (granting
+    /// what is granted, revoking what is not) are dropped; when all are, the result is a no-op.
+    pub fn prepare(&self, mutations: Vec<AclMutation>) -> AclResult<Prepared> {
+        let base = self.current.load_full();
+        let mut next = (*base).clone();
         let mut seen = HashSet::new();
-        for mutation in &mutations {
+        let mut effective = Vec::with_capacity(mutations.len());
+        for mutation in mutations {
             if let AclMutation::Upsert { .. } = mutation
                 && !seen.insert((mutation.tenant().to_owned(), mutation.doc_id().to_owned()))
             {
                 return Err(AclError::DuplicateDocument { doc_id: mutation.doc_id().to_owned() });
             }
-            apply_one(&mut next, mutation)?;
+            if apply_one(&mut next, &mutation)? {
+                effective.push(mutation);
+            }
         }
-        next.epoch = current.epoch + 1;
+        if effective.is_empty() {
+            return Ok(Prepared { next: (*base).clone(), base, changes: Vec::new(), next_ordinal: None });
+        }
+        next.epoch = base.epoch.checked_add(1).ok_or(AclError::Exhausted { what: "acl epochs" })?;
         let epoch = next.epoch;
-        self.current.store(Arc::new(next));
-        log.extend(mutations.into_iter().map(|mutation| AclChange { epoch, mutation }));
-        Ok(epoch)
+        let changes = effective.into_iter().map(|mutation| AclChange { epoch, mutation }).collect();
+        Ok(Prepared { base, next, changes, next_ordinal: None })
     }
 
-    /// Applies changes received from a primary, in order, skipping those already applied.
-    /// Ordinals are kept as the primary assigned them.
-    pub fn apply_remote(&self, changes: &[AclChange]) -> AclResult<u64> {
-        let mut log = self.lock_writer();
-        let current = self.current.load_full();
-        let mut next = (*current).clone();
-        for change in changes.iter().filter(|change| change.epoch > current.epoch) {
+    /// Builds the snapshot that applying a primary's `changes` (in order, skipping those already
+    /// applied) would publish. Ordinals are kept as the primary assigned them.
+    pub fn prepare_remote(&self, changes: &[AclChange]) -> AclResult<Prepared> {
+        let base = self.current.load_full();
+        let mut next = (*base).clone();
+        let mut applied = Vec::new();
+        let mut next_ordinal = None;
+        for change in changes.iter().filter(|change| change.epoch > base.epoch) {
+            if change.epoch < next.epoch {
+                return Err(AclError::OutOfOrder { epoch: change.epoch });
+            }
             apply_one(&mut next, &change.mutation)?;
             next.epoch = change.epoch;
             if let AclMutation::Upsert { ordinal, .. } = change.mutation {
-                self.next_ordinal.fetch_max(ordinal + 1, Ordering::SeqCst);
+                let after = ordinal.checked_add(1).ok_or(AclError::Exhausted { what: "document ordinals" })?;
+                next_ordinal = Some(next_ordinal.unwrap_or(0).max(after));
             }
+            applied.push(change.clone());
         }
-        let epoch = next.epoch;
-        self.current.store(Arc::new(next));
-        log.extend(changes.iter().filter(|change| change.epoch > current.epoch).cloned());
+        Ok(Prepared { base, next, changes: applied, next_ordinal })
+    }
+
+    /// Publishes a prepared change (one `ArcSwap::store`) and appends it to the log. Fails,
+    /// changing nothing, when another change was published since it was prepared.
+    pub fn publish(&self, prepared: Prepared) -> AclResult<u64> {
+        let mut log = self.lock_writer();
+        if prepared.is_noop() {
+            return Ok(self.epoch());
+        }
+        if !Arc::ptr_eq(&self.current.load_full(), &prepared.base) {
+            return Err(AclError::Conflict);
+        }
+        if let Some(next_ordinal) = prepared.next_ordinal {
+            self.next_ordinal.fetch_max(next_ordinal, Ordering::SeqCst);
+        }
+        let epoch = prepared.next.epoch;
+        self.current.store(Arc::new(prepared.next));
+        log.entries.extend(prepared.changes);
         Ok(epoch)
     }
 
-    /// The change log (for snapshots).
-    pub fn log(&self) -> Vec<AclChange> {
-        self.lock_writer().clone()
+    /// Validates and publishes `mutations` as one batch (no durability step: tests, in-memory
+    /// engines). On error nothing changes.
+    pub fn apply(&self, mutations: Vec<AclMutation>) -> AclResult<u64> {
+        let prepared = self.prepare(mutations)?;
+        self.publish(prepared)
     }
 
-    fn lock_writer(&self) -> MutexGuard<'_, Vec<AclChange>> {
+    /// Applies changes received from a primary, in order, skipping those already applied.
+    pub fn apply_remote(&self, changes: &[AclChange]) -> AclResult<u64> {
+        let prepared = self.prepare_remote(changes)?;
+        self.publish(prepared)
+    }
+
+    /// The retained change log (for snapshots).
+    pub fn log(&self) -> Vec<AclChange> {
+        self.lock_writer().entries.clone()
+    }
+
+    fn lock_writer(&self) -> MutexGuard<'_, ChangeLog> {
         // A panic while holding the lock cannot leave a half-published snapshot (publishing is
         // one store at the end), so a poisoned lock is safe to keep using.
         self.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -226,7 +362,8 @@ fn retire(tenant: &mut TenantAcl, tombstones: &mut Arc<RoaringBitmap>, entry: &D
     Arc::make_mut(tombstones).insert(entry.ordinal);
 }
 
-fn apply_one(snapshot: &mut AclSnapshot, mutation: &AclMutation) -> AclResult<()> {
+/// Applies one mutation to `snapshot`; returns whether it changed anything.
+fn apply_one(snapshot: &mut AclSnapshot, mutation: &AclMutation) -> AclResult<bool> {
     let tenant_name = mutation.tenant();
     let doc_id = mutation.doc_id();
     let known = snapshot.tenants.get(tenant_name).and_then(|tenant| tenant.entries.get(doc_id)).cloned();
@@ -263,6 +400,7 @@ fn apply_one(snapshot: &mut AclSnapshot, mutation: &AclMutation) -> AclResult<()
         AclMutation::Grant { groups, users, .. } => {
             let entry = tenant.entries.get_mut(doc_id).expect("checked above");
             let ordinal = entry.ordinal;
+            let before = entry.acl.clone();
             for group in groups {
                 add(&mut tenant.groups, group, ordinal);
                 entry.acl.groups.push(group.clone());
@@ -272,10 +410,12 @@ fn apply_one(snapshot: &mut AclSnapshot, mutation: &AclMutation) -> AclResult<()
                 entry.acl.users.push(user.clone());
             }
             entry.acl = normalized(&entry.acl);
+            return Ok(entry.acl != before);
         }
         AclMutation::Revoke { groups, users, .. } => {
             let entry = tenant.entries.get_mut(doc_id).expect("checked above");
             let ordinal = entry.ordinal;
+            let before = entry.acl.clone();
             let (revoked_groups, revoked_users) = match (groups, users) {
                 (None, None) => (entry.acl.groups.clone(), entry.acl.users.clone()),
                 _ => (groups.clone().unwrap_or_default(), users.clone().unwrap_or_default()),
@@ -288,9 +428,10 @@ fn apply_one(snapshot: &mut AclSnapshot, mutation: &AclMutation) -> AclResult<()
             }
             entry.acl.groups.retain(|group| !revoked_groups.contains(group));
             entry.acl.users.retain(|user| !revoked_users.contains(user));
+            return Ok(entry.acl != before);
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 fn normalized(acl: &DocAcl) -> DocAcl {
@@ -309,7 +450,7 @@ mod tests {
     use crate::domain::Principal;
 
     fn upsert(store: &AclStore, tenant: &str, doc: &str, version: u64, groups: &[&str]) -> DocOrdinal {
-        let ordinal = store.reserve_ordinals(1).start;
+        let ordinal = store.reserve_ordinals(1).unwrap().start;
         store
             .apply(vec![AclMutation::Upsert {
                 tenant: tenant.into(),
@@ -362,6 +503,60 @@ mod tests {
             .apply(vec![AclMutation::Revoke { tenant: "acme".into(), doc_id: "d1".into(), groups: None, users: None }])
             .unwrap();
         assert!(!store.load().allows(&Principal::new("acme", "u", ["ops"]), ordinal));
-        assert_eq!(store.changes_since(before).len(), 1);
+        assert_eq!(store.changes_since(before).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn no_op_grants_and_revokes_neither_bump_the_epoch_nor_grow_the_log() {
+        let store = AclStore::new();
+        upsert(&store, "acme", "d1", 1, &["eng"]);
+        let epoch = store.epoch();
+        let log = store.log().len();
+        let grant_again = AclMutation::Grant {
+            tenant: "acme".into(),
+            doc_id: "d1".into(),
+            groups: vec!["eng".into()],
+            users: vec![],
+        };
+        let revoke_absent = AclMutation::Revoke {
+            tenant: "acme".into(),
+            doc_id: "d1".into(),
+            groups: Some(vec!["sales".into()]),
+            users: Some(vec![]),
+        };
+        assert_eq!(store.apply(vec![grant_again]), Ok(epoch));
+        assert_eq!(store.apply(vec![revoke_absent]), Ok(epoch));
+        assert_eq!((store.epoch(), store.log().len()), (epoch, log));
+    }
+
+    #[test]
+    fn compacted_changes_are_refused_not_silently_skipped() {
+        let store = AclStore::new();
+        upsert(&store, "acme", "d1", 1, &["eng"]);
+        upsert(&store, "acme", "d2", 1, &["eng"]);
+        upsert(&store, "acme", "d3", 1, &["eng"]);
+        store.compact(2);
+        assert_eq!(store.changes_since(1), Err(AclError::Compacted { since: 1, floor: 2 }));
+        assert_eq!(store.changes_since(2).unwrap().len(), 1);
+        assert_eq!(store.log_floor(), 2);
+    }
+
+    #[test]
+    fn counters_never_overflow() {
+        let store = AclStore::restore(AclSnapshot::default(), Vec::new(), u32::MAX - 1, new_lineage());
+        assert_eq!(store.reserve_ordinals(1), Ok(u32::MAX - 1..u32::MAX));
+        assert_eq!(store.reserve_ordinals(1), Err(AclError::Exhausted { what: "document ordinals" }));
+        assert_eq!(store.next_ordinal(), u32::MAX, "a refused reservation changes nothing");
+        let exhausted = AclSnapshot { epoch: u64::MAX, ..AclSnapshot::default() };
+        let store = AclStore::restore(exhausted, Vec::new(), 0, new_lineage());
+        let upsert = AclMutation::Upsert {
+            tenant: "acme".into(),
+            doc_id: "d".into(),
+            version: 1,
+            ordinal: 0,
+            title: String::new(),
+            acl: DocAcl::default(),
+        };
+        assert_eq!(store.apply(vec![upsert]), Err(AclError::Exhausted { what: "acl epochs" }));
     }
 }

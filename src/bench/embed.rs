@@ -272,11 +272,11 @@ pub async fn run(engine: &Arc<Engine>, config: EmbedBenchConfig) -> RetrievalRes
     let mut hits = Vec::with_capacity(queries.len());
     for query in &queries {
         let started = Instant::now();
-        let vector = engine.embed_query("bench", query).await?;
+        let vector = engine.embed_query("bench", "bench", query).await?;
         misses.push(started.elapsed());
         assert_eq!(vector.len(), embedder.dimension(), "a full vector");
         let started = Instant::now();
-        let again = engine.embed_query("bench", query).await?;
+        let again = engine.embed_query("bench", "bench", query).await?;
         hits.push(started.elapsed());
         assert!(Arc::ptr_eq(&vector, &again), "the second call is a cache hit");
     }

@@ -251,7 +251,7 @@ pub async fn evaluate(
     for query in &queries {
         let tenant = query.tenant();
         let scope = engine.scope(&principal_of(tenant));
-        let embedded = engine.embed_query(tenant, &query.text).await?;
+        let embedded = engine.embed_query(tenant, scope.user(), &query.text).await?;
         let ask = |vector: Option<Vec<f32>>, lexical_candidates: usize| RetrievalQuery {
             text: query.text.clone(),
             vector,

@@ -1,6 +1,7 @@
 //! Admin API (role `admin`, acting only inside the token's own tenant): document upsert and
-//! delete, ACL grant/revoke, the ACL change feed. Each change is published (new ACL snapshot)
-//! before the response is sent.
+//! delete, ACL grant/revoke, the ACL change feed; and snapshots (role `operator`). Each change is
+//! durable (committed to the data directory) and published (new ACL snapshot) before the
+//! response is sent; each tenant's writes pass its own admission bound.
 
 use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
@@ -9,6 +10,7 @@ use utoipa::ToSchema;
 use crate::acl::{AclChange, AclMutation};
 use crate::retrieval::DocumentInput;
 
+use super::admission::WriteKind;
 use super::auth::{Admin, Authenticated};
 use super::error::ApiError;
 use super::{AppState, json};
@@ -70,12 +72,31 @@ pub struct ChangesOut {
     pub changes: Vec<AclChange>,
     /// Current epoch.
     pub acl_epoch: u64,
+    /// Lineage of the epochs: epochs are comparable only within one lineage.
+    pub lineage: String,
 }
 
-/// Applies one ACL mutation; the new snapshot is published before the response is built.
+/// A permit of the tenant's admin admission for `kind`, or 503 `overloaded`.
+fn admit(state: &AppState, tenant: &str, kind: WriteKind) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    state
+        .admission
+        .try_admit(tenant, kind)
+        .ok_or_else(|| ApiError::overloaded(state.settings.server.retry_after_seconds))
+}
+
+/// Applies one ACL mutation: durable, then published, then acknowledged.
 async fn publish(state: &AppState, mutation: AclMutation) -> Result<HttpResponse, ApiError> {
+    let _permit = admit(state, mutation.tenant(), WriteKind::Acl)?;
     let acl_epoch = state.pipeline.engine().mutate(mutation).await?;
     Ok(json(&EpochOut { acl_epoch }))
+}
+
+/// Checks ACL names (1..=256 characters, not blank).
+fn check_names(names: &[String]) -> Result<(), ApiError> {
+    if names.iter().any(|name| name.trim().is_empty() || name.chars().count() > 256) {
+        return Err(ApiError::bad_request("invalid_acl_name", "acl names must be 1..=256 characters"));
+    }
+    Ok(())
 }
 
 /// Upserts documents into the caller's tenant.
@@ -97,6 +118,7 @@ pub async fn upsert_documents(
     if documents.len() > max {
         return Err(ApiError::bad_request("batch_too_large", format!("at most {max} documents per request")));
     }
+    let _permit = admit(&state, &principal.tenant, WriteKind::Documents)?;
     let outcome = state.pipeline.engine().upsert(&principal.tenant, documents).await?;
     Ok(json(&UpsertOut { acl_epoch: outcome.acl_epoch, documents: outcome.documents, chunks: outcome.chunks }))
 }
@@ -115,7 +137,8 @@ pub async fn delete_document(
     publish(&state, mutation).await
 }
 
-/// Revokes access (all access when neither list is given).
+/// Revokes access: the listed groups and users, or all access when neither list is given. Lists
+/// that are given but empty are refused (400 `empty_revoke`): they would revoke nothing.
 #[utoipa::path(post, path = "/v1/admin/acl/revoke", request_body = AclBody,
     responses((status = 200, body = EpochOut), (status = 404, body = super::error::ErrorBody)), security(("bearer" = [])))]
 pub async fn revoke(
@@ -125,6 +148,16 @@ pub async fn revoke(
 ) -> Result<HttpResponse, ApiError> {
     state.ensure_writable()?;
     let body = body.into_inner();
+    let given: Vec<&Vec<String>> = [&body.groups, &body.users].into_iter().flatten().collect();
+    if !given.is_empty() && given.iter().all(|list| list.is_empty()) {
+        return Err(ApiError::bad_request(
+            "empty_revoke",
+            "revoke lists are empty; name groups or users, or omit both lists to revoke all access",
+        ));
+    }
+    for list in given {
+        check_names(list)?;
+    }
     let mutation =
         AclMutation::Revoke { tenant: principal.tenant, doc_id: body.doc_id, groups: body.groups, users: body.users };
     publish(&state, mutation).await
@@ -145,9 +178,8 @@ pub async fn grant(
     if groups.is_empty() && users.is_empty() {
         return Err(ApiError::bad_request("empty_grant", "grant needs groups or users"));
     }
-    if groups.iter().chain(&users).any(|name| name.trim().is_empty() || name.chars().count() > 256) {
-        return Err(ApiError::bad_request("invalid_acl_name", "acl names must be 1..=256 characters"));
-    }
+    check_names(&groups)?;
+    check_names(&users)?;
     let mutation = AclMutation::Grant { tenant: principal.tenant, doc_id: body.doc_id, groups, users };
     publish(&state, mutation).await
 }
@@ -168,12 +200,16 @@ pub async fn changes(
     }
     let acl = state.pipeline.engine().acl();
     let changes = acl
-        .changes_since(query.since)
+        .changes_since(query.since)?
         .into_iter()
         .filter(|change| all_tenants || change.mutation.tenant() == principal.tenant)
         .collect();
-    Ok(json(&ChangesOut { changes, acl_epoch: acl.epoch() }))
+    Ok(json(&ChangesOut { changes, acl_epoch: acl.epoch(), lineage: acl.lineage().to_owned() }))
 }
+
+/// Role of operator credentials (snapshots): issued by whoever holds the signing key, never by a
+/// tenant admin.
+pub const OPERATOR_ROLE: &str = "operator";
 
 /// `{"snapshot_id", "acl_epoch"}`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -184,14 +220,28 @@ pub struct SnapshotOut {
     pub acl_epoch: u64,
 }
 
-/// Writes a snapshot of the whole server state (all tenants) under `snapshots.dir`.
+/// Writes a snapshot of the whole server state (all tenants) under `snapshots.dir`. An operator
+/// action (role `operator`): a tenant admin may not copy other tenants' data. The snapshot the
+/// server was restored from is never pruned.
 #[utoipa::path(post, path = "/v1/admin/snapshots",
     responses((status = 200, body = SnapshotOut), (status = 403, body = super::error::ErrorBody),
               (status = 500, body = super::error::ErrorBody)),
     security(("bearer" = [])))]
-pub async fn create_snapshot(state: web::Data<AppState>, Admin(_principal): Admin) -> Result<HttpResponse, ApiError> {
+pub async fn create_snapshot(
+    state: web::Data<AppState>,
+    Authenticated(principal): Authenticated,
+) -> Result<HttpResponse, ApiError> {
+    if !principal.has_role(OPERATOR_ROLE) {
+        return Err(ApiError::forbidden("operator role required"));
+    }
     let settings = &state.settings.snapshots;
-    let created =
-        crate::snapshot::create(state.pipeline.engine(), std::path::Path::new(&settings.dir), settings.retain).await?;
+    let protected = (!settings.restore.is_empty()).then(|| std::path::Path::new(&settings.restore));
+    let created = crate::snapshot::create_protecting(
+        state.pipeline.engine(),
+        std::path::Path::new(&settings.dir),
+        settings.retain,
+        protected,
+    )
+    .await?;
     Ok(json(&SnapshotOut { snapshot_id: created.snapshot_id, acl_epoch: created.acl_epoch }))
 }

@@ -77,7 +77,7 @@ pub async fn answer(
     body: web::Json<AnswerBodyIn>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
-    state.ensure_fresh()?;
+    let generation = state.ensure_fresh()?;
     let question = validated_text(&body.question, state.settings.server.max_question_chars, "question")?;
     let _permit = admit(&state)?;
     let gauge = metrics::gauge!("warrant_in_flight_requests");
@@ -92,6 +92,7 @@ pub async fn answer(
     let response = reply.map_err(|_| {
         ApiError::new(actix_web::http::StatusCode::SERVICE_UNAVAILABLE, "unavailable", "answer actor unavailable")
     })??;
+    state.ensure_same_state(generation)?;
     Ok(json(&response))
 }
 
@@ -106,9 +107,10 @@ pub async fn retrieve(
     body: web::Json<RetrieveBodyIn>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
-    state.ensure_fresh()?;
+    let generation = state.ensure_fresh()?;
     let query = validated_text(&body.query, state.settings.server.max_question_chars, "query")?;
     let _permit = admit(&state)?;
     let response = state.pipeline.retrieve(&principal, &query, clamp_u64(body.k)).await?;
+    state.ensure_same_state(generation)?;
     Ok(json(&response))
 }

@@ -14,6 +14,7 @@ use crate::embed::EmbedError;
 use crate::index::IndexError;
 use crate::retrieval::RetrievalError;
 use crate::snapshot::SnapshotError;
+use crate::storage::StorageError;
 
 /// The JSON error body.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -102,6 +103,9 @@ impl From<AclError> for ApiError {
             AclError::UnknownDocument { .. } => StatusCode::NOT_FOUND,
             AclError::StaleVersion { .. } => StatusCode::CONFLICT,
             AclError::DuplicateDocument { .. } => StatusCode::BAD_REQUEST,
+            AclError::Exhausted { .. } | AclError::Conflict => StatusCode::CONFLICT,
+            AclError::Compacted { .. } => StatusCode::GONE,
+            AclError::OutOfOrder { .. } => StatusCode::BAD_REQUEST,
         };
         Self::new(status, error.code(), error.to_string())
     }
@@ -137,7 +141,26 @@ impl From<RetrievalError> for ApiError {
             RetrievalError::Index(inner) => inner.into(),
             RetrievalError::Embed(inner) => inner.into(),
             RetrievalError::Acl(inner) => inner.into(),
+            RetrievalError::Storage(inner) => inner.into(),
             RetrievalError::InvalidDocument { .. } => Self::bad_request("invalid_document", error.to_string()),
+        }
+    }
+}
+
+impl From<StorageError> for ApiError {
+    fn from(error: StorageError) -> Self {
+        // The message names the file for the operator's log only; clients get a generic text.
+        tracing::error!(code = error.code(), %error, "storage failure: nothing was acknowledged");
+        let retry = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            error.code(),
+            "the change could not be made durable and was not applied; reads are still served",
+        );
+        match error {
+            StorageError::Io { .. }
+            | StorageError::Corrupted { .. }
+            | StorageError::Embedder { .. }
+            | StorageError::Injected(_) => Self { retry_after: Some(1), ..retry },
         }
     }
 }

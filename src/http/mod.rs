@@ -8,10 +8,12 @@
 //! the request id, method, route pattern and status, never bodies, tokens or document text.
 
 pub mod admin;
+pub mod admission;
 pub mod answer;
 pub mod auth;
 pub mod error;
 pub mod ops;
+pub mod replica;
 pub mod server;
 
 use std::sync::Arc;
@@ -43,6 +45,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/admin/acl/grant"),
     ("get", "/v1/admin/acl/changes"),
     ("post", "/v1/admin/snapshots"),
+    ("get", "/v1/replica/snapshot"),
+    ("get", "/v1/replica/snapshot/{snapshot_id}/{file}"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -67,17 +71,29 @@ pub struct AppState {
     pub ready: AtomicBool,
     /// Freshness of the ACL state when this server is a replica (`None` on a primary).
     pub replica: Option<Arc<crate::snapshot::replica::ReplicaStatus>>,
+    /// Per-tenant admission of admin writes.
+    pub admission: admission::TenantAdmission,
+    /// Serializes writing a snapshot for replicas that ask for one.
+    pub replica_snapshot: tokio::sync::Mutex<()>,
 }
 
 impl AppState {
     /// Fails closed on a replica whose ACL state is not confirmed fresh within its bound.
-    pub fn ensure_fresh(&self) -> Result<(), ApiError> {
+    /// Returns the replica's generation, to be checked again with [`AppState::ensure_same_state`]
+    /// before a response built from that state is returned.
+    pub fn ensure_fresh(&self) -> Result<u64, ApiError> {
         match &self.replica {
-            Some(status) if !status.is_fresh(Instant::now()) => Err(ApiError::new(
-                actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
-                "replica_stale",
-                "replica cannot confirm its access control state is fresh; retry later or ask the primary",
-            )),
+            Some(status) if !status.is_fresh(Instant::now()) => Err(stale()),
+            Some(status) => Ok(status.generation()),
+            None => Ok(0),
+        }
+    }
+
+    /// Fails closed when the replica diverged (another lineage, an epoch that went backwards)
+    /// after a request started: what the request computed came from a state it must not serve.
+    pub fn ensure_same_state(&self, generation: u64) -> Result<(), ApiError> {
+        match &self.replica {
+            Some(status) if status.generation() != generation || !status.is_fresh(Instant::now()) => Err(stale()),
             _ => Ok(()),
         }
     }
@@ -93,6 +109,14 @@ impl AppState {
         }
         Ok(())
     }
+}
+
+fn stale() -> ApiError {
+    ApiError::new(
+        actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
+        "replica_stale",
+        "replica cannot confirm its access control state is fresh; retry later or ask the primary",
+    )
 }
 
 /// The request id of a request (set by the request-id middleware).
@@ -120,6 +144,8 @@ pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + 
             .service(resource("/v1/admin/acl/grant", web::post().to(admin::grant)))
             .service(resource("/v1/admin/acl/changes", web::get().to(admin::changes)))
             .service(resource("/v1/admin/snapshots", web::post().to(admin::create_snapshot)))
+            .service(resource("/v1/replica/snapshot", web::get().to(replica::manifest)))
+            .service(resource("/v1/replica/snapshot/{snapshot_id}/{file}", web::get().to(replica::file)))
             .service(resource("/healthz", web::get().to(ops::healthz)))
             .service(resource("/readyz", web::get().to(ops::readyz)))
             .service(resource("/metrics", web::get().to(ops::metrics)))

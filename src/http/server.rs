@@ -53,6 +53,9 @@ pub enum StartError {
         /// What is wrong (names the file).
         error: crate::snapshot::SnapshotError,
     },
+    /// A restore was asked for that cannot be done.
+    #[error("refusing to restore: {0}")]
+    Restore(String),
     /// Binding or serving failed.
     #[error("server: {0}")]
     Io(#[from] std::io::Error),
@@ -106,29 +109,106 @@ pub async fn load_corpus(engine: &Engine, path: &Path) -> Result<usize, StartErr
     Ok(total)
 }
 
-/// Builds the shared state: engine (restored from `snapshots.restore` when set, verified whole
-/// first), pipeline, request actor, authenticator, metrics, and the replica follower when
-/// `replica.follow` is set. Must run inside an actix System.
-pub async fn build_state(settings: Arc<Settings>, providers: Providers) -> Result<web::Data<AppState>, StartError> {
-    let authenticator = Authenticator::from_settings(&settings.auth)?;
-    let engine = if settings.snapshots.restore.is_empty() {
-        let params = EngineParams::from_settings(&settings, providers.embedder.dimension());
-        Engine::start(params, providers.embedder)?
-    } else {
-        let directory = Path::new(&settings.snapshots.restore);
-        let (engine, manifest) = crate::snapshot::start_engine(&settings, providers.embedder, directory)
+/// How a server's engine starts, from settings:
+/// - a replica (`replica.follow`): in memory, from `snapshots.restore` keeping the snapshot's
+///   lineage, or empty (and stale) until it bootstraps from its primary's snapshot;
+/// - a durable primary (`storage.dir`): from its data directory; a new data directory is seeded
+///   from `snapshots.restore` when set (with a new lineage: restoring forks history), else it
+///   starts empty and loads the demo corpus when configured;
+/// - an in-memory primary: from `snapshots.restore` (new lineage) or empty.
+///
+/// Returns the engine and whether it is new (the demo corpus may be loaded into it).
+pub async fn start_engine(
+    settings: &Settings,
+    embedder: Arc<dyn crate::embed::Embedder>,
+) -> Result<(Arc<Engine>, bool), StartError> {
+    let params = EngineParams::from_settings(settings, embedder.dimension());
+    let restore = settings.snapshots.restore.as_str();
+    let replica = !settings.replica.follow.is_empty();
+    if replica || settings.storage.dir.is_empty() {
+        if restore.is_empty() {
+            return Ok((Engine::start(params, embedder)?, !replica));
+        }
+        let directory = Path::new(restore);
+        // A replica keeps the snapshot's lineage (it follows the same history); a primary
+        // restored from a snapshot forks a new one.
+        let (engine, manifest) = crate::snapshot::start_engine(settings, embedder, directory, !replica)
             .await
             .map_err(|error| StartError::Snapshot { path: directory.display().to_string(), error })?;
         tracing::info!(snapshot = %manifest.snapshot_id, acl_epoch = manifest.acl_epoch, chunks = manifest.chunks, "snapshot restored");
-        engine
-    };
+        return Ok((engine, false));
+    }
+    let data = Path::new(&settings.storage.dir);
+    let exists = std::fs::metadata(data.join(crate::storage::STORE_FILE)).map(|meta| meta.len() > 0).unwrap_or(false);
+    if exists && !restore.is_empty() {
+        return Err(StartError::Restore(format!(
+            "snapshots.restore seeds only a new data directory, and {} already holds one; move it away to restore",
+            data.display()
+        )));
+    }
+    if !restore.is_empty() {
+        let directory = Path::new(restore).to_owned();
+        let shown = directory.display().to_string();
+        let snapshot_error = move |error| StartError::Snapshot { path: shown, error };
+        let name = embedder.name().to_owned();
+        let dimension = embedder.dimension();
+        let vector = params.vector;
+        let owned = directory;
+        let data = data.to_owned();
+        let (restored, store) = tokio::task::spawn_blocking(move || {
+            let restored = crate::snapshot::restore(&owned, &name, dimension, vector).map_err(snapshot_error)?;
+            let acl = restored.acl.relabeled(crate::acl::new_lineage());
+            let chunks: Vec<_> = restored.shards.iter().flat_map(|shard| shard.export()).collect();
+            let store = crate::storage::Store::seed(&data, &name, dimension, &acl, &chunks)
+                .map_err(|error| StartError::Retrieval(error.into()))?;
+            Ok::<_, StartError>((crate::snapshot::Restored { acl, ..restored }, store))
+        })
+        .await
+        .map_err(|error| StartError::Restore(error.to_string()))??;
+        let mut params = params;
+        params.shards = restored.manifest.shards;
+        tracing::info!(snapshot = %restored.manifest.snapshot_id, acl_epoch = restored.manifest.acl_epoch, "new data directory seeded from the snapshot (new lineage)");
+        let engine = Engine::start_durable(params, embedder, restored.acl, restored.shards, store)?;
+        return Ok((engine, false));
+    }
+    let (engine, recovery) = Engine::open(params, embedder, data).await?;
+    tracing::info!(
+        file = %recovery.file,
+        created = recovery.created,
+        checkpoint_epoch = recovery.checkpoint_epoch,
+        replayed = recovery.replayed,
+        chunks = recovery.chunks,
+        acl_epoch = engine.acl().epoch(),
+        lineage = %engine.acl().lineage(),
+        "data directory opened"
+    );
+    Ok((engine, recovery.created))
+}
+
+/// Builds the shared state (see [`start_engine`]), pipeline, request actor, authenticator,
+/// metrics, the replica follower when `replica.follow` is set and the checkpointer on a durable
+/// primary. Loads no corpus. Must run inside an actix System.
+pub async fn build_state(settings: Arc<Settings>, providers: Providers) -> Result<web::Data<AppState>, StartError> {
+    Ok(build_state_with(settings, providers).await?.0)
+}
+
+/// [`build_state`], also telling whether the engine is new (nothing restored or recovered).
+async fn build_state_with(
+    settings: Arc<Settings>,
+    providers: Providers,
+) -> Result<(web::Data<AppState>, bool), StartError> {
+    let authenticator = Authenticator::from_settings(&settings.auth)?;
+    let (engine, fresh) = start_engine(&settings, providers.embedder).await?;
     let replica = (!settings.replica.follow.is_empty()).then(|| {
         let status = Arc::new(crate::snapshot::replica::ReplicaStatus::new(std::time::Duration::from_millis(
             settings.replica.max_lag_ms,
         )));
-        crate::snapshot::replica::spawn_follower(Arc::clone(&engine), &settings.replica, Arc::clone(&status));
+        crate::snapshot::replica::spawn_follower(Arc::clone(&engine), &settings, Arc::clone(&status));
         status
     });
+    if engine.store().is_some() {
+        crate::snapshot::checkpoint::spawn(Arc::clone(&engine), Arc::clone(&settings));
+    }
     let pipeline = Arc::new(AnswerPipeline::new(
         engine,
         providers.generator,
@@ -136,16 +216,22 @@ pub async fn build_state(settings: Arc<Settings>, providers: Providers) -> Resul
         PipelineSettings::from_settings(&settings),
     ));
     let answer_actor = AnswerActor::new(Arc::clone(&pipeline)).start();
-    Ok(web::Data::new(AppState {
+    let state = web::Data::new(AppState {
         pipeline,
         answer_actor,
         authenticator,
         in_flight: Arc::new(Semaphore::new(settings.server.max_in_flight)),
         metrics: crate::telemetry::metrics_handle(),
+        admission: super::admission::TenantAdmission::new(
+            settings.server.admin_document_batches_per_tenant,
+            settings.server.admin_acl_changes_per_tenant,
+        ),
+        replica_snapshot: tokio::sync::Mutex::new(()),
         settings,
         ready: AtomicBool::new(false),
         replica,
-    }))
+    });
+    Ok((state, fresh))
 }
 
 /// The actix-web application factory for a state (used by `serve` and by tests).
@@ -166,8 +252,8 @@ pub fn app(
 
 /// Runs the server on `settings.server.bind` until a shutdown signal.
 pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), StartError> {
-    let state = build_state(Arc::clone(&settings), providers).await?;
-    if settings.demo.load && settings.snapshots.restore.is_empty() {
+    let (state, fresh) = build_state_with(Arc::clone(&settings), providers).await?;
+    if fresh && settings.demo.load {
         let count = load_corpus(state.pipeline.engine(), Path::new(&settings.demo.corpus)).await?;
         tracing::info!(documents = count, corpus = %settings.demo.corpus, "demo corpus loaded");
     }

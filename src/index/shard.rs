@@ -138,6 +138,27 @@ impl Shard {
         (resolve(&state.chunks, search.hits, allowed), search.report)
     }
 
+    /// Builds one shard per entry of `items` (shard `i` from `items[i]`), one thread per shard
+    /// (restore from a snapshot or from the data directory: no re-embedding).
+    pub fn build_all(items: Vec<Vec<(Chunk, Vec<f32>)>>, params: VectorParams) -> IndexResult<Vec<Arc<Shard>>> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = items
+                .into_iter()
+                .enumerate()
+                .map(|(id, items)| {
+                    scope.spawn(move || -> IndexResult<Arc<Shard>> {
+                        let shard = Shard::new(id, params)?;
+                        if !items.is_empty() {
+                            shard.add(items)?;
+                        }
+                        Ok(Arc::new(shard))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|handle| handle.join().unwrap_or(Err(IndexError::Unavailable))).collect()
+        })
+    }
+
     /// Physically removes the chunks of tombstoned ordinals from the lexical index. (HNSW has no
     /// delete; their vectors stay until a rebuild and are excluded by every scope.)
     pub fn purge(&self, ordinals: &RoaringBitmap) -> IndexResult<()> {

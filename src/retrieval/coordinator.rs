@@ -173,8 +173,21 @@ impl RetrievalRepository for EmbeddedRepository {
             vector_k: query.vector_candidates,
         };
         let results = self.coordinator.send(message).await.map_err(|_| IndexError::Unavailable)??;
+        // Defence in depth: a hit whose chunk belongs to another tenant than the scope's can only
+        // come from a corrupted ordinal mapping; it is dropped and counted, never served.
+        let tenant = scope.tenant();
         let to_scored = |hits: Vec<ShardHit>| {
-            hits.into_iter().map(|hit| ScoredChunk { chunk: hit.chunk, score: hit.score }).collect()
+            hits.into_iter()
+                .filter(|hit| {
+                    let same = hit.chunk.tenant == tenant;
+                    if !same {
+                        metrics::counter!("warrant_scope_violations_total").increment(1);
+                        tracing::error!("a hit of another tenant reached the coordinator; dropped");
+                    }
+                    same
+                })
+                .map(|hit| ScoredChunk { chunk: hit.chunk, score: hit.score })
+                .collect()
         };
         let mut lists = Vec::with_capacity(2);
         if query.lexical_candidates > 0 {

@@ -1,29 +1,36 @@
 //! The engine facade: owns the ACL store, the shard actors and the embedder; runs the write path
 //! (validate → chunk → embed → index → publish ACL) and builds scoped retrieval for a principal.
 //!
-//! Write-path invariant: chunks are indexed under fresh ordinals *before* the ACL snapshot that
-//! makes them readable is published, and the same publish tombstones the previous version, so
-//! readers see either the old version or the new one, never both and never a half batch. A batch
-//! that fails anywhere publishes nothing; its already indexed chunks stay unreadable forever
-//! (their ordinals are never published) and are purged from the lexical index.
+//! Write-path invariant: chunks are embedded and indexed under fresh ordinals *before* the ACL
+//! snapshot that makes them readable is published — outside the writer lock, since no scope
+//! contains those ordinals yet — and the same publish tombstones the previous version, so
+//! readers see either the old version or the new one, never both and never a half batch. Under
+//! the writer lock a change is validated, committed to the system of record ([`Store`], when the
+//! engine is durable) and only then published, so nothing is visible or acknowledged before it
+//! is durable, and a revoke is enforced before it is acknowledged. A batch that fails anywhere
+//! publishes nothing; its already indexed chunks stay unreadable forever (their ordinals are
+//! never published, nor reused) and are purged from the lexical index.
 
 use std::collections::HashSet;
 use std::num::NonZeroUsize;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use actix::{Addr, SyncArbiter};
+use arc_swap::ArcSwap;
 use futures::future::join_all;
 use lru::LruCache;
 use roaring::RoaringBitmap;
 use serde::Deserialize;
 
-use crate::acl::{AclMutation, AclStore, AuthorizationScope};
+use crate::acl::{AclError, AclMutation, AclStore, AuthorizationScope};
 use crate::config::Settings;
 use crate::domain::{Chunk, ChunkingConfig, DocAcl, Document, Principal, chunk_document};
 use crate::embed::Embedder;
 use crate::index::IndexError;
 use crate::index::shard::{IndexChunks, PurgeOrdinals, Shard, ShardActor, ShardStats};
 use crate::index::vector::VectorParams;
+use crate::storage::{Commit, EncodedDocument, STORE_FILE, StorageError, Store, WriteStep};
 
 use super::coordinator::{Coordinator, EmbeddedRepository};
 use super::{IdentityReranker, RetrievalError, RetrievalQuery, RetrievalRepository, RetrievalResult, Retrieved};
@@ -110,28 +117,58 @@ impl EngineParams {
     }
 }
 
-/// The engine. Create it inside a running actix System.
-pub struct Engine {
+/// A test hook that can fail the write path before any [`WriteStep`] (deterministic crash and
+/// I/O-failure tests). Returns `true` to fail at that step.
+pub type FaultHook = Arc<dyn Fn(WriteStep) -> bool + Send + Sync>;
+
+/// Attempts at an upsert whose implicit versions raced another upsert of the same document.
+const MAX_UPSERT_ATTEMPTS: usize = 4;
+
+/// The swappable part of the engine: ACL state, shards and their actors. A replica that
+/// re-synchronizes from its primary's snapshot replaces it whole ([`Engine::replace_core`]).
+struct Core {
     acl: Arc<AclStore>,
     shards: Vec<Arc<Shard>>,
     shard_actors: Vec<Addr<ShardActor>>,
     repository: Arc<dyn RetrievalRepository>,
-    embedder: Arc<dyn Embedder>,
-    params: EngineParams,
-    writer: tokio::sync::Mutex<()>,
-    query_cache: Mutex<LruCache<QueryKey, Arc<Vec<f32>>>>,
 }
 
-/// Query-cache key: the asking tenant and the normalized text. Keyed per tenant so a cache hit
-/// (a faster answer) never tells one tenant what another tenant asked recently.
+/// The engine. Create it inside a running actix System.
+pub struct Engine {
+    core: ArcSwap<Core>,
+    embedder: Arc<dyn Embedder>,
+    params: EngineParams,
+    /// Serializes publishing (commit + publish); never held while embedding or indexing.
+    writer: tokio::sync::Mutex<()>,
+    query_cache: Mutex<LruCache<QueryKey, Arc<Vec<f32>>>>,
+    /// The system of record (`None`: in-memory engine, nothing survives the process).
+    store: Option<Arc<Store>>,
+    faults: Mutex<Option<FaultHook>>,
+}
+
+/// Query-cache key: the asking principal (tenant and user) and the normalized text. Keyed per
+/// principal so a cache hit (a faster answer) never tells one user what another asked recently,
+/// inside a tenant or across tenants.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct QueryKey {
     tenant: String,
+    user: String,
     text: String,
 }
 
+/// The shard of a document: a stable hash of (tenant, doc_id) modulo the shard count.
+pub fn shard_of(tenant: &str, doc_id: &str, shards: usize) -> usize {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(tenant.as_bytes());
+    hasher.update([0]);
+    hasher.update(doc_id.as_bytes());
+    let digest = hasher.finalize();
+    (u64::from_le_bytes(digest[..8].try_into().expect("8 bytes")) % shards.max(1) as u64) as usize
+}
+
 impl Engine {
-    /// Starts shard actors and the coordinator. Must run inside an actix System.
+    /// Starts an in-memory engine (nothing is durable). Must run inside an actix System.
     pub fn start(params: EngineParams, embedder: Arc<dyn Embedder>) -> RetrievalResult<Arc<Self>> {
         Self::start_with(params, embedder, Arc::new(AclStore::new()), None)
     }
@@ -143,12 +180,87 @@ impl Engine {
         acl: Arc<AclStore>,
         shards: Option<Vec<Arc<Shard>>>,
     ) -> RetrievalResult<Arc<Self>> {
+        Self::assemble(params, embedder, acl, shards, None)
+    }
+
+    /// Opens the data directory `directory` (created when absent) and starts the engine on the
+    /// state it holds: the ACL checkpoint plus the replayed change log, and every live chunk with
+    /// its stored vector (indexes are rebuilt; nothing is re-chunked or re-embedded). Every
+    /// later write is committed there before it is published. Must run inside an actix System.
+    pub async fn open(
+        params: EngineParams,
+        embedder: Arc<dyn Embedder>,
+        directory: &Path,
+    ) -> RetrievalResult<(Arc<Self>, Recovery)> {
+        let name = embedder.name().to_owned();
+        let dimension = embedder.dimension();
+        let directory = directory.to_owned();
+        let vector = params.vector;
+        let shard_count = params.shards;
+        let (store, recovered, shards, chunk_count) = tokio::task::spawn_blocking(move || -> RetrievalResult<_> {
+            let (store, mut recovered) = Store::open(&directory, &name, dimension)?;
+            let mut per_shard: Vec<Vec<(Chunk, Vec<f32>)>> = vec![Vec::new(); shard_count];
+            let chunks = std::mem::take(&mut recovered.chunks);
+            let count = chunks.len();
+            for (chunk, vector) in chunks {
+                per_shard[shard_of(&chunk.tenant, &chunk.doc_id, shard_count)].push((chunk, vector));
+            }
+            let shards = Shard::build_all(per_shard, vector)?;
+            Ok((store, recovered, shards, count))
+        })
+        .await
+        .map_err(|error| StorageError::Io { file: "data directory".into(), reason: error.to_string() })??;
+        let recovery = Recovery {
+            created: recovered.created,
+            checkpoint_epoch: recovered.checkpoint_epoch,
+            replayed: recovered.replayed,
+            chunks: chunk_count,
+            file: store.file().to_owned(),
+        };
+        let engine = Self::assemble(params, embedder, Arc::new(recovered.acl), Some(shards), Some(Arc::new(store)))?;
+        metrics::gauge!("warrant_acl_epoch").set(engine.acl().epoch() as f64);
+        Ok((engine, recovery))
+    }
+
+    /// Starts a durable engine on pre-built state and an open store (a primary seeded from a
+    /// snapshot: [`Store::seed`]).
+    pub fn start_durable(
+        params: EngineParams,
+        embedder: Arc<dyn Embedder>,
+        acl: AclStore,
+        shards: Vec<Arc<Shard>>,
+        store: Store,
+    ) -> RetrievalResult<Arc<Self>> {
+        Self::assemble(params, embedder, Arc::new(acl), Some(shards), Some(Arc::new(store)))
+    }
+
+    fn assemble(
+        params: EngineParams,
+        embedder: Arc<dyn Embedder>,
+        acl: Arc<AclStore>,
+        shards: Option<Vec<Arc<Shard>>>,
+        store: Option<Arc<Store>>,
+    ) -> RetrievalResult<Arc<Self>> {
         if embedder.dimension() != params.vector.dimension {
             return Err(RetrievalError::Index(IndexError::Dimension {
                 expected: params.vector.dimension,
                 got: embedder.dimension(),
             }));
         }
+        let core = Self::core(&params, acl, shards)?;
+        let cache_size = NonZeroUsize::new(params.query_cache.max(1)).expect("at least one");
+        Ok(Arc::new(Self {
+            core: ArcSwap::from_pointee(core),
+            embedder,
+            params,
+            writer: tokio::sync::Mutex::new(()),
+            query_cache: Mutex::new(LruCache::new(cache_size)),
+            store,
+            faults: Mutex::new(None),
+        }))
+    }
+
+    fn core(params: &EngineParams, acl: Arc<AclStore>, shards: Option<Vec<Arc<Shard>>>) -> RetrievalResult<Core> {
         let shards = match shards {
             Some(shards) => shards,
             None => (0..params.shards)
@@ -164,22 +276,33 @@ impl Engine {
             .collect();
         let coordinator = actix::Actor::start(Coordinator::new(shard_actors.clone()));
         let repository = Arc::new(EmbeddedRepository::new(coordinator, params.rrf_k, Arc::new(IdentityReranker)));
-        let cache_size = NonZeroUsize::new(params.query_cache.max(1)).expect("at least one");
-        Ok(Arc::new(Self {
-            acl,
-            shards,
-            shard_actors,
-            repository,
-            embedder,
-            params,
-            writer: tokio::sync::Mutex::new(()),
-            query_cache: Mutex::new(LruCache::new(cache_size)),
-        }))
+        Ok(Core { acl, shards, shard_actors, repository })
+    }
+
+    /// Replaces the ACL state and shards whole (a replica re-synchronized from its primary's
+    /// snapshot; in-memory engines only). Waits for in-progress writes; requests that loaded the
+    /// old state finish on it, and the HTTP layer refuses to return what they produce.
+    pub async fn replace_core(&self, acl: AclStore, shards: Vec<Arc<Shard>>) -> RetrievalResult<()> {
+        debug_assert!(self.store.is_none(), "a durable engine never swaps its state");
+        let _writer = self.writer.lock().await;
+        let mut params = self.params.clone();
+        params.shards = shards.len();
+        let core = Self::core(&params, Arc::new(acl), Some(shards))?;
+        let epoch = core.acl.epoch();
+        self.core.store(Arc::new(core));
+        self.lock_cache().clear();
+        metrics::gauge!("warrant_acl_epoch").set(epoch as f64);
+        Ok(())
     }
 
     /// The ACL store.
-    pub fn acl(&self) -> &Arc<AclStore> {
-        &self.acl
+    pub fn acl(&self) -> Arc<AclStore> {
+        Arc::clone(&self.core.load().acl)
+    }
+
+    /// The system of record, when the engine is durable.
+    pub fn store(&self) -> Option<&Arc<Store>> {
+        self.store.as_ref()
     }
 
     /// The embedder.
@@ -188,13 +311,13 @@ impl Engine {
     }
 
     /// The shards (snapshots, stats).
-    pub fn shards(&self) -> &[Arc<Shard>] {
-        &self.shards
+    pub fn shards(&self) -> Vec<Arc<Shard>> {
+        self.core.load().shards.clone()
     }
 
     /// The retrieval repository.
-    pub fn repository(&self) -> &Arc<dyn RetrievalRepository> {
-        &self.repository
+    pub fn repository(&self) -> Arc<dyn RetrievalRepository> {
+        Arc::clone(&self.core.load().repository)
     }
 
     /// Engine parameters.
@@ -204,63 +327,127 @@ impl Engine {
 
     /// Sizes of every shard.
     pub fn stats(&self) -> Vec<ShardStats> {
-        self.shards.iter().map(|shard| shard.stats()).collect()
+        self.core.load().shards.iter().map(|shard| shard.stats()).collect()
     }
 
     /// Shard of a document: a stable hash of (tenant, doc_id).
     pub fn shard_of(&self, tenant: &str, doc_id: &str) -> usize {
-        use sha2::{Digest, Sha256};
-        let mut hasher = Sha256::new();
-        hasher.update(tenant.as_bytes());
-        hasher.update([0]);
-        hasher.update(doc_id.as_bytes());
-        let digest = hasher.finalize();
-        (u64::from_le_bytes(digest[..8].try_into().expect("8 bytes")) % self.shards.len() as u64) as usize
+        shard_of(tenant, doc_id, self.core.load().shards.len())
+    }
+
+    /// Installs a fault hook (tests only: deterministic failures between write-path steps).
+    pub fn inject_faults(&self, hook: Option<FaultHook>) {
+        *self.faults.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = hook;
+    }
+
+    fn fault(&self, step: WriteStep) -> RetrievalResult<()> {
+        let hook = self.faults.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        match hook {
+            Some(hook) if hook(step) => Err(StorageError::Injected(step).into()),
+            _ => Ok(()),
+        }
     }
 
     /// Upserts a batch of documents into `tenant`, all or nothing.
+    ///
+    /// Chunking, embedding and indexing run outside the writer lock (new chunks are indexed under
+    /// fresh ordinals that no scope contains yet), so a revoke never waits for another request's
+    /// embedding; the lock is held only to check versions, commit and publish.
     pub async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
         validate_batch(&inputs)?;
-        let _writer = self.writer.lock().await;
-        let snapshot = self.acl.load();
+        // Chunk boundaries and embedding texts do not depend on the version or the ordinal.
+        let provisional: Vec<Vec<Chunk>> = inputs
+            .iter()
+            .map(|input| chunk_document(&to_document(tenant, input, 1), 0, &self.params.chunking))
+            .collect();
+        self.fault(WriteStep::Embed)?;
+        let texts: Vec<String> = provisional.iter().flatten().map(embedding_text).collect();
+        let vectors = self.embed_texts(texts).await?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.try_upsert(tenant, &inputs, &provisional, &vectors).await {
+                Err(RetrievalError::Acl(AclError::StaleVersion { .. } | AclError::Conflict))
+                    if attempt < MAX_UPSERT_ATTEMPTS && inputs.iter().all(|input| input.version.is_none()) =>
+                {
+                    // Another upsert of the same document won the race; take the next version.
+                    continue;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn try_upsert(
+        &self,
+        tenant: &str,
+        inputs: &[DocumentInput],
+        provisional: &[Vec<Chunk>],
+        vectors: &[Vec<f32>],
+    ) -> RetrievalResult<UpsertOutcome> {
+        let acl = self.acl();
+        let snapshot = acl.load();
         let mut documents = Vec::with_capacity(inputs.len());
         for input in inputs {
             let current = snapshot.entry(tenant, &input.doc_id).map(|entry| entry.version);
             let version = match (input.version, current) {
                 (Some(version), Some(current)) if version <= current => {
-                    return Err(RetrievalError::Acl(crate::acl::AclError::StaleVersion {
-                        doc_id: input.doc_id,
-                        current,
-                    }));
+                    return Err(AclError::StaleVersion { doc_id: input.doc_id.clone(), current }.into());
                 }
                 (Some(version), _) => version,
-                (None, Some(current)) => current + 1,
+                (None, Some(current)) => current
+                    .checked_add(1)
+                    .ok_or_else(|| invalid(&input.doc_id, "the version counter of this document is exhausted"))?,
                 (None, None) => 1,
             };
-            documents.push(Document {
-                tenant: tenant.to_owned(),
-                doc_id: input.doc_id,
-                version,
-                title: input.title,
-                text: input.text,
-                acl: input.acl,
-            });
+            documents.push(to_document(tenant, input, version));
         }
-        let ordinals = self.acl.reserve_ordinals(documents.len() as u32);
-        let chunks: Vec<Chunk> = documents
+        let count = u32::try_from(documents.len()).map_err(|_| invalid("", "batch too large"))?;
+        let ordinals = acl.reserve_ordinals(count)?;
+        let chunks: Vec<Vec<Chunk>> = documents
             .iter()
             .zip(ordinals.clone())
-            .flat_map(|(document, ordinal)| chunk_document(document, ordinal, &self.params.chunking))
+            .map(|(document, ordinal)| chunk_document(document, ordinal, &self.params.chunking))
             .collect();
-        let chunk_count = chunks.len();
-        let indexed = self.index_chunks(chunks).await;
+        let same_cut = chunks.iter().zip(provisional).all(|(real, first)| {
+            real.len() == first.len() && real.iter().zip(first).all(|(a, b)| a.start == b.start && a.end == b.end)
+        });
+        if !same_cut {
+            return Err(invalid("", "chunking changed between embedding and indexing (internal error)"));
+        }
+        let chunk_count = chunks.iter().map(Vec::len).sum();
+        let mut vectors_left = vectors.iter();
+        let items: Vec<Vec<(Chunk, Vec<f32>)>> = chunks
+            .into_iter()
+            .map(|document| {
+                document.into_iter().map(|chunk| (chunk, vectors_left.next().cloned().unwrap_or_default())).collect()
+            })
+            .collect();
+        let encoded: Vec<EncodedDocument> = if self.store.is_some() {
+            items
+                .iter()
+                .zip(ordinals.clone())
+                .map(|(document, ordinal)| {
+                    let refs: Vec<(&Chunk, &[f32])> =
+                        document.iter().map(|(chunk, vector)| (chunk, vector.as_slice())).collect();
+                    EncodedDocument::encode(ordinal, &refs)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let unpublished: RoaringBitmap = ordinals.clone().collect();
+        let indexed = match self.fault(WriteStep::Index) {
+            Ok(()) => self.index_chunks(items.into_iter().flatten().collect()).await,
+            Err(error) => Err(error),
+        };
         if let Err(error) = indexed {
-            self.purge(ordinals.clone().collect()).await;
+            self.purge_later(unpublished);
             return Err(error);
         }
         let mutations = documents
             .iter()
-            .zip(ordinals.clone())
+            .zip(ordinals)
             .map(|(document, ordinal)| AclMutation::Upsert {
                 tenant: document.tenant.clone(),
                 doc_id: document.doc_id.clone(),
@@ -270,31 +457,50 @@ impl Engine {
                 acl: document.acl.clone(),
             })
             .collect();
-        let previous = snapshot.tombstones().clone();
-        let epoch = match self.acl.apply(mutations) {
-            Ok(epoch) => epoch,
+        match self.publish(mutations, encoded).await {
+            Ok(epoch) => Ok(UpsertOutcome { acl_epoch: epoch, documents: documents.len(), chunks: chunk_count }),
             Err(error) => {
-                self.purge(ordinals.collect()).await;
-                return Err(error.into());
+                self.purge_later(unpublished);
+                Err(error)
             }
-        };
-        let superseded = self.acl.load().tombstones() - &previous;
-        if !superseded.is_empty() {
-            self.purge(superseded).await;
         }
-        metrics::gauge!("warrant_acl_epoch").set(epoch as f64);
-        Ok(UpsertOutcome { acl_epoch: epoch, documents: documents.len(), chunks: chunk_count })
     }
 
-    /// Applies one ACL mutation (delete, grant, revoke) and publishes it.
+    /// Applies one ACL mutation (delete, grant, revoke): committed, then published, then
+    /// acknowledged. A no-op (granting what is granted, revoking what is not) changes nothing
+    /// and returns the current epoch.
     pub async fn mutate(&self, mutation: AclMutation) -> RetrievalResult<u64> {
+        self.publish(vec![mutation], Vec::new()).await
+    }
+
+    /// Under the writer lock: validates `mutations` against the current snapshot, commits them
+    /// with the `added` document rows as one durable transaction, then publishes. Nothing is
+    /// visible before it is durable; a failure anywhere publishes nothing.
+    async fn publish(&self, mutations: Vec<AclMutation>, added: Vec<EncodedDocument>) -> RetrievalResult<u64> {
         let _writer = self.writer.lock().await;
-        let before = self.acl.load().tombstones().clone();
-        let epoch = self.acl.apply(vec![mutation])?;
+        let acl = self.acl();
+        let prepared = acl.prepare(mutations)?;
+        if prepared.is_noop() {
+            return Ok(prepared.epoch());
+        }
+        let retired = prepared.retired();
+        self.fault(WriteStep::Commit)?;
+        if let Some(store) = &self.store {
+            let store = Arc::clone(store);
+            let changes = prepared.changes().to_vec();
+            let removed = retired.clone();
+            let next_ordinal = acl.next_ordinal();
+            tokio::task::spawn_blocking(move || {
+                store.commit(&Commit { changes: &changes, added: &added, removed: &removed, next_ordinal })
+            })
+            .await
+            .map_err(|error| StorageError::Io { file: STORE_FILE.into(), reason: error.to_string() })??;
+        }
+        self.fault(WriteStep::Publish)?;
+        let epoch = acl.publish(prepared)?;
         metrics::gauge!("warrant_acl_epoch").set(epoch as f64);
-        let removed = self.acl.load().tombstones() - &before;
-        if !removed.is_empty() {
-            self.purge(removed).await;
+        if !retired.is_empty() && self.fault(WriteStep::Purge).is_ok() {
+            self.purge_later(retired);
         }
         Ok(epoch)
     }
@@ -303,44 +509,67 @@ impl Engine {
     /// state and the shards it sees are consistent with each other (snapshots).
     pub async fn quiesced<T>(&self, capture: impl FnOnce(&AclStore, &[Arc<Shard>]) -> T) -> T {
         let _writer = self.writer.lock().await;
-        capture(&self.acl, &self.shards)
+        let core = self.core.load();
+        capture(&core.acl, &core.shards)
     }
 
     /// Applies changes received from a primary's feed (replicas), in order, under the writer
     /// lock; ordinals tombstoned by them are purged from the lexical indexes.
     pub async fn apply_remote(&self, changes: &[crate::acl::AclChange]) -> RetrievalResult<u64> {
         let _writer = self.writer.lock().await;
-        let before = self.acl.load().tombstones().clone();
-        let epoch = self.acl.apply_remote(changes)?;
+        let acl = self.acl();
+        let prepared = acl.prepare_remote(changes)?;
+        let retired = prepared.retired();
+        let epoch = acl.publish(prepared)?;
         metrics::gauge!("warrant_acl_epoch").set(epoch as f64);
-        let removed = self.acl.load().tombstones() - &before;
-        if !removed.is_empty() {
-            self.purge(removed).await;
+        if !retired.is_empty() {
+            self.purge_later(retired);
         }
         Ok(epoch)
     }
 
-    async fn index_chunks(&self, chunks: Vec<Chunk>) -> RetrievalResult<()> {
-        let mut vectors = Vec::with_capacity(chunks.len());
-        for batch in chunks.chunks(self.params.embed_batch.max(1)) {
-            let texts: Vec<String> = batch.iter().map(embedding_text).collect();
-            let embedded = self.embedder.embed(&texts).await?;
-            if embedded.len() != texts.len() {
-                return Err(crate::embed::EmbedError::Shape { expected: texts.len(), got: embedded.len() }.into());
+    /// Writes an ACL checkpoint into the store and compacts the change log (in memory and on
+    /// disk) up to `compact_up_to` (at most the current epoch). Returns the checkpoint's epoch.
+    pub async fn checkpoint(&self, compact_up_to: u64) -> RetrievalResult<u64> {
+        let _writer = self.writer.lock().await;
+        let acl = self.acl();
+        let snapshot = acl.load();
+        let epoch = snapshot.epoch();
+        let up_to = compact_up_to.min(epoch);
+        if let Some(store) = &self.store {
+            let store = Arc::clone(store);
+            tokio::task::spawn_blocking(move || store.checkpoint(&snapshot, up_to))
+                .await
+                .map_err(|error| StorageError::Io { file: STORE_FILE.into(), reason: error.to_string() })??;
+        }
+        acl.compact(up_to);
+        Ok(epoch)
+    }
+
+    async fn embed_texts(&self, texts: Vec<String>) -> RetrievalResult<Vec<Vec<f32>>> {
+        let mut vectors = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(self.params.embed_batch.max(1)) {
+            let embedded = self.embedder.embed(batch).await?;
+            if embedded.len() != batch.len() {
+                return Err(crate::embed::EmbedError::Shape { expected: batch.len(), got: embedded.len() }.into());
             }
             vectors.extend(embedded);
         }
-        let mut per_shard: Vec<Vec<(Chunk, Vec<f32>)>> = vec![Vec::new(); self.shards.len()];
-        for (chunk, vector) in chunks.into_iter().zip(vectors) {
-            let shard = self.shard_of(&chunk.tenant, &chunk.doc_id);
-            per_shard[shard].push((chunk, vector));
+        Ok(vectors)
+    }
+
+    async fn index_chunks(&self, items: Vec<(Chunk, Vec<f32>)>) -> RetrievalResult<()> {
+        let core = self.core.load_full();
+        let mut per_shard: Vec<Vec<(Chunk, Vec<f32>)>> = vec![Vec::new(); core.shards.len()];
+        for (chunk, vector) in items {
+            per_shard[shard_of(&chunk.tenant, &chunk.doc_id, core.shards.len())].push((chunk, vector));
         }
         let replies = join_all(
             per_shard
                 .into_iter()
                 .enumerate()
                 .filter(|(_, items)| !items.is_empty())
-                .map(|(shard, items)| self.shard_actors[shard].send(IndexChunks(items))),
+                .map(|(shard, items)| core.shard_actors[shard].send(IndexChunks(items))),
         )
         .await;
         for reply in replies {
@@ -349,29 +578,38 @@ impl Engine {
         Ok(())
     }
 
-    /// Best-effort physical cleanup of unreadable ordinals (correctness never depends on it).
-    async fn purge(&self, ordinals: RoaringBitmap) {
+    /// Best-effort physical cleanup of unreadable ordinals, in the background (correctness never
+    /// depends on it: the ordinals are outside every scope already).
+    fn purge_later(&self, ordinals: RoaringBitmap) {
         let ordinals = Arc::new(ordinals);
-        let replies =
-            join_all(self.shard_actors.iter().map(|shard| shard.send(PurgeOrdinals(Arc::clone(&ordinals))))).await;
-        for reply in replies {
-            if !matches!(reply, Ok(Ok(()))) {
-                tracing::warn!("lexical purge failed on a shard; unreadable chunks stay until the next purge");
+        let sends: Vec<_> = self
+            .core
+            .load()
+            .shard_actors
+            .iter()
+            .map(|shard| shard.send(PurgeOrdinals(Arc::clone(&ordinals))))
+            .collect();
+        actix_rt::spawn(async move {
+            for reply in join_all(sends).await {
+                if !matches!(reply, Ok(Ok(()))) {
+                    tracing::warn!("lexical purge failed on a shard; unreadable chunks stay until the next purge");
+                }
             }
-        }
+        });
     }
 
     /// The scope of `principal` under the current ACL snapshot.
     pub fn scope(&self, principal: &Principal) -> AuthorizationScope {
-        self.acl.load().scope_for(principal)
+        self.core.load().acl.load().scope_for(principal)
     }
 
-    /// Embeds a query of `tenant` through the bounded LRU cache (key: the tenant and the
-    /// whitespace-normalized lowercase text; entries are never shared across tenants, so hit
-    /// timing cannot reveal another tenant's questions).
-    pub async fn embed_query(&self, tenant: &str, text: &str) -> RetrievalResult<Arc<Vec<f32>>> {
+    /// Embeds a query of (`tenant`, `user`) through the bounded LRU cache (key: the principal and
+    /// the whitespace-normalized lowercase text; entries are never shared between principals, so
+    /// hit timing cannot reveal another user's questions).
+    pub async fn embed_query(&self, tenant: &str, user: &str, text: &str) -> RetrievalResult<Arc<Vec<f32>>> {
         let key = QueryKey {
             tenant: tenant.to_owned(),
+            user: user.to_owned(),
             text: text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase(),
         };
         if let Some(hit) = self.lock_cache().get(&key) {
@@ -392,14 +630,40 @@ impl Engine {
         if scope.is_empty() {
             return Ok(Retrieved::default());
         }
-        let vector = self.embed_query(scope.tenant(), text).await?;
+        let vector = self.embed_query(scope.tenant(), scope.user(), text).await?;
         let query = RetrievalQuery {
             text: text.to_owned(),
             vector: Some(vector.as_ref().clone()),
             lexical_candidates: self.params.lexical_candidates,
             vector_candidates: self.params.vector_candidates,
         };
-        self.repository.retrieve(scope, &query).await
+        self.repository().retrieve(scope, &query).await
+    }
+}
+
+/// What opening a data directory found.
+#[derive(Clone, Debug)]
+pub struct Recovery {
+    /// Whether the store was created by this open.
+    pub created: bool,
+    /// Epoch of the checkpoint recovery started from.
+    pub checkpoint_epoch: u64,
+    /// Change batches replayed after it.
+    pub replayed: usize,
+    /// Live chunks loaded.
+    pub chunks: usize,
+    /// The database file.
+    pub file: String,
+}
+
+fn to_document(tenant: &str, input: &DocumentInput, version: u64) -> Document {
+    Document {
+        tenant: tenant.to_owned(),
+        doc_id: input.doc_id.clone(),
+        version,
+        title: input.title.clone(),
+        text: input.text.clone(),
+        acl: input.acl.clone(),
     }
 }
 

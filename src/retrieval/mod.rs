@@ -13,7 +13,7 @@ pub mod select;
 use async_trait::async_trait;
 
 pub use coordinator::{Coordinator, EmbeddedRepository, FanOut};
-pub use engine::{DocumentInput, Engine, EngineParams, UpsertOutcome};
+pub use engine::{DocumentInput, Engine, EngineParams, FaultHook, Recovery, UpsertOutcome, shard_of};
 pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};
 pub use select::{Selection, SelectionLimits, select_context};
 
@@ -34,6 +34,9 @@ pub enum RetrievalError {
     /// An ACL change was refused.
     #[error(transparent)]
     Acl(#[from] AclError),
+    /// The system of record failed; nothing was acknowledged.
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
     /// A document in a write batch is invalid.
     #[error("document {doc_id}: {reason}")]
     InvalidDocument {
@@ -51,6 +54,7 @@ impl RetrievalError {
             Self::Index(error) => error.code(),
             Self::Embed(error) => error.code(),
             Self::Acl(error) => error.code(),
+            Self::Storage(error) => error.code(),
             Self::InvalidDocument { .. } => "invalid_document",
         }
     }

@@ -23,6 +23,7 @@
 //! - restore checks the manifest, the format version, the embedder and every file's size and
 //!   checksum before decoding or building anything, and names the offending file when it refuses.
 
+pub mod checkpoint;
 mod read;
 pub mod replica;
 mod write;
@@ -32,8 +33,9 @@ use serde::{Deserialize, Serialize};
 use crate::domain::ChunkingConfig;
 use crate::index::IndexError;
 
-pub use read::{Restored, restore, start_engine};
-pub use write::{Created, create};
+pub(crate) use read::read_manifest;
+pub use read::{Restored, latest, restore, start_engine};
+pub use write::{Created, create, create_protecting};
 
 /// The format version this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -44,6 +46,15 @@ pub const MANIFEST: &str = "manifest.json";
 pub const ACL_FILE: &str = "acl.bin";
 /// Name of the ACL change log file.
 pub const CHANGES_FILE: &str = "acl-changes.json";
+
+/// Whether `name` is safe as a snapshot id or file name (no separators, no dot-files): names
+/// received from a primary or a client are checked before they touch the file system.
+pub fn is_safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && !name.starts_with('.')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
 
 /// File holding the chunks of shard `shard`.
 pub fn chunks_file(shard: usize) -> String {
@@ -89,6 +100,9 @@ pub struct Manifest {
     pub created_at: String,
     /// ACL epoch captured.
     pub acl_epoch: u64,
+    /// Lineage of that epoch (absent in snapshots written before lineages existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<String>,
     /// Next document ordinal the store would reserve.
     pub next_ordinal: u32,
     /// Embedder of the stored vectors.

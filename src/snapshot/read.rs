@@ -49,7 +49,7 @@ fn invalid(file: &str, reason: impl std::fmt::Display) -> SnapshotError {
 
 /// Reads and checks `manifest.json`: format version first (a newer one is refused before its
 /// schema is trusted), then the strict schema and the file list the format requires.
-fn read_manifest(directory: &Path) -> SnapshotResult<Manifest> {
+pub(crate) fn read_manifest(directory: &Path) -> SnapshotResult<Manifest> {
     let path = directory.join(MANIFEST);
     let metadata = std::fs::metadata(&path).map_err(|error| SnapshotError::io(MANIFEST, error))?;
     if metadata.len() > MAX_MANIFEST_BYTES {
@@ -184,41 +184,23 @@ pub fn restore(
     if total != manifest.chunks {
         return Err(invalid(MANIFEST, format!("records {} chunks, the shard files hold {total}", manifest.chunks)));
     }
-    let shards = build_shards(shard_items, vector)?;
-    let acl = AclStore::restore(acl.snapshot, log, acl.next_ordinal);
+    let shards = Shard::build_all(shard_items, vector)?;
+    // A snapshot written before lineages existed gets a fresh one: its epochs are comparable with
+    // nothing (a replica started from it re-synchronizes with its primary).
+    let lineage = manifest.lineage.clone().unwrap_or_else(crate::acl::new_lineage);
+    let acl = AclStore::restore(acl.snapshot, log, acl.next_ordinal, lineage);
     Ok(Restored { manifest, acl, shards })
 }
 
-/// Rebuilds every shard's indexes from its chunks and vectors, one thread per shard.
-fn build_shards(shard_items: Vec<Vec<(Chunk, Vec<f32>)>>, vector: VectorParams) -> SnapshotResult<Vec<Arc<Shard>>> {
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = shard_items
-            .into_iter()
-            .enumerate()
-            .map(|(id, items)| {
-                scope.spawn(move || -> SnapshotResult<Arc<Shard>> {
-                    let shard = Shard::new(id, vector)?;
-                    if !items.is_empty() {
-                        shard.add(items)?;
-                    }
-                    Ok(Arc::new(shard))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| handle.join().unwrap_or_else(|_| Err(invalid("shard", "index rebuild panicked"))))
-            .collect()
-    })
-}
-
 /// Restores the snapshot in `directory` (verified whole first, on a blocking thread) and starts
-/// an engine on it with `settings`' retrieval parameters and the snapshot's shard count.
-/// Must run inside an actix System.
+/// an engine on it with `settings`' retrieval parameters and the snapshot's shard count. With
+/// `fork_lineage` (a primary restored from a snapshot) the state gets a new lineage; without it
+/// (a replica) it keeps the snapshot's. Must run inside an actix System.
 pub async fn start_engine(
     settings: &Settings,
     embedder: Arc<dyn Embedder>,
     directory: &Path,
+    fork_lineage: bool,
 ) -> SnapshotResult<(Arc<Engine>, Manifest)> {
     let mut params = EngineParams::from_settings(settings, embedder.dimension());
     let name = embedder.name().to_owned();
@@ -232,12 +214,26 @@ pub async fn start_engine(
         tracing::warn!("snapshot chunking differs from the configured chunking; new documents use the configured one");
     }
     params.shards = restored.manifest.shards;
-    let engine = Engine::start_with(params, embedder, Arc::new(restored.acl), Some(restored.shards)).map_err(
-        |error| match error {
+    let acl = if fork_lineage { restored.acl.relabeled(crate::acl::new_lineage()) } else { restored.acl };
+    let engine =
+        Engine::start_with(params, embedder, Arc::new(acl), Some(restored.shards)).map_err(|error| match error {
             crate::retrieval::RetrievalError::Index(inner) => SnapshotError::Index(inner),
             other => invalid(MANIFEST, other),
-        },
-    )?;
+        })?;
     metrics::gauge!("warrant_acl_epoch").set(engine.acl().epoch() as f64);
     Ok((engine, restored.manifest))
+}
+
+/// The newest complete snapshot under `root` of `lineage` whose epoch is at least `min_epoch`
+/// (a replica can follow the feed from it), with its directory.
+pub fn latest(root: &Path, lineage: &str, min_epoch: u64) -> Option<(std::path::PathBuf, Manifest)> {
+    let names = super::write::list(root).ok()?;
+    names.into_iter().rev().find_map(|name| {
+        let directory = root.join(&name);
+        let manifest = read_manifest(&directory).ok()?;
+        (manifest.lineage.as_deref() == Some(lineage)
+            && manifest.acl_epoch >= min_epoch
+            && manifest.snapshot_id == name)
+            .then_some((directory, manifest))
+    })
 }

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -42,6 +43,7 @@ struct Captured {
     acl: Arc<AclSnapshot>,
     log: Vec<AclChange>,
     next_ordinal: u32,
+    lineage: String,
     embedder: EmbedderInfo,
     chunking: ChunkingConfig,
     /// Per shard: live chunks in slot order with their vectors.
@@ -66,9 +68,21 @@ pub struct Created {
 /// Captures the engine's state (under its writer lock) and writes it as a new snapshot under
 /// `root`, keeping at most `retain` snapshots. File work runs on a blocking thread.
 pub async fn create(engine: &Engine, root: &Path, retain: usize) -> SnapshotResult<Created> {
+    create_protecting(engine, root, retain, None).await
+}
+
+/// [`create`], never pruning the snapshot directory `protected` (the one the server was
+/// restored from, which an operator may need again).
+pub async fn create_protecting(
+    engine: &Engine,
+    root: &Path,
+    retain: usize,
+    protected: Option<&Path>,
+) -> SnapshotResult<Created> {
     let captured = capture(engine).await;
     let root = root.to_owned();
-    tokio::task::spawn_blocking(move || write_captured(&captured, &root, retain))
+    let protected = protected.and_then(|path| path.canonicalize().ok());
+    tokio::task::spawn_blocking(move || write_captured(&captured, &root, retain, protected.as_deref()))
         .await
         .map_err(|error| SnapshotError::Io { file: root_name(), reason: error.to_string() })?
 }
@@ -93,7 +107,15 @@ async fn capture(engine: &Engine) -> Captured {
                     shard.export().into_iter().filter(|(chunk, _)| live.contains(&chunk.doc_ordinal)).collect()
                 })
                 .collect();
-            Captured { log: acl.log(), next_ordinal: acl.next_ordinal(), acl: snapshot, embedder, chunking, shards }
+            Captured {
+                log: acl.log(),
+                next_ordinal: acl.next_ordinal(),
+                lineage: acl.lineage().to_owned(),
+                acl: snapshot,
+                embedder,
+                chunking,
+                shards,
+            }
         })
         .await
 }
@@ -103,7 +125,12 @@ fn unix_ms() -> u64 {
 }
 
 /// Writes `captured` as a new snapshot under `root` and prunes beyond `retain`.
-fn write_captured(captured: &Captured, root: &Path, retain: usize) -> SnapshotResult<Created> {
+fn write_captured(
+    captured: &Captured,
+    root: &Path,
+    retain: usize,
+    protected: Option<&Path>,
+) -> SnapshotResult<Created> {
     let _guard = CREATE_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let root_display = root.display().to_string();
     fs::create_dir_all(root).map_err(|error| SnapshotError::io(&root_display, error))?;
@@ -117,7 +144,10 @@ fn write_captured(captured: &Captured, root: &Path, retain: usize) -> SnapshotRe
         snapshot_id = format!("{created_ms:013}-e{epoch}-{attempt}");
     }
     let temporary = root.join(format!("{TMP_PREFIX}{snapshot_id}"));
-    fs::create_dir(&temporary).map_err(|error| SnapshotError::io(temporary.display(), error))?;
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&temporary)
+        .map_err(|error| SnapshotError::io(temporary.display(), error))?;
     let mut files = Vec::new();
     let acl = AclFileRef { epoch, next_ordinal: captured.next_ordinal, snapshot: &captured.acl };
     files.push(write_file(&temporary, ACL_FILE, &encode(ACL_FILE, &acl)?)?);
@@ -143,6 +173,7 @@ fn write_captured(captured: &Captured, root: &Path, retain: usize) -> SnapshotRe
         snapshot_id: snapshot_id.clone(),
         created_at: rfc3339(created_ms),
         acl_epoch: epoch,
+        lineage: Some(captured.lineage.clone()),
         next_ordinal: captured.next_ordinal,
         embedder: captured.embedder.clone(),
         shards: captured.shards.len(),
@@ -157,7 +188,7 @@ fn write_captured(captured: &Captured, root: &Path, retain: usize) -> SnapshotRe
     let target = root.join(&snapshot_id);
     fs::rename(&temporary, &target).map_err(|error| SnapshotError::io(target.display(), error))?;
     sync_directory(root)?;
-    prune(root, retain)?;
+    prune(root, retain, protected)?;
     let bytes = manifest.files.iter().map(|file| file.bytes).sum::<u64>() + manifest_entry.bytes;
     Ok(Created { snapshot_id, acl_epoch: epoch, path: target, chunks: chunk_total, bytes })
 }
@@ -169,7 +200,13 @@ fn encode<T: Serialize>(file: &str, value: &T) -> SnapshotResult<Vec<u8>> {
 
 fn write_file(directory: &Path, name: &str, bytes: &[u8]) -> SnapshotResult<FileEntry> {
     let path = directory.join(name);
-    let mut file = File::create(&path).map_err(|error| SnapshotError::io(name, error))?;
+    // Snapshots hold every tenant's documents: readable by the server's user only.
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|error| SnapshotError::io(name, error))?;
     file.write_all(bytes).map_err(|error| SnapshotError::io(name, error))?;
     file.sync_all().map_err(|error| SnapshotError::io(name, error))?;
     Ok(FileEntry { name: name.to_owned(), bytes: bytes.len() as u64, sha256: hex::encode(Sha256::digest(bytes)) })
@@ -182,7 +219,7 @@ fn sync_directory(directory: &Path) -> SnapshotResult<()> {
 }
 
 /// Complete snapshots under `root` (directories with a manifest), oldest first.
-fn list(root: &Path) -> SnapshotResult<Vec<String>> {
+pub(super) fn list(root: &Path) -> SnapshotResult<Vec<String>> {
     let entries = fs::read_dir(root).map_err(|error| SnapshotError::io(root.display(), error))?;
     let mut names: Vec<String> = entries
         .filter_map(Result::ok)
@@ -196,10 +233,13 @@ fn list(root: &Path) -> SnapshotResult<Vec<String>> {
 
 /// Deletes the oldest snapshots beyond `retain`: each is renamed away first, so a crash during
 /// deletion never leaves a partial directory under a snapshot name.
-fn prune(root: &Path, retain: usize) -> SnapshotResult<()> {
+fn prune(root: &Path, retain: usize, protected: Option<&Path>) -> SnapshotResult<()> {
     let names = list(root)?;
     let excess = names.len().saturating_sub(retain);
     for name in &names[..excess] {
+        if protected.is_some_and(|path| root.join(name).canonicalize().is_ok_and(|candidate| candidate == path)) {
+            continue;
+        }
         let doomed = root.join(format!("{DELETE_PREFIX}{name}"));
         fs::rename(root.join(name), &doomed).map_err(|error| SnapshotError::io(name, error))?;
         sync_directory(root)?;

@@ -99,11 +99,13 @@ async fn snapshot_round_trip_gives_identical_retrieval() {
     let created = snapshot::create(&original, root.path(), 3).await.expect("create");
     assert_eq!(created.acl_epoch, original.acl().epoch());
     let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(64));
-    let (restored, manifest) = snapshot::start_engine(&settings, embedder, &created.path).await.expect("restore");
+    let (restored, manifest) =
+        snapshot::start_engine(&settings, embedder, &created.path, false).await.expect("restore");
     assert_eq!(manifest.shards, 3);
     assert_eq!(restored.acl().epoch(), original.acl().epoch());
     assert_eq!(restored.acl().next_ordinal(), original.acl().next_ordinal());
     assert_eq!(restored.acl().log(), original.acl().log());
+    assert_eq!(restored.acl().lineage(), original.acl().lineage(), "a replica-style restore keeps the lineage");
     let before = retrieve_all(&original, &principals()).await;
     let after = retrieve_all(&restored, &principals()).await;
     assert!(before.iter().any(|hits| !hits.is_empty()));
@@ -321,8 +323,9 @@ async fn regenerate_golden_snapshot_v1() {
 async fn golden_snapshot_v1_still_loads_and_retrieves_the_same() {
     let settings = golden_settings();
     let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(GOLDEN_DIM));
-    let (engine, manifest) =
-        snapshot::start_engine(&settings, embedder, &Path::new(MANIFEST_DIR).join(GOLDEN)).await.expect("golden loads");
+    let (engine, manifest) = snapshot::start_engine(&settings, embedder, &Path::new(MANIFEST_DIR).join(GOLDEN), false)
+        .await
+        .expect("golden loads");
     assert_eq!((manifest.format_version, manifest.shards), (1, 2));
     let expected: Value =
         serde_json::from_slice(&std::fs::read(Path::new(MANIFEST_DIR).join(GOLDEN_EXPECTED)).unwrap()).unwrap();
@@ -336,9 +339,9 @@ const REPLICA_TOKEN_ENV: &str = "WARRANT_IT_REPLICA_TOKEN";
 const MAX_LAG_MS: u64 = 1500;
 
 /// A child server process, killed (by its own pid) when dropped.
-struct Process {
-    child: Child,
-    base: String,
+pub(crate) struct Process {
+    pub(crate) child: Child,
+    pub(crate) base: String,
 }
 
 impl Drop for Process {
@@ -348,7 +351,7 @@ impl Drop for Process {
     }
 }
 
-fn command(snapshot_dir: &Path, arguments: &[&str]) -> Command {
+pub(crate) fn command(snapshot_dir: &Path, arguments: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_warrant"));
     command
         .current_dir(MANIFEST_DIR)
@@ -362,6 +365,7 @@ fn command(snapshot_dir: &Path, arguments: &[&str]) -> Command {
         .env("WARRANT__INDEX__SHARDS", "2")
         .env("WARRANT__DEMO__CORPUS", demo_corpus())
         .env("WARRANT__SNAPSHOTS__DIR", snapshot_dir)
+        .env("WARRANT__STORAGE__DIR", "")
         .env("WARRANT__REPLICA__TOKEN_ENV", REPLICA_TOKEN_ENV)
         .env("WARRANT__REPLICA__MAX_LAG_MS", MAX_LAG_MS.to_string())
         .env("WARRANT__REPLICA__POLL_INTERVAL_MS", "100")
@@ -374,7 +378,12 @@ fn command(snapshot_dir: &Path, arguments: &[&str]) -> Command {
 
 /// Starts a server and waits (at most 60 s) for the address it prints.
 fn spawn(snapshot_dir: &Path, arguments: &[&str]) -> Process {
-    let mut child = command(snapshot_dir, arguments).spawn().expect("spawn warrant");
+    spawn_command(command(snapshot_dir, arguments))
+}
+
+/// Starts a prepared server command and waits (at most 60 s) for the address it prints.
+pub(crate) fn spawn_command(mut command: Command) -> Process {
+    let mut child = command.spawn().expect("spawn warrant");
     let stderr = child.stderr.take().unwrap();
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -393,7 +402,7 @@ fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
 }
 
-fn token(tenant: &str, sub: &str, groups: &[&str], role: &str) -> String {
+pub(crate) fn token(tenant: &str, sub: &str, groups: &[&str], role: &str) -> String {
     let claims = Claims {
         sub: sub.into(),
         tenant: tenant.into(),
@@ -406,7 +415,7 @@ fn token(tenant: &str, sub: &str, groups: &[&str], role: &str) -> String {
     mint_hs256(&Settings::defaults().auth.hs256_secret, &claims).unwrap()
 }
 
-async fn call(
+pub(crate) async fn call(
     client: &reqwest::Client,
     base: &str,
     method: reqwest::Method,
@@ -428,16 +437,16 @@ async fn call(
     }
 }
 
-fn retrieved_docs(body: &Value) -> Vec<String> {
+pub(crate) fn retrieved_docs(body: &Value) -> Vec<String> {
     body["chunks"].as_array().into_iter().flatten().map(|chunk| chunk["doc_id"].as_str().unwrap().to_owned()).collect()
 }
 
 /// A primary with the demo corpus, a snapshot of it, and a replica following it (ready).
 async fn primary_and_replica(client: &reqwest::Client, root: &Path) -> (Process, Process) {
     let primary = spawn(root, &[]);
-    let admin = token("acme", "root", &[], "admin");
+    let operator = token("ops", "operator-1", &[], "operator");
     let (status, created) =
-        call(client, &primary.base, reqwest::Method::POST, "/v1/admin/snapshots", &admin, None).await;
+        call(client, &primary.base, reqwest::Method::POST, "/v1/admin/snapshots", &operator, None).await;
     assert_eq!(status, 200, "{created}");
     let snapshot = root.join(created["snapshot_id"].as_str().unwrap());
     let replica = spawn(root, &["--restore", snapshot.to_str().unwrap(), "--follow", &primary.base]);

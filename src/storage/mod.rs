@@ -1,0 +1,606 @@
+//! The system of record: one [redb](https://www.redb.org) database file, `<storage.dir>/warrant.redb`,
+//! holding every acknowledged write — documents' chunks with provenance and their embeddings,
+//! the ACL change log, an ACL checkpoint, the ordinal counter and the lineage id.
+//!
+//! redb is an embedded, pure-Rust, ACID key-value store with copy-on-write B-trees: a write
+//! transaction becomes visible and durable atomically when `commit` returns (with the default
+//! `Durability::Immediate` it fsyncs before returning), and a crash at any moment leaves the file
+//! at the last committed transaction. Every file is opened with its integrity check on, so a
+//! file altered or torn outside redb's own commit protocol is refused with an error naming it
+//! instead of being trusted.
+//!
+//! Tables:
+//! - `meta`: `format` (u32 LE), `lineage` (UTF-8), `next_ordinal` (u32 LE), `embedder`
+//!   (`name\0dimension`), `checkpoint` (bincode of the checkpoint epoch and ACL snapshot);
+//! - `changes`: epoch (u64) → JSON array of that epoch's mutations (one published batch, in the
+//!   replica feed's wire format);
+//! - `chunks`: document ordinal (u32) → bincode of the live version's chunks;
+//! - `vectors`: document ordinal (u32) → their embeddings, little-endian `f32`, chunk after chunk.
+//!
+//! Invariants:
+//! - one published ACL change (a document batch with its chunks and vectors, a delete, a grant,
+//!   a revoke) is exactly one write transaction, committed before the change is published in
+//!   memory and before it is acknowledged;
+//! - `chunks`/`vectors` hold exactly the live document versions: the transaction that tombstones
+//!   an ordinal (delete, superseding upsert) removes its rows;
+//! - recovery = checkpoint + every change after it, replayed in epoch order; the log is only
+//!   compacted behind a checkpoint;
+//! - the ordinal counter is stored with every commit, so ordinals are never reused across
+//!   restarts, and the lineage id is written once, when the file is created.
+
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use roaring::RoaringBitmap;
+
+use crate::acl::{AclChange, AclMutation, AclSnapshot, AclStore, new_lineage};
+use crate::domain::{Chunk, DocOrdinal};
+
+/// The database file inside the data directory.
+pub const STORE_FILE: &str = "warrant.redb";
+/// The on-disk layout version this build writes and reads.
+pub const STORE_FORMAT: u32 = 1;
+
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+const CHANGES: TableDefinition<u64, &[u8]> = TableDefinition::new("changes");
+const CHUNKS: TableDefinition<u32, &[u8]> = TableDefinition::new("chunks");
+const VECTORS: TableDefinition<u32, &[u8]> = TableDefinition::new("vectors");
+
+/// Errors of the storage layer. Each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// Opening, reading or committing failed (disk full, permission denied, I/O error, lock).
+    #[error("storage file {file}: {reason}")]
+    Io {
+        /// The file.
+        file: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The file is not a warrant store, or its content contradicts itself.
+    #[error("storage file {file} is corrupted or invalid: {reason}")]
+    Corrupted {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The stored vectors were made by another embedder than the configured one.
+    #[error(
+        "storage file {file} holds vectors of embedder {stored} but the configured embedder is {configured}; refusing to mix vector spaces"
+    )]
+    Embedder {
+        /// The file.
+        file: String,
+        /// `name/dimension` stored.
+        stored: String,
+        /// `name/dimension` configured.
+        configured: String,
+    },
+    /// A fault injected by a test at a step of the write path (never configured in production).
+    #[error("injected fault at {0:?}")]
+    Injected(WriteStep),
+}
+
+impl StorageError {
+    /// Transport-neutral code: every storage failure is `storage_unavailable` to clients.
+    pub fn code(&self) -> &'static str {
+        "storage_unavailable"
+    }
+}
+
+/// Result alias of this layer.
+pub type StorageResult<T> = Result<T, StorageError>;
+
+/// Steps of the engine's write path, in order; a test can inject a failure before any of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WriteStep {
+    /// Chunks are embedded (outside the writer lock).
+    Embed,
+    /// Chunks are indexed under fresh, unpublished ordinals.
+    Index,
+    /// The write transaction is committed (durable from here on).
+    Commit,
+    /// The new ACL snapshot is published (visible from here on).
+    Publish,
+    /// Tombstoned ordinals are purged from the lexical indexes.
+    Purge,
+}
+
+impl WriteStep {
+    /// Every step, in write-path order.
+    pub const ALL: [WriteStep; 5] = [Self::Embed, Self::Index, Self::Commit, Self::Publish, Self::Purge];
+}
+
+/// A document version encoded for the store (encoded outside the writer lock).
+#[derive(Clone, Debug)]
+pub struct EncodedDocument {
+    /// Ordinal of the version.
+    pub ordinal: DocOrdinal,
+    /// bincode of its chunks.
+    pub chunks: Vec<u8>,
+    /// Its vectors, little-endian f32.
+    pub vectors: Vec<u8>,
+}
+
+impl EncodedDocument {
+    /// Encodes the chunks (all of one ordinal) and their vectors.
+    pub fn encode(ordinal: DocOrdinal, items: &[(&Chunk, &[f32])]) -> Self {
+        let chunks: Vec<&Chunk> = items.iter().map(|(chunk, _)| *chunk).collect();
+        debug_assert!(chunks.iter().all(|chunk| chunk.doc_ordinal == ordinal));
+        let chunks = bincode::serde::encode_to_vec(&chunks, bincode::config::standard())
+            .expect("chunks are plain data and always encode");
+        let mut vectors = Vec::with_capacity(items.iter().map(|(_, vector)| vector.len() * 4).sum());
+        for value in items.iter().flat_map(|(_, vector)| vector.iter()) {
+            vectors.extend_from_slice(&value.to_le_bytes());
+        }
+        Self { ordinal, chunks, vectors }
+    }
+}
+
+/// One durable write: the change-log entries of one published epoch, the document versions it
+/// adds, the ordinals it tombstones, and the ordinal counter after it.
+pub struct Commit<'a> {
+    /// Log entries (all of one epoch).
+    pub changes: &'a [AclChange],
+    /// New document versions.
+    pub added: &'a [EncodedDocument],
+    /// Tombstoned ordinals (their rows are removed).
+    pub removed: &'a RoaringBitmap,
+    /// The ordinal counter.
+    pub next_ordinal: DocOrdinal,
+}
+
+/// What the store held when it was opened.
+pub struct Recovered {
+    /// The ACL store: checkpoint + replayed log, the retained log, ordinals, lineage.
+    pub acl: AclStore,
+    /// Every live document version's chunks with their vectors.
+    pub chunks: Vec<(Chunk, Vec<f32>)>,
+    /// Epoch of the checkpoint recovery started from.
+    pub checkpoint_epoch: u64,
+    /// Change batches replayed on top of it.
+    pub replayed: usize,
+    /// Whether the file was created by this open (a new lineage).
+    pub created: bool,
+}
+
+/// The open store.
+pub struct Store {
+    db: Database,
+    file: String,
+}
+
+fn io(file: &str, error: impl std::fmt::Display) -> StorageError {
+    StorageError::Io { file: file.to_owned(), reason: error.to_string() }
+}
+
+fn corrupted(file: &str, reason: impl std::fmt::Display) -> StorageError {
+    StorageError::Corrupted { file: file.to_owned(), reason: reason.to_string() }
+}
+
+fn open_error(file: &str, error: redb::DatabaseError) -> StorageError {
+    match error {
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(reason)) => corrupted(file, reason),
+        redb::DatabaseError::Storage(redb::StorageError::Io(error))
+            if error.kind() == std::io::ErrorKind::UnexpectedEof || error.kind() == std::io::ErrorKind::InvalidData =>
+        {
+            corrupted(file, error)
+        }
+        other => io(file, other),
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(file: &str, what: &str, bytes: &[u8]) -> StorageResult<T> {
+    let (value, read) = bincode::serde::decode_from_slice::<T, _>(bytes, bincode::config::standard())
+        .map_err(|error| corrupted(file, format!("{what}: {error}")))?;
+    if read != bytes.len() {
+        return Err(corrupted(file, format!("{what}: trailing bytes")));
+    }
+    Ok(value)
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    bincode::serde::encode_to_vec(value, bincode::config::standard()).expect("plain data always encodes")
+}
+
+/// The mutations of one epoch as JSON (the replica feed's wire format of a mutation: tagged by
+/// `kind`, which bincode cannot decode).
+fn encode_changes(changes: &[AclChange]) -> Vec<u8> {
+    let mutations: Vec<&AclMutation> = changes.iter().map(|change| &change.mutation).collect();
+    serde_json::to_vec(&mutations).expect("mutations always encode")
+}
+
+fn u32_value(file: &str, key: &str, bytes: &[u8]) -> StorageResult<u32> {
+    Ok(u32::from_le_bytes(bytes.try_into().map_err(|_| corrupted(file, format!("meta {key} is not 4 bytes")))?))
+}
+
+impl Store {
+    /// Opens (or creates) the store in `directory` and recovers its state. `embedder` is the
+    /// configured `name/dimension`; a store made with another one is refused.
+    pub fn open(directory: &Path, embedder: &str, dimension: usize) -> StorageResult<(Self, Recovered)> {
+        std::fs::create_dir_all(directory).map_err(|error| io(&directory.display().to_string(), error))?;
+        let path: PathBuf = directory.join(STORE_FILE);
+        let file = path.display().to_string();
+        let existed = std::fs::metadata(&path).map(|metadata| metadata.len() > 0).unwrap_or(false);
+        // A file redb did not write last (torn or altered) must be refused, never trusted: the
+        // integrity check verifies every page checksum of the committed trees on open.
+        let db = std::panic::catch_unwind(|| redb::Builder::new().set_check_integrity_on_open(true).create(&path))
+            .map_err(|_| corrupted(&file, "the database file could not be read (redb panicked while opening it)"))?
+            .map_err(|error| open_error(&file, error))?;
+        let store = Self { db, file };
+        let configured = format!("{embedder}\0{dimension}");
+        if !existed {
+            store.initialize(&configured)?;
+        }
+        let recovered = store.recover(&configured, !existed)?;
+        Ok((store, recovered))
+    }
+
+    /// Creates a new store in `directory` holding `acl` (as the checkpoint, with its retained
+    /// log and lineage) and `chunks` (restore of a primary from a snapshot). Refuses when a store
+    /// already exists there.
+    pub fn seed(
+        directory: &Path,
+        embedder: &str,
+        dimension: usize,
+        acl: &AclStore,
+        chunks: &[(std::sync::Arc<Chunk>, Vec<f32>)],
+    ) -> StorageResult<Self> {
+        std::fs::create_dir_all(directory).map_err(|error| io(&directory.display().to_string(), error))?;
+        let path = directory.join(STORE_FILE);
+        let file = path.display().to_string();
+        if std::fs::metadata(&path).map(|metadata| metadata.len() > 0).unwrap_or(false) {
+            return Err(io(&file, "a store already exists here; restore only seeds a new data directory"));
+        }
+        let db = redb::Builder::new().create(&path).map_err(|error| open_error(&file, error))?;
+        let store = Self { db, file };
+        let file = store.file.as_str();
+        let snapshot = acl.load();
+        let txn = store.db.begin_write().map_err(|error| io(file, error))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|error| io(file, error))?;
+            meta.insert("format", STORE_FORMAT.to_le_bytes().as_slice()).map_err(|error| io(file, error))?;
+            meta.insert("lineage", acl.lineage().as_bytes()).map_err(|error| io(file, error))?;
+            meta.insert("next_ordinal", acl.next_ordinal().to_le_bytes().as_slice())
+                .map_err(|error| io(file, error))?;
+            meta.insert("embedder", format!("{embedder}\0{dimension}").as_bytes()).map_err(|error| io(file, error))?;
+            meta.insert("checkpoint", encode(snapshot.as_ref()).as_slice()).map_err(|error| io(file, error))?;
+            let mut changes = txn.open_table(CHANGES).map_err(|error| io(file, error))?;
+            let log = acl.log();
+            for batch in log.chunk_by(|a, b| a.epoch == b.epoch) {
+                changes.insert(batch[0].epoch, encode_changes(batch).as_slice()).map_err(|error| io(file, error))?;
+            }
+            let mut chunk_rows = txn.open_table(CHUNKS).map_err(|error| io(file, error))?;
+            let mut vector_rows = txn.open_table(VECTORS).map_err(|error| io(file, error))?;
+            let mut by_ordinal: std::collections::BTreeMap<DocOrdinal, Vec<(&Chunk, &[f32])>> = Default::default();
+            for (chunk, vector) in chunks {
+                by_ordinal.entry(chunk.doc_ordinal).or_default().push((chunk.as_ref(), vector.as_slice()));
+            }
+            for (ordinal, mut items) in by_ordinal {
+                items.sort_by_key(|(chunk, _)| chunk.ordinal);
+                let document = EncodedDocument::encode(ordinal, &items);
+                chunk_rows.insert(ordinal, document.chunks.as_slice()).map_err(|error| io(file, error))?;
+                vector_rows.insert(ordinal, document.vectors.as_slice()).map_err(|error| io(file, error))?;
+            }
+        }
+        txn.commit().map_err(|error| io(file, error))?;
+        Ok(store)
+    }
+
+    /// The database file (for messages).
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    fn initialize(&self, embedder: &str) -> StorageResult<()> {
+        let file = &self.file;
+        let txn = self.db.begin_write().map_err(|error| io(file, error))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|error| io(file, error))?;
+            meta.insert("format", STORE_FORMAT.to_le_bytes().as_slice()).map_err(|error| io(file, error))?;
+            meta.insert("lineage", new_lineage().as_bytes()).map_err(|error| io(file, error))?;
+            meta.insert("next_ordinal", 0u32.to_le_bytes().as_slice()).map_err(|error| io(file, error))?;
+            meta.insert("embedder", embedder.as_bytes()).map_err(|error| io(file, error))?;
+            txn.open_table(CHANGES).map_err(|error| io(file, error))?;
+            txn.open_table(CHUNKS).map_err(|error| io(file, error))?;
+            txn.open_table(VECTORS).map_err(|error| io(file, error))?;
+        }
+        txn.commit().map_err(|error| io(file, error))
+    }
+
+    fn recover(&self, configured: &str, created: bool) -> StorageResult<Recovered> {
+        let file = self.file.as_str();
+        let txn = self.db.begin_read().map_err(|error| io(file, error))?;
+        let meta = txn.open_table(META).map_err(|error| corrupted(file, error))?;
+        let get = |key: &str| -> StorageResult<Vec<u8>> {
+            meta.get(key)
+                .map_err(|error| io(file, error))?
+                .map(|value| value.value().to_vec())
+                .ok_or_else(|| corrupted(file, format!("meta {key} is missing")))
+        };
+        let format = u32_value(file, "format", &get("format")?)?;
+        if format != STORE_FORMAT {
+            return Err(corrupted(file, format!("format {format}; this build reads format {STORE_FORMAT}")));
+        }
+        let stored = String::from_utf8(get("embedder")?).map_err(|_| corrupted(file, "meta embedder is not UTF-8"))?;
+        if stored != configured {
+            return Err(StorageError::Embedder {
+                file: file.to_owned(),
+                stored: stored.replace('\0', "/"),
+                configured: configured.replace('\0', "/"),
+            });
+        }
+        let lineage = String::from_utf8(get("lineage")?).map_err(|_| corrupted(file, "meta lineage is not UTF-8"))?;
+        let next_ordinal = u32_value(file, "next_ordinal", &get("next_ordinal")?)?;
+        let checkpoint: AclSnapshot = match meta.get("checkpoint").map_err(|error| io(file, error))? {
+            Some(bytes) => decode(file, "checkpoint", bytes.value())?,
+            None => AclSnapshot::default(),
+        };
+        let checkpoint_epoch = checkpoint.epoch();
+        let mut retained = Vec::new();
+        let mut replay = Vec::new();
+        let changes = txn.open_table(CHANGES).map_err(|error| corrupted(file, error))?;
+        for row in changes.iter().map_err(|error| io(file, error))? {
+            let (epoch, bytes) = row.map_err(|error| io(file, error))?;
+            let epoch = epoch.value();
+            let mutations: Vec<AclMutation> = serde_json::from_slice(bytes.value())
+                .map_err(|error| corrupted(file, format!("changes of epoch {epoch}: {error}")))?;
+            let target = if epoch <= checkpoint_epoch { &mut retained } else { &mut replay };
+            target.extend(mutations.into_iter().map(|mutation| AclChange { epoch, mutation }));
+        }
+        let replayed_epochs: std::collections::BTreeSet<u64> = replay.iter().map(|change| change.epoch).collect();
+        if let (Some(first), Some(last)) = (replayed_epochs.first(), replayed_epochs.last())
+            && (*first != checkpoint_epoch + 1 || (last - first + 1) as usize != replayed_epochs.len())
+        {
+            return Err(corrupted(file, format!("the change log after checkpoint epoch {checkpoint_epoch} has gaps")));
+        }
+        let acl = AclStore::restore(checkpoint, retained, next_ordinal, lineage);
+        acl.apply_remote(&replay).map_err(|error| corrupted(file, format!("replaying the change log: {error}")))?;
+        let snapshot = acl.load();
+        let live: RoaringBitmap =
+            snapshot.tenant_names().flat_map(|tenant| snapshot.entries(tenant).map(|entry| entry.ordinal)).collect();
+        let chunk_rows = txn.open_table(CHUNKS).map_err(|error| corrupted(file, error))?;
+        let vector_rows = txn.open_table(VECTORS).map_err(|error| corrupted(file, error))?;
+        let mut chunks = Vec::new();
+        let mut found = RoaringBitmap::new();
+        for row in chunk_rows.iter().map_err(|error| io(file, error))? {
+            let (ordinal, bytes) = row.map_err(|error| io(file, error))?;
+            let ordinal = ordinal.value();
+            if !live.contains(ordinal) {
+                return Err(corrupted(file, format!("holds chunks of ordinal {ordinal}, which is not live")));
+            }
+            if ordinal >= next_ordinal {
+                return Err(corrupted(file, format!("holds ordinal {ordinal} beyond next_ordinal {next_ordinal}")));
+            }
+            let document: Vec<Chunk> = decode(file, &format!("chunks of ordinal {ordinal}"), bytes.value())?;
+            let vectors = vector_rows
+                .get(ordinal)
+                .map_err(|error| io(file, error))?
+                .ok_or_else(|| corrupted(file, format!("vectors of ordinal {ordinal} are missing")))?;
+            let raw = vectors.value();
+            let dimension = configured.rsplit('\0').next().and_then(|value| value.parse::<usize>().ok()).unwrap_or(0);
+            if dimension == 0 || raw.len() != document.len() * dimension * 4 {
+                return Err(corrupted(file, format!("vectors of ordinal {ordinal} have the wrong size")));
+            }
+            for (chunk, bytes) in document.into_iter().zip(raw.chunks_exact(dimension * 4)) {
+                if chunk.doc_ordinal != ordinal {
+                    return Err(corrupted(file, format!("a chunk stored under ordinal {ordinal} names another")));
+                }
+                let vector =
+                    bytes.chunks_exact(4).map(|value| f32::from_le_bytes([value[0], value[1], value[2], value[3]]));
+                chunks.push((chunk, vector.collect()));
+            }
+            found.insert(ordinal);
+        }
+        if let Some(missing) = (&live - &found).min() {
+            return Err(corrupted(file, format!("the chunks of live ordinal {missing} are missing")));
+        }
+        Ok(Recovered { acl, chunks, checkpoint_epoch, replayed: replayed_epochs.len(), created })
+    }
+
+    /// Commits one published change as one durable transaction (fsynced when this returns).
+    pub fn commit(&self, commit: &Commit<'_>) -> StorageResult<()> {
+        let file = self.file.as_str();
+        let epoch = commit.changes.first().map(|change| change.epoch);
+        debug_assert!(commit.changes.iter().all(|change| Some(change.epoch) == epoch));
+        let txn = self.db.begin_write().map_err(|error| io(file, error))?;
+        {
+            if let Some(epoch) = epoch {
+                let mut changes = txn.open_table(CHANGES).map_err(|error| io(file, error))?;
+                changes.insert(epoch, encode_changes(commit.changes).as_slice()).map_err(|error| io(file, error))?;
+            }
+            let mut chunks = txn.open_table(CHUNKS).map_err(|error| io(file, error))?;
+            let mut vectors = txn.open_table(VECTORS).map_err(|error| io(file, error))?;
+            for ordinal in commit.removed {
+                chunks.remove(ordinal).map_err(|error| io(file, error))?;
+                vectors.remove(ordinal).map_err(|error| io(file, error))?;
+            }
+            for document in commit.added {
+                chunks.insert(document.ordinal, document.chunks.as_slice()).map_err(|error| io(file, error))?;
+                vectors.insert(document.ordinal, document.vectors.as_slice()).map_err(|error| io(file, error))?;
+            }
+            let mut meta = txn.open_table(META).map_err(|error| io(file, error))?;
+            meta.insert("next_ordinal", commit.next_ordinal.to_le_bytes().as_slice())
+                .map_err(|error| io(file, error))?;
+        }
+        txn.commit().map_err(|error| io(file, error))
+    }
+
+    /// Stores `snapshot` as the checkpoint and deletes log entries with `epoch <= compact_up_to`
+    /// (at most the checkpoint's epoch), in one transaction.
+    pub fn checkpoint(&self, snapshot: &AclSnapshot, compact_up_to: u64) -> StorageResult<()> {
+        let file = self.file.as_str();
+        let compact_up_to = compact_up_to.min(snapshot.epoch());
+        let txn = self.db.begin_write().map_err(|error| io(file, error))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|error| io(file, error))?;
+            meta.insert("checkpoint", encode(snapshot).as_slice()).map_err(|error| io(file, error))?;
+            let mut changes = txn.open_table(CHANGES).map_err(|error| io(file, error))?;
+            changes.retain_in(..=compact_up_to, |_, _| false).map_err(|error| io(file, error))?;
+        }
+        txn.commit().map_err(|error| io(file, error))
+    }
+
+    /// Number of change batches stored (for tests and measurements).
+    pub fn change_batches(&self) -> StorageResult<u64> {
+        let file = self.file.as_str();
+        let txn = self.db.begin_read().map_err(|error| io(file, error))?;
+        let changes = txn.open_table(CHANGES).map_err(|error| io(file, error))?;
+        changes.len().map_err(|error| io(file, error))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{ChunkingConfig, DocAcl, Document, Principal, chunk_document};
+
+    const EMBEDDER: &str = "hashed-test";
+    const DIMENSION: usize = 4;
+
+    fn upsert(acl: &AclStore, store: &Store, tenant: &str, doc_id: &str, version: u64, text: &str) -> DocOrdinal {
+        let ordinal = acl.reserve_ordinals(1).unwrap().start;
+        let document = Document {
+            tenant: tenant.into(),
+            doc_id: doc_id.into(),
+            version,
+            title: String::new(),
+            text: text.into(),
+            acl: DocAcl { groups: vec!["all".into()], users: vec![] },
+        };
+        let chunks = chunk_document(&document, ordinal, &ChunkingConfig { max_tokens: 64, overlap_tokens: 8 });
+        let vectors: Vec<Vec<f32>> = chunks.iter().map(|_| vec![0.5; DIMENSION]).collect();
+        let items: Vec<(&Chunk, &[f32])> = chunks.iter().zip(&vectors).map(|(c, v)| (c, v.as_slice())).collect();
+        let added = [EncodedDocument::encode(ordinal, &items)];
+        let prepared = acl
+            .prepare(vec![AclMutation::Upsert {
+                tenant: tenant.into(),
+                doc_id: doc_id.into(),
+                version,
+                ordinal,
+                title: String::new(),
+                acl: document.acl.clone(),
+            }])
+            .unwrap();
+        let removed = prepared.retired();
+        store
+            .commit(&Commit {
+                changes: prepared.changes(),
+                added: &added,
+                removed: &removed,
+                next_ordinal: acl.next_ordinal(),
+            })
+            .unwrap();
+        acl.publish(prepared).unwrap();
+        ordinal
+    }
+
+    fn revoke(acl: &AclStore, store: &Store, tenant: &str, doc_id: &str) {
+        let prepared = acl
+            .prepare(vec![AclMutation::Revoke {
+                tenant: tenant.into(),
+                doc_id: doc_id.into(),
+                groups: None,
+                users: None,
+            }])
+            .unwrap();
+        let removed = prepared.retired();
+        store
+            .commit(&Commit {
+                changes: prepared.changes(),
+                added: &[],
+                removed: &removed,
+                next_ordinal: acl.next_ordinal(),
+            })
+            .unwrap();
+        acl.publish(prepared).unwrap();
+    }
+
+    fn reader() -> Principal {
+        Principal::new("acme", "u", ["all"])
+    }
+
+    #[test]
+    fn what_was_committed_comes_back_after_reopening_with_the_same_lineage() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+        assert!(recovered.created);
+        let acl = recovered.acl;
+        let lineage = acl.lineage().to_owned();
+        let first = upsert(&acl, &store, "acme", "a", 1, "alpha text about hotels");
+        let second = upsert(&acl, &store, "acme", "a", 2, "alpha text about trains");
+        upsert(&acl, &store, "acme", "b", 1, "beta text");
+        revoke(&acl, &store, "acme", "b");
+        drop(store);
+        let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+        assert!(!recovered.created);
+        let snapshot = recovered.acl.load();
+        assert_eq!(recovered.acl.lineage(), lineage);
+        assert_eq!(snapshot.epoch(), acl.epoch());
+        assert_eq!(recovered.acl.log(), acl.log());
+        assert_eq!(recovered.acl.next_ordinal(), acl.next_ordinal());
+        assert!(!snapshot.allows(&reader(), first), "superseded version stays unreadable");
+        assert!(snapshot.allows(&reader(), second));
+        assert_eq!(snapshot.entry("acme", "b").unwrap().acl, DocAcl::default(), "the revoke survived");
+        // Only live versions keep rows: the superseded version's chunks were removed.
+        assert!(recovered.chunks.iter().all(|(chunk, vector)| chunk.doc_ordinal != first && vector.len() == DIMENSION));
+        assert!(recovered.chunks.iter().any(|(chunk, _)| chunk.doc_ordinal == second));
+    }
+
+    #[test]
+    fn a_checkpoint_compacts_the_log_and_recovery_replays_what_follows_it() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+        let acl = recovered.acl;
+        upsert(&acl, &store, "acme", "a", 1, "alpha");
+        upsert(&acl, &store, "acme", "b", 1, "beta");
+        store.checkpoint(&acl.load(), 1).unwrap();
+        acl.compact(1);
+        revoke(&acl, &store, "acme", "a");
+        assert_eq!(store.change_batches().unwrap(), 2, "epoch 1 compacted, 2 and 3 kept");
+        drop(store);
+        let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+        assert_eq!(recovered.checkpoint_epoch, 2);
+        assert_eq!(recovered.replayed, 1);
+        assert_eq!(recovered.acl.epoch(), 3);
+        assert_eq!(recovered.acl.log_floor(), 1);
+        assert!(recovered.acl.changes_since(0).is_err(), "compacted changes are not served");
+        assert_eq!(recovered.acl.changes_since(1).unwrap(), acl.changes_since(1).unwrap());
+        assert_eq!(recovered.acl.load().entry("acme", "a").unwrap().acl, DocAcl::default());
+    }
+
+    #[test]
+    fn another_embedder_is_refused_naming_the_file() {
+        let directory = tempfile::tempdir().unwrap();
+        drop(Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap());
+        let error = Store::open(directory.path(), "minilm", 384).err().unwrap();
+        assert!(matches!(error, StorageError::Embedder { .. }), "{error}");
+        assert!(error.to_string().contains(STORE_FILE), "{error}");
+    }
+
+    #[test]
+    fn a_corrupted_or_truncated_file_is_refused_naming_the_file_never_opened_with_less() {
+        let directory = tempfile::tempdir().unwrap();
+        {
+            let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+            for index in 0..40 {
+                upsert(&recovered.acl, &store, "acme", &format!("d{index}"), 1, &"words of text ".repeat(50));
+            }
+        }
+        let path = directory.path().join(STORE_FILE);
+        let original = std::fs::read(&path).unwrap();
+        // Flip bytes in the middle of the file (data pages), and truncate to half.
+        let mut flipped = original.clone();
+        let middle = flipped.len() / 2;
+        for byte in &mut flipped[middle..middle + 64] {
+            *byte ^= 0xA5;
+        }
+        for damaged in [flipped, original[..original.len() / 2].to_vec()] {
+            std::fs::write(&path, &damaged).unwrap();
+            let error = Store::open(directory.path(), EMBEDDER, DIMENSION).err().expect("damaged file refused");
+            assert!(matches!(error, StorageError::Corrupted { .. }), "{error}");
+            assert!(error.to_string().contains(STORE_FILE), "{error}");
+        }
+    }
+}
