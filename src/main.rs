@@ -135,6 +135,34 @@ enum BenchCommand {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Durable writes (ACL changes with fsync, document batches) and restart from the data
+    /// directory versus re-ingestion, side by side with an in-memory engine (hashed embedder).
+    Durability {
+        /// ACL changes timed.
+        #[arg(long, default_value_t = 400)]
+        acl_changes: usize,
+        /// Document batches timed.
+        #[arg(long, default_value_t = 20)]
+        batches: usize,
+        /// Documents per batch.
+        #[arg(long, default_value_t = 50)]
+        batch_documents: usize,
+        /// Documents in the restart corpus.
+        #[arg(long, default_value_t = 3000)]
+        documents: usize,
+        /// Words per document of the restart corpus.
+        #[arg(long, default_value_t = 300)]
+        words: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Print JSON (the only output format; kept for the documented form).
+        #[arg(long)]
+        json: bool,
+        /// Configuration file (shards, index, chunking, embedder.dim).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Snapshot create and restore versus re-ingestion on a synthetic corpus (hashed embedder).
     Snapshot {
         /// Documents in the synthetic corpus.
@@ -265,6 +293,15 @@ fn main() -> Result<()> {
         }
         Command::Bench { bench: BenchCommand::Snapshot { documents, words, seed, json: _, config } } => {
             bench_snapshot(config, documents, words, seed)
+        }
+        Command::Bench {
+            bench:
+                BenchCommand::Durability { acl_changes, batches, batch_documents, documents, words, seed, json: _, config },
+        } => {
+            let corpus = warrant::bench::snapshot::SnapshotBenchConfig { documents, words_per_document: words, seed };
+            let run =
+                warrant::bench::durability::DurabilityBenchConfig { acl_changes, batches, batch_documents, corpus };
+            bench_durability(config, run)
         }
         Command::Token { tenant, sub, groups, admin, replica, operator, ttl_seconds, config } => {
             let settings = Settings::load(config.as_deref())?;
@@ -565,6 +602,20 @@ async fn snapshot_create(config: Option<PathBuf>, corpus: Option<PathBuf>, dir: 
         "embedder": engine.embedder().name(),
     });
     println!("{}", serde_json::to_string(&summary)?);
+    Ok(())
+}
+
+#[actix_web::main]
+async fn bench_durability(
+    config: Option<PathBuf>,
+    run: warrant::bench::durability::DurabilityBenchConfig,
+) -> Result<()> {
+    let settings = Settings::load(config.as_deref())?;
+    // On the data directory's file system (not a RAM-backed /tmp), so fsync costs what it will.
+    let directory = tempfile::tempdir_in(".").context("creating a temporary directory")?;
+    let report =
+        warrant::bench::durability::run(&settings, &run, directory.path()).await.map_err(anyhow::Error::msg)?;
+    println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }
 

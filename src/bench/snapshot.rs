@@ -59,7 +59,7 @@ fn vocabulary(rng: &mut SmallRng, size: usize) -> Vec<String> {
         .collect()
 }
 
-fn corpus(config: &SnapshotBenchConfig) -> Vec<(String, DocumentInput)> {
+pub(crate) fn corpus(config: &SnapshotBenchConfig) -> Vec<(String, DocumentInput)> {
     let mut rng = SmallRng::seed_from_u64(config.seed);
     let words = vocabulary(&mut rng, 3000);
     (0..config.documents)

@@ -19,6 +19,8 @@ pub struct Readiness {
     pub generator: String,
     /// Current ACL epoch.
     pub acl_epoch: u64,
+    /// Lineage of the epoch (epochs are comparable only within one lineage).
+    pub lineage: String,
     /// Replica freshness (absent on a primary).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replica: Option<crate::snapshot::replica::ReplicaReport>,
@@ -48,6 +50,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         embedder: engine.embedder().name().to_owned(),
         generator: state.pipeline.generator().name().to_owned(),
         acl_epoch: engine.acl().epoch(),
+        lineage: engine.acl().lineage().to_owned(),
         replica,
     };
     if ready { json(&body) } else { HttpResponse::ServiceUnavailable().json(body) }

@@ -632,3 +632,132 @@ fn verify(feed: &Value, history: &mut [Vec<Sent>], iteration: usize) {
         *sent = kept;
     }
 }
+
+// ---- lineage: a primary restored from an older snapshot while a replica follows ----
+
+async fn readyz(http: &reqwest::Client, base: &str) -> (u16, Value) {
+    match http.get(format!("{base}/readyz")).timeout(Duration::from_secs(5)).send().await {
+        Ok(response) => (response.status().as_u16(), response.json().await.unwrap_or(Value::Null)),
+        Err(_) => (0, Value::Null),
+    }
+}
+
+#[actix_web::test]
+async fn a_replica_refuses_a_primary_restored_from_an_older_snapshot_until_it_re_synchronizes() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    const LAG_MS: u64 = 1500; // replica.max_lag_ms of `command`
+    let root = tempfile::tempdir().unwrap();
+    let snapshots = root.path().join("snapshots");
+    let http = reqwest::Client::new();
+    let mut primary_command = command(&snapshots, &[]);
+    primary_command.env("WARRANT__STORAGE__DIR", root.path().join("data-1"));
+    let mut primary = spawn_command(primary_command);
+    let operator = token("ops", "op", &[], "operator");
+    let admin = token("acme", "root", &[], "admin");
+    let alice = token("acme", "alice", &["everyone", "engineering"], "");
+    let (status, created) =
+        call(&http, &primary.base, reqwest::Method::POST, "/v1/admin/snapshots", &operator, None).await;
+    assert_eq!(status, 200, "{created}");
+    let snapshot = snapshots.join(created["snapshot_id"].as_str().unwrap());
+    let replica =
+        spawn_command(command(&snapshots, &["--restore", snapshot.to_str().unwrap(), "--follow", &primary.base]));
+    let vacation = json!({"query": "How many paid vacation days per year?"});
+    let travel = json!({"query": "hotel stays reimbursed per night in London"});
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while readyz(&http, &replica.base).await.0 != 200 {
+        assert!(Instant::now() < deadline, "replica never became ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, ready) = readyz(&http, &replica.base).await;
+    let (_, primary_ready) = readyz(&http, &primary.base).await;
+    assert_eq!(ready["lineage"], primary_ready["lineage"], "a replica keeps its primary's lineage");
+    let old_lineage = ready["lineage"].as_str().unwrap().to_owned();
+
+    // The primary revokes travel-policy; the replica enforces it.
+    let (status, _) = call(
+        &http,
+        &primary.base,
+        reqwest::Method::POST,
+        "/v1/admin/acl/revoke",
+        &admin,
+        Some(json!({"doc_id": "travel-policy"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) =
+            call(&http, &replica.base, reqwest::Method::POST, "/v1/retrieve", &alice, Some(travel.clone())).await;
+        if status == 200 && !super::snapshots::retrieved_docs(&body).contains(&"travel-policy".to_owned()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica never enforced the revoke");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The primary dies and is restored from the older snapshot into a new data directory, on the
+    // same address: a new lineage, whose epochs start below the replica's.
+    let address = primary.base.trim_start_matches("http://").to_owned();
+    primary.child.kill().unwrap();
+    primary.child.wait().unwrap();
+    let mut restored_command = command(&snapshots, &["--restore", snapshot.to_str().unwrap()]);
+    restored_command.env("WARRANT__STORAGE__DIR", root.path().join("data-2")).env("WARRANT__SERVER__BIND", &address);
+    let restored = spawn_command(restored_command);
+    // A new client: the old one may hold a pooled connection to the dead primary's address.
+    let http = reqwest::Client::new();
+    // After the restore the primary revokes vacation-policy, then moves its epoch past the
+    // replica's with grants: a replica comparing bare epochs would skip that revoke.
+    let (status, revoked) = call(
+        &http,
+        &restored.base,
+        reqwest::Method::POST,
+        "/v1/admin/acl/revoke",
+        &admin,
+        Some(json!({"doc_id": "vacation-policy"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{revoked}");
+    let revoked_at = Instant::now();
+    for index in 0..6 {
+        let grant = json!({"doc_id": "laptop-faq", "users": [format!("extra-{index}")]});
+        assert_eq!(
+            call(&http, &restored.base, reqwest::Method::POST, "/v1/admin/acl/grant", &admin, Some(grant)).await.0,
+            200
+        );
+    }
+    let (_, restored_ready) = readyz(&http, &restored.base).await;
+    let new_lineage = restored_ready["lineage"].as_str().unwrap().to_owned();
+    assert_ne!(new_lineage, old_lineage, "a restore forks the lineage");
+
+    // Until the replica has re-synchronized it refuses; it never serves the revoked document.
+    let mut refused = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let started = Instant::now();
+        let (status, body) =
+            call(&http, &replica.base, reqwest::Method::POST, "/v1/retrieve", &alice, Some(vacation.clone())).await;
+        let (_, ready) = readyz(&http, &replica.base).await;
+        match status {
+            503 => {
+                assert_eq!(body["code"], "replica_stale");
+                refused += 1;
+            }
+            200 => {
+                let served = super::snapshots::retrieved_docs(&body).contains(&"vacation-policy".to_owned());
+                assert!(
+                    !served || started < revoked_at + Duration::from_millis(LAG_MS),
+                    "the replica served a document its primary revoked after the restore"
+                );
+            }
+            other => panic!("unexpected status {other}: {body}"),
+        }
+        if ready["lineage"] == new_lineage.as_str() && ready["replica"]["fresh"] == true && status == 200 {
+            assert_eq!(ready["acl_epoch"], restored_ready["acl_epoch"]);
+            assert!(!super::snapshots::retrieved_docs(&body).contains(&"vacation-policy".to_owned()));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica never re-synchronized: {ready}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(refused > 0, "the replica never refused while it could not follow");
+}
