@@ -147,6 +147,12 @@ enum BenchCommand {
         /// Documents per batch.
         #[arg(long, default_value_t = 50)]
         batch_documents: usize,
+        /// Concurrent uploaders of 500-document batches while ACL changes are timed (0: skip).
+        #[arg(long, default_value_t = 4)]
+        uploaders: usize,
+        /// Batches each uploader sends.
+        #[arg(long, default_value_t = 2)]
+        upload_batches: usize,
         /// Documents in the restart corpus.
         #[arg(long, default_value_t = 3000)]
         documents: usize,
@@ -296,11 +302,28 @@ fn main() -> Result<()> {
         }
         Command::Bench {
             bench:
-                BenchCommand::Durability { acl_changes, batches, batch_documents, documents, words, seed, json: _, config },
+                BenchCommand::Durability {
+                    acl_changes,
+                    batches,
+                    batch_documents,
+                    uploaders,
+                    upload_batches,
+                    documents,
+                    words,
+                    seed,
+                    json: _,
+                    config,
+                },
         } => {
             let corpus = warrant::bench::snapshot::SnapshotBenchConfig { documents, words_per_document: words, seed };
-            let run =
-                warrant::bench::durability::DurabilityBenchConfig { acl_changes, batches, batch_documents, corpus };
+            let run = warrant::bench::durability::DurabilityBenchConfig {
+                acl_changes,
+                batches,
+                batch_documents,
+                uploaders,
+                upload_batches,
+                corpus,
+            };
             bench_durability(config, run)
         }
         Command::Token { tenant, sub, groups, admin, replica, operator, ttl_seconds, config } => {

@@ -4,6 +4,9 @@ use sha2::{Digest, Sha256};
 use super::{EmbedResult, Embedder, normalize};
 use crate::domain::tokens::words;
 
+/// Texts embedded on the calling thread; larger batches go to the blocking pool.
+const INLINE_TEXTS: usize = 4;
+
 /// Deterministic feature-hashing embedder: lowercased words (weight 1.0), word bigrams (0.5) and
 /// character trigrams of each word (0.25) are hashed into `dimension` buckets with a sign bit,
 /// then the vector is L2-normalized. No model, no IO; similar wording gives similar vectors.
@@ -54,7 +57,17 @@ impl Embedder for HashedEmbedder {
     }
 
     async fn embed(&self, texts: &[String]) -> EmbedResult<Vec<Vec<f32>>> {
-        Ok(texts.iter().map(|text| self.embed_one(text)).collect())
+        // A query embeds inline; a document batch (about half a millisecond per passage) runs on
+        // the blocking pool so it never stalls the async thread that serves other requests (a
+        // revoke must not wait for another request's embedding).
+        if texts.len() <= INLINE_TEXTS {
+            return Ok(texts.iter().map(|text| self.embed_one(text)).collect());
+        }
+        let worker = Self::new(self.dimension);
+        let texts = texts.to_vec();
+        tokio::task::spawn_blocking(move || texts.iter().map(|text| worker.embed_one(text)).collect())
+            .await
+            .map_err(|error| super::EmbedError::Model(format!("hashed embedding task failed: {error}")))
     }
 }
 

@@ -99,7 +99,7 @@ impl utoipa::Modify for BearerAuth {
     paths(
         super::answer::answer, super::answer::retrieve,
         super::admin::upsert_documents, super::admin::delete_document, super::admin::revoke, super::admin::grant,
-        super::admin::changes, super::admin::create_snapshot,
+        super::admin::changes, super::admin::create_snapshot, super::replica::manifest, super::replica::file,
         healthz, readyz, metrics, openapi
     ),
     modifiers(&BearerAuth)

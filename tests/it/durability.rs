@@ -587,6 +587,38 @@ async fn kill_9_at_random_moments_loses_no_acknowledged_write_and_invents_none()
         )
         .await;
         assert!(!super::snapshots::retrieved_docs(&body).contains(&doc_id), "a revoke came back after a crash");
+        // ... and a replica started from a checkpoint taken after the crash enforces it too.
+        let operator = token("ops", "op", &[], "operator");
+        let (status, created) =
+            call(&http, &server.base, reqwest::Method::POST, "/v1/admin/snapshots", &operator, None).await;
+        assert_eq!(status, 200, "{created}");
+        let snapshot = root.path().join("snapshots").join(created["snapshot_id"].as_str().unwrap());
+        let replica = spawn_command(command(
+            &root.path().join("snapshots"),
+            &["--restore", snapshot.to_str().unwrap(), "--follow", &server.base],
+        ));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, body) = call(
+                &http,
+                &replica.base,
+                reqwest::Method::POST,
+                "/v1/retrieve",
+                &bearer,
+                Some(json!({"query": format!("zq{doc_id} marker")})),
+            )
+            .await;
+            assert!(status == 503 || status == 200, "{body}");
+            assert!(
+                !super::snapshots::retrieved_docs(&body).contains(&doc_id),
+                "the replica served a revoked document"
+            );
+            if status == 200 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the replica never became fresh");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
