@@ -4,28 +4,35 @@
 
 use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::openapi::schema::{AllOfBuilder, AnyOfBuilder, ArrayBuilder, ObjectBuilder, Type};
+use utoipa::openapi::{Ref, RefOr, Schema};
+use utoipa::{PartialSchema, ToSchema};
 
 use crate::acl::{AclChange, AclMutation};
+use crate::domain::schema;
 use crate::retrieval::DocumentInput;
 
 use super::auth::{Admin, Authenticated};
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
+use super::openapi::{EngineUnavailable, Forbidden, JsonBodyRejected, Unauthenticated};
 use super::{AppState, json};
 
 /// Body of `PUT /v1/admin/documents`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpsertBody {
-    /// Documents to upsert (all or nothing).
+    /// Documents to upsert, all or nothing: 1..=`server.max_batch_documents` (500 by default),
+    /// each `doc_id` at most once.
+    #[schema(min_items = 1)]
     pub documents: Vec<DocumentInput>,
 }
 
-/// Body of grant and revoke.
+/// Body of revoke (and, with [`GrantBody`]'s constraints, of grant).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AclBody {
     /// Document.
+    #[schema(example = "travel-policy")]
     pub doc_id: String,
     /// Groups.
     #[serde(default)]
@@ -33,6 +40,38 @@ pub struct AclBody {
     /// Users.
     #[serde(default)]
     pub users: Option<Vec<String>>,
+}
+
+/// The schema of the grant body: an [`AclBody`] whose names are 1..=256 characters and not
+/// blank, with at least one non-empty list. Schema only: the handler reads an [`AclBody`] and
+/// answers 400 `empty_grant` or `invalid_acl_name` otherwise.
+pub struct GrantBody;
+
+impl PartialSchema for GrantBody {
+    fn schema() -> RefOr<Schema> {
+        let names = |nullable| schema::acl_names(nullable, "names to grant: each 1..=256 characters, not blank");
+        let non_empty = |list: &str| {
+            ObjectBuilder::new()
+                .property(
+                    list,
+                    ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)).min_items(Some(1)),
+                )
+                .required(list)
+        };
+        AllOfBuilder::new()
+            .item(Ref::from_schema_name(AclBody::name()))
+            .item(ObjectBuilder::new().property("groups", names(true)).property("users", names(true)))
+            .item(AnyOfBuilder::new().item(non_empty("groups")).item(non_empty("users")))
+            .description(Some("grant: at least one of `groups` and `users` is a non-empty list"))
+            .into()
+    }
+}
+
+impl ToSchema for GrantBody {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((AclBody::name().into_owned(), AclBody::schema()));
+        AclBody::schemas(schemas);
+    }
 }
 
 /// `{"acl_epoch": n}`.
@@ -56,10 +95,16 @@ pub struct UpsertOut {
 /// Query of the change feed.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ChangesQuery {
     /// Return changes with epoch greater than this.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "schema::query_integer")]
+    #[param(schema_with = since_schema)]
     pub since: u64,
+}
+
+fn since_schema() -> utoipa::openapi::Object {
+    schema::unsigned(0, false, "return changes with an epoch greater than this (default 0)")
 }
 
 /// The change feed.
@@ -78,10 +123,13 @@ async fn publish(state: &AppState, mutation: AclMutation) -> Result<HttpResponse
     Ok(json(&EpochOut { acl_epoch }))
 }
 
-/// Upserts documents into the caller's tenant.
+/// Upserts documents into the caller's tenant. 400 codes: `empty_batch`, `batch_too_large`,
+/// `duplicate_document`, `invalid_document`.
 #[utoipa::path(put, path = "/v1/admin/documents", request_body = UpsertBody,
-    responses((status = 200, body = UpsertOut), (status = 400, body = super::error::ErrorBody),
-              (status = 401, body = super::error::ErrorBody), (status = 403, body = super::error::ErrorBody)),
+    responses((status = 200, description = "the batch is readable", body = UpsertOut),
+              JsonBodyRejected, Unauthenticated, Forbidden,
+              (status = 409, description = "`stale_version`, or `read_only_replica`", body = ErrorBody),
+              EngineUnavailable),
     security(("bearer" = [])))]
 pub async fn upsert_documents(
     state: web::Data<AppState>,
@@ -102,8 +150,12 @@ pub async fn upsert_documents(
 }
 
 /// Deletes a document of the caller's tenant.
-#[utoipa::path(delete, path = "/v1/admin/documents/{doc_id}", params(("doc_id" = String, Path, description = "document id")),
-    responses((status = 200, body = EpochOut), (status = 404, body = super::error::ErrorBody)),
+#[utoipa::path(delete, path = "/v1/admin/documents/{doc_id}", params(("doc_id" = String, Path, description = "document id", example = "vacation-policy")),
+    responses((status = 200, description = "deleted", body = EpochOut),
+              (status = 400, description = "`invalid_path`: the id is not UTF-8 after percent-decoding", body = ErrorBody),
+              Unauthenticated, Forbidden,
+              (status = 404, description = "`document_not_found` in the caller's tenant", body = ErrorBody),
+              (status = 409, description = "`read_only_replica`", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn delete_document(
     state: web::Data<AppState>,
@@ -117,7 +169,10 @@ pub async fn delete_document(
 
 /// Revokes access (all access when neither list is given).
 #[utoipa::path(post, path = "/v1/admin/acl/revoke", request_body = AclBody,
-    responses((status = 200, body = EpochOut), (status = 404, body = super::error::ErrorBody)), security(("bearer" = [])))]
+    responses((status = 200, description = "revoked", body = EpochOut), JsonBodyRejected, Unauthenticated, Forbidden,
+              (status = 404, description = "`document_not_found` in the caller's tenant", body = ErrorBody),
+              (status = 409, description = "`read_only_replica`", body = ErrorBody)),
+    security(("bearer" = [])))]
 pub async fn revoke(
     state: web::Data<AppState>,
     Admin(principal): Admin,
@@ -130,9 +185,12 @@ pub async fn revoke(
     publish(&state, mutation).await
 }
 
-/// Grants access.
-#[utoipa::path(post, path = "/v1/admin/acl/grant", request_body = AclBody,
-    responses((status = 200, body = EpochOut), (status = 404, body = super::error::ErrorBody)), security(("bearer" = [])))]
+/// Grants access. 400 codes: `empty_grant`, `invalid_acl_name`.
+#[utoipa::path(post, path = "/v1/admin/acl/grant", request_body = GrantBody,
+    responses((status = 200, description = "granted", body = EpochOut), JsonBodyRejected, Unauthenticated, Forbidden,
+              (status = 404, description = "`document_not_found` in the caller's tenant", body = ErrorBody),
+              (status = 409, description = "`read_only_replica`", body = ErrorBody)),
+    security(("bearer" = [])))]
 pub async fn grant(
     state: web::Data<AppState>,
     Admin(principal): Admin,
@@ -145,7 +203,11 @@ pub async fn grant(
     if groups.is_empty() && users.is_empty() {
         return Err(ApiError::bad_request("empty_grant", "grant needs groups or users"));
     }
-    if groups.iter().chain(&users).any(|name| name.trim().is_empty() || name.chars().count() > 256) {
+    if groups
+        .iter()
+        .chain(&users)
+        .any(|name| name.trim().is_empty() || name.chars().count() > schema::MAX_ACL_NAME_CHARS)
+    {
         return Err(ApiError::bad_request("invalid_acl_name", "acl names must be 1..=256 characters"));
     }
     let mutation = AclMutation::Grant { tenant: principal.tenant, doc_id: body.doc_id, groups, users };
@@ -155,7 +217,9 @@ pub async fn grant(
 /// The ACL change feed: an admin sees its own tenant's changes; a service token with role
 /// `replica` sees every tenant's (replicas apply the whole log in order).
 #[utoipa::path(get, path = "/v1/admin/acl/changes", params(ChangesQuery),
-    responses((status = 200, body = ChangesOut), (status = 403, body = super::error::ErrorBody)),
+    responses((status = 200, description = "changes after `since`", body = ChangesOut),
+              (status = 400, description = "`invalid_query`: `since` is not an unsigned integer, or an unknown parameter", body = ErrorBody),
+              Unauthenticated, Forbidden),
     security(("bearer" = [])))]
 pub async fn changes(
     state: web::Data<AppState>,
@@ -186,8 +250,8 @@ pub struct SnapshotOut {
 
 /// Writes a snapshot of the whole server state (all tenants) under `snapshots.dir`.
 #[utoipa::path(post, path = "/v1/admin/snapshots",
-    responses((status = 200, body = SnapshotOut), (status = 403, body = super::error::ErrorBody),
-              (status = 500, body = super::error::ErrorBody)),
+    responses((status = 200, description = "written", body = SnapshotOut), Unauthenticated, Forbidden,
+              (status = 500, description = "the snapshot could not be written (details are only logged)", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn create_snapshot(state: web::Data<AppState>, Admin(_principal): Admin) -> Result<HttpResponse, ApiError> {
     let settings = &state.settings.snapshots;
