@@ -1,5 +1,6 @@
 //! Plain domain types shared by every layer: identities, documents, chunks, principals and the
-//! one token-counting rule. No IO lives here.
+//! one token-counting rule, and the JSON Schema fragments of the input rules (`schema`). No IO
+//! lives here.
 //!
 //! Invariants kept by this module:
 //! - a [`ChunkId`] is derived only from content and provenance (tenant, doc_id, version,
@@ -12,6 +13,7 @@ mod chunk;
 mod document;
 mod ids;
 mod principal;
+pub mod schema;
 pub mod tokens;
 
 pub use chunk::{Chunk, ChunkingConfig, chunk_document};

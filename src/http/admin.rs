@@ -5,29 +5,36 @@
 
 use actix_web::{HttpResponse, web};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::openapi::schema::{AllOfBuilder, AnyOfBuilder, ArrayBuilder, ObjectBuilder, Type};
+use utoipa::openapi::{Ref, RefOr, Schema};
+use utoipa::{PartialSchema, ToSchema};
 
 use crate::acl::{AclChange, AclMutation};
+use crate::domain::schema;
 use crate::retrieval::DocumentInput;
 
 use super::admission::WriteKind;
 use super::auth::{Admin, Authenticated};
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
+use super::openapi::{EngineUnavailable, Forbidden, JsonBodyRejected, Unauthenticated, WriteUnavailable};
 use super::{AppState, json};
 
 /// Body of `PUT /v1/admin/documents`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpsertBody {
-    /// Documents to upsert (all or nothing).
+    /// Documents to upsert, all or nothing: 1..=`server.max_batch_documents` (500 by default),
+    /// each `doc_id` at most once.
+    #[schema(min_items = 1)]
     pub documents: Vec<DocumentInput>,
 }
 
-/// Body of grant and revoke.
+/// Body of revoke (and, with [`GrantBody`]'s constraints, of grant).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AclBody {
     /// Document.
+    #[schema(example = "travel-policy")]
     pub doc_id: String,
     /// Groups.
     #[serde(default)]
@@ -35,6 +42,75 @@ pub struct AclBody {
     /// Users.
     #[serde(default)]
     pub users: Option<Vec<String>>,
+}
+
+/// The schema of the grant body: an [`AclBody`] whose names are 1..=256 characters and not
+/// blank, with at least one non-empty list. Schema only: the handler reads an [`AclBody`] and
+/// answers 400 `empty_grant` or `invalid_acl_name` otherwise.
+pub struct GrantBody;
+
+impl PartialSchema for GrantBody {
+    fn schema() -> RefOr<Schema> {
+        let names = |nullable| schema::acl_names(nullable, "names to grant: each 1..=256 characters, not blank");
+        let non_empty = |list: &str| {
+            ObjectBuilder::new()
+                .property(
+                    list,
+                    ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)).min_items(Some(1)),
+                )
+                .required(list)
+        };
+        AllOfBuilder::new()
+            .item(Ref::from_schema_name(AclBody::name()))
+            .item(ObjectBuilder::new().property("groups", names(true)).property("users", names(true)))
+            .item(AnyOfBuilder::new().item(non_empty("groups")).item(non_empty("users")))
+            .description(Some("grant: at least one of `groups` and `users` is a non-empty list"))
+            .into()
+    }
+}
+
+impl ToSchema for GrantBody {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((AclBody::name().into_owned(), AclBody::schema()));
+        AclBody::schemas(schemas);
+    }
+}
+
+/// The schema of the revoke body: an [`AclBody`] whose names are 1..=256 characters and not
+/// blank, and either no list at all (revoke all access) or at least one non-empty list. Schema
+/// only: the handler reads an [`AclBody`] and answers 400 `empty_revoke` or `invalid_acl_name`.
+pub struct RevokeBody;
+
+impl PartialSchema for RevokeBody {
+    fn schema() -> RefOr<Schema> {
+        let names = |nullable| schema::acl_names(nullable, "names to revoke: each 1..=256 characters, not blank");
+        let non_empty = |list: &str| {
+            ObjectBuilder::new()
+                .property(
+                    list,
+                    ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)).min_items(Some(1)),
+                )
+                .required(list)
+        };
+        let neither = ObjectBuilder::new()
+            .property("groups", ObjectBuilder::new().schema_type(Type::Null))
+            .property("users", ObjectBuilder::new().schema_type(Type::Null));
+        AllOfBuilder::new()
+            .item(Ref::from_schema_name(AclBody::name()))
+            .item(ObjectBuilder::new().property("groups", names(true)).property("users", names(true)))
+            .item(AnyOfBuilder::new().item(neither).item(non_empty("groups")).item(non_empty("users")))
+            .description(Some(
+                "revoke: neither list (all access is revoked), or at least one of `groups` and `users` non-empty",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for RevokeBody {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((AclBody::name().into_owned(), AclBody::schema()));
+        AclBody::schemas(schemas);
+    }
 }
 
 /// `{"acl_epoch": n}`.
@@ -58,10 +134,16 @@ pub struct UpsertOut {
 /// Query of the change feed.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ChangesQuery {
     /// Return changes with epoch greater than this.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "schema::query_integer")]
+    #[param(schema_with = since_schema)]
     pub since: u64,
+}
+
+fn since_schema() -> utoipa::openapi::Object {
+    schema::unsigned(0, false, "return changes with an epoch greater than this (default 0)")
 }
 
 /// The change feed.
@@ -93,16 +175,19 @@ async fn publish(state: &AppState, mutation: AclMutation) -> Result<HttpResponse
 
 /// Checks ACL names (1..=256 characters, not blank).
 fn check_names(names: &[String]) -> Result<(), ApiError> {
-    if names.iter().any(|name| name.trim().is_empty() || name.chars().count() > 256) {
+    if names.iter().any(|name| name.trim().is_empty() || name.chars().count() > schema::MAX_ACL_NAME_CHARS) {
         return Err(ApiError::bad_request("invalid_acl_name", "acl names must be 1..=256 characters"));
     }
     Ok(())
 }
 
-/// Upserts documents into the caller's tenant.
+/// Upserts documents into the caller's tenant. 400 codes: `empty_batch`, `batch_too_large`,
+/// `duplicate_document`, `invalid_document`.
 #[utoipa::path(put, path = "/v1/admin/documents", request_body = UpsertBody,
-    responses((status = 200, body = UpsertOut), (status = 400, body = super::error::ErrorBody),
-              (status = 401, body = super::error::ErrorBody), (status = 403, body = super::error::ErrorBody)),
+    responses((status = 200, description = "the batch is readable", body = UpsertOut),
+              JsonBodyRejected, Unauthenticated, Forbidden,
+              (status = 409, description = "`stale_version`, or `read_only_replica`", body = ErrorBody),
+              EngineUnavailable),
     security(("bearer" = [])))]
 pub async fn upsert_documents(
     state: web::Data<AppState>,
@@ -124,8 +209,12 @@ pub async fn upsert_documents(
 }
 
 /// Deletes a document of the caller's tenant.
-#[utoipa::path(delete, path = "/v1/admin/documents/{doc_id}", params(("doc_id" = String, Path, description = "document id")),
-    responses((status = 200, body = EpochOut), (status = 404, body = super::error::ErrorBody)),
+#[utoipa::path(delete, path = "/v1/admin/documents/{doc_id}", params(("doc_id" = String, Path, description = "document id", example = "vacation-policy")),
+    responses((status = 200, description = "deleted", body = EpochOut),
+              (status = 400, description = "`invalid_path`: the id is not UTF-8 after percent-decoding", body = ErrorBody),
+              Unauthenticated, Forbidden,
+              (status = 404, description = "`document_not_found` in the caller's tenant", body = ErrorBody),
+              (status = 409, description = "`read_only_replica`", body = ErrorBody), WriteUnavailable),
     security(("bearer" = [])))]
 pub async fn delete_document(
     state: web::Data<AppState>,
@@ -138,9 +227,13 @@ pub async fn delete_document(
 }
 
 /// Revokes access: the listed groups and users, or all access when neither list is given. Lists
-/// that are given but empty are refused (400 `empty_revoke`): they would revoke nothing.
-#[utoipa::path(post, path = "/v1/admin/acl/revoke", request_body = AclBody,
-    responses((status = 200, body = EpochOut), (status = 404, body = super::error::ErrorBody)), security(("bearer" = [])))]
+/// that are given but empty are refused (400 `empty_revoke`): they would revoke nothing. 400
+/// codes: `empty_revoke`, `invalid_acl_name`.
+#[utoipa::path(post, path = "/v1/admin/acl/revoke", request_body = RevokeBody,
+    responses((status = 200, description = "revoked (a no-op keeps the epoch)", body = EpochOut), JsonBodyRejected, Unauthenticated, Forbidden,
+              (status = 404, description = "`document_not_found` in the caller's tenant", body = ErrorBody),
+              (status = 409, description = "`read_only_replica`", body = ErrorBody), WriteUnavailable),
+    security(("bearer" = [])))]
 pub async fn revoke(
     state: web::Data<AppState>,
     Admin(principal): Admin,
@@ -163,9 +256,12 @@ pub async fn revoke(
     publish(&state, mutation).await
 }
 
-/// Grants access.
-#[utoipa::path(post, path = "/v1/admin/acl/grant", request_body = AclBody,
-    responses((status = 200, body = EpochOut), (status = 404, body = super::error::ErrorBody)), security(("bearer" = [])))]
+/// Grants access. 400 codes: `empty_grant`, `invalid_acl_name`.
+#[utoipa::path(post, path = "/v1/admin/acl/grant", request_body = GrantBody,
+    responses((status = 200, description = "granted (a no-op keeps the epoch)", body = EpochOut), JsonBodyRejected, Unauthenticated, Forbidden,
+              (status = 404, description = "`document_not_found` in the caller's tenant", body = ErrorBody),
+              (status = 409, description = "`read_only_replica`", body = ErrorBody), WriteUnavailable),
+    security(("bearer" = [])))]
 pub async fn grant(
     state: web::Data<AppState>,
     Admin(principal): Admin,
@@ -187,7 +283,10 @@ pub async fn grant(
 /// The ACL change feed: an admin sees its own tenant's changes; a service token with role
 /// `replica` sees every tenant's (replicas apply the whole log in order).
 #[utoipa::path(get, path = "/v1/admin/acl/changes", params(ChangesQuery),
-    responses((status = 200, body = ChangesOut), (status = 403, body = super::error::ErrorBody)),
+    responses((status = 200, description = "changes after `since`", body = ChangesOut),
+              (status = 400, description = "`invalid_query`: `since` is not an unsigned integer, or an unknown parameter", body = ErrorBody),
+              Unauthenticated, Forbidden,
+              (status = 410, description = "`changes_compacted`: changes after `since` were compacted into a checkpoint; re-bootstrap from a snapshot", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn changes(
     state: web::Data<AppState>,
@@ -224,8 +323,8 @@ pub struct SnapshotOut {
 /// action (role `operator`): a tenant admin may not copy other tenants' data. The snapshot the
 /// server was restored from is never pruned.
 #[utoipa::path(post, path = "/v1/admin/snapshots",
-    responses((status = 200, body = SnapshotOut), (status = 403, body = super::error::ErrorBody),
-              (status = 500, body = super::error::ErrorBody)),
+    responses((status = 200, description = "written", body = SnapshotOut), Unauthenticated, Forbidden,
+              (status = 500, description = "the snapshot could not be written (details are only logged)", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn create_snapshot(
     state: web::Data<AppState>,

@@ -7,22 +7,28 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::answer::{Answer, AnswerRequest};
+use crate::domain::schema;
 
 use super::auth::Authenticated;
 use super::error::ApiError;
+use super::openapi::{EngineUnavailable, JsonBodyRejected, Unauthenticated};
 use super::{AppState, RequestId, json};
 
 /// Body of `POST /v1/answer`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AnswerBodyIn {
-    /// The question, 1..=2000 characters after trimming.
+    /// The question: 1..=`server.max_question_chars` (2000 by default) characters after
+    /// trimming (the pattern says so; surrounding whitespace is ignored).
+    #[schema(min_length = 1, example = "How much are hotel stays reimbursed per night in London?")]
     pub question: String,
-    /// Chunks in the context (clamped to the server's cap).
-    #[serde(default)]
+    /// Chunks in the context (clamped to 1..=`retrieval.top_k_max`).
+    #[serde(default, deserialize_with = "schema::optional_integer")]
+    #[schema(schema_with = top_k_schema)]
     pub top_k: Option<u64>,
-    /// Request deadline in ms (clamped to the server's cap).
-    #[serde(default)]
+    /// Request deadline in ms (clamped to 1..=`answer.max_deadline_ms`).
+    #[serde(default, deserialize_with = "schema::optional_integer")]
+    #[schema(schema_with = deadline_schema)]
     pub deadline_ms: Option<u64>,
 }
 
@@ -30,11 +36,25 @@ pub struct AnswerBodyIn {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetrieveBodyIn {
-    /// Query text.
+    /// Query text: 1..=`server.max_question_chars` characters after trimming.
+    #[schema(min_length = 1, example = "hotel stays reimbursed")]
     pub query: String,
-    /// Chunks wanted (clamped).
-    #[serde(default)]
+    /// Chunks wanted (clamped to 1..=`retrieval.top_k_max`).
+    #[serde(default, deserialize_with = "schema::optional_integer")]
+    #[schema(schema_with = k_schema)]
     pub k: Option<u64>,
+}
+
+fn top_k_schema() -> utoipa::openapi::Object {
+    schema::unsigned(0, true, "chunks in the context; any value is clamped to 1..=retrieval.top_k_max")
+}
+
+fn deadline_schema() -> utoipa::openapi::Object {
+    schema::unsigned(0, true, "request deadline in ms; any value is clamped to 1..=answer.max_deadline_ms")
+}
+
+fn k_schema() -> utoipa::openapi::Object {
+    schema::unsigned(0, true, "chunks wanted; any value is clamped to 1..=retrieval.top_k_max")
 }
 
 fn validated_text(text: &str, max_chars: usize, field: &str) -> Result<String, ApiError> {
@@ -64,11 +84,11 @@ fn clamp_u64(value: Option<u64>) -> Option<usize> {
     value.map(|value| usize::try_from(value).unwrap_or(usize::MAX))
 }
 
-/// Answers a question with validated citations, or abstains.
+/// Answers a question with validated citations, or abstains. 400 codes: `empty_question`,
+/// `question_too_long`.
 #[utoipa::path(post, path = "/v1/answer", request_body = AnswerBodyIn,
     responses((status = 200, description = "answered or abstained", body = crate::answer::response::AnswerResponse),
-              (status = 400, body = super::error::ErrorBody), (status = 401, body = super::error::ErrorBody),
-              (status = 503, body = super::error::ErrorBody)),
+              JsonBodyRejected, Unauthenticated, EngineUnavailable),
     security(("bearer" = [])))]
 pub async fn answer(
     state: web::Data<AppState>,
@@ -96,10 +116,10 @@ pub async fn answer(
     Ok(json(&response))
 }
 
-/// Returns the fused, authorized chunks for a query.
+/// Returns the fused, authorized chunks for a query. 400 codes: `empty_query`, `query_too_long`.
 #[utoipa::path(post, path = "/v1/retrieve", request_body = RetrieveBodyIn,
-    responses((status = 200, body = crate::answer::response::RetrieveResponse),
-              (status = 400, body = super::error::ErrorBody), (status = 401, body = super::error::ErrorBody)),
+    responses((status = 200, description = "authorized chunks, best first", body = crate::answer::response::RetrieveResponse),
+              JsonBodyRejected, Unauthenticated, EngineUnavailable),
     security(("bearer" = [])))]
 pub async fn retrieve(
     state: web::Data<AppState>,

@@ -5,13 +5,15 @@
 //! requires a verified token; bodies reject unknown fields, so no body can carry a tenant,
 //! principal, group or role; the answer and retrieve endpoints admit at most
 //! `server.max_in_flight` requests at once and answer 503 `overloaded` beyond that; logs carry
-//! the request id, method, route pattern and status, never bodies, tokens or document text.
+//! the request id, method, route pattern and status, never bodies, tokens or document text; a
+//! method a path does not serve answers 405 with `Allow` naming the ones it does (from [`ROUTES`]).
 
 pub mod admin;
 pub mod admission;
 pub mod answer;
 pub mod auth;
 pub mod error;
+pub mod openapi;
 pub mod ops;
 pub mod replica;
 pub mod server;
@@ -35,7 +37,8 @@ use crate::config::Settings;
 use auth::Authenticator;
 use error::ApiError;
 
-/// Every route the service serves: (method, path). The OpenAPI document must list exactly these.
+/// Every route the service serves: (method, path). The OpenAPI document must list exactly these,
+/// and a 405 on a path names its methods from here in `Allow`.
 pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/answer"),
     ("post", "/v1/retrieve"),
@@ -154,9 +157,17 @@ pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + 
     }
 }
 
-/// A resource with one route; any other method answers 405 `method_not_allowed`.
+/// A resource with one route; any other method answers 405 `method_not_allowed` with `Allow`.
 fn resource(path: &str, route: actix_web::Route) -> actix_web::Resource {
+    debug_assert!(ROUTES.iter().any(|(_, served)| *served == path), "{path} is missing from ROUTES");
     web::resource(path).route(route).default_service(web::to(method_not_allowed))
+}
+
+/// The `Allow` value of a route pattern: its methods in [`ROUTES`], e.g. `POST`.
+pub fn allowed_methods(path: &str) -> String {
+    let methods: Vec<String> =
+        ROUTES.iter().filter(|(_, served)| *served == path).map(|(method, _)| method.to_ascii_uppercase()).collect();
+    methods.join(", ")
 }
 
 fn json_error(error: actix_web::error::JsonPayloadError) -> ApiError {
@@ -189,12 +200,18 @@ async fn not_found() -> HttpResponse {
     actix_web::ResponseError::error_response(&ApiError::not_found("not_found", "no such route"))
 }
 
-async fn method_not_allowed() -> HttpResponse {
-    actix_web::ResponseError::error_response(&ApiError::new(
+/// 405 with `Allow` (RFC 9110 §15.5.6): the methods [`ROUTES`] lists for the matched pattern.
+async fn method_not_allowed(request: actix_web::HttpRequest) -> HttpResponse {
+    let allow = allowed_methods(&request.match_pattern().unwrap_or_default());
+    let mut response = actix_web::ResponseError::error_response(&ApiError::new(
         actix_web::http::StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
         "method not allowed on this route",
-    ))
+    ));
+    if let Ok(value) = HeaderValue::from_str(&allow) {
+        response.headers_mut().insert(actix_web::http::header::ALLOW, value);
+    }
+    response
 }
 
 /// Middleware: assigns a request id (kept from a sane incoming `x-request-id`), logs one line

@@ -4,14 +4,13 @@ use std::sync::atomic::Ordering;
 
 use actix_web::{HttpResponse, web};
 use serde::Serialize;
-use utoipa::OpenApi;
 
 use super::{AppState, json};
 
 /// `/readyz` body.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Readiness {
-    /// `ready` or `starting`.
+    /// `ready`, `starting`, or `replica_stale` (a replica past its lag bound).
     pub status: &'static str,
     /// Active embedder.
     pub embedder: String,
@@ -26,14 +25,23 @@ pub struct Readiness {
     pub replica: Option<crate::snapshot::replica::ReplicaReport>,
 }
 
+/// `/healthz` body.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: &'static str,
+}
+
 /// Process is up.
-#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "process up")))]
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "process up", body = Health)))]
 pub async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
+    json(&Health { status: "ok" })
 }
 
 /// Indexes are loaded.
-#[utoipa::path(get, path = "/readyz", responses((status = 200, body = Readiness), (status = 503, body = Readiness)))]
+#[utoipa::path(get, path = "/readyz", responses(
+    (status = 200, description = "ready", body = Readiness),
+    (status = 503, description = "starting, or a replica that cannot confirm its ACL state is fresh", body = Readiness)))]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     let replica = state.replica.as_ref().map(|status| status.report());
     let stale = replica.as_ref().is_some_and(|report| !report.fresh);
@@ -57,7 +65,8 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 }
 
 /// Prometheus text exposition.
-#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "prometheus text")))]
+#[utoipa::path(get, path = "/metrics",
+    responses((status = 200, description = "prometheus text exposition 0.0.4", body = String, content_type = "text/plain")))]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let engine = state.pipeline.engine();
     let stats = engine.stats();
@@ -73,35 +82,9 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(state.metrics.render())
 }
 
-/// The OpenAPI document.
-#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "openapi 3 document")))]
-pub async fn openapi() -> HttpResponse {
-    HttpResponse::Ok().json(ApiDoc::openapi())
+/// The OpenAPI document of this server (its configured limits included).
+#[utoipa::path(get, path = "/openapi.json",
+    responses((status = 200, description = "openapi 3.1 document", body = Object, content_type = "application/json")))]
+pub async fn openapi(state: web::Data<AppState>) -> HttpResponse {
+    json(&super::openapi::document(&state.settings))
 }
-
-struct BearerAuth;
-
-impl utoipa::Modify for BearerAuth {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()),
-        );
-    }
-}
-
-/// The OpenAPI document of the service, generated from the handler annotations.
-#[derive(OpenApi)]
-#[openapi(
-    info(title = "warrant", description = "Citation-first, access-controlled hybrid RAG answer server"),
-    paths(
-        super::answer::answer, super::answer::retrieve,
-        super::admin::upsert_documents, super::admin::delete_document, super::admin::revoke, super::admin::grant,
-        super::admin::changes, super::admin::create_snapshot, super::replica::manifest, super::replica::file,
-        healthz, readyz, metrics, openapi
-    ),
-    modifiers(&BearerAuth)
-)]
-pub struct ApiDoc;

@@ -15,7 +15,8 @@ use tokio::io::AsyncReadExt;
 use crate::snapshot::{MANIFEST, Manifest};
 
 use super::auth::Authenticated;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
+use super::openapi::{Forbidden, Unauthenticated};
 use super::{AppState, json};
 
 /// Role of replica service credentials.
@@ -64,8 +65,9 @@ fn unavailable() -> ApiError {
 /// The manifest of the primary's latest snapshot (its files are fetched one by one).
 #[utoipa::path(get, path = "/v1/replica/snapshot",
     responses((status = 200, description = "snapshot manifest (format in snapshot/mod.rs)", body = Object),
-              (status = 401, body = super::error::ErrorBody), (status = 403, body = super::error::ErrorBody),
-              (status = 503, body = super::error::ErrorBody)),
+              Unauthenticated, Forbidden,
+              (status = 500, description = "the snapshot could not be written (details are only logged)", body = ErrorBody),
+              (status = 503, description = "`snapshot_unavailable`: retry later", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn manifest(
     state: web::Data<AppState>,
@@ -80,8 +82,10 @@ pub async fn manifest(
 #[utoipa::path(get, path = "/v1/replica/snapshot/{snapshot_id}/{file}",
     params(("snapshot_id" = String, Path, description = "snapshot id"), ("file" = String, Path, description = "file name")),
     responses((status = 200, description = "file content", content_type = "application/octet-stream"),
-              (status = 401, body = super::error::ErrorBody), (status = 403, body = super::error::ErrorBody),
-              (status = 404, body = super::error::ErrorBody)),
+              (status = 400, description = "`invalid_path`: not UTF-8 after percent-decoding", body = ErrorBody),
+              Unauthenticated, Forbidden,
+              (status = 404, description = "`snapshot_not_found`: no such snapshot or file", body = ErrorBody),
+              (status = 503, description = "`snapshot_unavailable`: retry later", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn file(
     state: web::Data<AppState>,

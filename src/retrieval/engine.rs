@@ -25,7 +25,7 @@ use serde::Deserialize;
 
 use crate::acl::{AclError, AclMutation, AclStore, AuthorizationScope};
 use crate::config::Settings;
-use crate::domain::{Chunk, ChunkingConfig, DocAcl, Document, Principal, chunk_document};
+use crate::domain::{Chunk, ChunkingConfig, DocAcl, Document, Principal, chunk_document, schema};
 use crate::embed::Embedder;
 use crate::index::IndexError;
 use crate::index::shard::{IndexChunks, PurgeOrdinals, Shard, ShardActor, ShardStats};
@@ -42,24 +42,44 @@ const MAX_DOC_ID_CHARS: usize = 256;
 /// Longest accepted document text, in characters.
 const MAX_TEXT_CHARS: usize = 2_000_000;
 
-/// A document as an admin submits it (the tenant comes from the caller, never from here).
+/// Longest accepted title, in characters.
+const MAX_TITLE_CHARS: usize = 1000;
+
+/// A document as an admin submits it (the tenant comes from the caller, never from here). The
+/// schema declares what `validate_batch` enforces, except that a `doc_id` appears once a batch.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DocumentInput {
-    /// Tenant-scoped id.
+    /// Tenant-scoped id: 1..=256 characters, not blank, no control characters.
+    #[schema(schema_with = doc_id_schema)]
     pub doc_id: String,
-    /// Display title.
+    /// Display title, at most 1000 characters.
     #[serde(default)]
+    #[schema(max_length = 1000)]
     pub title: String,
-    /// Full text.
+    /// Full text: 1..=2,000,000 characters, not blank.
+    #[schema(schema_with = text_schema)]
     pub text: String,
     /// Readers.
     #[serde(default)]
-    #[schema(value_type = Object)]
     pub acl: DocAcl,
-    /// Explicit version; must be greater than the stored one. Default: stored + 1 (or 1).
-    #[serde(default)]
+    /// Explicit version (at least 1); must be greater than the stored one. Default: stored + 1
+    /// (or 1).
+    #[serde(default, deserialize_with = "schema::optional_integer")]
+    #[schema(schema_with = version_schema)]
     pub version: Option<u64>,
+}
+
+fn doc_id_schema() -> utoipa::openapi::Object {
+    schema::identifier(MAX_DOC_ID_CHARS, "tenant-scoped id: 1..=256 characters, not blank, no control characters")
+}
+
+fn text_schema() -> utoipa::openapi::Object {
+    schema::not_blank(MAX_TEXT_CHARS, "full text: 1..=2000000 characters, not blank")
+}
+
+fn version_schema() -> utoipa::openapi::Object {
+    schema::unsigned(1, true, "explicit version, greater than the stored one; default: stored + 1 (or 1)")
 }
 
 /// Result of an upsert batch.
@@ -702,11 +722,11 @@ fn validate_batch(inputs: &[DocumentInput]) -> RetrievalResult<()> {
         if input.text.chars().count() > MAX_TEXT_CHARS {
             return Err(invalid(doc_id, "text is longer than 2000000 characters"));
         }
-        if input.title.chars().count() > 1000 {
+        if input.title.chars().count() > MAX_TITLE_CHARS {
             return Err(invalid(doc_id, "title is longer than 1000 characters"));
         }
         let names = input.acl.groups.iter().chain(&input.acl.users);
-        if names.clone().any(|name| name.trim().is_empty() || name.chars().count() > 256) {
+        if names.clone().any(|name| name.trim().is_empty() || name.chars().count() > schema::MAX_ACL_NAME_CHARS) {
             return Err(invalid(doc_id, "acl names must be 1..=256 characters"));
         }
         if input.version == Some(0) {

@@ -9,6 +9,7 @@ mod fuzz;
 mod http;
 mod lexical_stats;
 mod minilm;
+mod openapi;
 mod providers;
 mod retrieval;
 mod snapshots;
