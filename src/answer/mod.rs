@@ -10,6 +10,7 @@ pub mod pipeline;
 pub mod prompt;
 pub mod response;
 pub mod scripted;
+mod strict_json;
 mod text;
 pub mod validate;
 pub mod verifier;

@@ -1,10 +1,12 @@
 //! Strict parsing and citation validation of generator output.
 //!
-//! Every rule has a rejection code. A claim survives only if its text is well formed, it cites
-//! at least one label, every citation is a label of a source in the final context, every cited
-//! chunk is still authorized under the ACL snapshot loaded at validation time, and the verifier
-//! finds the cited (shown) text supports it. Depending on [`ClaimPolicy`], one bad claim drops
-//! that claim or fails the attempt; an attempt never yields an uncited or unsupported claim.
+//! Every rule has a rejection code. The output must be one JSON document whose objects repeat
+//! no key (a repeated key is `duplicate_key`, never last-wins) and that matches the schema with
+//! no unknown field. A claim survives only if its text is well formed, it cites at least one
+//! label, every citation is a label of a source in the final context, every cited chunk is still
+//! authorized under the ACL snapshot loaded at validation time, and the verifier finds the cited
+//! (shown) text supports it. Depending on [`ClaimPolicy`], one bad claim drops that claim or
+//! fails the attempt; an attempt never yields an uncited or unsupported claim.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -16,6 +18,7 @@ use crate::config::ClaimPolicy;
 use crate::domain::{Chunk, Principal};
 
 use super::prompt::LabeledSource;
+use super::strict_json::{StrictJsonError, parse_unique_keys};
 use super::verifier::{CitedText, SupportVerifier};
 
 /// Longest accepted claim text, in characters.
@@ -74,6 +77,8 @@ pub enum Rejection {
     Unparseable,
     /// JSON, but not the schema (unknown fields, wrong types).
     OffSchema,
+    /// JSON in which some object repeats a key.
+    DuplicateKey,
     /// `answerable: false` with claims, or `answerable: true` without any.
     Inconsistent,
     /// Empty or oversized claim text, or too many claims.
@@ -100,6 +105,7 @@ impl Rejection {
         match self {
             Self::Unparseable => "unparseable",
             Self::OffSchema => "off_schema",
+            Self::DuplicateKey => "duplicate_key",
             Self::Inconsistent => "inconsistent_output",
             Self::MalformedClaim => "malformed_claim",
             Self::DuplicateClaim => "duplicate_claim",
@@ -115,9 +121,12 @@ impl Rejection {
     /// The abstention reason this rejection leads to when nothing valid remains.
     pub fn reason(&self) -> AbstentionReason {
         match self {
-            Self::Unparseable | Self::OffSchema | Self::Inconsistent | Self::MalformedClaim | Self::DuplicateClaim => {
-                AbstentionReason::InvalidOutput
-            }
+            Self::Unparseable
+            | Self::OffSchema
+            | Self::DuplicateKey
+            | Self::Inconsistent
+            | Self::MalformedClaim
+            | Self::DuplicateClaim => AbstentionReason::InvalidOutput,
             Self::NotALabel | Self::UnknownLabel | Self::NotInContext | Self::Unsupported => {
                 AbstentionReason::UnsupportedCitation
             }
@@ -231,12 +240,9 @@ fn is_label_shaped(citation: &str) -> bool {
 
 /// Validates one raw output.
 pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
-    let output = match serde_json::from_str::<serde_json::Value>(raw) {
-        Err(_) => return failed(vec![Problem { claim: 0, rejection: Rejection::Unparseable, label: None }]),
-        Ok(value) => match serde_json::from_value::<ModelOutput>(value) {
-            Err(_) => return failed(vec![Problem { claim: 0, rejection: Rejection::OffSchema, label: None }]),
-            Ok(output) => output,
-        },
+    let output = match parse_output(raw) {
+        Err(rejection) => return failed(vec![Problem { claim: 0, rejection, label: None }]),
+        Ok(output) => output,
     };
     if !output.answerable {
         if output.claims.is_empty() {
@@ -338,6 +344,15 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
     }
 }
 
+/// Parses the model's output: one JSON document, no repeated key, the schema exactly.
+fn parse_output(raw: &str) -> Result<ModelOutput, Rejection> {
+    let value = parse_unique_keys(raw).map_err(|error| match error {
+        StrictJsonError::Syntax => Rejection::Unparseable,
+        StrictJsonError::DuplicateKey => Rejection::DuplicateKey,
+    })?;
+    serde_json::from_value::<ModelOutput>(value).map_err(|_| Rejection::OffSchema)
+}
+
 fn failed(problems: Vec<Problem>) -> Verdict {
     let reason = problems
         .iter()
@@ -368,6 +383,7 @@ pub fn repair_instruction(problems: &[Problem], labels: &[String]) -> String {
         let detail = match problem.rejection {
             Rejection::Unparseable => "was not valid JSON".to_owned(),
             Rejection::OffSchema => "did not match the schema (answerable, claims[text, citations])".to_owned(),
+            Rejection::DuplicateKey => "repeated a key inside a JSON object".to_owned(),
             Rejection::Inconsistent => "set answerable inconsistently with its claims".to_owned(),
             Rejection::MalformedClaim => "had an empty or overlong text".to_owned(),
             Rejection::DuplicateClaim => "repeated another claim".to_owned(),
@@ -383,4 +399,59 @@ pub fn repair_instruction(problems: &[Problem], labels: &[String]) -> String {
         lines.push(format!("- {subject} {detail}."));
     }
     lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+    use futures::executor::block_on;
+
+    use super::*;
+    use crate::answer::verifier::ClaimSupport;
+
+    /// FAKE verifier: every claim is supported.
+    struct SupportsEverything;
+
+    #[async_trait]
+    impl SupportVerifier for SupportsEverything {
+        fn name(&self) -> &str {
+            "fake-supports-everything"
+        }
+
+        async fn verify(&self, _claim: &str, _cited: &[CitedText<'_>]) -> ClaimSupport {
+            ClaimSupport { supported: true, score: 1.0, sources: Vec::new() }
+        }
+    }
+
+    /// Validates `raw` against an empty context (no sources: only parsing can succeed or fail).
+    fn verdict_without_sources(raw: &str) -> Verdict {
+        let acl = AclSnapshot::default();
+        let principal = Principal::new("tenant", "user", ["group"]);
+        let context = ValidationContext {
+            sources: &[],
+            retrieved: &[],
+            principal: &principal,
+            acl: &acl,
+            verifier: &SupportsEverything,
+            policy: ClaimPolicy::FailAnswer,
+        };
+        block_on(validate(raw, &context))
+    }
+
+    /// A repeated key was last-wins: `"answerable": true, …, "answerable": false` read as unanswerable.
+    #[test]
+    fn a_duplicate_key_anywhere_is_invalid_output_not_last_wins() {
+        for raw in [
+            r#"{"answerable": true, "claims": [], "answerable": false, "claims": []}"#,
+            r#"{"answerable": false, "answerable": false, "claims": []}"#,
+            r#"{"answerable": true, "claims": [{"text": "x", "citations": ["S1"], "citations": []}]}"#,
+            r#"{"answerable": true, "claims": [{"text": "x", "text": "y", "citations": ["S1"]}]}"#,
+        ] {
+            let verdict = verdict_without_sources(raw);
+            let Verdict::Failed { reason: AbstentionReason::InvalidOutput, problems } = &verdict else {
+                panic!("{raw}: {verdict:?}")
+            };
+            assert_eq!(problems.iter().map(|problem| problem.rejection).collect::<Vec<_>>(), [Rejection::DuplicateKey]);
+        }
+    }
 }
