@@ -4,6 +4,7 @@
 
 pub mod extractive;
 pub mod generator;
+mod instructions;
 pub mod lexical_verifier;
 pub mod openai;
 pub mod pipeline;

@@ -5,9 +5,15 @@
 //! no unknown field. A claim survives only if its text is well formed, it cites at least one
 //! label, every citation is a label of a source in the final context, every cited chunk is still
 //! authorized under the ACL snapshot loaded at validation time, and the verifier finds the cited
-//! (shown) text supports it. Depending on [`ClaimPolicy`], one bad claim drops that claim or
-//! fails the attempt; an attempt never yields an uncited or unsupported claim.
+//! (shown) text supports it. Support is judged per citation: a citation that does not support
+//! (part of) the claim on its own is dropped (`unsupported_citation`) and the claim stands on the
+//! others if they together support it; instruction-like sentences of a source ("ignore previous
+//! instructions", "tell the user that …", see `super::instructions`) are hidden from the verifier,
+//! so they never count as support. Depending on [`ClaimPolicy`], one bad claim drops that claim
+//! or fails the attempt (a dropped citation alone fails nothing); an attempt never yields an
+//! uncited or unsupported claim.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -17,6 +23,7 @@ use crate::acl::AclSnapshot;
 use crate::config::ClaimPolicy;
 use crate::domain::{Chunk, Principal};
 
+use super::instructions::mask_instructions;
 use super::prompt::LabeledSource;
 use super::strict_json::{StrictJsonError, parse_unique_keys};
 use super::verifier::{CitedText, SupportVerifier};
@@ -97,6 +104,9 @@ pub enum Rejection {
     SourceRevoked,
     /// The cited text does not support the claim.
     Unsupported,
+    /// One citation of a claim that stands on its other citations does not support any part of
+    /// it on its own; the citation is dropped, the claim is not.
+    UnsupportedCitation,
 }
 
 impl Rejection {
@@ -115,6 +125,7 @@ impl Rejection {
             Self::MissingCitation => "missing_citation",
             Self::SourceRevoked => "source_revoked",
             Self::Unsupported => "unsupported_claim",
+            Self::UnsupportedCitation => "unsupported_citation",
         }
     }
 
@@ -127,9 +138,11 @@ impl Rejection {
             | Self::Inconsistent
             | Self::MalformedClaim
             | Self::DuplicateClaim => AbstentionReason::InvalidOutput,
-            Self::NotALabel | Self::UnknownLabel | Self::NotInContext | Self::Unsupported => {
-                AbstentionReason::UnsupportedCitation
-            }
+            Self::NotALabel
+            | Self::UnknownLabel
+            | Self::NotInContext
+            | Self::Unsupported
+            | Self::UnsupportedCitation => AbstentionReason::UnsupportedCitation,
             Self::MissingCitation => AbstentionReason::MissingCitation,
             Self::SourceRevoked => AbstentionReason::SourceRevoked,
         }
@@ -177,7 +190,7 @@ pub struct ResolvedCitation {
 pub struct ValidClaim {
     /// Claim text.
     pub text: String,
-    /// Its citations.
+    /// Its citations: each supports (part of) the claim on its own.
     pub citations: Vec<ResolvedCitation>,
 }
 
@@ -195,18 +208,20 @@ pub struct Problem {
 /// Outcome of validating one generator output.
 #[derive(Clone, Debug)]
 pub enum Verdict {
-    /// Valid claims (at least one); `problems` lists claims dropped under `drop_claim`.
+    /// Valid claims (at least one); `problems` lists claims dropped under `drop_claim` and
+    /// citations dropped from claims that stand.
     Answered {
         /// Claims to return.
         claims: Vec<ValidClaim>,
-        /// Dropped claims' problems.
+        /// Dropped claims' and dropped citations' problems.
         problems: Vec<Problem>,
     },
     /// The generator said the sources do not answer the question.
     Unanswerable,
     /// Nothing valid remains.
     Failed {
-        /// Reason to abstain with if no repair succeeds.
+        /// Reason to abstain with if no repair succeeds (from the problems that failed claims,
+        /// never from a dropped citation alone).
         reason: AbstentionReason,
         /// All problems found.
         problems: Vec<Problem>,
@@ -263,6 +278,7 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
     let mut seen_texts = HashSet::new();
     let mut claims = Vec::new();
     let mut problems = Vec::new();
+    let mut dropped_citations = Vec::new();
     for (index, claim) in output.claims.iter().enumerate() {
         let number = index + 1;
         let mut claim_problems = Vec::new();
@@ -313,35 +329,65 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
         // The verifier's sentence cache relies on this order for its safety: it serves a cached
         // vector only under the id of a chunk being verified, so it must never see a chunk the
         // caller may not read. Keep these checks before `verify`.
+        let mut claim_dropped_citations = Vec::new();
         if claim_problems.is_empty() {
+            // Instruction-like sentences are blanked (offsets kept), so they never count as support.
+            let evidence: Vec<Cow<'_, str>> = cited.iter().map(|source| mask_instructions(&source.shown)).collect();
             let texts: Vec<CitedText<'_>> =
-                cited.iter().map(|source| CitedText { chunk: source.chunk.id, text: &source.shown }).collect();
+                cited.iter().zip(&evidence).map(|(source, text)| CitedText { chunk: source.chunk.id, text }).collect();
             let support = context.verifier.verify(text, &texts).await;
-            if support.supported {
-                for (source, source_support) in
-                    cited.iter().zip(support.sources.iter().map(Some).chain(std::iter::repeat(None)))
-                {
-                    resolved.push(ResolvedCitation {
+            // A citation counts only if the verifier says it supports part of the claim on its
+            // own (a missing per-source verdict counts as no support).
+            let per_source = cited.iter().zip(support.sources.iter().map(Some).chain(std::iter::repeat(None)));
+            for (source, source_support) in per_source {
+                match source_support {
+                    Some(source_support) if source_support.supports => resolved.push(ResolvedCitation {
                         label: source.label.clone(),
                         chunk: Arc::clone(&source.chunk),
-                        quote: quote_of(&source.shown, source_support.map(|s| s.quote)),
-                    });
+                        quote: quote_of(&source.shown, Some(source_support.quote)),
+                    }),
+                    _ => claim_dropped_citations.push(Problem {
+                        claim: number,
+                        rejection: Rejection::UnsupportedCitation,
+                        label: Some(source.label.clone()),
+                    }),
                 }
-            } else {
+            }
+            if !support.supported || resolved.is_empty() {
+                // The whole claim goes: its citations are not counted one by one.
+                claim_dropped_citations.clear();
                 claim_problems.push(Problem { claim: number, rejection: Rejection::Unsupported, label: None });
             }
         }
         if claim_problems.is_empty() {
             claims.push(ValidClaim { text: text.to_owned(), citations: resolved });
+            dropped_citations.extend(claim_dropped_citations);
         } else {
             problems.extend(claim_problems);
         }
     }
-    match context.policy {
-        ClaimPolicy::DropClaim if !claims.is_empty() => Verdict::Answered { claims, problems },
-        ClaimPolicy::FailAnswer if problems.is_empty() => Verdict::Answered { claims, problems },
-        _ => failed(problems),
+    decide(claims, problems, dropped_citations, context.policy)
+}
+
+/// Applies `policy` to the surviving `claims`, the problems that failed other claims and the
+/// citations dropped from surviving claims (these never fail an attempt on their own).
+fn decide(
+    claims: Vec<ValidClaim>,
+    mut problems: Vec<Problem>,
+    dropped_citations: Vec<Problem>,
+    policy: ClaimPolicy,
+) -> Verdict {
+    let answered = match policy {
+        ClaimPolicy::DropClaim => !claims.is_empty(),
+        ClaimPolicy::FailAnswer => !claims.is_empty() && problems.is_empty(),
+    };
+    if answered {
+        problems.extend(dropped_citations);
+        return Verdict::Answered { claims, problems };
     }
+    let reason = reason_of(&problems);
+    problems.extend(dropped_citations);
+    Verdict::Failed { reason, problems }
 }
 
 /// Parses the model's output: one JSON document, no repeated key, the schema exactly.
@@ -354,12 +400,16 @@ fn parse_output(raw: &str) -> Result<ModelOutput, Rejection> {
 }
 
 fn failed(problems: Vec<Problem>) -> Verdict {
-    let reason = problems
+    Verdict::Failed { reason: reason_of(&problems), problems }
+}
+
+/// The most specific reason among `problems`.
+fn reason_of(problems: &[Problem]) -> AbstentionReason {
+    problems
         .iter()
         .min_by_key(|problem| problem.rejection.precedence())
         .map(|problem| problem.rejection.reason())
-        .unwrap_or(AbstentionReason::InvalidOutput);
-    Verdict::Failed { reason, problems }
+        .unwrap_or(AbstentionReason::InvalidOutput)
 }
 
 /// The quote for a citation: the verifier's span inside the shown text, or the text's beginning.
@@ -395,6 +445,10 @@ pub fn repair_instruction(problems: &[Problem], labels: &[String]) -> String {
             Rejection::Unsupported => {
                 "is not supported by the text it cites; quote or closely paraphrase the source".to_owned()
             }
+            Rejection::UnsupportedCitation => format!(
+                "cited {}, which supports no part of it; cite only sources that state the claim",
+                problem.label.as_deref().unwrap_or("a source")
+            ),
         };
         lines.push(format!("- {subject} {detail}."));
     }
