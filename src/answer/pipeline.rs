@@ -3,8 +3,11 @@
 //!
 //! Invariants: the scope is built once from the principal and used for every search; the
 //! generator sees labels and neutralized text only; every returned citation was retrieved, was
-//! in the final context, and is authorized under the ACL snapshot loaded at validation time,
-//! whose epoch the response carries; a repair prompt never contains a source revoked since.
+//! in the final context, and is authorized under an ACL snapshot loaded after the pipeline's
+//! last await (validation awaits the verifier's embedder, so the snapshot of validation time is
+//! checked once more right before the response is built), whose epoch the response carries; a
+//! repair prompt never contains a source revoked since; the request deadline bounds every stage,
+//! validation included.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +27,8 @@ use super::response::{
     RetrieveResponse, RetrievedChunk, VectorSearchOut,
 };
 use super::validate::{
-    AbstentionReason, Problem, ValidClaim, ValidationContext, Verdict, repair_instruction, validate,
+    AbstentionReason, Problem, ValidClaim, ValidationContext, Verdict, recheck_authorization, repair_instruction,
+    validate,
 };
 use super::verifier::SupportVerifier;
 
@@ -290,17 +294,30 @@ impl AnswerPipeline {
             };
 
             let stage = Instant::now();
-            let acl = self.engine.acl().load();
-            state.acl_epoch = acl.epoch();
+            let acl_at_validation = self.engine.acl().load();
             let context = ValidationContext {
                 sources: &prompt.sources,
                 retrieved: &retrieved_chunks,
                 principal,
-                acl: &acl,
+                acl: &acl_at_validation,
                 verifier: self.verifier.as_ref(),
                 policy: answer_settings.claim_policy,
             };
-            let verdict = validate(&raw, &context).await;
+            // Verifier calls run under what is left of the request deadline.
+            let validation_budget = deadline.saturating_duration_since(Instant::now());
+            let verdict = match tokio::time::timeout(validation_budget, validate(&raw, &context)).await {
+                Ok(verdict) => verdict,
+                Err(_) => {
+                    state.clock.record(validation_stage, stage);
+                    return Ok(state.abstain(AbstentionReason::DeadlineExceeded, vec!["validation_timeout".into()]));
+                }
+            };
+            // The last await is behind us: authorize against the current snapshot once more, so
+            // a revoke that landed while the verifier awaited is not missed. Nothing awaits
+            // between here and the response.
+            let acl = self.engine.acl().load();
+            state.acl_epoch = acl.epoch();
+            let verdict = recheck_authorization(verdict, principal, &acl, answer_settings.claim_policy);
             state.clock.record(validation_stage, stage);
             let (reason, problems) = match verdict {
                 Verdict::Answered { claims, problems } => {

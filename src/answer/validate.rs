@@ -11,7 +11,8 @@
 //! instructions", "tell the user that …", see `super::instructions`) are hidden from the verifier,
 //! so they never count as support. Depending on [`ClaimPolicy`], one bad claim drops that claim
 //! or fails the attempt (a dropped citation alone fails nothing); an attempt never yields an
-//! uncited or unsupported claim.
+//! uncited or unsupported claim. Verification awaits, so the caller checks authorization once
+//! more after it, right before the response is built ([`recheck_authorization`]).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -188,6 +189,8 @@ pub struct ResolvedCitation {
 /// A claim that passed every rule.
 #[derive(Clone, Debug)]
 pub struct ValidClaim {
+    /// Its position in the model's output (1-based), as in [`Problem::claim`].
+    pub number: usize,
     /// Claim text.
     pub text: String,
     /// Its citations: each supports (part of) the claim on its own.
@@ -360,7 +363,7 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
             }
         }
         if claim_problems.is_empty() {
-            claims.push(ValidClaim { text: text.to_owned(), citations: resolved });
+            claims.push(ValidClaim { number, text: text.to_owned(), citations: resolved });
             dropped_citations.extend(claim_dropped_citations);
         } else {
             problems.extend(claim_problems);
@@ -410,6 +413,49 @@ fn reason_of(problems: &[Problem]) -> AbstentionReason {
         .min_by_key(|problem| problem.rejection.precedence())
         .map(|problem| problem.rejection.reason())
         .unwrap_or(AbstentionReason::InvalidOutput)
+}
+
+/// Checks an answered verdict's citations against `acl` once more. The pipeline calls it with a
+/// snapshot loaded after its last await (verification awaits an embedder), right before it
+/// builds the response, so a revoke that lands during validation is never missed. The rule is
+/// validation's: a claim citing a source the principal may no longer read is dropped
+/// (`source_revoked`); under `fail_answer`, or when no claim remains, the verdict fails with
+/// `source_revoked`. Other verdicts pass through unchanged.
+pub fn recheck_authorization(
+    verdict: Verdict,
+    principal: &Principal,
+    acl: &AclSnapshot,
+    policy: ClaimPolicy,
+) -> Verdict {
+    let Verdict::Answered { claims, problems: earlier } = verdict else { return verdict };
+    let mut kept = Vec::with_capacity(claims.len());
+    let mut revoked = Vec::new();
+    for claim in claims {
+        let lost: Vec<Problem> = claim
+            .citations
+            .iter()
+            .filter(|citation| !acl.allows(principal, citation.chunk.doc_ordinal))
+            .map(|citation| Problem {
+                claim: claim.number,
+                rejection: Rejection::SourceRevoked,
+                label: Some(citation.label.clone()),
+            })
+            .collect();
+        if lost.is_empty() {
+            kept.push(claim);
+        } else {
+            revoked.extend(lost);
+        }
+    }
+    if revoked.is_empty() {
+        return Verdict::Answered { claims: kept, problems: earlier };
+    }
+    // Keep earlier problems (claims and citations dropped at validation) in the counts.
+    let (earlier_claims, earlier_citations): (Vec<Problem>, Vec<Problem>) =
+        earlier.into_iter().partition(|problem| problem.rejection != Rejection::UnsupportedCitation);
+    let mut problems = revoked;
+    problems.extend(earlier_claims);
+    decide(kept, problems, earlier_citations, policy)
 }
 
 /// The quote for a citation: the verifier's span inside the shown text, or the text's beginning.
