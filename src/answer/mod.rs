@@ -16,7 +16,7 @@ mod text;
 pub mod validate;
 pub mod verifier;
 
-pub use pipeline::{Answer, AnswerActor, AnswerPipeline, AnswerRequest, PipelineSettings};
+pub use pipeline::{Admission, Answer, AnswerActor, AnswerPipeline, AnswerRequest, PipelineSettings};
 
 use crate::retrieval::RetrievalError;
 
@@ -26,6 +26,9 @@ pub enum AnswerError {
     /// Retrieval failed (index or embedder).
     #[error(transparent)]
     Retrieval(#[from] RetrievalError),
+    /// The caller went away before the answer was ready, so its work was stopped.
+    #[error("request cancelled: the caller went away")]
+    Cancelled,
 }
 
 impl AnswerError {
@@ -33,6 +36,7 @@ impl AnswerError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::Retrieval(error) => error.code(),
+            Self::Cancelled => "cancelled",
         }
     }
 }

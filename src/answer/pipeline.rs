@@ -8,18 +8,25 @@
 //! checked once more right before the response is built), whose epoch the response carries; a
 //! repair prompt never contains a source revoked since; the request deadline bounds every stage,
 //! validation included.
+//!
+//! Admission: the HTTP layer hands each [`Answer`] its slot of `server.max_in_flight` (an
+//! [`Admission`]) and the actor keeps it inside the future that does the work, so the slot is
+//! free only when the work has ended, however the caller fared. When the caller goes away (its
+//! HTTP handler future is dropped, e.g. on a connection reset), the work is cancelled at its
+//! next await and its slot freed then: an abandoned request neither keeps running (generator
+//! calls included) nor lets a new one run in its place before it stopped.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::{Actor, Context, Handler, Message, ResponseFuture};
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
 use crate::config::{AnswerSettings, Settings};
 use crate::domain::{Chunk, Principal};
 use crate::retrieval::{Candidate, Engine, SelectionLimits, select_context};
 
-use super::AnswerResult;
 use super::generator::{GenerationRequest, Generator, GeneratorError, SourceForModel, output_schema};
 use super::prompt::{build_prompt, render_user};
 use super::response::{
@@ -31,6 +38,7 @@ use super::validate::{
     validate,
 };
 use super::verifier::SupportVerifier;
+use super::{AnswerError, AnswerResult};
 
 /// Time kept back from the generation stage for validation and response building.
 const VALIDATION_RESERVE: Duration = Duration::from_millis(25);
@@ -414,6 +422,27 @@ impl Actor for AnswerActor {
     type Context = Context<Self>;
 }
 
+/// A slot of the in-flight limit (`server.max_in_flight`), held by the work it admitted.
+/// Dropping it frees the slot; while held it counts in `warrant_in_flight_requests`.
+#[derive(Debug)]
+pub struct Admission {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Admission {
+    /// Holds `permit` (a slot of the admission semaphore) until dropped.
+    pub fn new(permit: OwnedSemaphorePermit) -> Self {
+        metrics::gauge!("warrant_in_flight_requests").increment(1.0);
+        Self { _permit: permit }
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        metrics::gauge!("warrant_in_flight_requests").decrement(1.0);
+    }
+}
+
 /// Answer one question for one principal.
 #[derive(Message)]
 #[rtype(result = "AnswerResult<AnswerResponse>")]
@@ -424,6 +453,11 @@ pub struct Answer {
     pub request: AnswerRequest,
     /// Request id.
     pub request_id: String,
+    /// The caller's admission slot: held by the work until it ends (completed or cancelled).
+    pub admission: Option<Admission>,
+    /// Resolves (sent or dropped) when the caller stops waiting; the work is then cancelled and
+    /// answers [`AnswerError::Cancelled`]. `None`: the work always runs to its end.
+    pub caller_gone: Option<oneshot::Receiver<()>>,
 }
 
 impl Handler<Answer> for AnswerActor {
@@ -431,6 +465,25 @@ impl Handler<Answer> for AnswerActor {
 
     fn handle(&mut self, message: Answer, _: &mut Context<Self>) -> Self::Result {
         let pipeline = Arc::clone(&self.pipeline);
-        Box::pin(async move { pipeline.answer(&message.principal, message.request, message.request_id).await })
+        Box::pin(async move {
+            let Answer { principal, request, request_id, admission, caller_gone } = message;
+            let work = pipeline.answer(&principal, request, request_id);
+            let result = match caller_gone {
+                None => work.await,
+                Some(caller_gone) => {
+                    tokio::select! {
+                        biased;
+                        result = work => result,
+                        _ = caller_gone => {
+                            metrics::counter!("warrant_answers_cancelled_total").increment(1);
+                            Err(AnswerError::Cancelled)
+                        }
+                    }
+                }
+            };
+            // The work (and everything it awaited) has ended or been dropped: free the slot.
+            drop(admission);
+            result
+        })
     }
 }
