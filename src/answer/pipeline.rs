@@ -12,9 +12,10 @@
 //! Admission: the HTTP layer hands each [`Answer`] its slot of `server.max_in_flight` (an
 //! [`Admission`]) and the actor keeps it inside the future that does the work, so the slot is
 //! free only when the work has ended, however the caller fared. When the caller goes away (its
-//! HTTP handler future is dropped, e.g. on a connection reset), the work is cancelled at its
-//! next await and its slot freed then: an abandoned request neither keeps running (generator
-//! calls included) nor lets a new one run in its place before it stopped.
+//! HTTP handler future is dropped, e.g. on a connection reset), the work future is dropped
+//! (generator call included) and its slot freed then: an abandoned request neither keeps running
+//! nor lets a new one run in its place before it stopped. Work already handed to other threads
+//! (a shard search, an embedding batch) finishes there; it is bounded by those pools.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
