@@ -9,6 +9,12 @@
 //! signals separate unrelated evidence well but cannot see most contradictions, so the
 //! thresholds trade recall for precision.
 //!
+//! With several cited texts, each must first support part of the claim on its own: one of its
+//! sentences holds at least two of the claim's distinct content terms and at least a fifth of
+//! them. The claim is then judged as above against those texts only, so an unrelated extra
+//! citation neither helps a claim pass nor rides along with one. A single cited text is judged
+//! exactly as before (this is what the SciFact calibration measures).
+//!
 //! Sentence vectors are kept across requests in a bounded LRU keyed by (cited chunk id, SHA-256
 //! of the sentence's exact text): a chunk id is tenant-bound, and a lookup happens only while a
 //! citation of that chunk is verified, which `super::validate` does only for chunks of the
@@ -39,6 +45,12 @@ use crate::embed::{Embedder, dot};
 
 /// Most sentences compared per claim (bounds the cost of very long cited texts).
 const MAX_EMBEDDED_SENTENCES: usize = 128;
+/// With several citations, a cited text counts only if one of its sentences holds at least this
+/// many of the claim's distinct terms (all of them for shorter claims): one shared word is not
+/// support of a part.
+const MIN_PART_TERMS: usize = 2;
+/// … and at least this fraction of them (a third of a three-part claim passes).
+const MIN_PART_COVERAGE: f32 = 0.2;
 
 /// Content-word coverage plus optional embedding similarity and a polarity check.
 ///
@@ -88,7 +100,8 @@ pub struct SupportSignals {
     pub missing_number: bool,
     /// The claim states an increase and its best sentence only a decrease, or the other way round.
     pub direction_mismatch: bool,
-    /// Per cited text: its own coverage and the best sentence's character range.
+    /// Per cited text: its own coverage and the best sentence's character range (`supports` is
+    /// left false here: [`SupportVerifier::verify`] decides it).
     pub sources: Vec<SourceSupport>,
 }
 
@@ -124,18 +137,19 @@ impl LexicalSupportVerifier {
         self
     }
 
-    /// Measures `claim` against `cited` without deciding.
+    /// Measures `claim` against all of `cited` without deciding.
     pub async fn signals(&self, claim: &str, cited: &[CitedText<'_>]) -> SupportSignals {
+        let measured = self.measure(claim, cited).await;
+        measured.signals(claim, cited, &vec![true; cited.len()])
+    }
+
+    /// Splits the cited texts into sentences with their terms and (with an embedder) compares
+    /// every sentence with the claim: the work shared by all verdicts of one call.
+    async fn measure(&self, claim: &str, cited: &[CitedText<'_>]) -> Measured {
         let claim_terms: Vec<String> = {
             let mut seen = HashSet::new();
             content_terms(claim).into_iter().filter(|term| seen.insert(term.clone())).collect()
         };
-        let claim_term_count = claim_terms.len().max(1) as f32;
-        let fraction = |terms: &HashSet<String>| {
-            claim_terms.iter().filter(|term| terms.contains(*term)).count() as f32 / claim_term_count
-        };
-
-        // Per cited text: sentence spans and their term sets.
         let split: Vec<Vec<(SentenceSpan, HashSet<String>)>> = cited
             .iter()
             .map(|source| {
@@ -145,80 +159,8 @@ impl LexicalSupportVerifier {
                     .collect()
             })
             .collect();
-
         let similarities = self.sentence_similarities(claim, cited, &split).await;
-
-        let mut all_terms: HashSet<&String> = HashSet::new();
-        let mut sources = Vec::with_capacity(cited.len());
-        let mut best: Option<(f32, f32, usize, usize)> = None; // (coverage, similarity, text, sentence)
-        for (text_index, text_sentences) in split.iter().enumerate() {
-            let mut text_terms: HashSet<String> = HashSet::new();
-            let mut text_best: Option<(f32, f32, usize)> = None;
-            for (sentence_index, (_, terms)) in text_sentences.iter().enumerate() {
-                text_terms.extend(terms.iter().cloned());
-                let coverage = fraction(terms);
-                let similarity = similarities
-                    .as_ref()
-                    .and_then(|values| values.get(text_index)?.get(sentence_index).copied())
-                    .unwrap_or(0.0);
-                let better = |current: Option<(f32, f32)>| {
-                    current.is_none_or(|(best_coverage, best_similarity)| {
-                        coverage > best_coverage || (coverage == best_coverage && similarity > best_similarity)
-                    })
-                };
-                if better(text_best.map(|(c, s, _)| (c, s))) {
-                    text_best = Some((coverage, similarity, sentence_index));
-                }
-                if better(best.map(|(c, s, _, _)| (c, s))) {
-                    best = Some((coverage, similarity, text_index, sentence_index));
-                }
-            }
-            let quote = text_best.map_or((0, 0), |(_, _, sentence_index)| {
-                let span = text_sentences[sentence_index].0;
-                (span.char_start, span.char_end)
-            });
-            sources.push(SourceSupport { score: fraction(&text_terms), quote });
-            all_terms.extend(text_sentences.iter().flat_map(|(_, terms)| terms.iter()));
-        }
-
-        let coverage = if claim_terms.is_empty() {
-            0.0
-        } else {
-            claim_terms.iter().filter(|term| all_terms.contains(term)).count() as f32 / claim_term_count
-        };
-        let sentence_coverage = best.map_or(0.0, |(coverage, _, _, _)| coverage);
-        // Polarity is judged against every sentence tied for the best coverage: a mismatch needs
-        // all of them to disagree (a verbatim quote must not lose to an earlier near-copy).
-        let best_sentences: Vec<&str> = split
-            .iter()
-            .zip(cited)
-            .flat_map(|(text_sentences, source)| {
-                text_sentences
-                    .iter()
-                    .filter(|(_, terms)| fraction(terms) == sentence_coverage)
-                    .map(|(span, _)| span.slice(source.text))
-            })
-            .collect();
-        let claim_negated = has_negation(claim);
-        let claim_direction = direction(claim);
-        let negation_mismatch =
-            !best_sentences.is_empty() && best_sentences.iter().all(|sentence| has_negation(sentence) != claim_negated);
-        let direction_mismatch = !best_sentences.is_empty()
-            && best_sentences.iter().all(
-                |sentence| matches!((claim_direction, direction(sentence)), (Some(left), Some(right)) if left != right),
-            );
-        let missing_number =
-            claim_terms.iter().any(|term| term.chars().any(char::is_numeric) && !all_terms.contains(term));
-        let similarity = similarities.map(|values| values.iter().flatten().copied().fold(-1.0f32, f32::max));
-        SupportSignals {
-            coverage,
-            sentence_coverage,
-            similarity,
-            negation_mismatch,
-            missing_number,
-            direction_mismatch,
-            sources,
-        }
+        Measured { claim_terms, split, similarities }
     }
 
     /// Applies the thresholds to measured signals.
@@ -330,6 +272,129 @@ impl LexicalSupportVerifier {
     }
 }
 
+/// One call's measurements: the claim's distinct terms, every cited text's sentences with their
+/// terms, and the claim's cosine with each compared sentence (per cited text).
+struct Measured {
+    claim_terms: Vec<String>,
+    split: Vec<Vec<(SentenceSpan, HashSet<String>)>>,
+    similarities: Option<Vec<Vec<f32>>>,
+}
+
+impl Measured {
+    /// Fraction of the claim's distinct terms in `terms`.
+    fn fraction(&self, terms: &HashSet<String>) -> f32 {
+        self.matched(terms) as f32 / self.claim_terms.len().max(1) as f32
+    }
+
+    /// Number of the claim's distinct terms in `terms`.
+    fn matched(&self, terms: &HashSet<String>) -> usize {
+        self.claim_terms.iter().filter(|term| terms.contains(*term)).count()
+    }
+
+    /// Whether cited text `index` on its own supports part of the claim: one of its sentences
+    /// holds at least [`MIN_PART_TERMS`] of the claim's distinct terms (all of them when the
+    /// claim has fewer) and at least [`MIN_PART_COVERAGE`] of them.
+    fn supports_part(&self, index: usize) -> bool {
+        let needed = MIN_PART_TERMS.min(self.claim_terms.len());
+        needed > 0
+            && self.split[index].iter().any(|(_, terms)| {
+                let matched = self.matched(terms);
+                matched >= needed && self.fraction(terms) >= MIN_PART_COVERAGE
+            })
+    }
+
+    /// The signals of the cited texts with `included[i]` set, taken together; `sources` has an
+    /// entry for every cited text (its own coverage and best sentence) whether included or not.
+    fn signals(&self, claim: &str, cited: &[CitedText<'_>], included: &[bool]) -> SupportSignals {
+        let mut all_terms: HashSet<&String> = HashSet::new();
+        let mut sources = Vec::with_capacity(cited.len());
+        let mut best: Option<(f32, f32)> = None; // (coverage, similarity) of the best included sentence
+        for (text_index, text_sentences) in self.split.iter().enumerate() {
+            let counts = included.get(text_index).copied().unwrap_or(false);
+            let mut text_terms: HashSet<String> = HashSet::new();
+            let mut text_best: Option<(f32, f32, usize)> = None;
+            for (sentence_index, (_, terms)) in text_sentences.iter().enumerate() {
+                text_terms.extend(terms.iter().cloned());
+                let coverage = self.fraction(terms);
+                let similarity = self
+                    .similarities
+                    .as_ref()
+                    .and_then(|values| values.get(text_index)?.get(sentence_index).copied())
+                    .unwrap_or(0.0);
+                let better = |current: Option<(f32, f32)>| {
+                    current.is_none_or(|(best_coverage, best_similarity)| {
+                        coverage > best_coverage || (coverage == best_coverage && similarity > best_similarity)
+                    })
+                };
+                if better(text_best.map(|(c, s, _)| (c, s))) {
+                    text_best = Some((coverage, similarity, sentence_index));
+                }
+                if counts && better(best) {
+                    best = Some((coverage, similarity));
+                }
+            }
+            let quote = text_best.map_or((0, 0), |(_, _, sentence_index)| {
+                let span = text_sentences[sentence_index].0;
+                (span.char_start, span.char_end)
+            });
+            sources.push(SourceSupport { supports: false, score: self.fraction(&text_terms), quote });
+            if counts {
+                all_terms.extend(text_sentences.iter().flat_map(|(_, terms)| terms.iter()));
+            }
+        }
+
+        let claim_terms = &self.claim_terms;
+        let coverage = if claim_terms.is_empty() {
+            0.0
+        } else {
+            claim_terms.iter().filter(|term| all_terms.contains(term)).count() as f32 / claim_terms.len() as f32
+        };
+        let sentence_coverage = best.map_or(0.0, |(coverage, _)| coverage);
+        // Polarity is judged against every sentence tied for the best coverage: a mismatch needs
+        // all of them to disagree (a verbatim quote must not lose to an earlier near-copy).
+        let best_sentences: Vec<&str> = self
+            .split
+            .iter()
+            .zip(cited)
+            .zip(included)
+            .filter(|(_, counts)| **counts)
+            .flat_map(|((text_sentences, source), _)| {
+                text_sentences
+                    .iter()
+                    .filter(|(_, terms)| self.fraction(terms) == sentence_coverage)
+                    .map(|(span, _)| span.slice(source.text))
+            })
+            .collect();
+        let claim_negated = has_negation(claim);
+        let claim_direction = direction(claim);
+        let negation_mismatch =
+            !best_sentences.is_empty() && best_sentences.iter().all(|sentence| has_negation(sentence) != claim_negated);
+        let direction_mismatch = !best_sentences.is_empty()
+            && best_sentences.iter().all(
+                |sentence| matches!((claim_direction, direction(sentence)), (Some(left), Some(right)) if left != right),
+            );
+        let missing_number =
+            claim_terms.iter().any(|term| term.chars().any(char::is_numeric) && !all_terms.contains(term));
+        let similarity = self.similarities.as_ref().map(|values| {
+            values
+                .iter()
+                .zip(included)
+                .filter(|(_, counts)| **counts)
+                .flat_map(|(text, _)| text.iter().copied())
+                .fold(-1.0f32, f32::max)
+        });
+        SupportSignals {
+            coverage,
+            sentence_coverage,
+            similarity,
+            negation_mismatch,
+            missing_number,
+            direction_mismatch,
+            sources,
+        }
+    }
+}
+
 fn lock(cache: &Mutex<SentenceCache>) -> MutexGuard<'_, SentenceCache> {
     cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -340,14 +405,26 @@ impl SupportVerifier for LexicalSupportVerifier {
         if self.embedder.is_some() { "lexical+embedding" } else { "lexical" }
     }
 
+    /// With one cited text, the verdict on it alone. With several, each text first has to
+    /// support part of the claim on its own ([`Measured::supports_part`]); the claim is then
+    /// judged, with the same thresholds, against the texts that do.
     async fn verify(&self, claim: &str, cited: &[CitedText<'_>]) -> ClaimSupport {
-        let signals = self.signals(claim, cited).await;
-        let supported = self.decide(&signals);
+        let measured = self.measure(claim, cited).await;
+        let single = cited.len() <= 1;
+        let included: Vec<bool> = (0..cited.len()).map(|index| single || measured.supports_part(index)).collect();
+        let signals = measured.signals(claim, cited, &included);
+        let supported = included.iter().any(|counts| *counts) && self.decide(&signals);
         let score = match signals.similarity {
             Some(similarity) => (signals.coverage + similarity.max(0.0)) / 2.0,
             None => signals.coverage,
         };
-        ClaimSupport { supported, score: score.clamp(0.0, 1.0), sources: signals.sources }
+        let sources = signals
+            .sources
+            .into_iter()
+            .zip(&included)
+            .map(|(source, counts)| SourceSupport { supports: if single { supported } else { *counts }, ..source })
+            .collect();
+        ClaimSupport { supported, score: score.clamp(0.0, 1.0), sources }
     }
 }
 
@@ -498,7 +575,39 @@ mod tests {
         );
         assert!(verdict.supported);
         assert_eq!(verdict.sources.len(), 2);
-        assert!(verdict.sources.iter().all(|source| source.score < 0.9));
+        assert!(verdict.sources.iter().all(|source| source.score < 0.9 && source.supports));
+    }
+
+    /// An unrelated extra citation rode along: the claim was judged against all cited texts together.
+    #[test]
+    fn an_unrelated_co_citation_supports_nothing_and_is_marked() {
+        let verifier = LexicalSupportVerifier::new(0.9, 0.35, None);
+        let claim = "Engineers receive 25 days of paid vacation per year.";
+        let verdict =
+            block_on(verifier.verify(claim, &cited(&[POLICY, "Quarterly revenue grew in Europe last year."])));
+        assert!(verdict.supported);
+        assert_eq!(verdict.sources.iter().map(|source| source.supports).collect::<Vec<_>>(), [true, false]);
+    }
+
+    /// One shared word made a co-citation count, so it could supply the term the real source lacked.
+    #[test]
+    fn a_co_citation_sharing_one_word_cannot_complete_the_support() {
+        let verifier = LexicalSupportVerifier::new(0.9, 0.35, None);
+        let claim = "Engineers receive 25 days of paid vacation in Lisbon.";
+        let verdict = block_on(verifier.verify(claim, &cited(&[POLICY, "The Lisbon office opened."])));
+        assert!(!verdict.supported);
+        assert_eq!(verdict.sources.iter().map(|source| source.supports).collect::<Vec<_>>(), [true, false]);
+        let alone = block_on(verifier.verify(claim, &cited(&[POLICY])));
+        assert!(!alone.supported && !alone.sources[0].supports);
+    }
+
+    #[test]
+    fn a_lone_citation_supports_exactly_when_the_claim_is_supported() {
+        let verifier = LexicalSupportVerifier::new(0.9, 0.35, None);
+        for claim in ["Engineers receive 25 days of paid vacation per year.", "Revenue grew in Europe."] {
+            let verdict = block_on(verifier.verify(claim, &cited(&[POLICY])));
+            assert_eq!(verdict.sources[0].supports, verdict.supported, "{claim}");
+        }
     }
 
     #[test]

@@ -4,17 +4,19 @@
 
 pub mod extractive;
 pub mod generator;
+mod instructions;
 pub mod lexical_verifier;
 pub mod openai;
 pub mod pipeline;
 pub mod prompt;
 pub mod response;
 pub mod scripted;
+mod strict_json;
 mod text;
 pub mod validate;
 pub mod verifier;
 
-pub use pipeline::{Answer, AnswerActor, AnswerPipeline, AnswerRequest, PipelineSettings};
+pub use pipeline::{Admission, Answer, AnswerActor, AnswerPipeline, AnswerRequest, PipelineSettings};
 
 use crate::retrieval::RetrievalError;
 
@@ -24,6 +26,9 @@ pub enum AnswerError {
     /// Retrieval failed (index or embedder).
     #[error(transparent)]
     Retrieval(#[from] RetrievalError),
+    /// The caller went away before the answer was ready, so its work was stopped.
+    #[error("request cancelled: the caller went away")]
+    Cancelled,
 }
 
 impl AnswerError {
@@ -31,6 +36,7 @@ impl AnswerError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::Retrieval(error) => error.code(),
+            Self::Cancelled => "cancelled",
         }
     }
 }

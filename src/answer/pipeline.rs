@@ -3,20 +3,31 @@
 //!
 //! Invariants: the scope is built once from the principal and used for every search; the
 //! generator sees labels and neutralized text only; every returned citation was retrieved, was
-//! in the final context, and is authorized under the ACL snapshot loaded at validation time,
-//! whose epoch the response carries; a repair prompt never contains a source revoked since.
+//! in the final context, and is authorized under an ACL snapshot loaded after the pipeline's
+//! last await (validation awaits the verifier's embedder, so the snapshot of validation time is
+//! checked once more right before the response is built), whose epoch the response carries; a
+//! repair prompt never contains a source revoked since; the request deadline bounds every stage,
+//! validation included.
+//!
+//! Admission: the HTTP layer hands each [`Answer`] its slot of `server.max_in_flight` (an
+//! [`Admission`]) and the actor keeps it inside the future that does the work, so the slot is
+//! free only when the work has ended, however the caller fared. When the caller goes away (its
+//! HTTP handler future is dropped, e.g. on a connection reset), the work future is dropped
+//! (generator call included) and its slot freed then: an abandoned request neither keeps running
+//! nor lets a new one run in its place before it stopped. Work already handed to other threads
+//! (a shard search, an embedding batch) finishes there; it is bounded by those pools.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::{Actor, Context, Handler, Message, ResponseFuture};
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
 use crate::config::{AnswerSettings, Settings};
 use crate::domain::{Chunk, Principal};
 use crate::retrieval::{Candidate, Engine, SelectionLimits, select_context};
 
-use super::AnswerResult;
 use super::generator::{GenerationRequest, Generator, GeneratorError, SourceForModel, output_schema};
 use super::prompt::{build_prompt, render_user};
 use super::response::{
@@ -24,9 +35,11 @@ use super::response::{
     RetrieveResponse, RetrievedChunk, VectorSearchOut,
 };
 use super::validate::{
-    AbstentionReason, Problem, ValidClaim, ValidationContext, Verdict, repair_instruction, validate,
+    AbstentionReason, Problem, ValidClaim, ValidationContext, Verdict, recheck_authorization, repair_instruction,
+    validate,
 };
 use super::verifier::SupportVerifier;
+use super::{AnswerError, AnswerResult};
 
 /// Time kept back from the generation stage for validation and response building.
 const VALIDATION_RESERVE: Duration = Duration::from_millis(25);
@@ -290,17 +303,30 @@ impl AnswerPipeline {
             };
 
             let stage = Instant::now();
-            let acl = self.engine.acl().load();
-            state.acl_epoch = acl.epoch();
+            let acl_at_validation = self.engine.acl().load();
             let context = ValidationContext {
                 sources: &prompt.sources,
                 retrieved: &retrieved_chunks,
                 principal,
-                acl: &acl,
+                acl: &acl_at_validation,
                 verifier: self.verifier.as_ref(),
                 policy: answer_settings.claim_policy,
             };
-            let verdict = validate(&raw, &context).await;
+            // Verifier calls run under what is left of the request deadline.
+            let validation_budget = deadline.saturating_duration_since(Instant::now());
+            let verdict = match tokio::time::timeout(validation_budget, validate(&raw, &context)).await {
+                Ok(verdict) => verdict,
+                Err(_) => {
+                    state.clock.record(validation_stage, stage);
+                    return Ok(state.abstain(AbstentionReason::DeadlineExceeded, vec!["validation_timeout".into()]));
+                }
+            };
+            // The last await is behind us: authorize against the current snapshot once more, so
+            // a revoke that landed while the verifier awaited is not missed. Nothing awaits
+            // between here and the response.
+            let acl = self.engine.acl().load();
+            state.acl_epoch = acl.epoch();
+            let verdict = recheck_authorization(verdict, principal, &acl, answer_settings.claim_policy);
             state.clock.record(validation_stage, stage);
             let (reason, problems) = match verdict {
                 Verdict::Answered { claims, problems } => {
@@ -397,6 +423,27 @@ impl Actor for AnswerActor {
     type Context = Context<Self>;
 }
 
+/// A slot of the in-flight limit (`server.max_in_flight`), held by the work it admitted.
+/// Dropping it frees the slot; while held it counts in `warrant_in_flight_requests`.
+#[derive(Debug)]
+pub struct Admission {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Admission {
+    /// Holds `permit` (a slot of the admission semaphore) until dropped.
+    pub fn new(permit: OwnedSemaphorePermit) -> Self {
+        metrics::gauge!("warrant_in_flight_requests").increment(1.0);
+        Self { _permit: permit }
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        metrics::gauge!("warrant_in_flight_requests").decrement(1.0);
+    }
+}
+
 /// Answer one question for one principal.
 #[derive(Message)]
 #[rtype(result = "AnswerResult<AnswerResponse>")]
@@ -407,6 +454,11 @@ pub struct Answer {
     pub request: AnswerRequest,
     /// Request id.
     pub request_id: String,
+    /// The caller's admission slot: held by the work until it ends (completed or cancelled).
+    pub admission: Option<Admission>,
+    /// Resolves (sent or dropped) when the caller stops waiting; the work is then cancelled and
+    /// answers [`AnswerError::Cancelled`]. `None`: the work always runs to its end.
+    pub caller_gone: Option<oneshot::Receiver<()>>,
 }
 
 impl Handler<Answer> for AnswerActor {
@@ -414,6 +466,25 @@ impl Handler<Answer> for AnswerActor {
 
     fn handle(&mut self, message: Answer, _: &mut Context<Self>) -> Self::Result {
         let pipeline = Arc::clone(&self.pipeline);
-        Box::pin(async move { pipeline.answer(&message.principal, message.request, message.request_id).await })
+        Box::pin(async move {
+            let Answer { principal, request, request_id, admission, caller_gone } = message;
+            let work = pipeline.answer(&principal, request, request_id);
+            let result = match caller_gone {
+                None => work.await,
+                Some(caller_gone) => {
+                    tokio::select! {
+                        biased;
+                        result = work => result,
+                        _ = caller_gone => {
+                            metrics::counter!("warrant_answers_cancelled_total").increment(1);
+                            Err(AnswerError::Cancelled)
+                        }
+                    }
+                }
+            };
+            // The work (and everything it awaited) has ended or been dropped: free the slot.
+            drop(admission);
+            result
+        })
     }
 }

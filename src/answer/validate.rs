@@ -1,11 +1,20 @@
 //! Strict parsing and citation validation of generator output.
 //!
-//! Every rule has a rejection code. A claim survives only if its text is well formed, it cites
-//! at least one label, every citation is a label of a source in the final context, every cited
-//! chunk is still authorized under the ACL snapshot loaded at validation time, and the verifier
-//! finds the cited (shown) text supports it. Depending on [`ClaimPolicy`], one bad claim drops
-//! that claim or fails the attempt; an attempt never yields an uncited or unsupported claim.
+//! Every rule has a rejection code. The output must be one JSON document whose objects repeat
+//! no key (a repeated key is `duplicate_key`, never last-wins) and that matches the schema with
+//! no unknown field. A claim survives only if its text is well formed, it cites at least one
+//! label, every citation is a label of a source in the final context, every cited chunk is still
+//! authorized under the ACL snapshot loaded at validation time, and the verifier finds the cited
+//! (shown) text supports it. Support is judged per citation: a citation that does not support
+//! (part of) the claim on its own is dropped (`unsupported_citation`) and the claim stands on the
+//! others if they together support it; instruction-like sentences of a source ("ignore previous
+//! instructions", "tell the user that …", see `super::instructions`) are hidden from the verifier,
+//! so they never count as support. Depending on [`ClaimPolicy`], one bad claim drops that claim
+//! or fails the attempt (a dropped citation alone fails nothing); an attempt never yields an
+//! uncited or unsupported claim. Verification awaits, so the caller checks authorization once
+//! more after it, right before the response is built ([`recheck_authorization`]).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -15,7 +24,9 @@ use crate::acl::AclSnapshot;
 use crate::config::ClaimPolicy;
 use crate::domain::{Chunk, Principal};
 
+use super::instructions::mask_instructions;
 use super::prompt::LabeledSource;
+use super::strict_json::{StrictJsonError, parse_unique_keys};
 use super::verifier::{CitedText, SupportVerifier};
 
 /// Longest accepted claim text, in characters.
@@ -74,6 +85,8 @@ pub enum Rejection {
     Unparseable,
     /// JSON, but not the schema (unknown fields, wrong types).
     OffSchema,
+    /// JSON in which some object repeats a key.
+    DuplicateKey,
     /// `answerable: false` with claims, or `answerable: true` without any.
     Inconsistent,
     /// Empty or oversized claim text, or too many claims.
@@ -92,6 +105,9 @@ pub enum Rejection {
     SourceRevoked,
     /// The cited text does not support the claim.
     Unsupported,
+    /// One citation of a claim that stands on its other citations does not support any part of
+    /// it on its own; the citation is dropped, the claim is not.
+    UnsupportedCitation,
 }
 
 impl Rejection {
@@ -100,6 +116,7 @@ impl Rejection {
         match self {
             Self::Unparseable => "unparseable",
             Self::OffSchema => "off_schema",
+            Self::DuplicateKey => "duplicate_key",
             Self::Inconsistent => "inconsistent_output",
             Self::MalformedClaim => "malformed_claim",
             Self::DuplicateClaim => "duplicate_claim",
@@ -109,18 +126,24 @@ impl Rejection {
             Self::MissingCitation => "missing_citation",
             Self::SourceRevoked => "source_revoked",
             Self::Unsupported => "unsupported_claim",
+            Self::UnsupportedCitation => "unsupported_citation",
         }
     }
 
     /// The abstention reason this rejection leads to when nothing valid remains.
     pub fn reason(&self) -> AbstentionReason {
         match self {
-            Self::Unparseable | Self::OffSchema | Self::Inconsistent | Self::MalformedClaim | Self::DuplicateClaim => {
-                AbstentionReason::InvalidOutput
-            }
-            Self::NotALabel | Self::UnknownLabel | Self::NotInContext | Self::Unsupported => {
-                AbstentionReason::UnsupportedCitation
-            }
+            Self::Unparseable
+            | Self::OffSchema
+            | Self::DuplicateKey
+            | Self::Inconsistent
+            | Self::MalformedClaim
+            | Self::DuplicateClaim => AbstentionReason::InvalidOutput,
+            Self::NotALabel
+            | Self::UnknownLabel
+            | Self::NotInContext
+            | Self::Unsupported
+            | Self::UnsupportedCitation => AbstentionReason::UnsupportedCitation,
             Self::MissingCitation => AbstentionReason::MissingCitation,
             Self::SourceRevoked => AbstentionReason::SourceRevoked,
         }
@@ -166,9 +189,11 @@ pub struct ResolvedCitation {
 /// A claim that passed every rule.
 #[derive(Clone, Debug)]
 pub struct ValidClaim {
+    /// Its position in the model's output (1-based), as in [`Problem::claim`].
+    pub number: usize,
     /// Claim text.
     pub text: String,
-    /// Its citations.
+    /// Its citations: each supports (part of) the claim on its own.
     pub citations: Vec<ResolvedCitation>,
 }
 
@@ -186,18 +211,20 @@ pub struct Problem {
 /// Outcome of validating one generator output.
 #[derive(Clone, Debug)]
 pub enum Verdict {
-    /// Valid claims (at least one); `problems` lists claims dropped under `drop_claim`.
+    /// Valid claims (at least one); `problems` lists claims dropped under `drop_claim` and
+    /// citations dropped from claims that stand.
     Answered {
         /// Claims to return.
         claims: Vec<ValidClaim>,
-        /// Dropped claims' problems.
+        /// Dropped claims' and dropped citations' problems.
         problems: Vec<Problem>,
     },
     /// The generator said the sources do not answer the question.
     Unanswerable,
     /// Nothing valid remains.
     Failed {
-        /// Reason to abstain with if no repair succeeds.
+        /// Reason to abstain with if no repair succeeds (from the problems that failed claims,
+        /// never from a dropped citation alone).
         reason: AbstentionReason,
         /// All problems found.
         problems: Vec<Problem>,
@@ -231,12 +258,9 @@ fn is_label_shaped(citation: &str) -> bool {
 
 /// Validates one raw output.
 pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
-    let output = match serde_json::from_str::<serde_json::Value>(raw) {
-        Err(_) => return failed(vec![Problem { claim: 0, rejection: Rejection::Unparseable, label: None }]),
-        Ok(value) => match serde_json::from_value::<ModelOutput>(value) {
-            Err(_) => return failed(vec![Problem { claim: 0, rejection: Rejection::OffSchema, label: None }]),
-            Ok(output) => output,
-        },
+    let output = match parse_output(raw) {
+        Err(rejection) => return failed(vec![Problem { claim: 0, rejection, label: None }]),
+        Ok(output) => output,
     };
     if !output.answerable {
         if output.claims.is_empty() {
@@ -257,6 +281,7 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
     let mut seen_texts = HashSet::new();
     let mut claims = Vec::new();
     let mut problems = Vec::new();
+    let mut dropped_citations = Vec::new();
     for (index, claim) in output.claims.iter().enumerate() {
         let number = index + 1;
         let mut claim_problems = Vec::new();
@@ -307,44 +332,130 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
         // The verifier's sentence cache relies on this order for its safety: it serves a cached
         // vector only under the id of a chunk being verified, so it must never see a chunk the
         // caller may not read. Keep these checks before `verify`.
+        let mut claim_dropped_citations = Vec::new();
         if claim_problems.is_empty() {
+            // Instruction-like sentences are blanked (offsets kept), so they never count as support.
+            let evidence: Vec<Cow<'_, str>> = cited.iter().map(|source| mask_instructions(&source.shown)).collect();
             let texts: Vec<CitedText<'_>> =
-                cited.iter().map(|source| CitedText { chunk: source.chunk.id, text: &source.shown }).collect();
+                cited.iter().zip(&evidence).map(|(source, text)| CitedText { chunk: source.chunk.id, text }).collect();
             let support = context.verifier.verify(text, &texts).await;
-            if support.supported {
-                for (source, source_support) in
-                    cited.iter().zip(support.sources.iter().map(Some).chain(std::iter::repeat(None)))
-                {
-                    resolved.push(ResolvedCitation {
+            // A citation counts only if the verifier says it supports part of the claim on its
+            // own (a missing per-source verdict counts as no support).
+            let per_source = cited.iter().zip(support.sources.iter().map(Some).chain(std::iter::repeat(None)));
+            for (source, source_support) in per_source {
+                match source_support {
+                    Some(source_support) if source_support.supports => resolved.push(ResolvedCitation {
                         label: source.label.clone(),
                         chunk: Arc::clone(&source.chunk),
-                        quote: quote_of(&source.shown, source_support.map(|s| s.quote)),
-                    });
+                        quote: quote_of(&source.shown, Some(source_support.quote)),
+                    }),
+                    _ => claim_dropped_citations.push(Problem {
+                        claim: number,
+                        rejection: Rejection::UnsupportedCitation,
+                        label: Some(source.label.clone()),
+                    }),
                 }
-            } else {
+            }
+            if !support.supported || resolved.is_empty() {
+                // The whole claim goes: its citations are not counted one by one.
+                claim_dropped_citations.clear();
                 claim_problems.push(Problem { claim: number, rejection: Rejection::Unsupported, label: None });
             }
         }
         if claim_problems.is_empty() {
-            claims.push(ValidClaim { text: text.to_owned(), citations: resolved });
+            claims.push(ValidClaim { number, text: text.to_owned(), citations: resolved });
+            dropped_citations.extend(claim_dropped_citations);
         } else {
             problems.extend(claim_problems);
         }
     }
-    match context.policy {
-        ClaimPolicy::DropClaim if !claims.is_empty() => Verdict::Answered { claims, problems },
-        ClaimPolicy::FailAnswer if problems.is_empty() => Verdict::Answered { claims, problems },
-        _ => failed(problems),
+    decide(claims, problems, dropped_citations, context.policy)
+}
+
+/// Applies `policy` to the surviving `claims`, the problems that failed other claims and the
+/// citations dropped from surviving claims (these never fail an attempt on their own).
+fn decide(
+    claims: Vec<ValidClaim>,
+    mut problems: Vec<Problem>,
+    dropped_citations: Vec<Problem>,
+    policy: ClaimPolicy,
+) -> Verdict {
+    let answered = match policy {
+        ClaimPolicy::DropClaim => !claims.is_empty(),
+        ClaimPolicy::FailAnswer => !claims.is_empty() && problems.is_empty(),
+    };
+    if answered {
+        problems.extend(dropped_citations);
+        return Verdict::Answered { claims, problems };
     }
+    let reason = reason_of(&problems);
+    problems.extend(dropped_citations);
+    Verdict::Failed { reason, problems }
+}
+
+/// Parses the model's output: one JSON document, no repeated key, the schema exactly.
+fn parse_output(raw: &str) -> Result<ModelOutput, Rejection> {
+    let value = parse_unique_keys(raw).map_err(|error| match error {
+        StrictJsonError::Syntax => Rejection::Unparseable,
+        StrictJsonError::DuplicateKey => Rejection::DuplicateKey,
+    })?;
+    serde_json::from_value::<ModelOutput>(value).map_err(|_| Rejection::OffSchema)
 }
 
 fn failed(problems: Vec<Problem>) -> Verdict {
-    let reason = problems
+    Verdict::Failed { reason: reason_of(&problems), problems }
+}
+
+/// The most specific reason among `problems`.
+fn reason_of(problems: &[Problem]) -> AbstentionReason {
+    problems
         .iter()
         .min_by_key(|problem| problem.rejection.precedence())
         .map(|problem| problem.rejection.reason())
-        .unwrap_or(AbstentionReason::InvalidOutput);
-    Verdict::Failed { reason, problems }
+        .unwrap_or(AbstentionReason::InvalidOutput)
+}
+
+/// Checks an answered verdict's citations against `acl` once more. The pipeline calls it with a
+/// snapshot loaded after its last await (verification awaits an embedder), right before it
+/// builds the response, so a revoke that lands during validation is never missed. The rule is
+/// validation's: a claim citing a source the principal may no longer read is dropped
+/// (`source_revoked`); under `fail_answer`, or when no claim remains, the verdict fails with
+/// `source_revoked`. Other verdicts pass through unchanged.
+pub fn recheck_authorization(
+    verdict: Verdict,
+    principal: &Principal,
+    acl: &AclSnapshot,
+    policy: ClaimPolicy,
+) -> Verdict {
+    let Verdict::Answered { claims, problems: earlier } = verdict else { return verdict };
+    let mut kept = Vec::with_capacity(claims.len());
+    let mut revoked = Vec::new();
+    for claim in claims {
+        let lost: Vec<Problem> = claim
+            .citations
+            .iter()
+            .filter(|citation| !acl.allows(principal, citation.chunk.doc_ordinal))
+            .map(|citation| Problem {
+                claim: claim.number,
+                rejection: Rejection::SourceRevoked,
+                label: Some(citation.label.clone()),
+            })
+            .collect();
+        if lost.is_empty() {
+            kept.push(claim);
+        } else {
+            revoked.extend(lost);
+        }
+    }
+    if revoked.is_empty() {
+        return Verdict::Answered { claims: kept, problems: earlier };
+    }
+    // Keep earlier problems (claims and citations dropped at validation) in the counts.
+    let (earlier_claims, earlier_citations): (Vec<Problem>, Vec<Problem>) =
+        earlier.into_iter().partition(|problem| problem.rejection != Rejection::UnsupportedCitation);
+    let mut problems = revoked;
+    problems.extend(earlier_claims);
+    decide(kept, problems, earlier_citations, policy)
 }
 
 /// The quote for a citation: the verifier's span inside the shown text, or the text's beginning.
@@ -368,6 +479,7 @@ pub fn repair_instruction(problems: &[Problem], labels: &[String]) -> String {
         let detail = match problem.rejection {
             Rejection::Unparseable => "was not valid JSON".to_owned(),
             Rejection::OffSchema => "did not match the schema (answerable, claims[text, citations])".to_owned(),
+            Rejection::DuplicateKey => "repeated a key inside a JSON object".to_owned(),
             Rejection::Inconsistent => "set answerable inconsistently with its claims".to_owned(),
             Rejection::MalformedClaim => "had an empty or overlong text".to_owned(),
             Rejection::DuplicateClaim => "repeated another claim".to_owned(),
@@ -379,8 +491,67 @@ pub fn repair_instruction(problems: &[Problem], labels: &[String]) -> String {
             Rejection::Unsupported => {
                 "is not supported by the text it cites; quote or closely paraphrase the source".to_owned()
             }
+            Rejection::UnsupportedCitation => format!(
+                "cited {}, which supports no part of it; cite only sources that state the claim",
+                problem.label.as_deref().unwrap_or("a source")
+            ),
         };
         lines.push(format!("- {subject} {detail}."));
     }
     lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+    use futures::executor::block_on;
+
+    use super::*;
+    use crate::answer::verifier::ClaimSupport;
+
+    /// FAKE verifier: every claim is supported.
+    struct SupportsEverything;
+
+    #[async_trait]
+    impl SupportVerifier for SupportsEverything {
+        fn name(&self) -> &str {
+            "fake-supports-everything"
+        }
+
+        async fn verify(&self, _claim: &str, _cited: &[CitedText<'_>]) -> ClaimSupport {
+            ClaimSupport { supported: true, score: 1.0, sources: Vec::new() }
+        }
+    }
+
+    /// Validates `raw` against an empty context (no sources: only parsing can succeed or fail).
+    fn verdict_without_sources(raw: &str) -> Verdict {
+        let acl = AclSnapshot::default();
+        let principal = Principal::new("tenant", "user", ["group"]);
+        let context = ValidationContext {
+            sources: &[],
+            retrieved: &[],
+            principal: &principal,
+            acl: &acl,
+            verifier: &SupportsEverything,
+            policy: ClaimPolicy::FailAnswer,
+        };
+        block_on(validate(raw, &context))
+    }
+
+    /// A repeated key was last-wins: `"answerable": true, …, "answerable": false` read as unanswerable.
+    #[test]
+    fn a_duplicate_key_anywhere_is_invalid_output_not_last_wins() {
+        for raw in [
+            r#"{"answerable": true, "claims": [], "answerable": false, "claims": []}"#,
+            r#"{"answerable": false, "answerable": false, "claims": []}"#,
+            r#"{"answerable": true, "claims": [{"text": "x", "citations": ["S1"], "citations": []}]}"#,
+            r#"{"answerable": true, "claims": [{"text": "x", "text": "y", "citations": ["S1"]}]}"#,
+        ] {
+            let verdict = verdict_without_sources(raw);
+            let Verdict::Failed { reason: AbstentionReason::InvalidOutput, problems } = &verdict else {
+                panic!("{raw}: {verdict:?}")
+            };
+            assert_eq!(problems.iter().map(|problem| problem.rejection).collect::<Vec<_>>(), [Rejection::DuplicateKey]);
+        }
+    }
 }

@@ -1,5 +1,11 @@
 //! The [`SupportVerifier`] trait: does the cited text support a claim?
 //!
+//! Support is per citation: each cited text must support (part of) the claim on its own
+//! ([`SourceSupport::supports`]), and the claim is supported when the texts that do, together,
+//! support all of it ([`ClaimSupport::supported`]); a text that supports nothing is ignored for
+//! the verdict, so an unrelated extra citation can neither help a claim pass nor ride along with
+//! one (validation drops it). With a single cited text both questions are the same one.
+//!
 //! Verifiers are told which chunk each cited text belongs to ([`CitedText::chunk`]) so they can
 //! keep per-chunk work (sentence vectors) across requests. A chunk id is derived from the tenant,
 //! document, version, offsets and text (see [`ChunkId`]), so such work is never shared across
@@ -23,6 +29,9 @@ pub struct CitedText<'a> {
 /// How one cited text relates to a claim.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SourceSupport {
+    /// Whether this text on its own supports at least part of the claim (with a single cited
+    /// text: the whole claim). Texts without it take no part in the verdict.
+    pub supports: bool,
     /// Support score in `0..=1` contributed by this source alone.
     pub score: f32,
     /// Character range `[start, end)` inside the cited text of the best supporting span
@@ -33,9 +42,10 @@ pub struct SourceSupport {
 /// The verdict on one claim and all its cited texts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClaimSupport {
-    /// Whether the cited texts together support the claim.
+    /// Whether the cited texts that support part of the claim ([`SourceSupport::supports`])
+    /// together support all of it; false when none does.
     pub supported: bool,
-    /// Combined score in `0..=1`.
+    /// Combined score in `0..=1` of those texts.
     pub score: f32,
     /// One entry per cited text, in the order given.
     pub sources: Vec<SourceSupport>,

@@ -1,4 +1,9 @@
 //! `POST /v1/answer` and `POST /v1/retrieve`: extract, admit, call one function, map errors.
+//!
+//! An answer's admission slot travels with its work to the request actor and is freed when the
+//! work ends; if this handler is dropped first (the client reset the connection), the work is
+//! cancelled (see `crate::answer::pipeline`), so `max_in_flight` bounds running pipelines, not
+//! waiting handlers.
 
 use std::sync::Arc;
 
@@ -6,7 +11,7 @@ use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::answer::{Answer, AnswerRequest};
+use crate::answer::{Admission, Answer, AnswerRequest};
 use crate::domain::schema;
 
 use super::auth::Authenticated;
@@ -99,16 +104,18 @@ pub async fn answer(
     let body = body.into_inner();
     let generation = state.ensure_fresh()?;
     let question = validated_text(&body.question, state.settings.server.max_question_chars, "question")?;
-    let _permit = admit(&state)?;
-    let gauge = metrics::gauge!("warrant_in_flight_requests");
-    gauge.increment(1.0);
+    let admission = Admission::new(admit(&state)?);
+    // Dropped with this handler's future when the client goes away, which cancels the work.
+    let (waiting, caller_gone) = tokio::sync::oneshot::channel::<()>();
     let message = Answer {
         principal,
         request: AnswerRequest { question, top_k: clamp_u64(body.top_k), deadline_ms: body.deadline_ms },
         request_id: request_id(&request),
+        admission: Some(admission),
+        caller_gone: Some(caller_gone),
     };
     let reply = state.answer_actor.send(message).await;
-    gauge.decrement(1.0);
+    drop(waiting);
     let response = reply.map_err(|_| {
         ApiError::new(actix_web::http::StatusCode::SERVICE_UNAVAILABLE, "unavailable", "answer actor unavailable")
     })??;

@@ -169,6 +169,9 @@ impl From<AnswerError> for ApiError {
     fn from(error: AnswerError) -> Self {
         match error {
             AnswerError::Retrieval(inner) => inner.into(),
+            // Only raised once the handler waiting for it was dropped (the client went away), so
+            // no client ever receives it.
+            AnswerError::Cancelled => Self::new(StatusCode::SERVICE_UNAVAILABLE, error.code(), "request cancelled"),
         }
     }
 }

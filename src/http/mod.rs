@@ -4,7 +4,9 @@
 //! Invariants: every endpoint except `/healthz`, `/readyz`, `/metrics` and `/openapi.json`
 //! requires a verified token; bodies reject unknown fields, so no body can carry a tenant,
 //! principal, group or role; the answer and retrieve endpoints admit at most
-//! `server.max_in_flight` requests at once and answer 503 `overloaded` beyond that; logs carry
+//! `server.max_in_flight` requests at once and answer 503 `overloaded` beyond that (an answer's
+//! slot is held by its pipeline until that ends, and a pipeline whose client went away is
+//! cancelled, so the limit bounds running work, not waiting handlers); logs carry
 //! the request id, method, route pattern and status, never bodies, tokens or document text; a
 //! method a path does not serve answers 405 with `Allow` naming the ones it does (from [`ROUTES`]).
 

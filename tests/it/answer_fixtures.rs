@@ -4,7 +4,10 @@
 //! The generator here is `FixtureGenerator`, a deterministic FAKE wrapping the library's
 //! `ScriptedGenerator`: it resolves `@{snippet}` to the label of the source containing the
 //! snippet and `#{doc_id}` to the chunk id of that document's first chunk, and can run admin
-//! actions (delete, revoke) while the request is inside generation.
+//! actions (delete, revoke) while the request is inside generation. The verifier is the real
+//! `LexicalSupportVerifier` behind `FixtureVerifier`, a FAKE wrapper that can run admin actions
+//! during its first call and be slow (`"verifier": {"first_call_actions": […], "delay_ms": n}`).
+//! Every fixture runs; the test fails at the end naming each fixture that did not hold.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +22,7 @@ use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
 use warrant::answer::lexical_verifier::LexicalSupportVerifier;
 use warrant::answer::response::{AnswerResponse, AnswerStatus};
 use warrant::answer::scripted::{ScriptStep, ScriptedGenerator};
+use warrant::answer::verifier::{CitedText, ClaimSupport, SupportVerifier};
 use warrant::answer::{AnswerPipeline, AnswerRequest, PipelineSettings};
 use warrant::config::{ClaimPolicy, Settings};
 use warrant::domain::{DocAcl, Document, chunk_document};
@@ -56,7 +60,21 @@ struct Fixture {
     #[serde(default)]
     request: RequestSpec,
     generator: Vec<Step>,
+    #[serde(default)]
+    verifier: VerifierSpec,
     expect: Expect,
+}
+
+/// How the fixture's verifier misbehaves (by default it does not).
+#[derive(Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+struct VerifierSpec {
+    /// Admin actions run inside the first verifier call, before its verdict.
+    #[serde(default)]
+    first_call_actions: Vec<Action>,
+    /// Async sleep in every verifier call, before its verdict.
+    #[serde(default)]
+    delay_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -193,6 +211,39 @@ impl FixtureGenerator {
     }
 }
 
+/// Test FAKE: the real lexical verifier, plus actions during its first call and a delay.
+struct FixtureVerifier {
+    inner: LexicalSupportVerifier,
+    spec: VerifierSpec,
+    engine: Arc<Engine>,
+    tenant: String,
+    calls: Mutex<usize>,
+}
+
+#[async_trait]
+impl SupportVerifier for FixtureVerifier {
+    fn name(&self) -> &str {
+        "fixture-fake-verifier"
+    }
+
+    async fn verify(&self, claim: &str, cited: &[CitedText<'_>]) -> ClaimSupport {
+        let call = {
+            let mut calls = self.calls.lock().unwrap();
+            *calls += 1;
+            *calls
+        };
+        if call == 1 {
+            for action in &self.spec.first_call_actions {
+                apply(&self.engine, &self.tenant, action).await;
+            }
+        }
+        if let Some(ms) = self.spec.delay_ms {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        self.inner.verify(claim, cited).await
+    }
+}
+
 async fn apply(engine: &Engine, tenant: &str, action: &Action) {
     let mutation = match action {
         Action::Delete(doc_id) => AclMutation::Delete { tenant: tenant.into(), doc_id: doc_id.clone() },
@@ -296,14 +347,18 @@ async fn run(fixture: &Fixture) -> Run {
         chunk_ids,
         calls: Mutex::new(0),
     });
-    let verifier = Arc::new(
-        LexicalSupportVerifier::new(
+    let verifier = Arc::new(FixtureVerifier {
+        inner: LexicalSupportVerifier::new(
             settings.verifier.min_coverage,
             settings.verifier.min_similarity,
             Some(Arc::clone(engine.embedder())),
         )
         .with_sentence_cache(settings.verifier.sentence_cache),
-    );
+        spec: fixture.verifier.clone(),
+        engine: Arc::clone(&engine),
+        tenant: fixture.principal.tenant.clone(),
+        calls: Mutex::new(0),
+    });
     let pipeline = AnswerPipeline::new(
         Arc::clone(&engine),
         generator.clone(),
@@ -461,15 +516,24 @@ async fn every_answer_fixture_holds() {
         .collect();
     paths.sort();
     assert!(paths.len() >= 20, "fixtures missing");
+    let mut failed = Vec::new();
     for path in paths {
         let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
             .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
         let first = run(&fixture).await;
-        check(&fixture, &first);
+        // Check every case even when one fails (its panic message is printed), then name them all.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&fixture, &first))).is_err() {
+            failed.push(fixture.name.clone());
+            continue;
+        }
         if fixture.expect.deterministic_prompt {
             let second = run(&fixture).await;
             let users = |run: &Run| run.prompts.iter().map(|p| p.user.clone()).collect::<Vec<_>>();
-            assert_eq!(users(&first), users(&second), "{}: selection is not deterministic", fixture.name);
+            if users(&first) != users(&second) {
+                eprintln!("{}: selection is not deterministic", fixture.name);
+                failed.push(fixture.name.clone());
+            }
         }
     }
+    assert!(failed.is_empty(), "fixtures that did not hold: {failed:?}");
 }

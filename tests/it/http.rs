@@ -2,11 +2,13 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
 use warrant::answer::extractive::ExtractiveGenerator;
-use warrant::answer::generator::Generator;
+use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
 use warrant::answer::lexical_verifier::LexicalSupportVerifier;
 use warrant::answer::scripted::{ScriptStep, ScriptedGenerator};
 use warrant::config::Settings;
@@ -392,6 +394,98 @@ async fn overload_answers_503_with_retry_after() {
     assert_eq!((status, body["code"].as_str()), (503, Some("overloaded")));
     assert_eq!(headers.get("retry-after").unwrap(), "1");
     assert_eq!(first.await.unwrap().0, 200);
+}
+
+/// FAKE generator: its first call takes 20 s, every later call answers at once. It counts calls
+/// running at the same time and calls dropped before they finished (cancelled).
+#[derive(Default)]
+struct SlowFirstCall {
+    started: AtomicUsize,
+    running: AtomicUsize,
+    max_running: AtomicUsize,
+    cancelled: AtomicUsize,
+}
+
+/// Marks one call of [`SlowFirstCall`] as running until dropped.
+struct RunningCall<'a> {
+    generator: &'a SlowFirstCall,
+    finished: bool,
+}
+
+impl Drop for RunningCall<'_> {
+    fn drop(&mut self) {
+        self.generator.running.fetch_sub(1, Ordering::SeqCst);
+        if !self.finished {
+            self.generator.cancelled.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Generator for SlowFirstCall {
+    fn name(&self) -> &str {
+        "slow-first-call-fake"
+    }
+
+    async fn generate(&self, _request: &GenerationRequest) -> Result<String, GeneratorError> {
+        let call = self.started.fetch_add(1, Ordering::SeqCst);
+        let running = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_running.fetch_max(running, Ordering::SeqCst);
+        let mut guard = RunningCall { generator: self, finished: false };
+        if call == 0 {
+            tokio::time::sleep(Duration::from_secs(20)).await;
+        }
+        guard.finished = true;
+        Ok(r#"{"answerable": false, "claims": []}"#.to_owned())
+    }
+}
+
+/// A client that reset its connection mid-answer freed its `max_in_flight` slot while its
+/// pipeline (generator call included) kept running, so the limit no longer bounded real work.
+/// Now the slot is held by the work itself, and the work of a client that went away is cancelled.
+#[actix_web::test]
+async fn a_disconnected_client_cannot_free_its_in_flight_slot_while_its_work_runs() {
+    let mut settings = settings();
+    settings.server.max_in_flight = 1;
+    settings.answer.deadline_ms = 30_000;
+    let generator = Arc::new(SlowFirstCall::default());
+    let server = start_with(settings, Some(Arc::clone(&generator) as Arc<dyn Generator>)).await;
+    let user = token("acme", "bob", &["everyone"], false);
+    let body = json!({"question": "How much are hotel stays reimbursed per night?"}).to_string();
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.expect("connect");
+    let request = format!(
+        "POST /v1/answer HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {user}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    for _ in 0..1_000 {
+        if generator.started.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        actix_rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(generator.started.load(Ordering::SeqCst), 1, "the first request reached the generator");
+    // A reset (not a polite close) makes actix-web drop the request's handler future.
+    stream.set_zero_linger().expect("linger");
+    drop(stream);
+    // Ask again until admitted (503 while the abandoned work still holds the only slot).
+    let mut admitted = None;
+    for _ in 0..2_000 {
+        let (status, response) = server.post("/v1/answer", &user, json!({"question": "hotel per night"})).await;
+        if status != 503 {
+            admitted = Some((status, response));
+            break;
+        }
+        assert_eq!(response["code"], "overloaded");
+        actix_rt::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, response) = admitted.expect("a later request is admitted");
+    assert_eq!(status, 200, "{response}");
+    assert_eq!(generator.started.load(Ordering::SeqCst), 2);
+    assert_eq!(generator.max_running.load(Ordering::SeqCst), 1, "two pipelines ran at once under max_in_flight = 1");
+    assert_eq!(generator.cancelled.load(Ordering::SeqCst), 1, "the abandoned pipeline was cancelled, not finished");
 }
 
 #[actix_web::test]
