@@ -60,7 +60,7 @@ impl Embedder for HashedEmbedder {
         // A query embeds inline; a document batch (about half a millisecond per passage) runs on
         // the blocking pool so it never stalls the async thread that serves other requests (a
         // revoke must not wait for another request's embedding).
-        if texts.len() <= INLINE_TEXTS {
+        if texts.len() <= INLINE_TEXTS || tokio::runtime::Handle::try_current().is_err() {
             return Ok(texts.iter().map(|text| self.embed_one(text)).collect());
         }
         let worker = Self::new(self.dimension);
