@@ -10,5 +10,6 @@ mod lexical_stats;
 mod minilm;
 mod providers;
 mod retrieval;
+mod security;
 mod snapshots;
 mod support;
