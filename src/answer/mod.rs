@@ -5,6 +5,7 @@
 pub mod extractive;
 pub mod generator;
 pub mod lexical_verifier;
+pub mod normalize;
 pub mod openai;
 pub mod pipeline;
 pub mod prompt;

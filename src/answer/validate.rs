@@ -3,8 +3,10 @@
 //! Every rule has a rejection code. A claim survives only if its text is well formed, it cites
 //! at least one label, every citation is a label of a source in the final context, every cited
 //! chunk is still authorized under the ACL snapshot loaded at validation time, and the verifier
-//! finds the cited (shown) text supports it. Depending on [`ClaimPolicy`], one bad claim drops
-//! that claim or fails the attempt; an attempt never yields an uncited or unsupported claim.
+//! finds the cited (shown) text supports it — judged on that text normalized as the model read
+//! it (`super::normalize`), with the quote mapped back to the original text, so quotes stay
+//! substrings of the chunk. Depending on [`ClaimPolicy`], one bad claim drops that claim or fails
+//! the attempt; an attempt never yields an uncited or unsupported claim.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use crate::acl::AclSnapshot;
 use crate::config::ClaimPolicy;
 use crate::domain::{Chunk, Principal};
 
+use super::normalize::{Normalized, normalize};
 use super::prompt::LabeledSource;
 use super::verifier::{CitedText, SupportVerifier};
 
@@ -308,17 +311,24 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
         // vector only under the id of a chunk being verified, so it must never see a chunk the
         // caller may not read. Keep these checks before `verify`.
         if claim_problems.is_empty() {
-            let texts: Vec<CitedText<'_>> =
-                cited.iter().map(|source| CitedText { chunk: source.chunk.id, text: &source.shown }).collect();
+            // The verifier reads the normalized text the model read (so a faithful quote of
+            // `４０` as `40` is supported); its quote spans map back to the original text.
+            let views: Vec<Normalized> = cited.iter().map(|source| normalize(&source.shown)).collect();
+            let texts: Vec<CitedText<'_>> = cited
+                .iter()
+                .zip(&views)
+                .map(|(source, view)| CitedText { chunk: source.chunk.id, text: &view.text })
+                .collect();
             let support = context.verifier.verify(text, &texts).await;
             if support.supported {
-                for (source, source_support) in
-                    cited.iter().zip(support.sources.iter().map(Some).chain(std::iter::repeat(None)))
+                for ((source, view), source_support) in
+                    cited.iter().zip(&views).zip(support.sources.iter().map(Some).chain(std::iter::repeat(None)))
                 {
+                    let span = source_support.map(|support| view.original_span(support.quote.0, support.quote.1));
                     resolved.push(ResolvedCitation {
                         label: source.label.clone(),
                         chunk: Arc::clone(&source.chunk),
-                        quote: quote_of(&source.shown, source_support.map(|s| s.quote)),
+                        quote: quote_of(&source.shown, span),
                     });
                 }
             } else {
@@ -347,12 +357,17 @@ fn failed(problems: Vec<Problem>) -> Verdict {
     Verdict::Failed { reason, problems }
 }
 
-/// The quote for a citation: the verifier's span inside the shown text, or the text's beginning.
+/// The quote for a citation: the verifier's span inside the shown text (mapped back from the
+/// normalized text it verified), or the text's beginning.
 fn quote_of(shown: &str, span: Option<(usize, usize)>) -> String {
     const FALLBACK_CHARS: usize = 200;
     let total = shown.chars().count();
     match span {
-        Some((start, end)) if start < end && end <= total => shown.chars().skip(start).take(end - start).collect(),
+        Some((start, end)) if start < end && end <= total => {
+            let quote: String = shown.chars().skip(start).take(end - start).collect();
+            // A span mapped back from normalized text may take in a neighbouring space.
+            quote.trim().to_owned()
+        }
         _ => shown.chars().take(FALLBACK_CHARS).collect(),
     }
 }
