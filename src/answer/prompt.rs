@@ -6,9 +6,9 @@
 //! letters) so that full-width, zero-width, combining and look-alike forms become the plain forms
 //! that neutralization recognizes; then it is neutralized: it is wrapped in
 //! `<source label="Sn">` … `</source>` delimiters that it cannot close or open (every `<`, or
-//! `≮`, that begins a tag — followed, after spaces or `/`, by a letter — becomes `‹`), and label-shaped
-//! tokens inside it (`S3`, `[S3]`, `S3:`, also with an `S` look-alike or non-ASCII digits) are
-//! rewritten to `S-3` so a source can never forge a citation label. Neutralization preserves
+//! `≮`, that begins a tag — followed, after spaces or `/`, by a letter — becomes `‹`), and
+//! label-shaped tokens inside it (`S3`, `[S3]`, `S3:`, also with an `S` look-alike or non-ASCII
+//! digits) are rewritten to `S-3` so a source can never forge a citation label. Neutralization preserves
 //! every word of the text otherwise. The server keeps the original text (`shown`): citation
 //! offsets and quotes refer to it.
 //!
@@ -17,8 +17,9 @@
 //! characters (so its size is bounded whatever the sources contain); when it is over budget,
 //! sources are dropped from the end of the selection order, and the last remaining source may be
 //! cut to fit if at least `min_source_tokens` of it remain. If not even one such source fits,
-//! the request abstains with `context_overflow`. The cut is found in one pass over the source
-//! (no re-counting per candidate length), so building a prompt takes time linear in its sources.
+//! the request abstains with `context_overflow`. The cut is found in at most three linear walks
+//! over the source (no re-counting per candidate length), so building a prompt takes time linear
+//! in its sources.
 
 use std::sync::Arc;
 
