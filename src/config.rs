@@ -109,16 +109,25 @@ pub struct ServerSettings {
     pub log_format: String,
 }
 
+/// The HS256 secret shipped in `config/default.toml` for the demo. It is public, so whoever reads
+/// it can mint admin tokens: `serve` refuses it unless `server.bind` is a loopback address.
+pub const DEMO_HS256_SECRET: &str = "warrant-demo-secret-do-not-use-in-production";
+
 /// JWT verification settings.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthSettings {
     /// HS256 shared secret (prefer the env override `WARRANT__AUTH__HS256_SECRET`). Empty: off.
+    /// Also off when an RS256 key is configured, unless `allow_hs256_with_rs256` is set.
     #[serde(default)]
     pub hs256_secret: String,
     /// Path of an RS256 PEM public key. Empty: off.
     #[serde(default)]
     pub rs256_public_key_file: String,
+    /// Accept HS256 tokens as well when an RS256 key is configured (default off: with an RS256
+    /// key, the shared secret is ignored, so a leaked or default secret cannot sign tokens).
+    #[serde(default)]
+    pub allow_hs256_with_rs256: bool,
     /// Required `iss`, when not empty.
     #[serde(default)]
     pub issuer: String,
@@ -127,6 +136,33 @@ pub struct AuthSettings {
     pub audience: String,
     /// Clock leeway for `exp`/`nbf`, seconds.
     pub leeway_seconds: u64,
+}
+
+impl AuthSettings {
+    /// Whether HS256 tokens are accepted: a secret is set, and either no RS256 key is configured
+    /// or `allow_hs256_with_rs256` says both are wanted.
+    pub fn hs256_enabled(&self) -> bool {
+        !self.hs256_secret.is_empty() && (self.rs256_public_key_file.is_empty() || self.allow_hs256_with_rs256)
+    }
+}
+
+/// Whether `bind` (`host:port`, `[v6]:port` or a bare host) names only loopback interfaces:
+/// 127.0.0.0/8, ::1 (also as an IPv4-mapped address) or `localhost`. Unspecified addresses
+/// (`0.0.0.0`, `::`) and any other host name are not loopback.
+pub fn is_loopback_bind(bind: &str) -> bool {
+    let bind = bind.trim();
+    if let Ok(address) = bind.parse::<std::net::SocketAddr>() {
+        return address.ip().to_canonical().is_loopback();
+    }
+    if let Ok(ip) = bind.parse::<std::net::IpAddr>() {
+        return ip.to_canonical().is_loopback();
+    }
+    let host = bind.rsplit_once(':').map_or(bind, |(host, _)| host);
+    let host = host.strip_prefix('[').and_then(|inner| inner.strip_suffix(']')).unwrap_or(host);
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.to_canonical().is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost") || host.eq_ignore_ascii_case("localhost."),
+    }
 }
 
 /// Shard and index settings.
@@ -440,6 +476,26 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// The start-up rule of `serve`, on top of [`Settings::validate`]: the published demo HS256
+    /// secret is accepted only by a server bound to loopback, so a reachable deployment can never
+    /// verify tokens that anyone could have signed.
+    pub fn validate_for_serving(&self) -> ConfigResult<()> {
+        let demo_key_accepted = self.auth.hs256_enabled() && self.auth.hs256_secret == DEMO_HS256_SECRET;
+        if demo_key_accepted && !is_loopback_bind(&self.server.bind) {
+            return Err(ConfigError::Invalid(format!(
+                "refusing to serve on {bind}: auth.hs256_secret is the published demo key, which anyone can use to \
+                 sign admin tokens, and server.bind is not a loopback address (127.0.0.0/8, ::1, localhost); set \
+                 WARRANT__AUTH__HS256_SECRET to a secret of your own (for example `openssl rand -hex 32`), or set \
+                 auth.rs256_public_key_file (hs256 is then off unless auth.allow_hs256_with_rs256 = true), or bind \
+                 server.bind to 127.0.0.1 to run the demo",
+                bind = self.server.bind
+            )));
+        }
+        Ok(())
+    }
+}
+
 fn parse_literal(raw: &str) -> toml::Value {
     toml::from_str::<toml::Table>(&format!("v = {raw}"))
         .ok()
@@ -494,6 +550,68 @@ mod tests {
                 .unwrap_err();
             assert!(error.to_string().contains("embedder.query_cache"), "{bad}");
         }
+    }
+
+    #[test]
+    fn loopback_binds_are_recognized() {
+        for loopback in [
+            "127.0.0.1:8080",
+            "127.1.2.3:80",
+            "[::1]:8080",
+            "::1",
+            "127.0.0.1",
+            "localhost:8080",
+            "LOCALHOST:1",
+            "[::ffff:127.0.0.1]:80",
+        ] {
+            assert!(is_loopback_bind(loopback), "{loopback}");
+        }
+        for exposed in [
+            "0.0.0.0:8080",
+            "[::]:8080",
+            "10.0.0.1:8080",
+            "192.168.1.2:80",
+            "example.com:8080",
+            "localhost.example:80",
+            "",
+        ] {
+            assert!(!is_loopback_bind(exposed), "{exposed}");
+        }
+    }
+
+    #[test]
+    fn the_demo_key_serves_only_on_loopback() {
+        let defaults = Settings::defaults();
+        assert_eq!(defaults.auth.hs256_secret, DEMO_HS256_SECRET);
+        defaults.validate_for_serving().expect("the demo runs on 127.0.0.1");
+        let exposed = |overrides: &[(&str, &str)]| {
+            let mut environment = vec![("WARRANT__SERVER__BIND".to_owned(), "0.0.0.0:8080".to_owned())];
+            environment.extend(overrides.iter().map(|(key, value)| (key.to_string(), value.to_string())));
+            Settings::from_toml(DEFAULT, environment).expect("valid settings").validate_for_serving()
+        };
+        let message = exposed(&[]).unwrap_err().to_string();
+        for named in ["auth.hs256_secret", "server.bind", "0.0.0.0:8080", "WARRANT__AUTH__HS256_SECRET"] {
+            assert!(message.contains(named), "{named}: {message}");
+        }
+        exposed(&[("WARRANT__AUTH__HS256_SECRET", "a-secret-of-our-own")]).expect("own secret");
+        exposed(&[("WARRANT__AUTH__RS256_PUBLIC_KEY_FILE", "/keys/idp.pem")]).expect("hs256 off with rs256");
+        let both = [
+            ("WARRANT__AUTH__RS256_PUBLIC_KEY_FILE", "/keys/idp.pem"),
+            ("WARRANT__AUTH__ALLOW_HS256_WITH_RS256", "true"),
+        ];
+        assert!(exposed(&both).is_err(), "the demo key is accepted again when hs256 is allowed beside rs256");
+    }
+
+    #[test]
+    fn hs256_is_off_beside_rs256_unless_allowed() {
+        let mut auth = Settings::defaults().auth;
+        assert!(auth.hs256_enabled() && !auth.allow_hs256_with_rs256);
+        auth.rs256_public_key_file = "/keys/idp.pem".into();
+        assert!(!auth.hs256_enabled());
+        auth.allow_hs256_with_rs256 = true;
+        assert!(auth.hs256_enabled());
+        auth.hs256_secret.clear();
+        assert!(!auth.hs256_enabled());
     }
 
     #[test]

@@ -331,6 +331,12 @@ fn main() -> Result<()> {
             if settings.auth.hs256_secret.is_empty() {
                 bail!("auth.hs256_secret is empty: tokens can only be minted with an hs256 secret");
             }
+            if !settings.auth.hs256_enabled() {
+                bail!(
+                    "auth.rs256_public_key_file is set, so the server refuses hs256 tokens unless \
+                     auth.allow_hs256_with_rs256 = true: mint tokens with the rs256 issuer instead"
+                );
+            }
             let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
             let claims = warrant::http::auth::Claims {
                 sub,
@@ -596,6 +602,7 @@ async fn serve(config: Option<PathBuf>, restore: Option<PathBuf>, follow: Option
         settings.replica.follow = follow;
     }
     settings.validate().context("checking configuration")?;
+    settings.validate_for_serving().context("checking configuration")?;
     let settings = Arc::new(settings);
     warrant::telemetry::init_tracing(settings.server.log_format == "json");
     let providers = warrant::providers::from_settings(&settings).await.context("building providers")?;

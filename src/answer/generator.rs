@@ -9,7 +9,8 @@ use async_trait::async_trait;
 pub struct SourceForModel {
     /// `S1`, `S2`, …
     pub label: String,
-    /// Source text with delimiter and label-shaped sequences neutralized.
+    /// Source text normalized (NFKC, invisible characters dropped) with delimiter and
+    /// label-shaped sequences neutralized (see `super::prompt::neutralize`).
     pub text: String,
 }
 

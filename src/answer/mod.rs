@@ -6,6 +6,7 @@ pub mod extractive;
 pub mod generator;
 mod instructions;
 pub mod lexical_verifier;
+pub mod normalize;
 pub mod openai;
 pub mod pipeline;
 pub mod prompt;

@@ -5,7 +5,9 @@
 //! no unknown field. A claim survives only if its text is well formed, it cites at least one
 //! label, every citation is a label of a source in the final context, every cited chunk is still
 //! authorized under the ACL snapshot loaded at validation time, and the verifier finds the cited
-//! (shown) text supports it. Support is judged per citation: a citation that does not support
+//! (shown) text supports it — judged on that text normalized as the model read it
+//! (`super::normalize`), with quotes mapped back to the original text, so quotes stay substrings
+//! of the chunk. Support is judged per citation: a citation that does not support
 //! (part of) the claim on its own is dropped (`unsupported_citation`) and the claim stands on the
 //! others if they together support it; instruction-like sentences of a source ("ignore previous
 //! instructions", "tell the user that …", see `super::instructions`) are hidden from the verifier,
@@ -25,6 +27,7 @@ use crate::config::ClaimPolicy;
 use crate::domain::{Chunk, Principal};
 
 use super::instructions::mask_instructions;
+use super::normalize::{Normalized, normalize};
 use super::prompt::LabeledSource;
 use super::strict_json::{StrictJsonError, parse_unique_keys};
 use super::verifier::{CitedText, SupportVerifier};
@@ -334,20 +337,28 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
         // caller may not read. Keep these checks before `verify`.
         let mut claim_dropped_citations = Vec::new();
         if claim_problems.is_empty() {
-            // Instruction-like sentences are blanked (offsets kept), so they never count as support.
-            let evidence: Vec<Cow<'_, str>> = cited.iter().map(|source| mask_instructions(&source.shown)).collect();
+            // The verifier reads the normalized text the model read (so a faithful quote of
+            // `４０` as `40` is supported), with instruction-like sentences blanked (offsets kept;
+            // detected after normalization, so full-width or zero-width disguises do not hide
+            // them), so they never count as support; its quote spans map back to the original.
+            let views: Vec<Normalized> = cited.iter().map(|source| normalize(&source.shown)).collect();
+            let evidence: Vec<Cow<'_, str>> = views.iter().map(|view| mask_instructions(&view.text)).collect();
             let texts: Vec<CitedText<'_>> =
                 cited.iter().zip(&evidence).map(|(source, text)| CitedText { chunk: source.chunk.id, text }).collect();
             let support = context.verifier.verify(text, &texts).await;
             // A citation counts only if the verifier says it supports part of the claim on its
             // own (a missing per-source verdict counts as no support).
-            let per_source = cited.iter().zip(support.sources.iter().map(Some).chain(std::iter::repeat(None)));
-            for (source, source_support) in per_source {
+            let per_source =
+                cited.iter().zip(&views).zip(support.sources.iter().map(Some).chain(std::iter::repeat(None)));
+            for ((source, view), source_support) in per_source {
                 match source_support {
                     Some(source_support) if source_support.supports => resolved.push(ResolvedCitation {
                         label: source.label.clone(),
                         chunk: Arc::clone(&source.chunk),
-                        quote: quote_of(&source.shown, Some(source_support.quote)),
+                        quote: quote_of(
+                            &source.shown,
+                            Some(view.original_span(source_support.quote.0, source_support.quote.1)),
+                        ),
                     }),
                     _ => claim_dropped_citations.push(Problem {
                         claim: number,
@@ -458,12 +469,17 @@ pub fn recheck_authorization(
     decide(kept, problems, earlier_citations, policy)
 }
 
-/// The quote for a citation: the verifier's span inside the shown text, or the text's beginning.
+/// The quote for a citation: the verifier's span inside the shown text (mapped back from the
+/// normalized text it verified), or the text's beginning.
 fn quote_of(shown: &str, span: Option<(usize, usize)>) -> String {
     const FALLBACK_CHARS: usize = 200;
     let total = shown.chars().count();
     match span {
-        Some((start, end)) if start < end && end <= total => shown.chars().skip(start).take(end - start).collect(),
+        Some((start, end)) if start < end && end <= total => {
+            let quote: String = shown.chars().skip(start).take(end - start).collect();
+            // A span mapped back from normalized text may take in a neighbouring space.
+            quote.trim().to_owned()
+        }
         _ => shown.chars().take(FALLBACK_CHARS).collect(),
     }
 }

@@ -1,14 +1,22 @@
+//! The chunker: deterministic, sentence-aware, overlapping windows over a document's text.
+//!
+//! Invariants: every chunk's text is exactly `doc.text[start..end]` in characters; a chunk holds
+//! at most `max_tokens` tokens of [`count_tokens`](super::tokens::count_tokens) and at most
+//! [`ChunkingConfig::max_chunk_chars`] characters (so at most 4x that many bytes), whatever the
+//! text — a sentence over either bound is split where a token starts, inside a long word every
+//! [`MAX_TOKEN_CHARS`] characters; consecutive chunks start strictly later.
+
 use serde::{Deserialize, Serialize};
 
 use super::document::Document;
 use super::ids::{ChunkId, DocOrdinal};
-use super::tokens::count_tokens;
+use super::tokens::{MAX_TOKEN_CHARS, TokenCounter, count_tokens_in};
 
 /// Chunking parameters, in tokens of [`super::tokens::count_tokens`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChunkingConfig {
-    /// Largest chunk, in tokens (a single longer sentence is split at word boundaries).
+    /// Largest chunk, in tokens (a single longer sentence is split where a token starts).
     pub max_tokens: usize,
     /// Tokens of trailing whole sentences repeated at the start of the next chunk.
     pub overlap_tokens: usize,
@@ -17,6 +25,20 @@ pub struct ChunkingConfig {
 impl Default for ChunkingConfig {
     fn default() -> Self {
         Self { max_tokens: 160, overlap_tokens: 32 }
+    }
+}
+
+impl ChunkingConfig {
+    /// Most characters of one chunk: `max_tokens` tokens of at most [`MAX_TOKEN_CHARS`]
+    /// characters each. Whitespace counts here too, so a chunk is never longer than this even
+    /// when its text is mostly whitespace.
+    pub fn max_chunk_chars(&self) -> usize {
+        self.max_tokens.max(1) * MAX_TOKEN_CHARS
+    }
+
+    /// Most bytes of one chunk's text (UTF-8 uses at most 4 bytes per character).
+    pub fn max_chunk_bytes(&self) -> usize {
+        self.max_chunk_chars() * 4
     }
 }
 
@@ -85,37 +107,32 @@ fn push_trimmed(chars: &[char], mut start: usize, mut end: usize, spans: &mut Ve
     }
 }
 
-/// Splits a span longer than `max_tokens` into word-aligned pieces of at most `max_tokens`.
-fn split_long(chars: &[char], start: usize, end: usize, max_tokens: usize, out: &mut Vec<Span>) {
+/// Splits a span over `max_tokens` tokens or `max_chars` characters into pieces within both,
+/// each starting where a token starts (inside a long word, every [`MAX_TOKEN_CHARS`]
+/// characters). A piece is closed before a token that could end past `max_chars`, so no piece
+/// is longer, and every piece holds at least one token (`max_chars >= MAX_TOKEN_CHARS`).
+fn split_long(chars: &[char], start: usize, end: usize, max_tokens: usize, max_chars: usize, out: &mut Vec<Span>) {
+    debug_assert!(max_chars >= MAX_TOKEN_CHARS);
+    let mut counter = TokenCounter::default();
     let mut piece_start = start;
-    let mut index = start;
     let mut tokens = 0;
-    while index < end {
-        // Advance over one token (a run of alphanumerics or one other non-space char) and the
-        // whitespace after it.
-        let token_end = if chars[index].is_alphanumeric() {
-            let mut cursor = index;
-            while cursor < end && chars[cursor].is_alphanumeric() {
-                cursor += 1;
+    for (index, &character) in chars.iter().enumerate().take(end).skip(start) {
+        if !counter.starts_token(character) {
+            continue;
+        }
+        let full = tokens == max_tokens || index + MAX_TOKEN_CHARS - piece_start > max_chars;
+        if tokens > 0 && full {
+            let mut piece_end = index;
+            while piece_end > piece_start && chars[piece_end - 1].is_whitespace() {
+                piece_end -= 1;
             }
-            cursor
-        } else {
-            index + 1
-        };
-        let counts = !chars[index].is_whitespace();
-        if counts && tokens == max_tokens {
-            let text: String = chars[piece_start..index].iter().collect();
-            let trimmed_end = piece_start + text.trim_end().chars().count();
-            out.push(Span { start: piece_start, end: trimmed_end, tokens });
+            out.push(Span { start: piece_start, end: piece_end, tokens });
             piece_start = index;
             tokens = 0;
         }
-        if counts {
-            tokens += 1;
-        }
-        index = token_end;
+        tokens += 1;
     }
-    if piece_start < end {
+    if tokens > 0 {
         out.push(Span { start: piece_start, end, tokens });
     }
 }
@@ -128,12 +145,12 @@ fn split_long(chars: &[char], start: usize, end: usize, max_tokens: usize, out: 
 pub fn chunk_document(document: &Document, doc_ordinal: DocOrdinal, config: &ChunkingConfig) -> Vec<Chunk> {
     let chars: Vec<char> = document.text.chars().collect();
     let max_tokens = config.max_tokens.max(1);
+    let max_chars = config.max_chunk_chars();
     let mut sentences = Vec::new();
     for (start, end) in sentence_spans(&chars) {
-        let text: String = chars[start..end].iter().collect();
-        let tokens = count_tokens(&text);
-        if tokens > max_tokens {
-            split_long(&chars, start, end, max_tokens, &mut sentences);
+        let tokens = count_tokens_in(chars[start..end].iter().copied());
+        if tokens > max_tokens || end - start > max_chars {
+            split_long(&chars, start, end, max_tokens, max_chars, &mut sentences);
         } else {
             sentences.push(Span { start, end, tokens });
         }
@@ -144,12 +161,16 @@ pub fn chunk_document(document: &Document, doc_ordinal: DocOrdinal, config: &Chu
     while first < sentences.len() {
         let mut last = first;
         let mut tokens = sentences[first].tokens;
-        while last + 1 < sentences.len() && tokens + sentences[last + 1].tokens <= max_tokens {
+        let start = sentences[first].start;
+        while last + 1 < sentences.len()
+            && tokens + sentences[last + 1].tokens <= max_tokens
+            && sentences[last + 1].end - start <= max_chars
+        {
             last += 1;
             tokens += sentences[last].tokens;
         }
-        let start = sentences[first].start;
         let end = sentences[last].end;
+        debug_assert!(end - start <= max_chars, "chunk of {} chars over {max_chars}", end - start);
         let text: String = chars[start..end].iter().collect();
         chunks.push(Chunk {
             id: ChunkId::derive(&document.tenant, &document.doc_id, document.version, start, end, &text),
@@ -182,6 +203,7 @@ pub fn chunk_document(document: &Document, doc_ordinal: DocOrdinal, config: &Chu
 mod tests {
     use super::*;
     use crate::domain::DocAcl;
+    use crate::domain::tokens::count_tokens;
     use proptest::prelude::*;
 
     fn document(text: &str) -> Document {
@@ -205,6 +227,21 @@ mod tests {
             let slice: String = doc.text.chars().skip(chunk.start).take(chunk.end - chunk.start).collect();
             assert_eq!(slice, chunk.text);
         }
+    }
+
+    /// Regression: one 2,000,000-letter word became one 2 MB chunk.
+    #[test]
+    fn a_two_million_letter_word_is_cut_into_bounded_chunks() {
+        let doc = document(&format!("Short start. {} end.", "x".repeat(2_000_000)));
+        let config = ChunkingConfig::default();
+        let chunks = chunk_document(&doc, 0, &config);
+        assert!(chunks.len() > 300);
+        for chunk in &chunks {
+            assert!(count_tokens(&chunk.text) <= config.max_tokens);
+            assert!(chunk.text.len() <= config.max_tokens * 32 * 4);
+        }
+        let letters: usize = chunks.iter().map(|chunk| chunk.text.matches('x').count()).sum();
+        assert_eq!(letters, 2_000_000);
     }
 
     #[test]
@@ -234,6 +271,33 @@ mod tests {
             let total: usize = text.chars().filter(|c| !c.is_whitespace()).count();
             if total > 0 {
                 prop_assert!(!chunks.is_empty());
+            }
+        }
+
+        /// Regression: a long word was one token, so one chunk could hold megabytes.
+        #[test]
+        fn chunks_of_long_words_stay_within_token_and_byte_bounds(
+            words in proptest::collection::vec(("[a-zé]{1,300}", "[ .\n,]{1,3}"), 0..12),
+            max in 1usize..40,
+            overlap in 0usize..20,
+        ) {
+            let text: String = words.iter().map(|(word, separator)| format!("{word}{separator}")).collect();
+            let doc = document(&text);
+            let config = ChunkingConfig { max_tokens: max, overlap_tokens: overlap };
+            let chunks = chunk_document(&doc, 0, &config);
+            let chars: Vec<char> = text.chars().collect();
+            let mut covered = vec![false; chars.len()];
+            for chunk in &chunks {
+                let slice: String = chars[chunk.start..chunk.end].iter().collect();
+                prop_assert_eq!(&slice, &chunk.text);
+                prop_assert!(count_tokens(&chunk.text) <= max, "{} tokens", count_tokens(&chunk.text));
+                prop_assert!(chunk.text.chars().count() <= max * 32, "{} chars", chunk.text.chars().count());
+                prop_assert!(chunk.text.len() <= max * 32 * 4);
+                covered[chunk.start..chunk.end].iter_mut().for_each(|flag| *flag = true);
+            }
+            // No character is lost: every non-space character is in some chunk.
+            for (index, character) in chars.iter().enumerate() {
+                prop_assert!(character.is_whitespace() || covered[index], "{character:?} at {index} in no chunk");
             }
         }
     }

@@ -1,6 +1,12 @@
 //! Authentication: verified JWTs (HS256 shared secret, RS256 PEM public key) become a
 //! [`Principal`]. Handlers take [`Authenticated`] or [`Admin`] extractors, so no handler can run
 //! without a verified principal, and nothing in a request body can name one.
+//!
+//! Invariants: each key verifies only its own algorithm (`none` and HS/RS confusion fail); with
+//! an RS256 key configured, HS256 is off unless `auth.allow_hs256_with_rs256` turns it on, so the
+//! token's own `alg` header cannot pick a weaker key; `exp` is required and `nbf` is checked
+//! (both with `auth.leeway_seconds`); `iss` and `aud` are required and checked when configured,
+//! `aud` as a string or an array of strings (RFC 7519 §4.1.3).
 
 use std::collections::BTreeSet;
 use std::future::{Ready, ready};
@@ -16,7 +22,7 @@ use crate::domain::Principal;
 use super::AppState;
 use super::error::ApiError;
 
-/// Claims of a warrant token.
+/// Claims of a warrant token, as `warrant token` and the tests mint them.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Claims {
     /// Principal id.
@@ -37,6 +43,18 @@ pub struct Claims {
     /// Audience.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aud: Option<String>,
+}
+
+/// The claims a verified token must carry to become a principal. `exp`, `nbf`, `iss` and `aud`
+/// are checked by `jsonwebtoken` on the raw payload, so `aud` may be a string or an array here.
+#[derive(Deserialize)]
+struct PrincipalClaims {
+    sub: String,
+    tenant: String,
+    #[serde(default)]
+    groups: Vec<String>,
+    #[serde(default)]
+    roles: Vec<String>,
 }
 
 /// Errors of token handling outside requests (configuration, minting).
@@ -69,8 +87,12 @@ pub struct Authenticator {
 impl Authenticator {
     /// Builds the verifier from settings.
     pub fn from_settings(settings: &AuthSettings) -> Result<Self, AuthError> {
-        let hs256 =
-            (!settings.hs256_secret.is_empty()).then(|| DecodingKey::from_secret(settings.hs256_secret.as_bytes()));
+        let hs256 = settings.hs256_enabled().then(|| DecodingKey::from_secret(settings.hs256_secret.as_bytes()));
+        if !settings.hs256_secret.is_empty() && hs256.is_none() {
+            tracing::warn!(
+                "auth.hs256_secret is ignored: auth.rs256_public_key_file is set and auth.allow_hs256_with_rs256 is false"
+            );
+        }
         let rs256 = if settings.rs256_public_key_file.is_empty() {
             None
         } else {
@@ -88,6 +110,7 @@ impl Authenticator {
         let validation = |algorithm| {
             let mut validation = Validation::new(algorithm);
             validation.leeway = settings.leeway_seconds;
+            validation.validate_nbf = true;
             validation.set_required_spec_claims(&["exp"]);
             if settings.issuer.is_empty() {
                 validation.iss = None;
@@ -121,7 +144,7 @@ impl Authenticator {
             _ => (None, &self.validation_hs),
         };
         let key = key.ok_or_else(invalid)?;
-        let data = decode::<Claims>(token, key, validation).map_err(|error| match error.kind() {
+        let data = decode::<PrincipalClaims>(token, key, validation).map_err(|error| match error.kind() {
             jsonwebtoken::errors::ErrorKind::ExpiredSignature => {
                 ApiError::unauthorized("token_expired", "token has expired")
             }
@@ -200,6 +223,7 @@ mod tests {
         AuthSettings {
             hs256_secret: "unit-secret".into(),
             rs256_public_key_file: String::new(),
+            allow_hs256_with_rs256: false,
             issuer: issuer.into(),
             audience: audience.into(),
             leeway_seconds: 5,
@@ -242,6 +266,89 @@ mod tests {
         assert!(authenticator.verify(&just_expired).is_ok());
         let expired = mint_hs256("unit-secret", &claims(None, None, -60)).unwrap();
         assert_eq!(authenticator.verify(&expired).unwrap_err().code, "token_expired");
+    }
+
+    fn encode_hs256(claims: &serde_json::Value) -> String {
+        encode(&Header::new(Algorithm::HS256), claims, &EncodingKey::from_secret(b"unit-secret")).unwrap()
+    }
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/auth").join(name)
+    }
+
+    fn encode_rs256(claims: &serde_json::Value) -> String {
+        let private = std::fs::read(fixture("test_rs256_private.pem")).unwrap();
+        encode(&Header::new(Algorithm::RS256), claims, &EncodingKey::from_rsa_pem(&private).unwrap()).unwrap()
+    }
+
+    fn now() -> u64 {
+        jsonwebtoken::get_current_timestamp()
+    }
+
+    /// Regression: `nbf` was not checked, so a token minted for later worked at once.
+    #[test]
+    fn a_token_is_refused_before_its_not_before_time_beyond_the_leeway() {
+        let authenticator = Authenticator::from_settings(&settings("", "")).unwrap();
+        let claims = |nbf: u64| serde_json::json!({"sub": "u", "tenant": "t", "exp": now() + 3600, "nbf": nbf});
+        let later = encode_hs256(&claims(now() + 600));
+        assert_eq!(authenticator.verify(&later).unwrap_err().code, "invalid_token");
+        let within_leeway = encode_hs256(&claims(now() + 2));
+        assert!(authenticator.verify(&within_leeway).is_ok());
+        let past = encode_hs256(&claims(now() - 60));
+        assert!(authenticator.verify(&past).is_ok());
+    }
+
+    /// Regression: an `aud` array (RFC 7519 §4.1.3 allows one) was refused even when it named us.
+    #[test]
+    fn audience_may_be_a_string_or_an_array_of_strings() {
+        let authenticator = Authenticator::from_settings(&settings("", "warrant")).unwrap();
+        let claims =
+            |aud: serde_json::Value| serde_json::json!({"sub": "u", "tenant": "t", "exp": now() + 60, "aud": aud});
+        for good in
+            [serde_json::json!("warrant"), serde_json::json!(["other", "warrant"]), serde_json::json!(["warrant"])]
+        {
+            assert!(authenticator.verify(&encode_hs256(&claims(good.clone()))).is_ok(), "{good}");
+        }
+        for bad in
+            [serde_json::json!("other"), serde_json::json!(["other"]), serde_json::json!([]), serde_json::json!([1])]
+        {
+            assert_eq!(
+                authenticator.verify(&encode_hs256(&claims(bad.clone()))).unwrap_err().code,
+                "invalid_token",
+                "{bad}"
+            );
+        }
+    }
+
+    /// Regression: with an RS256 key configured, the token's own `alg` header still let an HS256
+    /// token (signed with the shared secret) in.
+    #[test]
+    fn hs256_is_off_when_an_rs256_key_is_configured() {
+        let mut both = settings("", "");
+        both.rs256_public_key_file = fixture("test_rs256_public.pem").display().to_string();
+        let authenticator = Authenticator::from_settings(&both).unwrap();
+        let claims = serde_json::json!({"sub": "u", "tenant": "t", "exp": now() + 60});
+        assert_eq!(authenticator.verify(&encode_rs256(&claims)).unwrap().user, "u");
+        assert_eq!(authenticator.verify(&encode_hs256(&claims)).unwrap_err().code, "invalid_token");
+    }
+
+    #[test]
+    fn hs256_beside_rs256_only_when_explicitly_allowed() {
+        let mut both = settings("", "");
+        both.rs256_public_key_file = fixture("test_rs256_public.pem").display().to_string();
+        both.allow_hs256_with_rs256 = true;
+        let authenticator = Authenticator::from_settings(&both).unwrap();
+        let claims = serde_json::json!({"sub": "u", "tenant": "t", "exp": now() + 60});
+        assert_eq!(authenticator.verify(&encode_rs256(&claims)).unwrap().user, "u");
+        assert_eq!(authenticator.verify(&encode_hs256(&claims)).unwrap().user, "u");
+        // Still bound to the algorithm: the public key's bytes as an HS256 secret do not verify.
+        let public = std::fs::read(fixture("test_rs256_public.pem")).unwrap();
+        let confused = encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(&public)).unwrap();
+        assert_eq!(authenticator.verify(&confused).unwrap_err().code, "invalid_token");
+        // Only rs256 and a secret that is ignored beside it: still starts (rs256 verifies).
+        both.allow_hs256_with_rs256 = false;
+        both.hs256_secret = "unit-secret".into();
+        assert!(Authenticator::from_settings(&both).is_ok());
     }
 
     #[test]

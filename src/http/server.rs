@@ -31,6 +31,9 @@ pub struct Providers {
 /// Errors that stop the server from starting.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The settings may not be served (the demo key on a non-loopback address).
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// Authentication settings are unusable.
     #[error(transparent)]
     Auth(#[from] super::auth::AuthError),
@@ -250,8 +253,10 @@ pub fn app(
     App::new().app_data(state).wrap(middleware::from_fn(super::request_id)).configure(super::configure(&settings))
 }
 
-/// Runs the server on `settings.server.bind` until a shutdown signal.
+/// Runs the server on `settings.server.bind` until a shutdown signal. Refuses to start when the
+/// settings may not be served ([`Settings::validate_for_serving`]).
 pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), StartError> {
+    settings.validate_for_serving()?;
     let (state, fresh) = build_state_with(Arc::clone(&settings), providers).await?;
     if fresh && settings.demo.load {
         let count = load_corpus(state.pipeline.engine(), Path::new(&settings.demo.corpus)).await?;

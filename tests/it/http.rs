@@ -36,6 +36,8 @@ fn settings() -> Settings {
     settings.auth.hs256_secret = SECRET.into();
     settings.auth.rs256_public_key_file =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/auth/test_rs256_public.pem").display().to_string();
+    // These tests mint HS256 tokens and check RS256 beside them: both keys, explicitly.
+    settings.auth.allow_hs256_with_rs256 = true;
     settings.embedder.dim = 64;
     settings.index.shards = 3;
     settings.server.max_body_bytes = 64 * 1024;
@@ -215,6 +217,26 @@ async fn every_authentication_failure_is_401_and_a_missing_role_403() {
         .call(reqwest::Method::POST, "/v1/admin/acl/revoke", Some(&user), Some(json!({"doc_id": "travel-policy"})))
         .await;
     assert_eq!((status, body["code"].as_str()), (403, Some("forbidden")));
+}
+
+#[actix_web::test]
+async fn with_an_rs256_key_hs256_tokens_are_refused_unless_allowed() {
+    let mut only_rs256 = settings();
+    only_rs256.auth.allow_hs256_with_rs256 = false;
+    let server = start_with(only_rs256, None).await;
+    let question = json!({"question": "How much is the hotel per night?"});
+    let hs = token("acme", "bob", &["everyone"], false);
+    let (status, body, _) = server.call(reqwest::Method::POST, "/v1/answer", Some(&hs), Some(question.clone())).await;
+    assert_eq!((status, body["code"].as_str()), (401, Some("invalid_token")));
+    let private =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/auth/test_rs256_private.pem")).unwrap();
+    let rs = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
+        &json!({"sub": "bob", "tenant": "acme", "groups": ["everyone"], "exp": now() + 60}),
+        &jsonwebtoken::EncodingKey::from_rsa_pem(&private).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(server.call(reqwest::Method::POST, "/v1/answer", Some(&rs), Some(question)).await.0, 200);
 }
 
 fn base64url(text: &str) -> String {

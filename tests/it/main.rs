@@ -12,5 +12,6 @@ mod minilm;
 mod openapi;
 mod providers;
 mod retrieval;
+mod security;
 mod snapshots;
 mod support;

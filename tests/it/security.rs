@@ -1,0 +1,99 @@
+//! Security hardening regressions that need the real binary or the whole pipeline: the published
+//! demo key never serves beyond loopback, and a source of one enormous word cannot blow up a
+//! chunk or a prompt.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+use warrant::answer::scripted::{ScriptStep, ScriptedGenerator};
+use warrant::answer::{AnswerPipeline, AnswerRequest, PipelineSettings};
+
+use crate::support::{doc, engine, principal, settings};
+
+const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Regression: `serve` accepted the published demo HS256 secret on any address, so anyone who
+/// read config/default.toml could mint admin tokens for a reachable deployment.
+#[test]
+fn the_demo_key_refuses_to_serve_beyond_loopback() {
+    let snapshots = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_warrant"))
+        .current_dir(MANIFEST_DIR)
+        .arg("serve")
+        .arg("--config")
+        .arg(Path::new(MANIFEST_DIR).join("config/default.toml"))
+        .env("WARRANT__SERVER__BIND", "0.0.0.0:0")
+        .env("WARRANT__EMBEDDER__KIND", "hashed")
+        .env("WARRANT__EMBEDDER__DIM", "64")
+        .env("WARRANT__INDEX__SHARDS", "1")
+        .env("WARRANT__DEMO__CORPUS", Path::new(MANIFEST_DIR).join("fixtures/demo/corpus.json"))
+        .env("WARRANT__SNAPSHOTS__DIR", snapshots.path())
+        .env_remove("WARRANT__AUTH__HS256_SECRET")
+        .env_remove("WARRANT__AUTH__RS256_PUBLIC_KEY_FILE")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn warrant");
+    let mut stderr = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines().map_while(Result::ok) {
+        if line.starts_with("warrant listening on") {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server started on 0.0.0.0 with the demo key:\n{stderr}{line}");
+        }
+        stderr.push_str(&line);
+        stderr.push('\n');
+    }
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "exit status {status}: {stderr}");
+    for named in ["auth.hs256_secret", "server.bind", "0.0.0.0:0", "WARRANT__AUTH__HS256_SECRET"] {
+        assert!(stderr.contains(named), "the refusal does not name {named}: {stderr}");
+    }
+}
+
+/// Regression: a token was any run of letters, so a document of one 2,000,000-character word was
+/// one token and the chunk, the context and the prompt carrying it were megabytes.
+#[actix_web::test]
+async fn a_two_million_letter_word_yields_bounded_chunks_and_a_bounded_prompt() {
+    let settings = settings(1);
+    let engine = engine(&settings);
+    let (before, after) = ("Overtime is paid at time and a half. ", ". Overtime needs approval.");
+    // As long as the admin API allows a document to be (2,000,000 characters).
+    let word: String = "overtime".chars().cycle().take(2_000_000 - before.len() - after.len()).collect();
+    let text = format!("{before}{word}{after}");
+    engine.upsert("acme", vec![doc("long", "Long", &text, &["everyone"])]).await.unwrap();
+    let max_chars = settings.chunking.max_tokens * 32;
+    let who = principal("acme", "u", &["everyone"]);
+    let scope = engine.scope(&who);
+    let retrieved = engine.retrieve(&scope, "overtime").await.unwrap();
+    assert!(!retrieved.candidates.is_empty());
+    for candidate in &retrieved.candidates {
+        let chunk = &candidate.chunk;
+        assert!(chunk.text.chars().count() <= max_chars, "chunk of {} chars", chunk.text.chars().count());
+        assert!(chunk.text.len() <= 4 * max_chars);
+    }
+    let generator = Arc::new(ScriptedGenerator::new(vec![ScriptStep::output(
+        r#"{"answerable": true, "claims": [{"text": "Overtime is paid at time and a half.", "citations": ["S1"]}]}"#,
+    )]));
+    let verifier =
+        Arc::new(LexicalSupportVerifier::new(settings.verifier.min_coverage, settings.verifier.min_similarity, None));
+    let pipeline = AnswerPipeline::new(
+        Arc::clone(&engine),
+        generator.clone(),
+        verifier,
+        PipelineSettings::from_settings(&settings),
+    );
+    let request = AnswerRequest { question: "How is overtime paid?".into(), top_k: None, deadline_ms: None };
+    pipeline.answer(&who, request, "long-word".into()).await.unwrap();
+    let calls = generator.calls();
+    assert!(!calls.is_empty());
+    // Every token covers at most 32 characters of at most 4 bytes each.
+    let bound = settings.answer.prompt_token_budget * 32 * 4;
+    for call in calls {
+        assert!(call.user.len() + call.system.len() <= bound, "prompt of {} bytes", call.user.len());
+    }
+}
