@@ -206,3 +206,93 @@ async fn the_query_cache_is_never_shared_across_tenants() {
     ask("globex").await.unwrap();
     assert_eq!(count(), before + 2, "another tenant's identical question is embedded afresh");
 }
+
+/// Regression: the query cache was keyed by tenant only, so one user could time whether another
+/// user of the same tenant had just asked a question. It is keyed by principal now.
+#[actix_web::test]
+async fn the_query_cache_is_never_shared_between_users_of_one_tenant() {
+    let settings = settings(2);
+    let embedder = FakeCountingEmbedder::new(settings.embedder.dim);
+    let engine = warrant::retrieval::Engine::start(
+        warrant::retrieval::EngineParams::from_settings(&settings, settings.embedder.dim),
+        embedder.clone(),
+    )
+    .unwrap();
+    engine
+        .upsert("acme", vec![doc("merger", "Plans", "The merger with Initech closes in May.", &["all"])])
+        .await
+        .unwrap();
+    let ask = |user: &'static str| {
+        let engine = engine.clone();
+        async move { engine.retrieve(&engine.scope(&principal("acme", user, &["all"])), "Initech merger date?").await }
+    };
+    let before = embedder.count();
+    ask("alice").await.unwrap();
+    ask("alice").await.unwrap();
+    assert_eq!(embedder.count(), before + 1, "the same user asking again hits the cache");
+    ask("bob").await.unwrap();
+    assert_eq!(embedder.count(), before + 2, "another user's identical question is embedded afresh");
+}
+
+/// FAKE embedder whose document batches (more than one text) wait at a gate while `closed`.
+struct GatedEmbedder {
+    inner: warrant::embed::HashedEmbedder,
+    closed: std::sync::atomic::AtomicBool,
+    entered: tokio::sync::Notify,
+    open: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl warrant::embed::Embedder for GatedEmbedder {
+    fn name(&self) -> &str {
+        "fake-gated"
+    }
+
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    async fn embed(&self, texts: &[String]) -> warrant::embed::EmbedResult<Vec<Vec<f32>>> {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            self.entered.notify_one();
+            self.open.notified().await;
+        }
+        self.inner.embed(texts).await
+    }
+}
+
+/// Regression: an upsert held the engine's writer lock while it embedded, so one tenant's upload
+/// stalled every tenant's revocations. Embedding (and indexing) now run outside the lock.
+#[actix_web::test]
+async fn a_revoke_never_waits_for_another_requests_embedding() {
+    let settings = settings(2);
+    let embedder = std::sync::Arc::new(GatedEmbedder {
+        inner: warrant::embed::HashedEmbedder::new(settings.embedder.dim),
+        closed: Default::default(),
+        entered: tokio::sync::Notify::new(),
+        open: tokio::sync::Notify::new(),
+    });
+    let engine = warrant::retrieval::Engine::start(
+        warrant::retrieval::EngineParams::from_settings(&settings, settings.embedder.dim),
+        embedder.clone(),
+    )
+    .unwrap();
+    engine.upsert("acme", vec![doc("hotel", "Hotels", "Hotels cost 180 euros per night.", &["all"])]).await.unwrap();
+    embedder.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let uploading = {
+        let engine = engine.clone();
+        actix_rt::spawn(async move {
+            engine.upsert("globex", vec![doc("big", "Big", "A large upload that embeds slowly.", &["all"])]).await
+        })
+    };
+    embedder.entered.notified().await; // the upload is embedding now
+    let revoke =
+        warrant::acl::AclMutation::Revoke { tenant: "acme".into(), doc_id: "hotel".into(), groups: None, users: None };
+    let revoked = tokio::time::timeout(std::time::Duration::from_secs(10), engine.mutate(revoke)).await;
+    assert!(revoked.is_ok(), "the revoke waited for another request's embedding");
+    revoked.unwrap().unwrap();
+    embedder.closed.store(false, std::sync::atomic::Ordering::SeqCst);
+    embedder.open.notify_one();
+    uploading.await.unwrap().unwrap();
+    assert!(engine.acl().load().entry("globex", "big").is_some());
+}
