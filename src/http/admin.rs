@@ -44,6 +44,13 @@ pub struct AclBody {
     pub users: Option<Vec<String>>,
 }
 
+/// An object whose `list` property is a non-empty array of strings.
+fn non_empty_list(list: &str) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .property(list, ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)).min_items(Some(1)))
+        .required(list)
+}
+
 /// The schema of the grant body: an [`AclBody`] whose names are 1..=256 characters and not
 /// blank, with at least one non-empty list. Schema only: the handler reads an [`AclBody`] and
 /// answers 400 `empty_grant` or `invalid_acl_name` otherwise.
@@ -52,18 +59,10 @@ pub struct GrantBody;
 impl PartialSchema for GrantBody {
     fn schema() -> RefOr<Schema> {
         let names = |nullable| schema::acl_names(nullable, "names to grant: each 1..=256 characters, not blank");
-        let non_empty = |list: &str| {
-            ObjectBuilder::new()
-                .property(
-                    list,
-                    ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)).min_items(Some(1)),
-                )
-                .required(list)
-        };
         AllOfBuilder::new()
             .item(Ref::from_schema_name(AclBody::name()))
             .item(ObjectBuilder::new().property("groups", names(true)).property("users", names(true)))
-            .item(AnyOfBuilder::new().item(non_empty("groups")).item(non_empty("users")))
+            .item(AnyOfBuilder::new().item(non_empty_list("groups")).item(non_empty_list("users")))
             .description(Some("grant: at least one of `groups` and `users` is a non-empty list"))
             .into()
     }
@@ -84,21 +83,13 @@ pub struct RevokeBody;
 impl PartialSchema for RevokeBody {
     fn schema() -> RefOr<Schema> {
         let names = |nullable| schema::acl_names(nullable, "names to revoke: each 1..=256 characters, not blank");
-        let non_empty = |list: &str| {
-            ObjectBuilder::new()
-                .property(
-                    list,
-                    ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)).min_items(Some(1)),
-                )
-                .required(list)
-        };
         let neither = ObjectBuilder::new()
             .property("groups", ObjectBuilder::new().schema_type(Type::Null))
             .property("users", ObjectBuilder::new().schema_type(Type::Null));
         AllOfBuilder::new()
             .item(Ref::from_schema_name(AclBody::name()))
             .item(ObjectBuilder::new().property("groups", names(true)).property("users", names(true)))
-            .item(AnyOfBuilder::new().item(neither).item(non_empty("groups")).item(non_empty("users")))
+            .item(AnyOfBuilder::new().item(neither).item(non_empty_list("groups")).item(non_empty_list("users")))
             .description(Some(
                 "revoke: neither list (all access is revoked), or at least one of `groups` and `users` non-empty",
             ))

@@ -283,16 +283,15 @@ async fn resync(
     result
 }
 
-async fn download_and_swap(
+/// GET `path` on the primary with the replica token; a non-success status is an error.
+async fn download(
     client: &reqwest::Client,
     base: &str,
+    path: &str,
     token: &str,
-    directory: &Path,
-    engine: &Engine,
-) -> Result<(), PollError> {
-    let fail = |what: String| PollError::Resync(what);
+) -> Result<reqwest::Response, PollError> {
     let response = client
-        .get(crate::outbound::endpoint(base, "v1/replica/snapshot"))
+        .get(crate::outbound::endpoint(base, path))
         .bearer_auth(token)
         .timeout(DOWNLOAD_TIMEOUT)
         .send()
@@ -301,6 +300,18 @@ async fn download_and_swap(
     if !response.status().is_success() {
         return Err(PollError::Status(response.status().as_u16()));
     }
+    Ok(response)
+}
+
+async fn download_and_swap(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    directory: &Path,
+    engine: &Engine,
+) -> Result<(), PollError> {
+    let fail = |what: String| PollError::Resync(what);
+    let response = download(client, base, "v1/replica/snapshot", token).await?;
     let manifest: Manifest =
         response.json().await.map_err(|error| PollError::Malformed(crate::outbound::describe(error)))?;
     if !super::is_safe_name(&manifest.snapshot_id) || manifest.files.iter().any(|file| !super::is_safe_name(&file.name))
@@ -313,16 +324,7 @@ async fn download_and_swap(
     tokio::fs::create_dir_all(directory).await.map_err(|error| fail(error.to_string()))?;
     for entry in &manifest.files {
         let path = format!("v1/replica/snapshot/{}/{}", manifest.snapshot_id, entry.name);
-        let mut response = client
-            .get(crate::outbound::endpoint(base, &path))
-            .bearer_auth(token)
-            .timeout(DOWNLOAD_TIMEOUT)
-            .send()
-            .await
-            .map_err(|error| PollError::Unreachable(crate::outbound::describe(error)))?;
-        if !response.status().is_success() {
-            return Err(PollError::Status(response.status().as_u16()));
-        }
+        let mut response = download(client, base, &path, token).await?;
         let mut file =
             tokio::fs::File::create(directory.join(&entry.name)).await.map_err(|error| fail(error.to_string()))?;
         let mut written: u64 = 0;

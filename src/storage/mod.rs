@@ -15,14 +15,19 @@
 //! - `changes`: epoch (u64) → JSON array of that epoch's mutations (one published batch, in the
 //!   replica feed's wire format);
 //! - `chunks`: document ordinal (u32) → bincode of the live version's chunks;
-//! - `vectors`: document ordinal (u32) → their embeddings, little-endian `f32`, chunk after chunk.
+//! - `vectors`: document ordinal (u32) → their embeddings, little-endian `f32`, chunk after chunk;
+//! - `staged`: document ordinal (u32) → empty: rows of a document batch written ahead of its
+//!   publication ([`Store::stage`]), not yet live.
 //!
 //! Invariants:
-//! - one published ACL change (a document batch with its chunks and vectors, a delete, a grant,
-//!   a revoke) is exactly one write transaction, committed before the change is published in
+//! - one published ACL change (a document batch whose rows were staged, a delete, a grant, a
+//!   revoke) is exactly one write transaction, committed before the change is published in
 //!   memory and before it is acknowledged;
-//! - `chunks`/`vectors` hold exactly the live document versions: the transaction that tombstones
-//!   an ordinal (delete, superseding upsert) removes its rows;
+//! - `chunks`/`vectors` hold exactly the live document versions plus the staged ones: the
+//!   transaction that tombstones an ordinal (delete, superseding upsert) removes its rows, and
+//!   the one that publishes a staged batch removes its `staged` marks. Staging writes a large
+//!   batch's rows in small transactions outside the engine's writer lock, so a revoke never
+//!   waits for a 500-document commit; recovery deletes staged rows that were never published;
 //! - recovery = checkpoint + every change after it, replayed in epoch order; the log is only
 //!   compacted behind a checkpoint;
 //! - the ordinal counter is stored with every commit, so ordinals are never reused across
@@ -45,6 +50,7 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const CHANGES: TableDefinition<u64, &[u8]> = TableDefinition::new("changes");
 const CHUNKS: TableDefinition<u32, &[u8]> = TableDefinition::new("chunks");
 const VECTORS: TableDefinition<u32, &[u8]> = TableDefinition::new("vectors");
+const STAGED: TableDefinition<u32, &[u8]> = TableDefinition::new("staged");
 
 /// Errors of the storage layer. Each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +105,8 @@ pub enum WriteStep {
     Embed,
     /// Chunks are indexed under fresh, unpublished ordinals.
     Index,
+    /// The batch's rows are written to the store, marked staged (durable, not live).
+    Stage,
     /// The write transaction is committed (durable from here on).
     Commit,
     /// The new ACL snapshot is published (visible from here on).
@@ -109,7 +117,7 @@ pub enum WriteStep {
 
 impl WriteStep {
     /// Every step, in write-path order.
-    pub const ALL: [WriteStep; 5] = [Self::Embed, Self::Index, Self::Commit, Self::Publish, Self::Purge];
+    pub const ALL: [WriteStep; 6] = [Self::Embed, Self::Index, Self::Stage, Self::Commit, Self::Publish, Self::Purge];
 }
 
 /// A document version encoded for the store (encoded outside the writer lock).
@@ -147,6 +155,8 @@ pub struct Commit<'a> {
     pub added: &'a [EncodedDocument],
     /// Tombstoned ordinals (their rows are removed).
     pub removed: &'a RoaringBitmap,
+    /// Staged ordinals this change makes live (their `staged` marks are removed).
+    pub published: &'a RoaringBitmap,
     /// The ordinal counter.
     pub next_ordinal: DocOrdinal,
 }
@@ -233,7 +243,11 @@ impl Store {
         if !existed {
             store.initialize(&configured)?;
         }
-        let recovered = store.recover(&configured, !existed)?;
+        let (recovered, abandoned) = store.recover(&configured, !existed)?;
+        if !abandoned.is_empty() {
+            // Rows staged by a batch that was never published (a crash or failure in between).
+            store.unstage(&abandoned)?;
+        }
         Ok((store, recovered))
     }
 
@@ -309,7 +323,46 @@ impl Store {
         txn.commit().map_err(|error| io(file, error))
     }
 
-    fn recover(&self, configured: &str, created: bool) -> StorageResult<Recovered> {
+    /// Writes `documents`' rows ahead of their publication, marked as staged, in one durable
+    /// transaction. Called outside the engine's writer lock, in small pieces, so that a large
+    /// batch never holds up another write; [`Store::commit`] with `published` makes them live.
+    pub fn stage(&self, documents: &[EncodedDocument]) -> StorageResult<()> {
+        let file = self.file.as_str();
+        let txn = self.db.begin_write().map_err(|error| io(file, error))?;
+        {
+            let mut staged = txn.open_table(STAGED).map_err(|error| io(file, error))?;
+            let mut chunks = txn.open_table(CHUNKS).map_err(|error| io(file, error))?;
+            let mut vectors = txn.open_table(VECTORS).map_err(|error| io(file, error))?;
+            for document in documents {
+                staged.insert(document.ordinal, [].as_slice()).map_err(|error| io(file, error))?;
+                chunks.insert(document.ordinal, document.chunks.as_slice()).map_err(|error| io(file, error))?;
+                vectors.insert(document.ordinal, document.vectors.as_slice()).map_err(|error| io(file, error))?;
+            }
+        }
+        txn.commit().map_err(|error| io(file, error))
+    }
+
+    /// Deletes the rows of staged ordinals among `ordinals` (a batch that will never be
+    /// published). Live ordinals are left alone.
+    pub fn unstage(&self, ordinals: &RoaringBitmap) -> StorageResult<()> {
+        let file = self.file.as_str();
+        let txn = self.db.begin_write().map_err(|error| io(file, error))?;
+        {
+            let mut staged = txn.open_table(STAGED).map_err(|error| io(file, error))?;
+            let mut chunks = txn.open_table(CHUNKS).map_err(|error| io(file, error))?;
+            let mut vectors = txn.open_table(VECTORS).map_err(|error| io(file, error))?;
+            for ordinal in ordinals {
+                if staged.remove(ordinal).map_err(|error| io(file, error))?.is_some() {
+                    chunks.remove(ordinal).map_err(|error| io(file, error))?;
+                    vectors.remove(ordinal).map_err(|error| io(file, error))?;
+                }
+            }
+        }
+        txn.commit().map_err(|error| io(file, error))
+    }
+
+    /// The recovered state, and the staged ordinals that were never published.
+    fn recover(&self, configured: &str, created: bool) -> StorageResult<(Recovered, RoaringBitmap)> {
         let file = self.file.as_str();
         let txn = self.db.begin_read().map_err(|error| io(file, error))?;
         let meta = txn.open_table(META).map_err(|error| corrupted(file, error))?;
@@ -360,6 +413,20 @@ impl Store {
         let snapshot = acl.load();
         let live: RoaringBitmap =
             snapshot.tenant_names().flat_map(|tenant| snapshot.entries(tenant).map(|entry| entry.ordinal)).collect();
+        let abandoned: RoaringBitmap = match txn.open_table(STAGED) {
+            Ok(staged) => {
+                let mut ordinals = RoaringBitmap::new();
+                for row in staged.iter().map_err(|error| io(file, error))? {
+                    ordinals.insert(row.map_err(|error| io(file, error))?.0.value());
+                }
+                ordinals
+            }
+            Err(redb::TableError::TableDoesNotExist(_)) => RoaringBitmap::new(),
+            Err(error) => return Err(corrupted(file, error)),
+        };
+        if let Some(both) = (&abandoned & &live).min() {
+            return Err(corrupted(file, format!("ordinal {both} is both live and staged")));
+        }
         let chunk_rows = txn.open_table(CHUNKS).map_err(|error| corrupted(file, error))?;
         let vector_rows = txn.open_table(VECTORS).map_err(|error| corrupted(file, error))?;
         let mut chunks = Vec::new();
@@ -367,6 +434,9 @@ impl Store {
         for row in chunk_rows.iter().map_err(|error| io(file, error))? {
             let (ordinal, bytes) = row.map_err(|error| io(file, error))?;
             let ordinal = ordinal.value();
+            if abandoned.contains(ordinal) {
+                continue;
+            }
             if !live.contains(ordinal) {
                 return Err(corrupted(file, format!("holds chunks of ordinal {ordinal}, which is not live")));
             }
@@ -396,7 +466,7 @@ impl Store {
         if let Some(missing) = (&live - &found).min() {
             return Err(corrupted(file, format!("the chunks of live ordinal {missing} are missing")));
         }
-        Ok(Recovered { acl, chunks, checkpoint_epoch, replayed: replayed_epochs.len(), created })
+        Ok((Recovered { acl, chunks, checkpoint_epoch, replayed: replayed_epochs.len(), created }, abandoned))
     }
 
     /// Commits one published change as one durable transaction (fsynced when this returns).
@@ -419,6 +489,14 @@ impl Store {
             for document in commit.added {
                 chunks.insert(document.ordinal, document.chunks.as_slice()).map_err(|error| io(file, error))?;
                 vectors.insert(document.ordinal, document.vectors.as_slice()).map_err(|error| io(file, error))?;
+            }
+            if !commit.published.is_empty() {
+                let mut staged = txn.open_table(STAGED).map_err(|error| io(file, error))?;
+                for ordinal in commit.published {
+                    if staged.remove(ordinal).map_err(|error| io(file, error))?.is_none() {
+                        return Err(io(file, format!("ordinal {ordinal} was published without being staged")));
+                    }
+                }
             }
             let mut meta = txn.open_table(META).map_err(|error| io(file, error))?;
             meta.insert("next_ordinal", commit.next_ordinal.to_le_bytes().as_slice())
@@ -472,7 +550,7 @@ mod tests {
         let chunks = chunk_document(&document, ordinal, &ChunkingConfig { max_tokens: 64, overlap_tokens: 8 });
         let vectors: Vec<Vec<f32>> = chunks.iter().map(|_| vec![0.5; DIMENSION]).collect();
         let items: Vec<(&Chunk, &[f32])> = chunks.iter().zip(&vectors).map(|(c, v)| (c, v.as_slice())).collect();
-        let added = [EncodedDocument::encode(ordinal, &items)];
+        store.stage(&[EncodedDocument::encode(ordinal, &items)]).unwrap();
         let prepared = acl
             .prepare(vec![AclMutation::Upsert {
                 tenant: tenant.into(),
@@ -487,8 +565,9 @@ mod tests {
         store
             .commit(&Commit {
                 changes: prepared.changes(),
-                added: &added,
+                added: &[],
                 removed: &removed,
+                published: &RoaringBitmap::from_iter([ordinal]),
                 next_ordinal: acl.next_ordinal(),
             })
             .unwrap();
@@ -511,6 +590,7 @@ mod tests {
                 changes: prepared.changes(),
                 added: &[],
                 removed: &removed,
+                published: &RoaringBitmap::new(),
                 next_ordinal: acl.next_ordinal(),
             })
             .unwrap();
@@ -546,6 +626,39 @@ mod tests {
         // Only live versions keep rows: the superseded version's chunks were removed.
         assert!(recovered.chunks.iter().all(|(chunk, vector)| chunk.doc_ordinal != first && vector.len() == DIMENSION));
         assert!(recovered.chunks.iter().any(|(chunk, _)| chunk.doc_ordinal == second));
+    }
+
+    /// A batch whose rows were staged but whose commit never happened (a crash in between):
+    /// reopening deletes the rows instead of refusing the file or serving them.
+    #[test]
+    fn rows_staged_but_never_published_are_deleted_on_reopening() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+        let acl = recovered.acl;
+        let live = upsert(&acl, &store, "acme", "a", 1, "alpha text");
+        let abandoned = acl.reserve_ordinals(1).unwrap().start;
+        let document = Document {
+            tenant: "acme".into(),
+            doc_id: "b".into(),
+            version: 1,
+            title: String::new(),
+            text: "beta text".into(),
+            acl: DocAcl { groups: vec!["all".into()], users: vec![] },
+        };
+        let chunks = chunk_document(&document, abandoned, &ChunkingConfig { max_tokens: 64, overlap_tokens: 8 });
+        let vector = vec![0.25; DIMENSION];
+        let items: Vec<(&Chunk, &[f32])> = chunks.iter().map(|chunk| (chunk, vector.as_slice())).collect();
+        store.stage(&[EncodedDocument::encode(abandoned, &items)]).unwrap();
+        drop(store);
+        for _ in 0..2 {
+            let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+            assert_eq!(recovered.acl.epoch(), acl.epoch());
+            assert!(recovered.chunks.iter().all(|(chunk, _)| chunk.doc_ordinal == live));
+            assert!(!recovered.chunks.is_empty());
+            let txn = store.db.begin_read().unwrap();
+            assert!(txn.open_table(CHUNKS).unwrap().get(abandoned).unwrap().is_none(), "the staged rows were deleted");
+            assert!(txn.open_table(STAGED).unwrap().is_empty().unwrap());
+        }
     }
 
     #[test]
@@ -588,19 +701,40 @@ mod tests {
                 upsert(&recovered.acl, &store, "acme", &format!("d{index}"), 1, &"words of text ".repeat(50));
             }
         }
+        let (epoch, chunks) = {
+            let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+            (recovered.acl.epoch(), recovered.chunks.len())
+        };
         let path = directory.path().join(STORE_FILE);
         let original = std::fs::read(&path).unwrap();
-        // Flip bytes in the middle of the file (data pages), and truncate to half.
-        let mut flipped = original.clone();
-        let middle = flipped.len() / 2;
-        for byte in &mut flipped[middle..middle + 64] {
-            *byte ^= 0xA5;
+        // Flip bytes at tenths of the file (a page no committed tree uses may change freely),
+        // and truncate to half: each is refused naming the file, or opens with everything.
+        let mut damaged: Vec<Vec<u8>> = (1..10)
+            .map(|tenth| {
+                let mut flipped = original.clone();
+                let at = flipped.len() * tenth / 10;
+                for byte in &mut flipped[at..at + 64] {
+                    *byte ^= 0xA5;
+                }
+                flipped
+            })
+            .collect();
+        damaged.push(original[..original.len() / 2].to_vec());
+        let mut refused = 0;
+        for (case, bytes) in damaged.iter().enumerate() {
+            std::fs::write(&path, bytes).unwrap();
+            match Store::open(directory.path(), EMBEDDER, DIMENSION) {
+                Ok((_store, recovered)) => {
+                    assert_ne!(case, 9, "a truncated file is refused");
+                    assert_eq!((recovered.acl.epoch(), recovered.chunks.len()), (epoch, chunks), "case {case}");
+                }
+                Err(error) => {
+                    refused += 1;
+                    assert!(matches!(error, StorageError::Corrupted { .. }), "{error}");
+                    assert!(error.to_string().contains(STORE_FILE), "{error}");
+                }
+            }
         }
-        for damaged in [flipped, original[..original.len() / 2].to_vec()] {
-            std::fs::write(&path, &damaged).unwrap();
-            let error = Store::open(directory.path(), EMBEDDER, DIMENSION).err().expect("damaged file refused");
-            assert!(matches!(error, StorageError::Corrupted { .. }), "{error}");
-            assert!(error.to_string().contains(STORE_FILE), "{error}");
-        }
+        assert!(refused >= 2, "damage on live pages is refused, not only truncation: {refused} of 10");
     }
 }

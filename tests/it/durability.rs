@@ -183,7 +183,8 @@ async fn a_failure_between_any_two_steps_of_the_write_path_leaves_the_write_whol
             // Before the commit nothing is durable and nothing is visible; the engine goes on.
             let reached = matches!(
                 (write, step),
-                (Write::NewDocument | Write::NewVersion, WriteStep::Embed | WriteStep::Index) | (_, WriteStep::Commit)
+                (Write::NewDocument | Write::NewVersion, WriteStep::Embed | WriteStep::Index | WriteStep::Stage)
+                    | (_, WriteStep::Commit)
             );
             if reached {
                 assert!(result.is_err(), "{case}");
@@ -198,7 +199,9 @@ async fn a_failure_between_any_two_steps_of_the_write_path_leaves_the_write_whol
             let restarted = open(directory.path(), &settings).await;
             let state = (visible(&restarted, "acme", "carol", &["all"]).await, restarted.acl().load());
             let committed = match step {
-                WriteStep::Embed | WriteStep::Index => !matches!(write, Write::NewDocument | Write::NewVersion),
+                WriteStep::Embed | WriteStep::Index | WriteStep::Stage => {
+                    !matches!(write, Write::NewDocument | Write::NewVersion)
+                }
                 WriteStep::Commit => false,
                 WriteStep::Publish | WriteStep::Purge => true,
             };
