@@ -104,6 +104,13 @@ class Driver:
         self.session_call("POST", f"/element/{element}/clear", {})
         self.session_call("POST", f"/element/{element}/value", {"text": text})
 
+    def keys(self, css, text):
+        """Sends keystrokes to an element (WebDriver focuses it first), as a keyboard user would."""
+        self.session_call("POST", f"/element/{self.find(css)}/value", {"text": text})
+
+    def resize(self, width, height):
+        self.session_call("POST", "/window/rect", {"width": width, "height": height})
+
     def select(self, css, value):
         """Chooses an option as a user would (the value, then a change event)."""
         found = self.js(
@@ -292,6 +299,29 @@ def run(driver):
     assert not violations, violations
     driver.screenshot("injection")
 
+    step("a JSON file uploaded by root is answerable by alice, and the chip opens it by keyboard")
+    handbook = os.path.join(WORK, "handbook.json")
+    with open(handbook, "w") as out:
+        json.dump({"documents": [{
+            "doc_id": "parking-rules",
+            "title": "Parking rules",
+            "text": "Visitor parking spaces are on level two of the garage and must be booked a day ahead.",
+        }]}, out)
+    activate(driver, "root@")
+    driver.click('.tab[data-view="admin"]')
+    driver.type("#upload-text", "")
+    driver.type("#upload-groups", "everyone")
+    driver.keys("#upload-file", handbook)
+    driver.click('#upload-form button[type="submit"]')
+    driver.wait("return document.getElementById('admin-status').textContent.startsWith('Uploaded 1 document');", "file upload")
+    activate(driver, "alice@")
+    status = ask(driver, "Where are visitor parking spaces?")
+    assert status == "answered", (status, text_of(driver, "#ask-result"))
+    driver.keys('#ask-result .chip[data-doc-id="parking-rules"]', "\ue007")  # Enter
+    highlighted = driver.wait("const m = document.querySelector('#source-text mark.cited'); return m && m.textContent;", "the uploaded file's source")
+    assert "level two" in highlighted, highlighted
+    assert driver.js("return document.activeElement.id;") == "source-title", "focus moves to the source"
+
     step("ops: readiness, embedder, generator, index sizes, answer and latency series")
     driver.click('.tab[data-view="ops"]')
     driver.wait("return document.getElementById('ops-status').textContent.startsWith('Updated');", "ops data")
@@ -303,6 +333,16 @@ def run(driver):
     chunks = driver.js("return Array.from(document.querySelectorAll('#ops-index dd')).map(d => d.textContent);")
     assert all(value not in ("?", "0") for value in chunks), chunks
     driver.screenshot("ops")
+
+    step("narrow screen: no view scrolls sideways")
+    driver.resize(420, 900)
+    for view in ["ask", "compare", "admin", "ops"]:
+        driver.click(f'.tab[data-view="{view}"]')
+        overflow = driver.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth;")
+        assert overflow <= 1, (view, overflow)
+    driver.click('.tab[data-view="ask"]')
+    driver.screenshot("narrow")
+    driver.resize(1200, 900)
 
     step("keyboard: every control is reachable and labelled")
     unlabelled = driver.js(
