@@ -187,7 +187,12 @@
 
   // ---- answers ----
   function stageBar(stages) {
-    const entries = Object.entries(stages || {}).filter(([, ms]) => typeof ms === "number");
+    // In pipeline order; a stage this list does not know goes last.
+    const order = ["scope", "retrieval", "selection", "prompt", "generation", "validation", "repair"];
+    const rank = (stage) => (order.indexOf(stage) < 0 ? order.length : order.indexOf(stage));
+    const entries = Object.entries(stages || {})
+      .filter(([, ms]) => typeof ms === "number")
+      .sort(([a], [b]) => rank(a) - rank(b));
     const total = entries.reduce((sum, [, ms]) => sum + ms, 0);
     const wrapper = el("figure", { cls: "stages" });
     wrapper.append(el("figcaption", { text: "Stage timings: " + total.toFixed(1) + " ms in all" }));

@@ -218,6 +218,9 @@ def run(driver):
     assert "250 euros" in claims, claims
     epoch = int(driver.js("return document.querySelector('[data-acl-epoch]').dataset.aclEpoch;"))
     assert driver.js("return document.querySelectorAll('#ask-result .stage').length;") >= 3, "stage bar"
+    legend = driver.js("return Array.from(document.querySelectorAll('#ask-result .stage-legend li')).map(li => li.textContent.split(' ')[0]);")
+    pipeline = ["scope", "retrieval", "selection", "prompt", "generation", "validation", "repair"]
+    assert legend == [stage for stage in pipeline if stage in legend], f"stages out of pipeline order: {legend}"
     driver.screenshot("ask")
 
     step("a citation chip opens the source with the cited span highlighted at its offsets")
