@@ -307,6 +307,11 @@ pub struct DemoSettings {
     pub load: bool,
     /// Path of the demo corpus (JSON).
     pub corpus: String,
+    /// Demo users the web console may sign in as (JSON; see `src/http/console.rs`). Tokens for
+    /// them are minted only in demo mode: the corpus loaded, the published demo key, loopback.
+    /// Empty: no demo sign-in.
+    #[serde(default)]
+    pub users: String,
 }
 
 /// Snapshot settings.

@@ -14,6 +14,8 @@ pub mod admin;
 pub mod admission;
 pub mod answer;
 pub mod auth;
+pub mod console;
+pub mod documents;
 pub mod error;
 pub mod openapi;
 pub mod ops;
@@ -44,6 +46,7 @@ use error::ApiError;
 pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/answer"),
     ("post", "/v1/retrieve"),
+    ("get", "/v1/documents/{doc_id}"),
     ("put", "/v1/admin/documents"),
     ("delete", "/v1/admin/documents/{doc_id}"),
     ("post", "/v1/admin/acl/revoke"),
@@ -56,6 +59,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/readyz"),
     ("get", "/metrics"),
     ("get", "/openapi.json"),
+    ("get", "/console/demo-users"),
+    ("post", "/console/demo-token"),
 ];
 
 /// Shared state of all handlers.
@@ -131,6 +136,7 @@ pub struct RequestId(pub String);
 /// Registers every route, body limits and JSON error handling.
 pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + use<> {
     let max_body = settings.server.max_body_bytes;
+    let console = console::configure(settings);
     move |config: &mut web::ServiceConfig| {
         let json = web::JsonConfig::default().limit(max_body).error_handler(|error, _| json_error(error).into());
         let query = web::QueryConfig::default()
@@ -143,6 +149,7 @@ pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + 
             .app_data(path)
             .service(resource("/v1/answer", web::post().to(answer::answer)))
             .service(resource("/v1/retrieve", web::post().to(answer::retrieve)))
+            .service(resource("/v1/documents/{doc_id}", web::get().to(documents::document)))
             .service(resource("/v1/admin/documents", web::put().to(admin::upsert_documents)))
             .service(resource("/v1/admin/documents/{doc_id}", web::delete().to(admin::delete_document)))
             .service(resource("/v1/admin/acl/revoke", web::post().to(admin::revoke)))
@@ -155,6 +162,7 @@ pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + 
             .service(resource("/readyz", web::get().to(ops::readyz)))
             .service(resource("/metrics", web::get().to(ops::metrics)))
             .service(resource("/openapi.json", web::get().to(ops::openapi)))
+            .configure(console)
             .default_service(web::to(not_found));
     }
 }

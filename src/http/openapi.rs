@@ -91,10 +91,11 @@ impl utoipa::Modify for BearerAuth {
 #[openapi(
     info(title = "warrant", description = "Citation-first, access-controlled hybrid RAG answer server"),
     paths(
-        super::answer::answer, super::answer::retrieve,
+        super::answer::answer, super::answer::retrieve, super::documents::document,
         super::admin::upsert_documents, super::admin::delete_document, super::admin::revoke, super::admin::grant,
         super::admin::changes, super::admin::create_snapshot, super::replica::manifest, super::replica::file,
-        super::ops::healthz, super::ops::readyz, super::ops::metrics, super::ops::openapi
+        super::ops::healthz, super::ops::readyz, super::ops::metrics, super::ops::openapi,
+        super::console::demo_users, super::console::demo_token
     ),
     components(schemas(ErrorBody)),
     modifiers(&BearerAuth)

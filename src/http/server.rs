@@ -257,6 +257,8 @@ pub fn app(
 /// settings may not be served ([`Settings::validate_for_serving`]).
 pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), StartError> {
     settings.validate_for_serving()?;
+    super::console::DemoUsers::from_settings(&settings)
+        .map_err(|reason| StartError::Demo { path: settings.demo.users.clone(), reason })?;
     let (state, fresh) = build_state_with(Arc::clone(&settings), providers).await?;
     if fresh && settings.demo.load {
         let count = load_corpus(state.pipeline.engine(), Path::new(&settings.demo.corpus)).await?;

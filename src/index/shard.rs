@@ -67,6 +67,15 @@ impl Shard {
         self.id
     }
 
+    /// The stored chunks of one document version (`ordinal`), in document order. A linear scan
+    /// of the shard's chunk list (pointers only): for reading one document, never on a hot path.
+    pub fn chunks_of(&self, ordinal: crate::domain::DocOrdinal) -> Vec<Arc<Chunk>> {
+        let mut chunks: Vec<Arc<Chunk>> =
+            self.read().chunks.iter().filter(|chunk| chunk.doc_ordinal == ordinal).map(Arc::clone).collect();
+        chunks.sort_by_key(|chunk| (chunk.start, chunk.ordinal));
+        chunks
+    }
+
     fn read(&self) -> RwLockReadGuard<'_, ShardState> {
         self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner())
     }

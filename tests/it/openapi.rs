@@ -137,6 +137,8 @@ fn probe(path: &str) -> (String, Option<Value>) {
         "/v1/admin/acl/revoke" => (path.into(), Some(json!({"doc_id": "no-such-document"}))),
         "/v1/admin/acl/grant" => (path.into(), Some(json!({"doc_id": "no-such-document", "users": ["bob"]}))),
         "/v1/admin/documents/{doc_id}" => ("/v1/admin/documents/no-such-document".into(), None),
+        "/v1/documents/{doc_id}" => ("/v1/documents/travel-policy".into(), None),
+        "/console/demo-token" => (path.into(), Some(json!({"user": "alice"}))),
         "/v1/admin/acl/changes" => ("/v1/admin/acl/changes?since=0".into(), None),
         "/v1/replica/snapshot/{snapshot_id}/{file}" => ("/v1/replica/snapshot/no-such-snapshot/acl.bin".into(), None),
         other => {

@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""The web console in headless chromium, over W3C WebDriver (standard library only).
+
+Usage: browser.py BASE_URL SCREENSHOT_DIR WORK_DIR   (tests/console/run.sh starts the server)
+
+Each step asserts what a user would see; a failure names the step, and a screenshot of the page
+at that moment is saved as failure.png.
+"""
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+BASE, SHOTS, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+ELEMENT = "element-6066-11e4-a52e-4f735466cecf"  # the W3C web element identifier
+CORPUS = json.load(open(os.path.join(os.path.dirname(__file__), "../../fixtures/demo/corpus.json")))
+QUESTION = "How much are hotel stays reimbursed per night in London?"
+INJECTION_TEXT = (
+    'Fuel cards are reimbursed up to 90 euros per month <img src=x onerror="window.__pwned=1;document.title=\'PWNED\'"> '
+    "for field staff <script>window.__pwned=2</script> with receipts."
+)
+INJECTION_TITLE = "<b>Fuel</b> cards <img src=x onerror=window.__pwned=3>"
+
+
+def http(method, url, body=None, token=None):
+    headers = {"content-type": "application/json"}
+    if token:
+        headers["authorization"] = "Bearer " + token
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+class Driver:
+    def __init__(self):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.log = open(os.path.join(WORK, "chromedriver.log"), "w")
+        self.process = subprocess.Popen(["chromedriver", f"--port={port}"], stdout=self.log, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(self.url + "/status", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        capabilities = {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                    "--window-size=1200,900",
+                    "--user-data-dir=" + os.path.join(WORK, "chromium-profile"),
+                ],
+            },
+            "goog:loggingPrefs": {"browser": "ALL"},
+        }
+        reply = self.call("POST", "/session", {"capabilities": {"alwaysMatch": capabilities}})
+        self.session = reply["sessionId"]
+
+    def call(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return json.loads(response.read())["value"]
+        except urllib.error.HTTPError as error:
+            raise AssertionError(f"webdriver {method} {path}: {error.read()[:500]!r}")
+
+    def session_call(self, method, path, body=None):
+        return self.call(method, f"/session/{self.session}{path}", body)
+
+    def go(self, url):
+        self.session_call("POST", "/url", {"url": url})
+
+    def js(self, script, *args):
+        return self.session_call("POST", "/execute/sync", {"script": script, "args": list(args)})
+
+    def find(self, css):
+        found = self.session_call("POST", "/element", {"using": "css selector", "value": css})
+        assert isinstance(found, dict) and ELEMENT in found, f"no element {css}: {found!r}"[:500]
+        return found[ELEMENT]
+
+    def click(self, css):
+        self.session_call("POST", f"/element/{self.find(css)}/click", {})
+
+    def type(self, css, text):
+        element = self.find(css)
+        self.session_call("POST", f"/element/{element}/clear", {})
+        self.session_call("POST", f"/element/{element}/value", {"text": text})
+
+    def keys(self, css, text):
+        """Sends keystrokes to an element (WebDriver focuses it first), as a keyboard user would."""
+        self.session_call("POST", f"/element/{self.find(css)}/value", {"text": text})
+
+    def resize(self, width, height):
+        self.session_call("POST", "/window/rect", {"width": width, "height": height})
+
+    def select(self, css, value):
+        """Chooses an option as a user would (the value, then a change event)."""
+        found = self.js(
+            "const s = document.querySelector(arguments[0]);"
+            "if (!s || !Array.from(s.options).some(o => o.value === arguments[1])) return false;"
+            "s.focus(); s.value = arguments[1]; s.dispatchEvent(new Event('change', {bubbles: true})); return true;",
+            css,
+            str(value),
+        )
+        assert found, f"no option {value!r} in {css}"
+
+    def wait(self, script, what, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            value = self.js(script)
+            if value:
+                return value
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def screenshot(self, name):
+        png = base64.b64decode(self.session_call("GET", "/screenshot"))
+        with open(os.path.join(SHOTS, name + ".png"), "wb") as out:
+            out.write(png)
+
+    def browser_log(self):
+        try:
+            return self.session_call("POST", "/se/log", {"type": "browser"})
+        except AssertionError:
+            return []
+
+    def quit(self):
+        try:
+            self.session_call("DELETE", "")
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def corpus_text(tenant, doc_id):
+    for document in CORPUS["documents"]:
+        if document["tenant"] == tenant and document["doc_id"] == doc_id:
+            return document["text"]
+    raise KeyError(doc_id)
+
+
+def text_of(driver, css):
+    return driver.js("const n = document.querySelector(arguments[0]); return n ? n.textContent : null;", css)
+
+
+def step(name):
+    print("-", name, flush=True)
+
+
+def sign_in_demo(driver, user):
+    driver.select("#demo-user", user)
+    driver.click("#demo-signin")
+    driver.wait(f"return document.getElementById('identity').textContent.includes('{user}@');", f"sign-in as {user}")
+
+
+def activate(driver, who):
+    index = driver.js(
+        "return Array.from(document.querySelectorAll('#active-principal option')).findIndex(o => o.textContent.startsWith(arguments[0]));",
+        who,
+    )
+    assert index >= 0, f"{who} is not signed in"
+    driver.select("#active-principal", index)
+    driver.wait(f"return document.getElementById('identity').textContent.includes('{who}');", f"{who} active")
+
+
+def ask(driver, question):
+    driver.click('.tab[data-view="ask"]')
+    driver.type("#question", question)
+    driver.js("document.getElementById('ask-result').textContent = '';")
+    driver.click('#ask-form button[type="submit"]')
+    return driver.wait("const b = document.querySelector('#ask-result .badge'); return b && b.textContent;", "an answer")
+
+
+def main():
+    driver = Driver()
+    try:
+        run(driver)
+    except Exception:
+        try:
+            driver.screenshot("failure")
+        except Exception:  # noqa: BLE001
+            pass
+        raise
+    finally:
+        driver.quit()
+
+
+def run(driver):
+    step("the console loads with demo sign-in")
+    driver.go(BASE + "/console")
+    driver.wait("return document.body.dataset.ready === 'true' && !document.getElementById('demo-form').hidden;", "demo sign-in")
+    title = driver.js("return document.title;")
+
+    step("alice asks; the answer has claims with citation chips")
+    sign_in_demo(driver, "alice")
+    status = ask(driver, QUESTION)
+    assert status == "answered", status
+    claims = text_of(driver, "#ask-result .claims")
+    assert "250 euros" in claims, claims
+    epoch = int(driver.js("return document.querySelector('[data-acl-epoch]').dataset.aclEpoch;"))
+    assert driver.js("return document.querySelectorAll('#ask-result .stage').length;") >= 3, "stage bar"
+    legend = driver.js("return Array.from(document.querySelectorAll('#ask-result .stage-legend li')).map(li => li.textContent.split(' ')[0]);")
+    pipeline = ["scope", "retrieval", "selection", "prompt", "generation", "validation", "repair"]
+    assert legend == [stage for stage in pipeline if stage in legend], f"stages out of pipeline order: {legend}"
+    driver.screenshot("ask")
+
+    step("a citation chip opens the source with the cited span highlighted at its offsets")
+    token = http("POST", BASE + "/console/demo-token", {"user": "alice"})[1]["token"]
+    _, answer = http("POST", BASE + "/v1/answer", {"question": QUESTION}, token)
+    citation = answer["answer"]["claims"][0]["citations"][0]
+    driver.click("#ask-result .chip")
+    highlighted = driver.wait("const m = document.querySelector('#source-text mark.cited'); return m && m.textContent;", "highlight")
+    expected = corpus_text("acme", citation["doc_id"])[citation["start"] : citation["end"]]
+    assert highlighted == expected, (highlighted, expected)
+    meta = text_of(driver, "#source-meta")
+    assert citation["doc_id"] in meta and "version" in meta, meta
+    if citation.get("quote"):
+        assert text_of(driver, "#source-quote") == citation["quote"]
+        assert citation["quote"] in text_of(driver, "#source-text mark.quote") or text_of(driver, "#source-text mark.quote") in citation["quote"]
+    assert driver.js("return document.activeElement.id;") == "source-title", "focus moves to the source"
+    driver.screenshot("source")
+
+    step("compare: alice and gina ask the same question, each sees her own tenant")
+    sign_in_demo(driver, "gina")
+    driver.click('.tab[data-view="compare"]')
+    a = driver.js("return Array.from(document.querySelectorAll('#compare-a option')).find(o => o.textContent.startsWith('alice@')).value;")
+    b = driver.js("return Array.from(document.querySelectorAll('#compare-b option')).find(o => o.textContent.startsWith('gina@')).value;")
+    driver.select("#compare-a", a)
+    driver.select("#compare-b", b)
+    driver.click('#compare-form button[type="submit"]')
+    driver.wait("return document.querySelector('#compare-b-result .badge') && document.querySelector('#compare-a-result .badge');", "both answers")
+    left, right = text_of(driver, "#compare-a-result"), text_of(driver, "#compare-b-result")
+    assert "250 euros" in left and "210 euros" in right and "250 euros" not in right, (left, right)
+    driver.screenshot("compare")
+
+    step("root (admin) revokes the travel policy; the change feed shows it")
+    sign_in_demo(driver, "root")
+    driver.click('.tab[data-view="admin"]')
+    driver.type("#acl-doc-id", "travel-policy")
+    driver.type("#acl-groups", "")
+    driver.type("#acl-users", "")
+    driver.click("#acl-revoke")
+    driver.wait("return document.getElementById('admin-status').textContent.startsWith('Revoked');", "revoke")
+    driver.wait("return document.querySelector('#feed tbody').textContent.includes('travel-policy');", "the change feed")
+    driver.screenshot("admin")
+
+    step("alice asks again: the travel policy is gone at once")
+    activate(driver, "alice@")
+    status = ask(driver, QUESTION)
+    chips = driver.js("return Array.from(document.querySelectorAll('#ask-result .chip')).map(c => c.dataset.docId);")
+    assert "travel-policy" not in chips, chips
+    assert status == "abstained", status
+    reason = text_of(driver, "#ask-result .abstention")
+    assert "Abstained" in reason and "_" in reason, reason
+    new_epoch = int(driver.js("return document.querySelector('[data-acl-epoch]').dataset.aclEpoch;"))
+    assert new_epoch > epoch, (new_epoch, epoch)
+    driver.screenshot("abstained")
+
+    step("a document carrying <img onerror> and <script> shows literally and runs nothing")
+    activate(driver, "root@")
+    driver.click('.tab[data-view="admin"]')
+    driver.type("#upload-text", INJECTION_TEXT)
+    driver.type("#upload-doc-id", "fuel-cards")
+    driver.type("#upload-title-input", INJECTION_TITLE)
+    driver.type("#upload-groups", "everyone")
+    driver.click('#upload-form button[type="submit"]')
+    driver.wait("return document.getElementById('admin-status').textContent.startsWith('Uploaded');", "upload")
+    activate(driver, "alice@")
+    status = ask(driver, "How much are fuel cards reimbursed per month?")
+    assert status == "answered", (status, text_of(driver, "#ask-result"))
+    driver.click('#ask-result .chip[data-doc-id="fuel-cards"]')
+    driver.wait("return document.querySelector('#source-text mark.cited');", "the injected document")
+    time.sleep(0.5)  # give any planted handler a chance to fire
+    source = text_of(driver, "#source-text")
+    assert '<img src=x onerror="window.__pwned=1' in source and "<script>window.__pwned=2</script>" in source, source
+    assert INJECTION_TITLE in text_of(driver, "#source-title")
+    assert driver.js("return typeof window.__pwned;") == "undefined", "a planted script ran"
+    assert driver.js("return document.title;") == title
+    assert driver.js("return document.querySelectorAll('img').length;") == 0, "markup from a source became an element"
+    assert driver.js("return document.scripts.length;") == 1, "a script element was added"
+    assert driver.js("return document.querySelectorAll('#main b').length;") == 0
+    violations = [entry for entry in driver.browser_log() if "Content Security Policy" in entry.get("message", "")]
+    assert not violations, violations
+    driver.screenshot("injection")
+
+    step("a JSON file uploaded by root is answerable by alice, and the chip opens it by keyboard")
+    handbook = os.path.join(WORK, "handbook.json")
+    with open(handbook, "w") as out:
+        json.dump({"documents": [{
+            "doc_id": "parking-rules",
+            "title": "Parking rules",
+            "text": "Visitor parking spaces are on level two of the garage and must be booked a day ahead.",
+        }]}, out)
+    activate(driver, "root@")
+    driver.click('.tab[data-view="admin"]')
+    driver.type("#upload-text", "")
+    driver.type("#upload-groups", "everyone")
+    driver.keys("#upload-file", handbook)
+    driver.click('#upload-form button[type="submit"]')
+    driver.wait("return document.getElementById('admin-status').textContent.startsWith('Uploaded 1 document');", "file upload")
+    activate(driver, "alice@")
+    status = ask(driver, "Where are visitor parking spaces?")
+    assert status == "answered", (status, text_of(driver, "#ask-result"))
+    driver.keys('#ask-result .chip[data-doc-id="parking-rules"]', "\ue007")  # Enter
+    highlighted = driver.wait("const m = document.querySelector('#source-text mark.cited'); return m && m.textContent;", "the uploaded file's source")
+    assert "level two" in highlighted, highlighted
+    assert driver.js("return document.activeElement.id;") == "source-title", "focus moves to the source"
+
+    step("ops: readiness, embedder, generator, index sizes, answer and latency series")
+    driver.click('.tab[data-view="ops"]')
+    driver.wait("return document.getElementById('ops-status').textContent.startsWith('Updated');", "ops data")
+    ready = text_of(driver, "#ops-ready")
+    assert "ready" in ready and "hashed" in ready and "extractive" in ready, ready
+    assert "answered" in text_of(driver, "#ops-answers") and "abstained" in text_of(driver, "#ops-answers")
+    stages = driver.js("return document.querySelectorAll('#ops-stages tbody tr').length;")
+    assert stages >= 3, stages
+    chunks = driver.js("return Array.from(document.querySelectorAll('#ops-index dd')).map(d => d.textContent);")
+    assert all(value not in ("?", "0") for value in chunks), chunks
+    driver.screenshot("ops")
+
+    step("narrow screen: no view scrolls sideways")
+    driver.resize(420, 900)
+    for view in ["ask", "compare", "admin", "ops"]:
+        driver.click(f'.tab[data-view="{view}"]')
+        overflow = driver.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth;")
+        assert overflow <= 1, (view, overflow)
+    driver.click('.tab[data-view="ask"]')
+    driver.screenshot("narrow")
+    driver.resize(1200, 900)
+
+    step("keyboard: every control is reachable and labelled")
+    unlabelled = driver.js(
+        "return Array.from(document.querySelectorAll('input, select, textarea'))"
+        ".filter(n => !(n.labels && n.labels.length) && !n.getAttribute('aria-label')).map(n => n.id);"
+    )
+    assert not unlabelled, unlabelled
+    print("console browser test passed; screenshots in", SHOTS)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The web console in a real headless browser: Debian's chromium + chromium-driver, driven over
+# the W3C WebDriver protocol by tests/console/browser.py (Python standard library only, nothing
+# from PyPI), against the debug `warrant serve` on a loopback port the kernel picks, in demo mode
+# (the demo corpus, the published demo key, the hashed embedder, a throwaway data directory).
+#
+# The flow: demo sign-in, ask, open a citation and check the highlighted span against the corpus,
+# compare two principals, revoke as admin and ask again (abstention), upload a document carrying
+# <img onerror> and <script> and check nothing runs and the text shows literally, the ops view.
+# Screenshots of each view go to $CONSOLE_SCREENSHOTS (default target/console-screenshots/).
+#
+# Usage: tests/console/run.sh          (.ci/run calls it; installs chromium when missing)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+screenshots="${CONSOLE_SCREENSHOTS:-$PWD/target/console-screenshots}"
+
+if ! command -v chromedriver >/dev/null || ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "chromium and chromium-driver are missing; install them (apt-get install chromium chromium-driver)" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+fi
+
+cargo build --quiet --bin warrant
+binary="$CARGO_TARGET_DIR/debug/warrant"
+
+workdir="$(mktemp -d)"
+server_pid=""
+stop() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  rm -rf "$workdir"
+}
+trap stop EXIT
+trap 'exit 130' INT TERM
+
+# Demo mode needs the published demo key, which serve accepts only on loopback.
+unset WARRANT__AUTH__HS256_SECRET
+export WARRANT__EMBEDDER__KIND=hashed
+export WARRANT__SERVER__BIND=127.0.0.1:0
+export WARRANT__DEMO__LOAD=true
+export WARRANT__SNAPSHOTS__DIR="$workdir/snapshots"
+export WARRANT__STORAGE__DIR="$workdir/data"
+"$binary" serve >"$workdir/server.log" 2>&1 &
+server_pid=$!
+
+base=""
+for _ in $(seq 1 600); do
+  base="$(sed -n 's/^warrant listening on \(http:\/\/127\.0\.0\.1:[0-9]*\)$/\1/p' "$workdir/server.log" | head -n 1)"
+  if [ -n "$base" ] && curl --silent --fail "$base/readyz" >/dev/null; then
+    break
+  fi
+  if ! kill -0 "$server_pid" 2>/dev/null; then
+    echo "warrant serve exited before it was ready:" >&2
+    cat "$workdir/server.log" >&2
+    exit 1
+  fi
+  base=""
+  sleep 0.2
+done
+if [ -z "$base" ]; then
+  echo "warrant serve was not ready after 120 s:" >&2
+  cat "$workdir/server.log" >&2
+  exit 1
+fi
+
+mkdir -p "$screenshots"
+rm -f "$screenshots"/*.png
+status=0
+python3 tests/console/browser.py "$base" "$screenshots" "$workdir" || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "console browser test failed (exit $status); the server's log:" >&2
+  tail -n 30 "$workdir/server.log" >&2
+fi
+exit "$status"
