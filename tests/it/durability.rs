@@ -796,3 +796,87 @@ async fn a_replica_refuses_a_primary_restored_from_an_older_snapshot_until_it_re
     }
     assert!(refused > 0, "the replica never refused while it could not follow");
 }
+
+/// A replica whose snapshot is older than the primary's retention window (the changes it needs
+/// were compacted into a checkpoint: 410 `changes_compacted`) re-bootstraps from the primary's
+/// latest snapshot by itself, and never serves what the primary revoked meanwhile.
+#[actix_web::test]
+async fn a_replica_behind_the_retention_window_re_bootstraps_from_the_primarys_snapshot() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let root = tempfile::tempdir().unwrap();
+    let snapshots = root.path().join("snapshots");
+    let http = reqwest::Client::new();
+    let operator = token("ops", "op", &[], "operator");
+    let admin = token("acme", "root", &[], "admin");
+    let alice = token("acme", "alice", &["everyone", "engineering"], "");
+    let replication = token("replication", "replica-1", &[], "replica");
+    // A primary that checkpoints after every change and keeps no log behind its checkpoints.
+    let mut primary_command = command(&snapshots, &[]);
+    primary_command
+        .env("WARRANT__STORAGE__DIR", root.path().join("data"))
+        .env("WARRANT__STORAGE__CHECKPOINT_CHANGES", "1")
+        .env("WARRANT__STORAGE__LOG_RETENTION_EPOCHS", "0");
+    let primary = spawn_command(primary_command);
+    let (status, created) =
+        call(&http, &primary.base, reqwest::Method::POST, "/v1/admin/snapshots", &operator, None).await;
+    assert_eq!(status, 200, "{created}");
+    // Keep a copy: the primary's own checkpoints may prune it from its snapshot directory.
+    let old = root.path().join("old-snapshot");
+    std::fs::create_dir_all(&old).unwrap();
+    let source = snapshots.join(created["snapshot_id"].as_str().unwrap());
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), old.join(entry.file_name())).unwrap();
+    }
+    let old_epoch = created["acl_epoch"].as_u64().unwrap();
+
+    // The primary revokes, and a checkpoint compacts that change away.
+    let (status, revoked) = call(
+        &http,
+        &primary.base,
+        reqwest::Method::POST,
+        "/v1/admin/acl/revoke",
+        &admin,
+        Some(json!({"doc_id": "vacation-policy"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{revoked}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let path = format!("/v1/admin/acl/changes?since={old_epoch}");
+        let (status, body) = call(&http, &primary.base, reqwest::Method::GET, &path, &replication, None).await;
+        if status == 410 {
+            assert_eq!(body["code"], "changes_compacted");
+            break;
+        }
+        assert_eq!(status, 200, "{body}");
+        assert!(Instant::now() < deadline, "the primary never compacted its log");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, primary_ready) = readyz(&http, &primary.base).await;
+
+    // A replica from the old snapshot cannot follow the feed from it: it re-bootstraps.
+    let replica = spawn_command(command(&snapshots, &["--restore", old.to_str().unwrap(), "--follow", &primary.base]));
+    let vacation = json!({"query": "How many paid vacation days per year?"});
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, body) =
+            call(&http, &replica.base, reqwest::Method::POST, "/v1/retrieve", &alice, Some(vacation.clone())).await;
+        let (_, ready) = readyz(&http, &replica.base).await;
+        match status {
+            503 => assert_eq!(body["code"], "replica_stale", "{body}"),
+            200 => assert!(
+                !super::snapshots::retrieved_docs(&body).contains(&"vacation-policy".to_owned()),
+                "the replica served a document revoked before its snapshot was compacted away: {ready}"
+            ),
+            other => panic!("unexpected status {other}: {body}"),
+        }
+        if status == 200 && ready["replica"]["fresh"] == true {
+            assert_eq!(ready["lineage"], primary_ready["lineage"]);
+            assert!(ready["acl_epoch"].as_u64().unwrap() > old_epoch, "{ready}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica never re-bootstrapped: {ready}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
