@@ -518,8 +518,8 @@ mod tests {
         std::fs::write(directory.join("base_f32le.bin"), f32_bytes(&data.base)).expect("write");
         std::fs::write(directory.join("queries_f32le.bin"), f32_bytes(&data.queries)).expect("write");
         std::fs::write(directory.join("buckets_i32le.bin"), i32_bytes(&data.buckets)).expect("write");
-        for selectivity in [0.001, 0.01, 0.1, 0.5, 1.0] {
-            let threshold = (1000.0 * selectivity as f64).round() as i32;
+        for selectivity in [0.001f64, 0.01, 0.1, 0.5, 1.0] {
+            let threshold = (1000.0 * selectivity).round() as i32;
             let mut truth = Vec::new();
             for query in &data.queries {
                 let mut scored: Vec<(f32, i32)> = (0..base)
