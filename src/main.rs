@@ -373,7 +373,7 @@ fn main() -> Result<()> {
                 let data = PeerData::read(&directory, dim)?;
                 let index = filtered::build_peer_index(&data, params);
                 let build_seconds = started.elapsed().as_secs_f64();
-                print_build_line(build_seconds, &index, resident_before, data.base.len() * dim * 4);
+                print_build_line(build_seconds, &index, &data.queries, resident_before, data.base.len() * dim * 4);
                 (filtered::run_peer(&directory, &data, &index, &selectivities)?, index.len(), index.own_heap_bytes())
             } else {
                 let config = filtered::FilteredBenchConfig {
@@ -387,7 +387,7 @@ fn main() -> Result<()> {
                     clusters: 64,
                 };
                 let (index, queries) = filtered::build_data(&config);
-                print_build_line(started.elapsed().as_secs_f64(), &index, resident_before, 0);
+                print_build_line(started.elapsed().as_secs_f64(), &index, &queries, resident_before, 0);
                 (filtered::measure(&index, &queries, &config), index.len(), index.own_heap_bytes())
             };
             debug_assert!(own_bytes > 0 || index_len == 0);
@@ -682,15 +682,18 @@ async fn bench_snapshot(config: Option<PathBuf>, documents: usize, words: usize,
     Ok(())
 }
 
-/// First line of `bench filtered`: build time, SIMD in use and memory per vector (the index's
-/// own arrays, and the resident-set growth over the build minus `input_bytes` of input data
-/// still held by the caller).
+/// First line of `bench filtered`: build time, SIMD in use, the bare dot product's cost
+/// (streaming and random reads), the planner's measured costs, and memory per vector (the
+/// index's own arrays, and the resident-set growth over the build minus `input_bytes` of input
+/// data still held by the caller).
 fn print_build_line(
     build_seconds: f64,
     index: &warrant::index::vector::VectorIndex,
+    queries: &[Vec<f32>],
     resident_before: Option<usize>,
     input_bytes: usize,
 ) {
+    let (dot_ns_sequential, dot_ns_random) = warrant::bench::filtered::bare_dot_ns(index, queries);
     let vectors = index.len().max(1) as f64;
     let resident_after = warrant::bench::filtered::resident_bytes();
     let resident_per_vector = resident_before
@@ -702,6 +705,9 @@ fn print_build_line(
             "build_seconds": build_seconds,
             "vectors": index.len(),
             "simd": warrant::index::distance::simd_name(),
+            "bare_dot_ns_sequential": dot_ns_sequential,
+            "bare_dot_ns_random": dot_ns_random,
+            "planner_costs": index.planner_costs(),
             "own_bytes_per_vector": index.own_heap_bytes() as f64 / vectors,
             "resident_bytes_per_vector": resident_per_vector,
         })

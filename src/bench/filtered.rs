@@ -140,6 +140,8 @@ pub fn build_data(config: &FilteredBenchConfig) -> (VectorIndex, Vec<Vec<f32>>) 
             near(&mut rng, centre)
         })
         .collect();
+    // Measure the planner's costs on the finished index (insert calibrates only on doubling).
+    index.calibrate();
     (index, queries)
 }
 
@@ -379,6 +381,8 @@ pub fn build_peer_index(data: &PeerData, params: VectorParams) -> VectorIndex {
             .collect();
         index.insert_batch(&items).expect("peer vectors are checked on read");
     }
+    // Measure the planner's costs on the finished index (insert calibrates only on doubling).
+    index.calibrate();
     index
 }
 
@@ -415,6 +419,32 @@ pub fn run_peer(
         ));
     }
     Ok(rows)
+}
+
+/// Nanoseconds of one bare SIMD dot product of a query with a stored vector, reading the
+/// vectors in slot order (streaming) and in a random order (the access pattern of a graph
+/// walk): the floor for a walk's cost per distance evaluation on this machine.
+pub fn bare_dot_ns(index: &VectorIndex, queries: &[Vec<f32>]) -> (f64, f64) {
+    let len = index.len();
+    let queries = &queries[..queries.len().min(4)];
+    if len == 0 || queries.is_empty() {
+        return (0.0, 0.0);
+    }
+    let mut rng = SmallRng::seed_from_u64(0xd07);
+    let shuffled: Vec<Slot> = (0..len).map(|_| rng.gen_range(0..len) as Slot).collect();
+    let sequential: Vec<Slot> = (0..len as Slot).collect();
+    let time = |slots: &[Slot]| {
+        let started = Instant::now();
+        let mut sum = 0.0f32;
+        for query in queries {
+            for &slot in slots {
+                sum += dot(query, index.vector(slot));
+            }
+        }
+        std::hint::black_box(sum);
+        started.elapsed().as_nanos() as f64 / (queries.len() * slots.len()) as f64
+    };
+    (time(&sequential), time(&shuffled))
 }
 
 /// Resident set size of this process in bytes (Linux `/proc/self/statm`; `None` elsewhere).
@@ -486,7 +516,9 @@ mod tests {
             assert!(pair.iter().all(|row| row.selectivity == pair[0].selectivity), "{pair:?}");
         }
         assert_eq!(rows[0].strategy, "exact");
-        assert_eq!(rows[4 * WALKS.len()].strategy, "graph");
+        // At 1.0 the planner's measured costs decide (on 2,000 small vectors scanning them all
+        // may be cheaper than the walk), so either strategy is right there.
+        assert!(matches!(rows[4 * WALKS.len()].strategy.as_str(), "graph" | "exact"), "{rows:?}");
         // The best-first walk stops early: never more work than hnsw_rs' filtered walk at 50%.
         let half: Vec<&FilteredRow> = rows.iter().filter(|row| row.selectivity == 0.5).collect();
         assert_eq!(half[1].walk, "best_first");
