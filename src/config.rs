@@ -180,8 +180,14 @@ pub struct IndexSettings {
     /// Selectivity planner: when the scope allows at most this many vectors in a shard, the
     /// shard scans exactly those vectors instead of walking the graph.
     pub exact_scan_threshold: usize,
-    /// Selectivity planner: also scan exactly when the allowed fraction of the shard is below this.
+    /// Selectivity planner: before a shard's scan and walk costs are measured (fewer than 4096
+    /// vectors), also scan exactly when the allowed fraction of the shard is below this; after,
+    /// the measured costs decide.
     pub exact_scan_max_fraction: f64,
+    /// Threads serving each shard actor; 0 (the default) sizes them from the available
+    /// parallelism: `ceil(cores / shards)`, at least 2 (see `index::shard::threads_per_shard`).
+    #[serde(default)]
+    pub threads_per_shard: usize,
 }
 
 /// Retrieval settings.
@@ -390,6 +396,7 @@ impl Settings {
             }
         };
         check((1..=256).contains(&self.index.shards), "index.shards must be in 1..=256");
+        check(self.index.threads_per_shard <= 256, "index.threads_per_shard must be in 0..=256 (0: from the cores)");
         check((4..=256).contains(&self.index.hnsw_max_connections), "index.hnsw_max_connections must be in 4..=256");
         check((8..=4096).contains(&self.index.hnsw_ef_construction), "index.hnsw_ef_construction must be in 8..=4096");
         check((1..=4096).contains(&self.index.hnsw_ef_search), "index.hnsw_ef_search must be in 1..=4096");

@@ -127,13 +127,19 @@ enum BenchCommand {
         /// Print one JSON object per line (the only output form; kept for the documented command).
         #[arg(long)]
         json: bool,
-        /// Also print the rows of hnsw_rs' own filtered walk (measured side by side with the
-        /// production best-first walk on the same queries).
+        /// Also print the rows of hnsw_rs' own filtered walk and of the old best-first walk over
+        /// hnsw_rs nodes with the scalar dot (measured side by side with the production frozen
+        /// walk on the same queries).
         #[arg(long)]
         compare_walks: bool,
         /// Configuration file (index parameters).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Directory of the raw files `shared/peers/export_vectors.py --data-dir` writes: search
+        /// those vectors and queries, filter by their buckets, score against their ground truth,
+        /// beside pgvector's best figures (`--vectors` and `--queries` are then ignored).
+        #[arg(long)]
+        vectors_file: Option<PathBuf>,
     },
     /// Durable writes (ACL changes with fsync, document batches) and restart from the data
     /// directory versus re-ingestion, side by side with an in-memory engine (hashed embedder).
@@ -355,22 +361,38 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::Bench {
-            bench: BenchCommand::Filtered { vectors, dim, queries, seed, json: _, compare_walks, config },
+            bench: BenchCommand::Filtered { vectors, dim, queries, seed, json: _, compare_walks, config, vectors_file },
         } => {
+            use warrant::bench::filtered::{self, PeerData};
             let settings = Settings::load(config.as_deref())?;
             let params = warrant::retrieval::EngineParams::from_settings(&settings, dim).vector;
-            let config = warrant::bench::filtered::FilteredBenchConfig {
-                vectors,
-                dim,
-                queries,
-                k: 10,
-                seed,
-                selectivities: vec![0.001, 0.01, 0.1, 0.5, 1.0],
-                params,
-                clusters: 64,
+            let selectivities = vec![0.001, 0.01, 0.1, 0.5, 1.0];
+            let resident_before = filtered::resident_bytes();
+            let started = std::time::Instant::now();
+            let (rows, index_len, own_bytes) = if let Some(directory) = vectors_file {
+                let data = PeerData::read(&directory, dim)?;
+                let index = filtered::build_peer_index(&data, params);
+                let build_seconds = started.elapsed().as_secs_f64();
+                print_build_line(build_seconds, &index, &data.queries, resident_before, data.base.len() * dim * 4);
+                (filtered::run_peer(&directory, &data, &index, &selectivities)?, index.len(), index.own_heap_bytes())
+            } else {
+                let config = filtered::FilteredBenchConfig {
+                    vectors,
+                    dim,
+                    queries,
+                    k: 10,
+                    seed,
+                    selectivities,
+                    params,
+                    clusters: 64,
+                };
+                let (index, queries) = filtered::build_data(&config);
+                print_build_line(started.elapsed().as_secs_f64(), &index, &queries, resident_before, 0);
+                (filtered::measure(&index, &queries, &config), index.len(), index.own_heap_bytes())
             };
-            for row in warrant::bench::filtered::run(&config) {
-                if !compare_walks && row.walk != "best_first" {
+            debug_assert!(own_bytes > 0 || index_len == 0);
+            for row in rows {
+                if !compare_walks && row.walk != "frozen" {
                     continue;
                 }
                 println!("{}", serde_json::to_string(&row)?);
@@ -658,4 +680,36 @@ async fn bench_snapshot(config: Option<PathBuf>, documents: usize, words: usize,
         warrant::bench::snapshot::run(&settings, &config, directory.path()).await.map_err(anyhow::Error::msg)?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
+}
+
+/// First line of `bench filtered`: build time, SIMD in use, the bare dot product's cost
+/// (streaming and random reads), the planner's measured costs, and memory per vector (the
+/// index's own arrays, and the resident-set growth over the build minus `input_bytes` of input
+/// data still held by the caller).
+fn print_build_line(
+    build_seconds: f64,
+    index: &warrant::index::vector::VectorIndex,
+    queries: &[Vec<f32>],
+    resident_before: Option<usize>,
+    input_bytes: usize,
+) {
+    let (dot_ns_sequential, dot_ns_random) = warrant::bench::filtered::bare_dot_ns(index, queries);
+    let vectors = index.len().max(1) as f64;
+    let resident_after = warrant::bench::filtered::resident_bytes();
+    let resident_per_vector = resident_before
+        .zip(resident_after)
+        .map(|(before, after)| (after.saturating_sub(before).saturating_sub(input_bytes)) as f64 / vectors);
+    println!(
+        "{}",
+        serde_json::json!({
+            "build_seconds": build_seconds,
+            "vectors": index.len(),
+            "simd": warrant::index::distance::simd_name(),
+            "bare_dot_ns_sequential": dot_ns_sequential,
+            "bare_dot_ns_random": dot_ns_random,
+            "planner_costs": index.planner_costs(),
+            "own_bytes_per_vector": index.own_heap_bytes() as f64 / vectors,
+            "resident_bytes_per_vector": resident_per_vector,
+        })
+    );
 }

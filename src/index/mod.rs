@@ -9,6 +9,8 @@
 //! - slots are shard-local, dense and append-only (`0..len`); the same slot names the same chunk
 //!   in both indexes and in the shard's chunk store.
 
+pub mod distance;
+mod frozen;
 pub mod lexical;
 pub mod shard;
 pub mod vector;

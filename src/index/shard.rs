@@ -32,6 +32,25 @@ struct ShardState {
     lexical: LexicalIndex,
 }
 
+/// Fewest threads per shard actor: the lexical and the vector search of one query run at once.
+pub const MIN_THREADS_PER_SHARD: usize = 2;
+
+/// Threads to serve each of `shards` shard actors: `configured` when positive, otherwise
+/// enough that all shards together use every core `std::thread::available_parallelism`
+/// reports (`ceil(cores / shards)`), and never fewer than [`MIN_THREADS_PER_SHARD`].
+pub fn threads_per_shard(configured: usize, shards: usize) -> usize {
+    if configured > 0 {
+        return configured;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    sized_threads_per_shard(cores, shards)
+}
+
+/// [`threads_per_shard`] for `cores` cores.
+fn sized_threads_per_shard(cores: usize, shards: usize) -> usize {
+    cores.div_ceil(shards.max(1)).max(MIN_THREADS_PER_SHARD)
+}
+
 /// The data of one shard, shared by the threads of its actor.
 pub struct Shard {
     id: usize,
@@ -314,5 +333,22 @@ impl Handler<PurgeOrdinals> for ShardActor {
     type Result = IndexResult<()>;
     fn handle(&mut self, message: PurgeOrdinals, _: &mut SyncContext<Self>) -> Self::Result {
         self.shard.purge(&message.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_per_shard_follows_the_cores_unless_configured() {
+        assert_eq!(threads_per_shard(3, 4), 3);
+        assert!(threads_per_shard(0, 1) >= MIN_THREADS_PER_SHARD);
+        // The 16-core machine with 4 shards: 4 threads each instead of a fixed 2.
+        assert_eq!(sized_threads_per_shard(16, 4), 4);
+        assert_eq!(sized_threads_per_shard(16, 3), 6);
+        assert_eq!(sized_threads_per_shard(2, 4), MIN_THREADS_PER_SHARD);
+        assert_eq!(sized_threads_per_shard(64, 4), 16);
+        assert_eq!(sized_threads_per_shard(8, 0), 8);
     }
 }

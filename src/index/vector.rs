@@ -31,9 +31,10 @@ use hnsw_rs::anndists::dist::distances::Distance;
 use hnsw_rs::hnsw::{Hnsw, Point};
 use roaring::RoaringBitmap;
 
+use super::distance::{dot, dot_scalar};
+use super::frozen::FrozenGraph;
 use super::{Hit, IndexError, IndexResult, Slot};
 use crate::domain::DocOrdinal;
-use crate::embed::dot;
 
 /// Largest `max_connections` hnsw_rs accepts (it calls `process::exit` above it).
 pub const MAX_CONNECTIONS_LIMIT: usize = 256;
@@ -43,6 +44,16 @@ const MAX_LAYER: usize = 16;
 
 /// Batches at least this large are inserted with hnsw_rs `parallel_insert_slice` (rayon).
 const PARALLEL_INSERT_MIN: usize = 1024;
+
+/// Smallest index whose strategy costs are measured (below it the fixed rule is cheap enough
+/// and a measurement would be noise).
+pub const CALIBRATION_MIN_LEN: usize = 4096;
+
+/// Queries (stored vectors, evenly spaced) timed per strategy when calibrating.
+const CALIBRATION_QUERIES: usize = 16;
+
+/// Vectors the exact scan visits per calibration query.
+const CALIBRATION_SCAN_LEN: usize = 4096;
 
 /// Tuning of one vector index.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -93,19 +104,24 @@ pub enum VectorStrategy {
 pub(crate) enum GraphWalk {
     /// hnsw_rs `search_filter`: no early termination in layer 0 under a filter.
     HnswRs,
-    /// Our best-first layer-0 walk with early termination on the allowed result set.
+    /// The previous production walk: best-first with early termination, reading neighbour
+    /// lists from hnsw_rs nodes (a lock and a copy per list) and scoring with the scalar dot.
     BestFirst,
+    /// The best-first walk over the [`FrozenGraph`] adjacency arrays with the SIMD dot (also
+    /// when every vector is allowed, instead of hnsw_rs' own search).
+    Frozen,
 }
 
 impl GraphWalk {
     /// The walk [`VectorIndex::search`] uses.
-    pub(crate) const DEFAULT: Self = Self::BestFirst;
+    pub(crate) const DEFAULT: Self = Self::Frozen;
 
     /// Stable name for benchmark rows.
     pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Self::HnswRs => "hnsw_rs",
             Self::BestFirst => "best_first",
+            Self::Frozen => "frozen",
         }
     }
 }
@@ -132,6 +148,58 @@ pub struct VectorReport {
     pub allowed: usize,
     /// Query-to-vector distance evaluations (exact: the allowed count; graph: measured).
     pub distance_computations: usize,
+}
+
+/// Costs of the two strategies measured on this machine by [`VectorIndex::calibrate`], which
+/// the planner compares instead of a fixed allowed fraction.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct PlannerCosts {
+    /// Nanoseconds per allowed vector of the exact scan (dot product and bounded heap).
+    pub scan_ns_per_vector: f64,
+    /// Nanoseconds per distance evaluation of the graph walk (random read, dot product, heaps
+    /// and visited set).
+    pub walk_ns_per_evaluation: f64,
+    /// Mean distance evaluations of an unfiltered walk at the index's `ef_search`.
+    pub walk_evaluations_unfiltered: f64,
+    /// How evaluations grow as fewer vectors are allowed: a walk at selectivity `s` is
+    /// expected to make `walk_evaluations_unfiltered * s^-growth` evaluations (at most the
+    /// index size), `growth` fitted from a walk at 10% allowed.
+    pub walk_growth: f64,
+}
+
+impl PlannerCosts {
+    /// Expected nanoseconds of a graph walk when `allowed` of `len` vectors are allowed.
+    pub fn walk_ns(&self, allowed: usize, len: usize) -> f64 {
+        let selectivity = (allowed.max(1) as f64 / len.max(1) as f64).min(1.0);
+        let evaluations = (self.walk_evaluations_unfiltered * selectivity.powf(-self.walk_growth)).min(len as f64);
+        evaluations * self.walk_ns_per_evaluation
+    }
+
+    /// Expected nanoseconds of the exact scan of `allowed` vectors.
+    pub fn scan_ns(&self, allowed: usize) -> f64 {
+        allowed as f64 * self.scan_ns_per_vector
+    }
+
+    /// Most allowed vectors (of `len`) for which the exact scan is expected to cost no more
+    /// than the walk. The scan's cost grows with the allowed count and the walk's falls, so
+    /// this is where they cross (binary search).
+    pub fn exact_scan_limit(&self, len: usize) -> usize {
+        let cheaper = |allowed: usize| self.scan_ns(allowed) <= self.walk_ns(allowed, len);
+        let (mut low, mut high) = (0usize, len);
+        if cheaper(high) {
+            return len;
+        }
+        // Invariant: cheaper(low) (or low == 0) and !cheaper(high).
+        while high - low > 1 {
+            let middle = low + (high - low) / 2;
+            if cheaper(middle) {
+                low = middle;
+            } else {
+                high = middle;
+            }
+        }
+        low
+    }
 }
 
 /// Result of one filtered search.
@@ -166,11 +234,31 @@ impl Distance<f32> for CountingCosine {
     }
 }
 
-/// `dot`, counted as one distance evaluation (the best-first walk scores with this).
+/// `dot`, counted as one distance evaluation.
 fn counted_dot(left: &[f32], right: &[f32]) -> f32 {
-    DISTANCE_COUNT.with(|count| count.set(count.get() + 1));
+    count_distances(1);
     dot(left, right)
 }
+
+/// The scalar dot, counted as one distance evaluation (the old best-first walk scores with this).
+fn counted_dot_scalar(left: &[f32], right: &[f32]) -> f32 {
+    count_distances(1);
+    dot_scalar(left, right)
+}
+
+/// Adds `evaluations` to this thread's distance count.
+fn count_distances(evaluations: usize) {
+    DISTANCE_COUNT.with(|count| count.set(count.get() + evaluations));
+}
+
+/// Lanes of one cache line of f32: the vector store's unit of alignment.
+const BLOCK_LANES: usize = 16;
+
+/// 64 bytes of f32, aligned to a cache line: vectors start on a cache line and never straddle
+/// one more than they must.
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(64))]
+struct Block([f32; BLOCK_LANES]);
 
 /// A hit ordered so that the *worse* hit is greater: lower score, then higher slot. A max-heap
 /// of these keeps the worst retained hit on top.
@@ -205,8 +293,11 @@ fn sort_best_first(hits: &mut [Hit]) {
 /// In-memory HNSW index of one shard's chunk vectors.
 pub struct VectorIndex {
     params: VectorParams,
-    /// Contiguous storage: slot `s` is `vectors[s * dimension..(s + 1) * dimension]`.
-    vectors: Vec<f32>,
+    /// Contiguous cache-line-aligned storage: slot `s` is the first `dimension` values of
+    /// `vectors[s * stride..(s + 1) * stride]` (the rest of the row is zero padding).
+    vectors: Vec<Block>,
+    /// Blocks per vector.
+    stride: usize,
     /// Document ordinal of every slot.
     ordinals: Vec<DocOrdinal>,
     /// Slots of every document ordinal present (a document has several chunks).
@@ -219,6 +310,14 @@ pub struct VectorIndex {
     points: Vec<Arc<Point<'static, f32>>>,
     /// Slot of a node of the top layer: where the walk starts its descent.
     entry: Option<Slot>,
+    /// Lock-free copy of the graph's adjacency that [`GraphWalk::Frozen`] reads; refreshed
+    /// after every insert.
+    frozen: FrozenGraph,
+    /// Measured strategy costs; `None` until the index reaches [`CALIBRATION_MIN_LEN`] vectors
+    /// (the fixed threshold and fraction rule applies until then).
+    costs: Option<PlannerCosts>,
+    /// Index size at the last calibration (recalibrated when the index doubles).
+    calibrated_len: usize,
 }
 
 impl std::fmt::Debug for VectorIndex {
@@ -243,12 +342,16 @@ impl VectorIndex {
         Self {
             params,
             vectors: Vec::new(),
+            stride: params.dimension.div_ceil(BLOCK_LANES),
             ordinals: Vec::new(),
             slots_by_ordinal: HashMap::new(),
             present: RoaringBitmap::new(),
             graph,
             points: Vec::new(),
             entry: None,
+            frozen: FrozenGraph::default(),
+            costs: None,
+            calibrated_len: 0,
         }
     }
 
@@ -298,16 +401,18 @@ impl VectorIndex {
             }
         }
         let first = self.len();
-        self.vectors.reserve(items.len() * dimension);
+        self.vectors.reserve(items.len() * self.stride);
         self.ordinals.reserve(items.len());
         for (slot, ordinal, vector) in items {
-            self.vectors.extend_from_slice(vector);
+            let row = self.vectors.len();
+            self.vectors.resize(row + self.stride, Block::default());
+            let values: &mut [f32] = bytemuck::cast_slice_mut(&mut self.vectors[row..]);
+            values[..dimension].copy_from_slice(vector);
             self.ordinals.push(*ordinal);
             self.slots_by_ordinal.entry(*ordinal).or_default().push(*slot);
             self.present.insert(*ordinal);
         }
-        let batch: Vec<(&[f32], usize)> =
-            (first..self.len()).map(|slot| (&self.vectors[slot * dimension..(slot + 1) * dimension], slot)).collect();
+        let batch: Vec<(&[f32], usize)> = (first..self.len()).map(|slot| (self.vector(slot as Slot), slot)).collect();
         if batch.len() >= PARALLEL_INSERT_MIN {
             self.graph.parallel_insert_slice(&batch);
         } else {
@@ -317,6 +422,9 @@ impl VectorIndex {
         }
         debug_assert_eq!(self.graph.get_nb_point(), self.len());
         self.refresh_points(first);
+        if self.len() >= CALIBRATION_MIN_LEN && self.len() >= 2 * self.calibrated_len {
+            self.calibrate();
+        }
         Ok(())
     }
 
@@ -343,13 +451,23 @@ impl VectorIndex {
             .get_layer_iterator(top)
             .next()
             .map(|point| Slot::try_from(point.get_origin_id()).expect("hnsw data ids are slots"));
+        self.frozen = FrozenGraph::freeze(&self.points, self.entry, top);
+    }
+
+    /// Bytes held by this index's own arrays (vectors, ordinals, frozen adjacency), not counting
+    /// hnsw_rs' graph (which holds its own copy of every vector) or the per-document maps.
+    pub fn own_heap_bytes(&self) -> usize {
+        self.vectors.capacity() * std::mem::size_of::<Block>()
+            + self.ordinals.capacity() * std::mem::size_of::<DocOrdinal>()
+            + self.frozen.heap_bytes()
     }
 
     /// The stored vector of `slot` (panics when out of range).
+    #[inline]
     pub fn vector(&self, slot: Slot) -> &[f32] {
-        let dimension = self.dimension();
-        let start = slot as usize * dimension;
-        &self.vectors[start..start + dimension]
+        let start = slot as usize * self.stride;
+        let row: &[f32] = bytemuck::cast_slice(&self.vectors[start..start + self.stride]);
+        &row[..self.params.dimension]
     }
 
     /// The document ordinal of `slot` (panics when out of range).
@@ -357,11 +475,85 @@ impl VectorIndex {
         self.ordinals[slot as usize]
     }
 
-    /// Most allowed vectors that are still scanned exactly.
+    /// Most allowed vectors that are still scanned exactly: `exact_scan_threshold`, or more
+    /// where the measured costs say the scan is cheaper than the walk (before they are
+    /// measured: `exact_scan_max_fraction` of the index).
     fn exact_scan_limit(&self) -> usize {
-        let by_fraction = (self.params.exact_scan_max_fraction * self.len() as f64).floor();
-        // Float-to-int `as` saturates; the fraction is in 0..=1 so this is at most len.
-        self.params.exact_scan_threshold.max(by_fraction as usize)
+        let by_cost = match &self.costs {
+            Some(costs) => costs.exact_scan_limit(self.len()),
+            // Float-to-int `as` saturates; the fraction is in 0..=1 so this is at most len.
+            None => (self.params.exact_scan_max_fraction * self.len() as f64).floor() as usize,
+        };
+        self.params.exact_scan_threshold.max(by_cost)
+    }
+
+    /// The measured strategy costs the planner uses (`None` before the first calibration).
+    pub fn planner_costs(&self) -> Option<PlannerCosts> {
+        self.costs
+    }
+
+    /// Replaces the planner's costs (`None`: the fixed threshold and fraction rule); tests and
+    /// benchmarks pin them with this.
+    pub fn set_planner_costs(&mut self, costs: Option<PlannerCosts>) {
+        self.costs = costs;
+    }
+
+    /// Measures the planner's costs on this machine and this index (median of
+    /// [`CALIBRATION_QUERIES`] stored vectors as queries): the exact scan's time per vector,
+    /// the frozen walk's time per evaluation and its evaluations unfiltered and with 10% of the
+    /// vectors allowed. Takes a few milliseconds at 50 000 x 384; runs after an insert batch
+    /// whenever the index has doubled since the last calibration.
+    pub fn calibrate(&mut self) {
+        let len = self.len();
+        if len == 0 {
+            return;
+        }
+        let ef = self.params.ef_search.max(1);
+        let queries: Vec<Slot> =
+            (0..CALIBRATION_QUERIES).map(|number| (number * len / CALIBRATION_QUERIES) as Slot).collect();
+        let scan_slots: Vec<Slot> = (0..len.min(CALIBRATION_SCAN_LEN) as Slot).collect();
+        // Every tenth slot's ordinal: a scope of about 10%.
+        let tenth: RoaringBitmap = (0..len as Slot).step_by(10).map(|slot| self.ordinals[slot as usize]).collect();
+        let median = |mut values: Vec<f64>| {
+            values.sort_by(f64::total_cmp);
+            values[values.len() / 2]
+        };
+        let mut scan_ns = Vec::with_capacity(queries.len());
+        let mut walk_ns = Vec::with_capacity(queries.len());
+        let mut unfiltered = Vec::with_capacity(queries.len());
+        let mut filtered = Vec::with_capacity(queries.len());
+        for &slot in &queries {
+            let query = self.vector(slot).to_vec();
+            let started = std::time::Instant::now();
+            std::hint::black_box(self.exact_top_k(&query, 10, &scan_slots));
+            scan_ns.push(started.elapsed().as_nanos() as f64 / scan_slots.len() as f64);
+            // The filtered walk starts from another vector (half a spacing on), so it does not
+            // find the unfiltered walk's vectors in the cache: a walk's reads are cold in use.
+            let other = self.vector(((slot as usize + len / (2 * CALIBRATION_QUERIES)) % len) as Slot).to_vec();
+            for (walk_query, allowed, everything, evaluations) in
+                [(&query, &RoaringBitmap::new(), true, &mut unfiltered), (&other, &tenth, false, &mut filtered)]
+            {
+                let before = distance_count();
+                let started = std::time::Instant::now();
+                std::hint::black_box(self.frozen_walk(walk_query, ef, allowed, everything));
+                let nanos = started.elapsed().as_nanos() as f64;
+                let made = (distance_count() - before).max(1) as f64;
+                evaluations.push(made);
+                walk_ns.push(nanos / made);
+            }
+        }
+        let walk_evaluations_unfiltered = median(unfiltered);
+        let allowed_slots = self.ordinals.iter().filter(|ordinal| tenth.contains(**ordinal)).count();
+        let selectivity = allowed_slots as f64 / len as f64;
+        // evaluations(s) = unfiltered * s^-growth, through the two measured points.
+        let growth = ((median(filtered) / walk_evaluations_unfiltered).ln() / -selectivity.ln()).clamp(0.0, 1.0);
+        self.costs = Some(PlannerCosts {
+            scan_ns_per_vector: median(scan_ns).max(f64::MIN_POSITIVE),
+            walk_ns_per_evaluation: median(walk_ns).max(f64::MIN_POSITIVE),
+            walk_evaluations_unfiltered,
+            walk_growth: if growth.is_finite() { growth } else { 1.0 },
+        });
+        self.calibrated_len = len;
     }
 
     /// Collects the allowed slots while there are at most `limit` of them; `None` once the
@@ -472,13 +664,25 @@ impl VectorIndex {
         // the filter is a no-op, so take the plain walk.
         let everything_allowed = self.present.is_subset(allowed);
         let before = distance_count();
+        if walk == GraphWalk::Frozen {
+            let mut hits = self.frozen_walk(query, ef, allowed, everything_allowed);
+            let distance_computations = distance_count() - before;
+            debug_assert!(hits.iter().all(|hit| filter(&(hit.slot as usize))));
+            sort_best_first(&mut hits);
+            hits.truncate(k);
+            return (hits, distance_computations);
+        }
         let neighbours = if everything_allowed {
             self.graph.search(query, k, ef)
         } else if walk == GraphWalk::BestFirst {
             let mut hits = self.best_first_walk(query, ef, &filter);
             let distance_computations = distance_count() - before;
-            // Already allowed and scored by `dot`; re-check anyway (cheap, and the invariant).
+            // Already allowed; re-check anyway (cheap, and the invariant). Scored by the scalar
+            // dot: re-score with the one every other path uses.
             hits.retain(|hit| filter(&(hit.slot as usize)));
+            for hit in &mut hits {
+                hit.score = dot(query, self.vector(hit.slot));
+            }
             sort_best_first(&mut hits);
             hits.truncate(k);
             return (hits, distance_computations);
@@ -523,13 +727,13 @@ impl VectorIndex {
         let Some(mut current) = self.entry else {
             return Vec::new();
         };
-        let mut current_score = counted_dot(query, self.vector(current));
+        let mut current_score = counted_dot_scalar(query, self.vector(current));
         let top = self.graph.get_point_indexation().get_max_level_observed() as usize;
         for layer in (1..=top).rev() {
             loop {
                 let mut moved = false;
                 for neighbour in self.neighbour_slots(current, layer) {
-                    let score = counted_dot(query, self.vector(neighbour));
+                    let score = counted_dot_scalar(query, self.vector(neighbour));
                     if score > current_score {
                         (current, current_score) = (neighbour, score);
                         moved = true;
@@ -565,7 +769,7 @@ impl VectorIndex {
                 if !visit(neighbour) {
                     continue;
                 }
-                let hit = Hit { slot: neighbour, score: counted_dot(query, self.vector(neighbour)) };
+                let hit = Hit { slot: neighbour, score: counted_dot_scalar(query, self.vector(neighbour)) };
                 let admit = results.len() < ef || results.peek().is_some_and(|worst| WorseFirst(hit) < *worst);
                 if !admit {
                     continue;
@@ -582,21 +786,88 @@ impl VectorIndex {
         results.into_iter().map(|WorseFirst(hit)| hit).collect()
     }
 
-    /// Plain HNSW search with no filter (benchmark baseline only).
+    /// [`VectorIndex::best_first_walk`] over the frozen adjacency arrays with the SIMD dot: no
+    /// lock, copy or allocation per neighbour list. When `everything_allowed` the filter is not
+    /// consulted (the plain HNSW search, early termination included). Returns the allowed hits
+    /// found, unordered, scored by `dot`.
+    fn frozen_walk(&self, query: &[f32], ef: usize, allowed: &RoaringBitmap, everything_allowed: bool) -> Vec<Hit> {
+        let graph = &self.frozen;
+        let Some(mut current) = graph.entry() else {
+            return Vec::new();
+        };
+        let is_allowed = |slot: Slot| everything_allowed || allowed.contains(self.ordinals[slot as usize]);
+        let mut evaluations = 1usize;
+        let mut current_score = dot(query, self.vector(current));
+        for layer in (1..=graph.top_layer()).rev() {
+            loop {
+                let mut moved = false;
+                for &neighbour in graph.neighbours(current, layer) {
+                    evaluations += 1;
+                    let score = dot(query, self.vector(neighbour));
+                    if score > current_score {
+                        (current, current_score) = (neighbour, score);
+                        moved = true;
+                    }
+                }
+                if !moved {
+                    break;
+                }
+            }
+        }
+        let mut visited = vec![0u64; self.len().div_ceil(64)];
+        visited[current as usize / 64] |= 1 << (current % 64);
+        let start = Hit { slot: current, score: current_score };
+        // Best candidate on top.
+        let mut candidates = BinaryHeap::with_capacity(ef * 4);
+        candidates.push(Reverse(WorseFirst(start)));
+        // Worst retained result on top.
+        let mut results: BinaryHeap<WorseFirst> = BinaryHeap::with_capacity(ef + 1);
+        let mut fresh: Vec<Slot> = Vec::with_capacity(2 * self.params.max_connections);
+        if is_allowed(current) {
+            results.push(WorseFirst(start));
+        }
+        while let Some(Reverse(WorseFirst(candidate))) = candidates.pop() {
+            if results.len() >= ef && results.peek().is_some_and(|worst| candidate.score < worst.0.score) {
+                break;
+            }
+            // Unvisited neighbours first, then their scores: the vector reads of one list are
+            // independent of each other, so the CPU overlaps their cache misses.
+            fresh.clear();
+            for &neighbour in graph.neighbours(candidate.slot, 0) {
+                let (word, bit) = (neighbour as usize / 64, 1u64 << (neighbour % 64));
+                if visited[word] & bit == 0 {
+                    visited[word] |= bit;
+                    fresh.push(neighbour);
+                }
+            }
+            evaluations += fresh.len();
+            for &neighbour in &fresh {
+                let hit = Hit { slot: neighbour, score: dot(query, self.vector(neighbour)) };
+                let admit = results.len() < ef || results.peek().is_some_and(|worst| WorseFirst(hit) < *worst);
+                if !admit {
+                    continue;
+                }
+                candidates.push(Reverse(WorseFirst(hit)));
+                if is_allowed(neighbour) {
+                    results.push(WorseFirst(hit));
+                    if results.len() > ef {
+                        results.pop();
+                    }
+                }
+            }
+        }
+        count_distances(evaluations);
+        results.into_iter().map(|WorseFirst(hit)| hit).collect()
+    }
+
+    /// Plain HNSW search with no filter (benchmark baseline only): the frozen walk with the
+    /// filter off.
     pub fn search_unfiltered(&self, query: &[f32], k: usize) -> Vec<Hit> {
         if k == 0 || query.len() != self.dimension() || self.is_empty() {
             return Vec::new();
         }
         let ef = self.params.ef_search.max(k);
-        let mut hits: Vec<Hit> = self
-            .graph
-            .search(query, k, ef)
-            .into_iter()
-            .map(|neighbour| {
-                let slot = Slot::try_from(neighbour.d_id).expect("hnsw data ids are slots");
-                Hit { slot, score: dot(query, self.vector(slot)) }
-            })
-            .collect();
+        let mut hits = self.frozen_walk(query, ef, &RoaringBitmap::new(), true);
         sort_best_first(&mut hits);
         hits.truncate(k);
         hits
@@ -728,6 +999,83 @@ mod tests {
     }
 
     #[test]
+    fn measured_planner_limit_is_where_the_costs_cross() {
+        let costs = PlannerCosts {
+            scan_ns_per_vector: 1.0,
+            walk_ns_per_evaluation: 2.0,
+            walk_evaluations_unfiltered: 100.0,
+            walk_growth: 1.0,
+        };
+        // Scan n <= walk 2 * min(10 000, 100 * 10 000 / n)  <=>  n^2 <= 2 000 000.
+        assert_eq!(costs.exact_scan_limit(10_000), 1414);
+        for allowed in [1usize, 1000, 1414] {
+            assert!(costs.scan_ns(allowed) <= costs.walk_ns(allowed, 10_000), "{allowed}");
+        }
+        assert!(costs.scan_ns(1415) > costs.walk_ns(1415, 10_000));
+        // A walk that costs more than scanning everything: always scan.
+        let slow_walk = PlannerCosts { walk_ns_per_evaluation: 1e6, ..costs };
+        assert_eq!(slow_walk.exact_scan_limit(10_000), 10_000);
+        // A scan dearer than any walk: never scan (beyond the configured threshold).
+        let slow_scan = PlannerCosts { scan_ns_per_vector: 1e9, ..costs };
+        assert_eq!(slow_scan.exact_scan_limit(10_000), 0);
+        assert_eq!(costs.exact_scan_limit(0), 0);
+    }
+
+    #[test]
+    fn calibration_measures_costs_and_the_planner_follows_them() {
+        let small = build(params(8, 0, 0.5), CALIBRATION_MIN_LEN - 1, 1, 3);
+        assert_eq!(small.planner_costs(), None, "too small to measure");
+        let mut index = build(params(8, 0, 0.5), CALIBRATION_MIN_LEN, 1, 3);
+        let measured = index.planner_costs().expect("calibrated on insert");
+        for value in
+            [measured.scan_ns_per_vector, measured.walk_ns_per_evaluation, measured.walk_evaluations_unfiltered]
+        {
+            assert!(value.is_finite() && value > 0.0, "{measured:?}");
+        }
+        assert!((0.0..=1.0).contains(&measured.walk_growth), "{measured:?}");
+        // Pinned costs: the limit is where they cross, whatever the fraction says.
+        let pinned = PlannerCosts {
+            scan_ns_per_vector: 1.0,
+            walk_ns_per_evaluation: 2.0,
+            walk_evaluations_unfiltered: 100.0,
+            walk_growth: 1.0,
+        };
+        index.set_planner_costs(Some(pinned));
+        let limit = pinned.exact_scan_limit(index.len());
+        let query = index.vector(0).to_vec();
+        let at_limit: RoaringBitmap = (0..limit as u32).collect();
+        assert_eq!(index.search(&query, 5, &at_limit).report.strategy, VectorStrategy::Exact);
+        let above: RoaringBitmap = (0..=limit as u32).collect();
+        let search = index.search(&query, 5, &above);
+        assert_eq!(search.report.strategy, VectorStrategy::Graph);
+        assert!(search.hits.iter().all(|hit| above.contains(index.doc_ordinal(hit.slot))));
+    }
+
+    #[test]
+    fn frozen_adjacency_equals_the_hnsw_rs_lists() {
+        let mut index = VectorIndex::new(params(8, 0, 0.0));
+        let mut rng = SmallRng::seed_from_u64(11);
+        // Two batches: the second refreezes a graph whose old lists changed.
+        for batch in [0..300usize, 300..700] {
+            let items: Vec<(Slot, DocOrdinal, Vec<f32>)> =
+                batch.map(|slot| (slot as Slot, slot as DocOrdinal, unit_vector(&mut rng, 8))).collect();
+            index.insert_batch(&items).expect("valid batch");
+            let top = index.graph.get_point_indexation().get_max_level_observed() as usize;
+            assert_eq!(index.frozen.top_layer(), top);
+            assert_eq!(index.frozen.entry(), index.entry);
+            for slot in 0..index.len() as Slot {
+                for layer in 0..=top + 1 {
+                    assert_eq!(
+                        index.frozen.neighbours(slot, layer),
+                        index.neighbour_slots(slot, layer),
+                        "{slot} {layer}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn insert_validation_is_all_or_nothing() {
         let mut index = VectorIndex::new(params(4, 10, 0.1));
         index.insert_batch(&[(0, 7, vec![1.0, 0.0, 0.0, 0.0])]).expect("valid");
@@ -803,7 +1151,7 @@ mod tests {
         for _ in 0..20 {
             let allowed: RoaringBitmap = (0..3).map(|_| rng.gen_range(0..500u32)).collect();
             let query = unit_vector(&mut rng, 8);
-            for walk in [GraphWalk::BestFirst, GraphWalk::HnswRs] {
+            for walk in [GraphWalk::BestFirst, GraphWalk::HnswRs, GraphWalk::Frozen] {
                 let search = index.search_with(&query, 10, &allowed, walk);
                 assert_eq!(search.hits, brute_force(&index, &query, 10, &allowed), "{walk:?}");
             }
@@ -814,6 +1162,7 @@ mod tests {
         // An empty index has no entry point.
         let empty = VectorIndex::new(params(8, 0, 0.0));
         assert!(empty.best_first_walk(&[0.5; 8], 10, &|_: &usize| true).is_empty());
+        assert!(empty.frozen_walk(&[0.5; 8], 10, &RoaringBitmap::new(), true).is_empty());
     }
 
     #[test]
@@ -826,7 +1175,7 @@ mod tests {
             (0..copies).map(|slot| (slot as Slot, slot as DocOrdinal, vec![0.5; 4])).collect();
         index.insert_batch(&items).expect("valid batch");
         let allowed: RoaringBitmap = (1..copies as u32).collect();
-        for walk in [GraphWalk::BestFirst, GraphWalk::HnswRs] {
+        for walk in [GraphWalk::BestFirst, GraphWalk::HnswRs, GraphWalk::Frozen] {
             let (walked, _) = index.graph_top_k(&[0.5; 4], copies, &allowed, walk);
             assert!(walked.len() < copies - 1, "{walk:?} reached every copy: the test needs another graph");
             let search = index.search_with(&[0.5; 4], copies, &allowed, walk);
@@ -839,7 +1188,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn best_first_walk_never_leaves_allowed(
+        fn graph_walks_never_leave_allowed(
             seed in any::<u64>(),
             count in 1usize..200,
             chunks_per_doc in 1usize..4,
@@ -852,15 +1201,17 @@ mod tests {
             let allowed: RoaringBitmap = allowed_ordinals.into_iter().collect();
             let mut rng = SmallRng::seed_from_u64(seed ^ 0xbe57);
             let query = unit_vector(&mut rng, 6);
-            let search = index.search_with(&query, k, &allowed, GraphWalk::BestFirst);
             let truth = brute_force(&index, &query, k, &allowed);
-            prop_assert!(search.hits.len() <= k);
-            prop_assert!(search.hits.iter().all(|hit| allowed.contains(index.doc_ordinal(hit.slot))));
-            prop_assert!(search.hits.windows(2).all(|pair| WorseFirst(pair[0]) < WorseFirst(pair[1])));
-            // Fewer than k only when fewer than k are allowed (the fallback guarantees it).
-            prop_assert_eq!(search.hits.len(), truth.len());
-            for hit in &search.hits {
-                prop_assert_eq!(hit.score, dot(&query, index.vector(hit.slot)));
+            for walk in [GraphWalk::BestFirst, GraphWalk::Frozen] {
+                let search = index.search_with(&query, k, &allowed, walk);
+                prop_assert!(search.hits.len() <= k);
+                prop_assert!(search.hits.iter().all(|hit| allowed.contains(index.doc_ordinal(hit.slot))), "{:?}", walk);
+                prop_assert!(search.hits.windows(2).all(|pair| WorseFirst(pair[0]) < WorseFirst(pair[1])));
+                // Fewer than k only when fewer than k are allowed (the fallback guarantees it).
+                prop_assert_eq!(search.hits.len(), truth.len());
+                for hit in &search.hits {
+                    prop_assert_eq!(hit.score, dot(&query, index.vector(hit.slot)));
+                }
             }
         }
 
