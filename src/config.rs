@@ -89,7 +89,7 @@ pub struct StorageSettings {
 pub struct ServerSettings {
     /// Address to bind, e.g. `127.0.0.1:8080`.
     pub bind: String,
-    /// actix-web worker threads.
+    /// actix-web worker threads; 0 = the available parallelism (cores).
     pub workers: usize,
     /// Largest accepted request body in bytes.
     pub max_body_bytes: usize,
@@ -436,7 +436,7 @@ impl Settings {
         check((1..=10_000).contains(&self.server.max_question_chars), "server.max_question_chars must be in 1..=10000");
         check(self.server.max_body_bytes >= 1024, "server.max_body_bytes must be at least 1024");
         check(self.server.max_in_flight >= 1, "server.max_in_flight must be at least 1");
-        check(self.server.workers >= 1, "server.workers must be at least 1");
+        check(self.server.workers <= 1024, "server.workers must be in 0..=1024 (0: one per core)");
         check(self.server.max_batch_documents >= 1, "server.max_batch_documents must be at least 1");
         check(matches!(self.server.log_format.as_str(), "text" | "json"), "server.log_format must be text or json");
         check(

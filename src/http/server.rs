@@ -268,7 +268,10 @@ pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), 
     let bind = settings.server.bind.clone();
     let server_state = state.clone();
     let server = HttpServer::new(move || app(server_state.clone()))
-        .workers(settings.server.workers)
+        .workers(match settings.server.workers {
+            0 => std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
+            workers => workers,
+        })
         .shutdown_timeout(10)
         .bind(&bind)?;
     for address in server.addrs() {

@@ -35,8 +35,6 @@ use crate::storage::{Commit, EncodedDocument, STORE_FILE, StorageError, Store, W
 use super::coordinator::{Coordinator, EmbeddedRepository};
 use super::{IdentityReranker, RetrievalError, RetrievalQuery, RetrievalRepository, RetrievalResult, Retrieved};
 
-/// Threads serving each shard actor (lexical and vector search of one query run concurrently).
-const THREADS_PER_SHARD: usize = 2;
 /// Longest accepted document id, in characters.
 const MAX_DOC_ID_CHARS: usize = 256;
 /// Longest accepted document text, in characters.
@@ -112,6 +110,9 @@ pub struct EngineParams {
     pub embed_batch: usize,
     /// Query vectors cached.
     pub query_cache: usize,
+    /// Threads of each shard actor (a `SyncArbiter`): `index.threads_per_shard`, or sized from
+    /// the available parallelism when that is 0.
+    pub threads_per_shard: usize,
 }
 
 impl EngineParams {
@@ -133,6 +134,10 @@ impl EngineParams {
             vector_candidates: settings.retrieval.vector_candidates,
             embed_batch: settings.embedder.batch_size,
             query_cache: settings.embedder.query_cache,
+            threads_per_shard: crate::index::shard::threads_per_shard(
+                settings.index.threads_per_shard,
+                settings.index.shards,
+            ),
         }
     }
 }
@@ -294,7 +299,7 @@ impl Engine {
             .iter()
             .map(|shard| {
                 let shard = Arc::clone(shard);
-                SyncArbiter::start(THREADS_PER_SHARD, move || ShardActor::new(Arc::clone(&shard)))
+                SyncArbiter::start(params.threads_per_shard, move || ShardActor::new(Arc::clone(&shard)))
             })
             .collect();
         let coordinator = actix::Actor::start(Coordinator::new(shard_actors.clone()));
