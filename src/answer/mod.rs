@@ -10,6 +10,7 @@ pub mod normalize;
 pub mod openai;
 pub mod pipeline;
 pub mod prompt;
+mod quote;
 pub mod response;
 pub mod scripted;
 mod strict_json;

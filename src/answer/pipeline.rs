@@ -150,10 +150,16 @@ impl RequestState {
                 citations: claim
                     .citations
                     .into_iter()
-                    .map(|citation| CitationOut {
-                        chunk: ChunkRef::from(citation.chunk.as_ref()),
-                        label: citation.label,
-                        quote: citation.quote,
+                    .map(|citation| {
+                        let (quote_start, quote_end) = citation.quote_span;
+                        debug_assert!(citation.chunk.start + quote_end <= citation.chunk.end);
+                        CitationOut {
+                            chunk: ChunkRef::from(citation.chunk.as_ref()),
+                            label: citation.label,
+                            quote: citation.quote,
+                            quote_start: citation.chunk.start + quote_start,
+                            quote_end: citation.chunk.start + quote_end,
+                        }
                     })
                     .collect(),
             })
