@@ -18,7 +18,9 @@ mod text;
 pub mod validate;
 pub mod verifier;
 
-pub use pipeline::{Admission, Answer, AnswerActor, AnswerPipeline, AnswerRequest, PipelineSettings};
+pub use pipeline::{
+    Admission, Answer, AnswerActor, AnswerPipeline, AnswerRequest, PipelineSettings, StageEvent, StageEvents,
+};
 
 use crate::retrieval::RetrievalError;
 
