@@ -252,6 +252,10 @@ enum EvalCommand {
         /// off and on) instead of evaluating the configured thresholds; one line per point.
         #[arg(long)]
         sweep: bool,
+        /// Judge each claim against its rationale sentences only (what a quoting generator
+        /// cites), not the whole abstract; rows without rationale keep the abstract.
+        #[arg(long)]
+        quoted: bool,
         /// Configuration file (verifier thresholds).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -521,13 +525,15 @@ fn main() -> Result<()> {
             println!("{outcome:?}: {}", directory.display());
             Ok(())
         }
-        Command::Eval { eval: EvalCommand::Verifier { data, sweep, config } } => {
+        Command::Eval { eval: EvalCommand::Verifier { data, sweep, quoted, config } } => {
+            use warrant::eval::verifier::Evidence;
+            let evidence = if quoted { Evidence::Quoted } else { Evidence::Abstract };
             let settings = Settings::load(config.as_deref())?;
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             runtime.block_on(async {
                 let embedder = warrant::providers::verifier_embedder(&settings).await?;
                 if sweep {
-                    return print_verifier_sweep(&data, embedder).await;
+                    return print_verifier_sweep(&data, embedder, evidence).await;
                 }
                 let verifier = warrant::answer::lexical_verifier::LexicalSupportVerifier::new(
                     settings.verifier.min_coverage,
@@ -535,13 +541,16 @@ fn main() -> Result<()> {
                     embedder,
                 )
                 .with_sentence_cache(settings.verifier.sentence_cache);
-                let report = warrant::eval::verifier::evaluate(&data, &verifier).await.map_err(anyhow::Error::msg)?;
+                let report =
+                    warrant::eval::verifier::evaluate(&data, &verifier, evidence).await.map_err(anyhow::Error::msg)?;
                 let summary = serde_json::json!({
                     "min_coverage": settings.verifier.min_coverage,
                     "min_similarity": settings.verifier.min_similarity,
                     "precision": report.precision(),
                     "recall": report.recall(),
                     "f1": report.f1(),
+                    "quoted": quoted,
+                    "intervals": report.intervals(),
                     "report": report,
                 });
                 println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -561,12 +570,17 @@ fn settings_with_embedder(config: Option<&std::path::Path>, embedder: Option<Str
 }
 
 /// `warrant eval verifier --sweep`: precision, recall and F1 over the threshold grid.
-async fn print_verifier_sweep(data: &Path, embedder: Option<Arc<dyn warrant::embed::Embedder>>) -> Result<()> {
+async fn print_verifier_sweep(
+    data: &Path,
+    embedder: Option<Arc<dyn warrant::embed::Embedder>>,
+    evidence: warrant::eval::verifier::Evidence,
+) -> Result<()> {
     let coverages: Vec<f64> = (10..=20).map(|step| f64::from(step) * 0.05).collect();
     let similarities: Vec<f64> = (0..=5).map(|step| f64::from(step) * 0.1).collect();
     let name = embedder.as_ref().map_or("lexical".to_owned(), |embedder| format!("lexical+{}", embedder.name()));
-    let points =
-        warrant::eval::verifier::sweep(data, &coverages, &similarities, embedder).await.map_err(anyhow::Error::msg)?;
+    let points = warrant::eval::verifier::sweep(data, &coverages, &similarities, embedder, evidence)
+        .await
+        .map_err(anyhow::Error::msg)?;
     println!("{name}: min_cov min_sim polarity | precision recall f1 | passed SUPPORT/CONTRADICT/NEI");
     for point in points {
         println!("{point}");
