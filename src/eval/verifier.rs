@@ -55,12 +55,37 @@ impl ClaimRow {
         self.sentences.join(" ")
     }
 
-    /// The cited text under `evidence`.
+    /// The abstract's sentences as `evidence_sentences` counts them: the listed ones, or, when
+    /// the file glues them into one string ("cells.Examples include"), that string split after
+    /// `.`, `!` or `?` followed directly by an upper-case letter, `(` or `[` (an approximation of
+    /// the original split).
+    fn rationale_sentences(&self) -> Vec<&str> {
+        if self.sentences.len() != 1 {
+            return self.sentences.iter().map(String::as_str).collect();
+        }
+        let text = self.sentences[0].as_str();
+        let mut parts = Vec::new();
+        let mut start = 0;
+        let mut previous = ' ';
+        for (byte, character) in text.char_indices() {
+            if matches!(previous, '.' | '!' | '?') && (character.is_uppercase() || matches!(character, '(' | '[')) {
+                parts.push(&text[start..byte]);
+                start = byte;
+            }
+            previous = character;
+        }
+        parts.push(&text[start..]);
+        parts
+    }
+
+    /// The cited text under `evidence`: in quoted mode the rationale sentences, or the whole
+    /// abstract when the row lists none or one beyond the recovered sentences.
     pub fn evidence_text(&self, evidence: Evidence) -> String {
-        let rationale: Vec<&str> =
-            self.evidence_sentences.iter().filter_map(|&index| self.sentences.get(index).map(String::as_str)).collect();
-        match evidence {
-            Evidence::Quoted if !rationale.is_empty() => rationale.join(" "),
+        let sentences = self.rationale_sentences();
+        let rationale: Option<Vec<&str>> =
+            self.evidence_sentences.iter().map(|&index| sentences.get(index).copied()).collect();
+        match (evidence, rationale) {
+            (Evidence::Quoted, Some(rationale)) if !rationale.is_empty() => rationale.join(" "),
             _ => self.abstract_text(),
         }
     }
@@ -323,8 +348,16 @@ mod tests {
         assert_eq!(rows[0].evidence_text(Evidence::Abstract), "We studied adults. Aspirin lowered fever in adults.");
         // The fixture's first row names no rationale: quoted mode keeps the abstract.
         assert_eq!(rows[0].evidence_text(Evidence::Quoted), rows[0].evidence_text(Evidence::Abstract));
-        let with_rationale = ClaimRow { evidence_sentences: vec![1, 7], ..rows[0].clone() };
+        let with_rationale = ClaimRow { evidence_sentences: vec![1], ..rows[0].clone() };
         assert_eq!(with_rationale.evidence_text(Evidence::Quoted), "Aspirin lowered fever in adults.");
+        let out_of_range = ClaimRow { evidence_sentences: vec![1, 7], ..rows[0].clone() };
+        assert_eq!(out_of_range.evidence_text(Evidence::Quoted), out_of_range.evidence_text(Evidence::Abstract));
+        let glued = ClaimRow {
+            sentences: vec!["We studied 3.5 mg doses in mice.Aspirin lowered fever.(See methods.) Done".into()],
+            evidence_sentences: vec![1, 2],
+            ..rows[0].clone()
+        };
+        assert_eq!(glued.evidence_text(Evidence::Quoted), "Aspirin lowered fever. (See methods.) Done");
         let mut report = VerifierReport::default();
         for index in 0..200 {
             report.record("X", index % 2 == 0, index % 3 != 0);
