@@ -133,6 +133,24 @@ mod streaming {
         }
     }
 
+    /// Cites the hotel source with a quote that is not in it (then, on repair, the same).
+    struct MisquotingGenerator;
+
+    #[async_trait]
+    impl Generator for MisquotingGenerator {
+        fn name(&self) -> &str {
+            "misquoting-test"
+        }
+
+        async fn generate(&self, request: &GenerationRequest) -> Result<String, GeneratorError> {
+            let label = request.sources.first().map(|source| source.label.clone()).unwrap_or_default();
+            Ok(json!({"answerable": true, "claims": [
+                {"text": HOTEL, "citations": [{"label": label, "quote": "reimbursed up to 250 euros per night on Mars"}]},
+            ]})
+            .to_string())
+        }
+    }
+
     struct Server {
         base: String,
         handle: actix_web::dev::ServerHandle,
@@ -318,5 +336,26 @@ mod streaming {
         assert!(content["application/json"].is_object() && content["text/event-stream"].is_object(), "{content}");
         let text = document.to_string();
         assert!(text.contains("\"quote_start\"") && text.contains("\"quote_end\""), "quote offsets undocumented");
+    }
+
+    #[actix_web::test]
+    async fn a_quote_not_in_its_source_is_rejected_and_counted() {
+        let server = start(Some(Arc::new(MisquotingGenerator))).await;
+        let (_, chunks) = stream(&server, "How much are hotel stays reimbursed per night in London?").await;
+        let body = chunks.concat();
+        let events = parse(&body);
+        assert!(events.iter().all(|(name, _)| name != "claim"), "a misquoted claim was streamed");
+        let envelope = &events.last().unwrap().1;
+        assert_eq!(envelope["status"], "abstained", "{envelope}");
+        assert_eq!(envelope["abstention"]["reason"], "unsupported_citation", "{envelope}");
+        assert_eq!(envelope["abstention"]["diagnostics"], json!(["quote_not_found"]), "{envelope}");
+        assert_eq!(envelope["metrics"]["citations_rejected"]["quote_not_found"], 2, "one per attempt: {envelope}");
+        let metrics = reqwest::get(format!("{}/metrics", server.base)).await.unwrap().text().await.unwrap();
+        assert!(
+            metrics
+                .lines()
+                .any(|line| line.starts_with("warrant_citations_rejected_total{reason=\"quote_not_found\"}")),
+            "no quote_not_found counter"
+        );
     }
 }
