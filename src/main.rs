@@ -258,6 +258,10 @@ enum EvalCommand {
         /// off and on) instead of evaluating the configured thresholds; one line per point.
         #[arg(long)]
         sweep: bool,
+        /// Judge each claim against its rationale sentences only (what a quoting generator
+        /// cites), not the whole abstract; rows without rationale keep the abstract.
+        #[arg(long)]
+        quoted: bool,
         /// Configuration file (verifier thresholds).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -291,6 +295,32 @@ enum EvalCommand {
         #[arg(long)]
         json: bool,
         /// Configuration file (chunking, retrieval, index, embedder).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Answer rate, abstentions, citation precision against qrels, correctness against gold
+    /// answers (answers.jsonl, SQuAD normalization) and stage latencies, through the same
+    /// pipeline as /v1/answer with the configured generator and verifier.
+    Answers {
+        /// Dataset folder (corpus.jsonl, queries.jsonl, qrels.tsv, optional answers.jsonl).
+        #[arg(long)]
+        dataset: PathBuf,
+        /// Questions to ask, sampled from the judged ones with --seed (default: all).
+        #[arg(long)]
+        n: Option<usize>,
+        /// Sampling seed.
+        #[arg(long, default_value_t = 13)]
+        seed: u64,
+        /// Embedder (default: embedder.kind of the configuration).
+        #[arg(long, value_parser = ["hashed", "minilm"])]
+        embedder: Option<String>,
+        /// Also write every question's scores to this JSON Lines file.
+        #[arg(long)]
+        per_query: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Configuration file (generator, verifier, retrieval, embedder).
         #[arg(long)]
         config: Option<PathBuf>,
     },
@@ -482,6 +512,34 @@ fn main() -> Result<()> {
                 anyhow::Ok(())
             })
         }
+        Command::Eval { eval: EvalCommand::Answers { dataset, n, seed, embedder, per_query, json, config } } => {
+            let settings = settings_with_embedder(config.as_deref(), embedder)?;
+            let answers_path = dataset.join("answers.jsonl");
+            let dataset = warrant::eval::dataset::Dataset::load(&dataset, None)?;
+            let gold = if answers_path.is_file() {
+                warrant::eval::answers::read_gold(&answers_path)?
+            } else {
+                Default::default()
+            };
+            let options = warrant::eval::answers::AnswersOptions { questions: n, seed, gold };
+            actix_rt::System::new().block_on(async move {
+                let progress = BarProgress::new("ingest");
+                let (summary, report) = warrant::eval::answers::run(&settings, &dataset, &options, &progress).await?;
+                eprintln!("{}: {summary}", dataset.name);
+                if let Some(path) = &per_query {
+                    write_per_query(path, &report.per_query)?;
+                }
+                if json {
+                    println!("{}", serde_json::to_string(&report)?);
+                } else {
+                    print_answers_report(&report);
+                }
+                if report.unanchored_quotes > 0 {
+                    bail!("{} returned quotes lie outside their chunk", report.unanchored_quotes);
+                }
+                anyhow::Ok(())
+            })
+        }
         Command::Model { model: ModelCommand::Fetch { dir, config } } => {
             let settings = Settings::load(config.as_deref())?;
             let directory = dir.unwrap_or_else(|| PathBuf::from(&settings.embedder.model_dir));
@@ -489,13 +547,15 @@ fn main() -> Result<()> {
             println!("{outcome:?}: {}", directory.display());
             Ok(())
         }
-        Command::Eval { eval: EvalCommand::Verifier { data, sweep, config } } => {
+        Command::Eval { eval: EvalCommand::Verifier { data, sweep, quoted, config } } => {
+            use warrant::eval::verifier::Evidence;
+            let evidence = if quoted { Evidence::Quoted } else { Evidence::Abstract };
             let settings = Settings::load(config.as_deref())?;
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             runtime.block_on(async {
                 let embedder = warrant::providers::verifier_embedder(&settings).await?;
                 if sweep {
-                    return print_verifier_sweep(&data, embedder).await;
+                    return print_verifier_sweep(&data, embedder, evidence).await;
                 }
                 let verifier = warrant::answer::lexical_verifier::LexicalSupportVerifier::new(
                     settings.verifier.min_coverage,
@@ -503,13 +563,16 @@ fn main() -> Result<()> {
                     embedder,
                 )
                 .with_sentence_cache(settings.verifier.sentence_cache);
-                let report = warrant::eval::verifier::evaluate(&data, &verifier).await.map_err(anyhow::Error::msg)?;
+                let report =
+                    warrant::eval::verifier::evaluate(&data, &verifier, evidence).await.map_err(anyhow::Error::msg)?;
                 let summary = serde_json::json!({
                     "min_coverage": settings.verifier.min_coverage,
                     "min_similarity": settings.verifier.min_similarity,
                     "precision": report.precision(),
                     "recall": report.recall(),
                     "f1": report.f1(),
+                    "quoted": quoted,
+                    "intervals": report.intervals(),
                     "report": report,
                 });
                 println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -529,12 +592,17 @@ fn settings_with_embedder(config: Option<&std::path::Path>, embedder: Option<Str
 }
 
 /// `warrant eval verifier --sweep`: precision, recall and F1 over the threshold grid.
-async fn print_verifier_sweep(data: &Path, embedder: Option<Arc<dyn warrant::embed::Embedder>>) -> Result<()> {
+async fn print_verifier_sweep(
+    data: &Path,
+    embedder: Option<Arc<dyn warrant::embed::Embedder>>,
+    evidence: warrant::eval::verifier::Evidence,
+) -> Result<()> {
     let coverages: Vec<f64> = (10..=20).map(|step| f64::from(step) * 0.05).collect();
     let similarities: Vec<f64> = (0..=5).map(|step| f64::from(step) * 0.1).collect();
     let name = embedder.as_ref().map_or("lexical".to_owned(), |embedder| format!("lexical+{}", embedder.name()));
-    let points =
-        warrant::eval::verifier::sweep(data, &coverages, &similarities, embedder).await.map_err(anyhow::Error::msg)?;
+    let points = warrant::eval::verifier::sweep(data, &coverages, &similarities, embedder, evidence)
+        .await
+        .map_err(anyhow::Error::msg)?;
     println!("{name}: min_cov min_sim polarity | precision recall f1 | passed SUPPORT/CONTRADICT/NEI");
     for point in points {
         println!("{point}");
@@ -543,7 +611,7 @@ async fn print_verifier_sweep(data: &Path, embedder: Option<Arc<dyn warrant::emb
 }
 
 /// Writes one JSON object per query (temporary file renamed over `path`).
-fn write_per_query(path: &Path, scores: &[warrant::eval::retrieval::QueryScores]) -> Result<()> {
+fn write_per_query<T: serde::Serialize>(path: &Path, scores: &[T]) -> Result<()> {
     let mut lines = String::new();
     for score in scores {
         lines.push_str(&serde_json::to_string(score)?);
@@ -581,6 +649,32 @@ fn print_report(report: &warrant::eval::retrieval::RetrievalReport) {
         );
     }
     println!("cross_tenant_hits {}", report.cross_tenant_hits);
+}
+
+fn print_answers_report(report: &warrant::eval::answers::AnswersReport) {
+    println!(
+        "{} with generator {} and embedder {}: {} questions (seed {})",
+        report.dataset, report.generator, report.embedder, report.questions, report.seed
+    );
+    let interval = |name: &str, value: &warrant::eval::stats::Interval| {
+        println!("{name:<32} {:.3} [{:.3}, {:.3}]", value.mean, value.low, value.high);
+    };
+    interval("answer rate", &report.answer_rate);
+    println!("{:<32} {:?}", "abstentions", report.abstentions);
+    println!("{:<32} {:.3} ({} citations)", "citation precision (micro)", report.citation_precision, report.citations);
+    interval("citation precision per answer", &report.citation_precision_per_answer);
+    interval("answers citing a relevant doc", &report.answers_citing_relevant);
+    if let Some(correct) = &report.correct_of_answered {
+        interval("correct of answered", correct);
+    }
+    if let Some(correct) = &report.correct_of_questions {
+        interval("correct of questions", correct);
+    }
+    println!("{:<32} {}", "quotes outside their chunk", report.unanchored_quotes);
+    println!("{:<32} {:?}", "citations rejected", report.citations_rejected);
+    for (stage, latency) in &report.latency_ms {
+        println!("latency {stage:<24} p50 {:>9.1} ms  p95 {:>9.1} ms", latency.p50, latency.p95);
+    }
 }
 
 /// Ingestion progress on stderr.

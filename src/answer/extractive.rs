@@ -1,5 +1,6 @@
 //! [`ExtractiveGenerator`]: the embedded, model-free default generator. It answers by quoting
-//! the source sentences that best match the question, each cited by its source's label.
+//! the source sentences that best match the question, each cited by its source's label with the
+//! sentence as its `quote`.
 //!
 //! Scoring: every sentence of every source is a candidate; its relevance is the IDF-weighted
 //! fraction of the question's content terms (stopwords removed, light stemming) that it holds,
@@ -208,20 +209,32 @@ impl ExtractiveAnswer {
             .into_iter()
             .map(|candidate| ExtractiveClaim {
                 text: candidate.text.to_owned(),
-                citations: vec![sources[candidate.source_index].0.to_owned()],
+                citations: vec![ExtractiveCitation {
+                    label: sources[candidate.source_index].0.to_owned(),
+                    quote: candidate.text.to_owned(),
+                }],
             })
             .collect();
         Self { answerable: true, claims }
     }
 }
 
-/// One quoted sentence and the label of the source it was quoted from.
+/// One quoted sentence and the source it was quoted from.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ExtractiveClaim {
     /// The sentence, verbatim.
     pub text: String,
-    /// Exactly one label: the source the sentence came from.
-    pub citations: Vec<String>,
+    /// Exactly one citation: the source the sentence came from, quoting the sentence.
+    pub citations: Vec<ExtractiveCitation>,
+}
+
+/// A citation with its quote (the quoted-citation form of the `cited_answer` schema).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExtractiveCitation {
+    /// The source's label.
+    pub label: String,
+    /// The quoted sentence, verbatim from the source text as given.
+    pub quote: String,
 }
 
 struct Candidate<'a> {
@@ -299,7 +312,8 @@ mod tests {
         assert_eq!(output["answerable"], true);
         let first = &output["claims"][0];
         assert_eq!(first["text"], "Engineers receive 25 days of paid vacation per year.");
-        assert_eq!(first["citations"], serde_json::json!(["S2"]));
+        let quote = "Engineers receive 25 days of paid vacation per year.";
+        assert_eq!(first["citations"], serde_json::json!([{"label": "S2", "quote": quote}]));
     }
 
     const TRAVEL: &str = "Acme employees book business travel through the internal travel portal. Economy class is \
@@ -355,7 +369,8 @@ mod tests {
             assert!(!claim["text"].as_str().expect("text").contains("cite S9"), "quoted the injection");
             let labels = claim["citations"].as_array().expect("citations");
             assert_eq!(labels.len(), 1);
-            let label = labels[0].as_str().expect("label");
+            let label = labels[0]["label"].as_str().expect("label");
+            assert_eq!(labels[0]["quote"], claim["text"]);
             let index: usize = label[1..].parse().expect("S<n>");
             assert!((1..=SOURCES.len()).contains(&index), "unknown label {label}");
             assert!(SOURCES[index - 1].contains(claim["text"].as_str().expect("text")));
@@ -389,7 +404,7 @@ mod tests {
         let repeated = ["Engineers get 25 vacation days.", "Engineers get 25 vacation days!"];
         let output = generate(&ExtractiveGenerator::new(5), &request("vacation days for engineers", &repeated));
         assert_eq!(output["claims"].as_array().expect("claims").len(), 1);
-        assert_eq!(output["claims"][0]["citations"], serde_json::json!(["S1"]));
+        assert_eq!(output["claims"][0]["citations"][0]["label"], "S1");
         let many = ["vacation days one.", "vacation days two.", "vacation days three."];
         let limited = generate(&ExtractiveGenerator::new(2), &request("vacation days", &many));
         assert_eq!(limited["claims"].as_array().expect("claims").len(), 2);

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::quote::MAX_QUOTE_CHARS;
+
 /// One source as the model sees it: a server-assigned label and neutralized, untrusted text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceForModel {
@@ -75,7 +77,8 @@ pub trait Generator: Send + Sync {
 }
 
 /// The JSON schema of the model's output:
-/// `{"answerable": bool, "claims": [{"text": string, "citations": ["S1", …]}]}`.
+/// `{"answerable": bool, "claims": [{"text": string, "citations": [{"label": "S1", "quote": "…"}, …]}]}`;
+/// a citation may also be a bare label (`"S1"`), the older form, still accepted.
 pub fn output_schema() -> serde_json::Value {
     serde_json::json!({
         "type": "object",
@@ -91,7 +94,18 @@ pub fn output_schema() -> serde_json::Value {
                     "required": ["text", "citations"],
                     "properties": {
                         "text": {"type": "string"},
-                        "citations": {"type": "array", "items": {"type": "string", "pattern": "^S[1-9][0-9]*$"}}
+                        "citations": {"type": "array", "items": {"anyOf": [
+                            {
+                                "type": "object",
+                                "additionalProperties": false,
+                                "required": ["label", "quote"],
+                                "properties": {
+                                    "label": {"type": "string", "pattern": "^S[1-9][0-9]*$"},
+                                    "quote": {"type": "string", "minLength": 1, "maxLength": MAX_QUOTE_CHARS}
+                                }
+                            },
+                            {"type": "string", "pattern": "^S[1-9][0-9]*$"}
+                        ]}}
                     }
                 }
             }

@@ -560,7 +560,7 @@ mod tests {
             let texts: Vec<&str> = claim
                 .citations
                 .iter()
-                .map(|label| sources.iter().find(|(known, _)| known == label).expect("known label").1)
+                .map(|citation| sources.iter().find(|(known, _)| *known == citation.label).expect("known label").1)
                 .collect();
             assert!(block_on(verifier.verify(&claim.text, &cited(&texts))).supported, "{}", claim.text);
         }

@@ -10,6 +10,7 @@ pub mod normalize;
 pub mod openai;
 pub mod pipeline;
 pub mod prompt;
+mod quote;
 pub mod response;
 pub mod scripted;
 mod strict_json;
@@ -17,7 +18,9 @@ mod text;
 pub mod validate;
 pub mod verifier;
 
-pub use pipeline::{Admission, Answer, AnswerActor, AnswerPipeline, AnswerRequest, PipelineSettings};
+pub use pipeline::{
+    Admission, Answer, AnswerActor, AnswerPipeline, AnswerRequest, PipelineSettings, StageEvent, StageEvents,
+};
 
 use crate::retrieval::RetrievalError;
 

@@ -16,13 +16,18 @@
 //! (generator call included) and its slot freed then: an abandoned request neither keeps running
 //! nor lets a new one run in its place before it stopped. Work already handed to other threads
 //! (a shard search, an embedding batch) finishes there; it is bounded by those pools.
+//!
+//! Progress: a caller may pass a channel that receives a [`StageEvent`] as each stage ends (for
+//! `text/event-stream` responses); events carry stage names and durations only, never claims,
+//! sources or anything not yet validated.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::{Actor, Context, Handler, Message, ResponseFuture};
-use tokio::sync::{OwnedSemaphorePermit, oneshot};
+use serde::Serialize;
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
 use crate::config::{AnswerSettings, Settings};
 use crate::domain::{Chunk, Principal};
@@ -86,20 +91,38 @@ impl PipelineSettings {
     }
 }
 
-/// Records stage durations for the response and Prometheus.
+/// One stage of an answer has ended (sent to a progress channel as it happens).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StageEvent {
+    /// Stage name, as in `metrics.stages_ms`.
+    pub stage: &'static str,
+    /// Milliseconds the stage took.
+    pub ms: f64,
+}
+
+/// Receives the [`StageEvent`]s of one answer.
+pub type StageEvents = mpsc::UnboundedSender<StageEvent>;
+
+/// Records stage durations for the response and Prometheus, and reports each to the progress
+/// channel, if any (a closed channel is ignored: the caller has gone).
 struct StageClock {
     stages: BTreeMap<String, f64>,
+    events: Option<StageEvents>,
 }
 
 impl StageClock {
-    fn new() -> Self {
-        Self { stages: BTreeMap::new() }
+    fn new(events: Option<StageEvents>) -> Self {
+        Self { stages: BTreeMap::new(), events }
     }
 
     fn record(&mut self, stage: &'static str, started: Instant) {
         let elapsed = started.elapsed();
         metrics::histogram!("warrant_stage_duration_seconds", "stage" => stage).record(elapsed.as_secs_f64());
-        *self.stages.entry(stage.to_owned()).or_default() += elapsed.as_secs_f64() * 1000.0;
+        let ms = elapsed.as_secs_f64() * 1000.0;
+        *self.stages.entry(stage.to_owned()).or_default() += ms;
+        if let Some(events) = &self.events {
+            let _ = events.send(StageEvent { stage, ms });
+        }
     }
 }
 
@@ -150,10 +173,16 @@ impl RequestState {
                 citations: claim
                     .citations
                     .into_iter()
-                    .map(|citation| CitationOut {
-                        chunk: ChunkRef::from(citation.chunk.as_ref()),
-                        label: citation.label,
-                        quote: citation.quote,
+                    .map(|citation| {
+                        let (quote_start, quote_end) = citation.quote_span;
+                        debug_assert!(citation.chunk.start + quote_end <= citation.chunk.end);
+                        CitationOut {
+                            chunk: ChunkRef::from(citation.chunk.as_ref()),
+                            label: citation.label,
+                            quote: citation.quote,
+                            quote_start: citation.chunk.start + quote_start,
+                            quote_end: citation.chunk.start + quote_end,
+                        }
                     })
                     .collect(),
             })
@@ -204,14 +233,29 @@ impl AnswerPipeline {
         request: AnswerRequest,
         request_id: String,
     ) -> AnswerResult<AnswerResponse> {
+        self.answer_with_progress(principal, request, request_id, None).await
+    }
+
+    /// [`Self::answer`], reporting each stage to `events` as it ends.
+    pub async fn answer_with_progress(
+        &self,
+        principal: &Principal,
+        request: AnswerRequest,
+        request_id: String,
+        events: Option<StageEvents>,
+    ) -> AnswerResult<AnswerResponse> {
         let started = Instant::now();
         let answer_settings = &self.settings.answer;
         let deadline_ms =
             request.deadline_ms.unwrap_or(answer_settings.deadline_ms).clamp(1, answer_settings.max_deadline_ms);
         let deadline = started + Duration::from_millis(deadline_ms);
         let top_k = request.top_k.unwrap_or(self.settings.top_k_default).clamp(1, self.settings.top_k_max);
-        let mut state =
-            RequestState { request_id, clock: StageClock::new(), metrics: AnswerMetrics::default(), acl_epoch: 0 };
+        let mut state = RequestState {
+            request_id,
+            clock: StageClock::new(events),
+            metrics: AnswerMetrics::default(),
+            acl_epoch: 0,
+        };
 
         let stage = Instant::now();
         let scope = self.engine.scope(principal);
@@ -459,6 +503,8 @@ pub struct Answer {
     /// Resolves (sent or dropped) when the caller stops waiting; the work is then cancelled and
     /// answers [`AnswerError::Cancelled`]. `None`: the work always runs to its end.
     pub caller_gone: Option<oneshot::Receiver<()>>,
+    /// Receives each stage as it ends (streamed answers), if given.
+    pub progress: Option<StageEvents>,
 }
 
 impl Handler<Answer> for AnswerActor {
@@ -467,8 +513,8 @@ impl Handler<Answer> for AnswerActor {
     fn handle(&mut self, message: Answer, _: &mut Context<Self>) -> Self::Result {
         let pipeline = Arc::clone(&self.pipeline);
         Box::pin(async move {
-            let Answer { principal, request, request_id, admission, caller_gone } = message;
-            let work = pipeline.answer(&principal, request, request_id);
+            let Answer { principal, request, request_id, admission, caller_gone, progress } = message;
+            let work = pipeline.answer_with_progress(&principal, request, request_id, progress);
             let result = match caller_gone {
                 None => work.await,
                 Some(caller_gone) => {

@@ -58,8 +58,14 @@ pub struct CitationOut {
     /// The cited chunk's provenance.
     #[serde(flatten)]
     pub chunk: ChunkRef,
-    /// Supporting span: a substring of the chunk.
+    /// Supporting span: a substring of the chunk (the generator's quote, located in the chunk,
+    /// when it gave one).
     pub quote: String,
+    /// Extension: character offset of `quote` in the document text (`doc.text[quote_start..quote_end]`
+    /// in Unicode scalar values is `quote`; `start <= quote_start <= quote_end <= end`).
+    pub quote_start: usize,
+    /// Extension: character offset one past the end of `quote` in the document text.
+    pub quote_end: usize,
 }
 
 /// One claim with its citations.

@@ -311,6 +311,9 @@ pub enum EvalError {
     /// Ingestion or retrieval failed.
     #[error(transparent)]
     Retrieval(#[from] RetrievalError),
+    /// The answer pipeline failed (a server fault, not an abstention).
+    #[error("answer pipeline failed: {0}")]
+    Answer(String),
     /// The embedding cache could not be written.
     #[error("cannot write the embedding cache {path}: {source}")]
     Cache {

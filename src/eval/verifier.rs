@@ -5,6 +5,11 @@
 //! Each row pairs a claim with one abstract (its sentences joined with spaces, title left out).
 //! The positive class is `SUPPORT`; `CONTRADICT` and `NOT_ENOUGH_INFO` rows must not pass. The
 //! report favors precision: an unsupported claim reaching a user is the worse error.
+//!
+//! Quoted mode ([`Evidence::Quoted`]) judges each claim against its rationale sentences only
+//! (`evidence_sentences`, what a generator quoting its source would cite; rows without any, the
+//! `NOT_ENOUGH_INFO` ones, keep the whole abstract, the more permissive test for a negative).
+//! Precision, recall and F1 come with 95 % percentile bootstrap intervals over rows.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -30,11 +35,59 @@ pub struct ClaimRow {
     pub label: String,
     /// The abstract's sentences.
     pub sentences: Vec<String>,
+    /// Indexes of the rationale sentences (empty for `NOT_ENOUGH_INFO`).
+    #[serde(default)]
+    pub evidence_sentences: Vec<usize>,
+}
+
+/// What a claim is judged against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Evidence {
+    /// The whole abstract.
+    #[default]
+    Abstract,
+    /// The rationale sentences (the whole abstract for rows without any).
+    Quoted,
 }
 
 impl ClaimRow {
     fn abstract_text(&self) -> String {
         self.sentences.join(" ")
+    }
+
+    /// The abstract's sentences as `evidence_sentences` counts them: the listed ones, or, when
+    /// the file glues them into one string ("cells.Examples include"), that string split after
+    /// `.`, `!` or `?` followed directly by an upper-case letter, `(` or `[` (an approximation of
+    /// the original split).
+    fn rationale_sentences(&self) -> Vec<&str> {
+        if self.sentences.len() != 1 {
+            return self.sentences.iter().map(String::as_str).collect();
+        }
+        let text = self.sentences[0].as_str();
+        let mut parts = Vec::new();
+        let mut start = 0;
+        let mut previous = ' ';
+        for (byte, character) in text.char_indices() {
+            if matches!(previous, '.' | '!' | '?') && (character.is_uppercase() || matches!(character, '(' | '[')) {
+                parts.push(&text[start..byte]);
+                start = byte;
+            }
+            previous = character;
+        }
+        parts.push(&text[start..]);
+        parts
+    }
+
+    /// The cited text under `evidence`: in quoted mode the rationale sentences, or the whole
+    /// abstract when the row lists none or one beyond the recovered sentences.
+    pub fn evidence_text(&self, evidence: Evidence) -> String {
+        let sentences = self.rationale_sentences();
+        let rationale: Option<Vec<&str>> =
+            self.evidence_sentences.iter().map(|&index| sentences.get(index).copied()).collect();
+        match (evidence, rationale) {
+            (Evidence::Quoted, Some(rationale)) if !rationale.is_empty() => rationale.join(" "),
+            _ => self.abstract_text(),
+        }
     }
 
     /// A stable synthetic chunk id for an abstract, which is no chunk of any tenant: derived from
@@ -64,11 +117,26 @@ pub struct VerifierReport {
     pub false_negatives: usize,
     /// Per label: (rows judged supported, rows).
     pub passed_by_label: BTreeMap<String, (usize, usize)>,
+    /// Per row: (labeled `SUPPORT`, judged supported), for the intervals.
+    #[serde(skip)]
+    pub outcomes: Vec<(bool, bool)>,
+}
+
+/// Precision, recall and F1 with 95 % bootstrap intervals over rows.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct ScoreIntervals {
+    /// Precision.
+    pub precision: super::stats::Interval,
+    /// Recall.
+    pub recall: super::stats::Interval,
+    /// F1.
+    pub f1: super::stats::Interval,
 }
 
 impl VerifierReport {
     fn record(&mut self, label: &str, support: bool, supported: bool) {
         self.rows += 1;
+        self.outcomes.push((support, supported));
         match (support, supported) {
             (true, true) => self.true_positives += 1,
             (false, true) => self.false_positives += 1,
@@ -97,6 +165,40 @@ impl VerifierReport {
         let (precision, recall) = (self.precision(), self.recall());
         if precision + recall == 0.0 { 0.0 } else { 2.0 * precision * recall / (precision + recall) }
     }
+
+    /// Percentile bootstrap (rows resampled with a fixed seed) of precision, recall and F1.
+    pub fn intervals(&self) -> ScoreIntervals {
+        use rand::{Rng, SeedableRng};
+        const SEED: u64 = 0x5eed_00f1;
+        let count = self.outcomes.len();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(SEED);
+        let mut samples = [Vec::new(), Vec::new(), Vec::new()];
+        for _ in 0..super::stats::RESAMPLES {
+            let mut resampled = Self::default();
+            for _ in 0..count {
+                let (support, supported) = self.outcomes[rng.gen_range(0..count)];
+                resampled.record("", support, supported);
+            }
+            for (sample, value) in samples.iter_mut().zip([resampled.precision(), resampled.recall(), resampled.f1()]) {
+                sample.push(value);
+            }
+        }
+        let interval = |mean: f64, values: &mut Vec<f64>| {
+            if values.iter().all(|value| value.is_nan()) || count == 0 {
+                return super::stats::Interval { mean, low: mean, high: mean };
+            }
+            values.sort_by(f64::total_cmp);
+            let at =
+                |quantile: f64| values[((quantile * (values.len() - 1) as f64).round() as usize).min(values.len() - 1)];
+            super::stats::Interval { mean, low: at(0.025), high: at(0.975) }
+        };
+        let [precision, recall, f1] = &mut samples;
+        ScoreIntervals {
+            precision: interval(self.precision(), precision),
+            recall: interval(self.recall(), recall),
+            f1: interval(self.f1(), f1),
+        }
+    }
 }
 
 /// Reads the labeled rows of `path` (JSON lines).
@@ -112,16 +214,20 @@ pub fn read_rows(path: &Path) -> Result<Vec<ClaimRow>, String> {
 }
 
 /// Judges every row of `path` with `verifier` and counts the outcomes.
-pub async fn evaluate(path: &Path, verifier: &dyn SupportVerifier) -> Result<VerifierReport, String> {
+pub async fn evaluate(
+    path: &Path,
+    verifier: &dyn SupportVerifier,
+    evidence: Evidence,
+) -> Result<VerifierReport, String> {
     let rows = read_rows(path)?;
-    Ok(evaluate_rows(&rows, verifier).await)
+    Ok(evaluate_rows(&rows, verifier, evidence).await)
 }
 
-/// Judges `rows` with `verifier`.
-pub async fn evaluate_rows(rows: &[ClaimRow], verifier: &dyn SupportVerifier) -> VerifierReport {
+/// Judges `rows` with `verifier`, each against its `evidence`.
+pub async fn evaluate_rows(rows: &[ClaimRow], verifier: &dyn SupportVerifier, evidence: Evidence) -> VerifierReport {
     let mut report = VerifierReport::default();
     for row in rows {
-        let text = row.abstract_text();
+        let text = row.evidence_text(evidence);
         let cited = CitedText { chunk: ClaimRow::abstract_id(&text), text: &text };
         let verdict = verifier.verify(&row.claim, &[cited]).await;
         report.record(&row.label, row.is_support(), verdict.supported);
@@ -174,6 +280,7 @@ pub async fn sweep(
     coverages: &[f64],
     similarities: &[f64],
     embedder: Option<Arc<dyn Embedder>>,
+    evidence: Evidence,
 ) -> Result<Vec<SweepPoint>, String> {
     let rows = read_rows(path)?;
     let has_embedder = embedder.is_some();
@@ -181,7 +288,7 @@ pub async fn sweep(
     let measuring = LexicalSupportVerifier::new(0.0, -1.0, embedder.clone()).with_sentence_cache(SWEEP_SENTENCE_CACHE);
     let mut measured: Vec<(&ClaimRow, SupportSignals)> = Vec::with_capacity(rows.len());
     for row in &rows {
-        let text = row.abstract_text();
+        let text = row.evidence_text(evidence);
         let cited = CitedText { chunk: ClaimRow::abstract_id(&text), text: &text };
         measured.push((row, measuring.signals(&row.claim, &[cited]).await));
     }
@@ -227,7 +334,7 @@ mod tests {
     fn evaluates_a_small_fixture() {
         let file = fixture();
         let verifier = LexicalSupportVerifier::new(0.6, 0.35, None);
-        let report = block_on(evaluate(file.path(), &verifier)).expect("report");
+        let report = block_on(evaluate(file.path(), &verifier, Evidence::Abstract)).expect("report");
         assert_eq!(report.rows, 3);
         assert_eq!((report.true_positives, report.false_positives), (1, 0));
         assert_eq!(report.precision(), 1.0);
@@ -236,14 +343,50 @@ mod tests {
     }
 
     #[test]
+    fn quoted_evidence_is_the_rationale_and_intervals_bracket_the_scores() {
+        let rows = read_rows(fixture().path()).expect("rows");
+        assert_eq!(rows[0].evidence_text(Evidence::Abstract), "We studied adults. Aspirin lowered fever in adults.");
+        // The fixture's first row names no rationale: quoted mode keeps the abstract.
+        assert_eq!(rows[0].evidence_text(Evidence::Quoted), rows[0].evidence_text(Evidence::Abstract));
+        let with_rationale = ClaimRow { evidence_sentences: vec![1], ..rows[0].clone() };
+        assert_eq!(with_rationale.evidence_text(Evidence::Quoted), "Aspirin lowered fever in adults.");
+        let out_of_range = ClaimRow { evidence_sentences: vec![1, 7], ..rows[0].clone() };
+        assert_eq!(out_of_range.evidence_text(Evidence::Quoted), out_of_range.evidence_text(Evidence::Abstract));
+        let glued = ClaimRow {
+            sentences: vec!["We studied 3.5 mg doses in mice.Aspirin lowered fever.(See methods.) Done".into()],
+            evidence_sentences: vec![1, 2],
+            ..rows[0].clone()
+        };
+        assert_eq!(glued.evidence_text(Evidence::Quoted), "Aspirin lowered fever. (See methods.) Done");
+        let mut report = VerifierReport::default();
+        for index in 0..200 {
+            report.record("X", index % 2 == 0, index % 3 != 0);
+        }
+        let intervals = report.intervals();
+        for (interval, value) in [
+            (intervals.precision, report.precision()),
+            (intervals.recall, report.recall()),
+            (intervals.f1, report.f1()),
+        ] {
+            assert_eq!(interval.mean, value);
+            assert!(interval.low < value && value < interval.high, "{interval:?}");
+        }
+        assert_eq!(report.intervals(), intervals, "seeded");
+    }
+
+    #[test]
     fn sweep_covers_the_grid() {
         let file = fixture();
         let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(64));
-        let points = block_on(sweep(file.path(), &[0.5, 0.9], &[0.1, 0.2, 0.3], Some(embedder))).expect("sweep");
+        let points = block_on(sweep(file.path(), &[0.5, 0.9], &[0.1, 0.2, 0.3], Some(embedder), Evidence::Abstract))
+            .expect("sweep");
         assert_eq!(points.len(), 2 * 3 * 2);
-        let lexical = block_on(sweep(file.path(), &[0.5, 0.9], &[0.1, 0.2, 0.3], None)).expect("sweep");
+        let lexical =
+            block_on(sweep(file.path(), &[0.5, 0.9], &[0.1, 0.2, 0.3], None, Evidence::Abstract)).expect("sweep");
         assert_eq!(lexical.len(), 2 * 2);
-        assert!(block_on(sweep(Path::new("/nonexistent/claims.jsonl"), &[0.5], &[0.1], None)).is_err());
+        assert!(
+            block_on(sweep(Path::new("/nonexistent/claims.jsonl"), &[0.5], &[0.1], None, Evidence::Abstract)).is_err()
+        );
     }
 
     /// Prints the calibration table on the shared SciFact claims (not part of the repository).
@@ -259,7 +402,8 @@ mod tests {
             [("lexical", None), ("lexical+hashed-384", Some(Arc::new(HashedEmbedder::new(384)) as Arc<dyn Embedder>))]
         {
             let started = std::time::Instant::now();
-            let points = block_on(sweep(&path, &coverages, &similarities, embedder)).expect("sweep");
+            let points =
+                block_on(sweep(&path, &coverages, &similarities, embedder, Evidence::Abstract)).expect("sweep");
             println!("\n{name}: measured and swept in {:?}", started.elapsed());
             println!("\n{name}: min_cov min_sim polarity | P R F1 | passed SUPPORT/CONTRADICT/NEI");
             for point in points {

@@ -4,18 +4,30 @@
 //! work ends; if this handler is dropped first (the client reset the connection), the work is
 //! cancelled (see `crate::answer::pipeline`), so `max_in_flight` bounds running pipelines, not
 //! waiting handlers.
+//!
+//! Streaming (`Accept: text/event-stream`, an extension): the same answer as server-sent events,
+//! `stage` (`{"stage", "ms"}`) as each pipeline stage ends, then one `claim` (a claim with its
+//! citations, as in the envelope) per claim of the final, validated answer, then `answer` (the
+//! whole envelope, exactly the JSON response), or `error` (`{code, message}`) for a server fault
+//! after the stream began. Claims are sent only once the answer's verdict is final (validation,
+//! the authorization re-check and, under `fail_answer`, every other claim), so nothing
+//! unvalidated or later withdrawn is ever streamed. Closing the stream cancels the work.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
+use actix_web::http::header;
+use actix_web::web::Bytes;
 use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::answer::{Admission, Answer, AnswerRequest};
+use crate::answer::response::AnswerResponse;
+use crate::answer::{Admission, Answer, AnswerRequest, StageEvent};
 use crate::domain::schema;
 
 use super::auth::Authenticated;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::openapi::{EngineUnavailable, JsonBodyRejected, Unauthenticated};
 use super::{AppState, RequestId, json};
 
@@ -92,7 +104,10 @@ fn clamp_u64(value: Option<u64>) -> Option<usize> {
 /// Answers a question with validated citations, or abstains. 400 codes: `empty_question`,
 /// `question_too_long`.
 #[utoipa::path(post, path = "/v1/answer", request_body = AnswerBodyIn,
-    responses((status = 200, description = "answered or abstained", body = crate::answer::response::AnswerResponse),
+    responses((status = 200, description = "answered or abstained; with `Accept: text/event-stream`, server-sent \
+                events `stage` ({stage, ms}) as stages end, `claim` (a validated claim with its citations) per claim \
+                of the final answer, then `answer` (this envelope) or `error` ({code, message})",
+               content((crate::answer::response::AnswerResponse = "application/json"), (String = "text/event-stream"))),
               JsonBodyRejected, Unauthenticated, EngineUnavailable),
     security(("bearer" = [])))]
 pub async fn answer(
@@ -107,13 +122,26 @@ pub async fn answer(
     let admission = Admission::new(admit(&state)?);
     // Dropped with this handler's future when the client goes away, which cancels the work.
     let (waiting, caller_gone) = tokio::sync::oneshot::channel::<()>();
-    let message = Answer {
+    let mut message = Answer {
         principal,
         request: AnswerRequest { question, top_k: clamp_u64(body.top_k), deadline_ms: body.deadline_ms },
         request_id: request_id(&request),
         admission: Some(admission),
         caller_gone: Some(caller_gone),
+        progress: None,
     };
+    if wants_event_stream(&request) {
+        let (progress, events) = tokio::sync::mpsc::unbounded_channel();
+        message.progress = Some(progress);
+        let reply = Box::pin(state.answer_actor.send(message));
+        let stream = EventStream { state, generation, waiting: Some(waiting), events, reply: Some(reply) };
+        return Ok(HttpResponse::Ok()
+            .content_type("text/event-stream")
+            .insert_header((header::CACHE_CONTROL, "no-cache"))
+            // Never buffered by the compression middleware: events must leave as they happen.
+            .insert_header((header::CONTENT_ENCODING, "identity"))
+            .streaming(stream.into_stream()));
+    }
     let reply = state.answer_actor.send(message).await;
     drop(waiting);
     let response = reply.map_err(|_| {
@@ -121,6 +149,82 @@ pub async fn answer(
     })??;
     state.ensure_same_state(generation)?;
     Ok(json(&response))
+}
+
+/// Whether the request accepts `text/event-stream` (any `Accept` value naming it).
+fn wants_event_stream(request: &HttpRequest) -> bool {
+    request
+        .headers()
+        .get_all(header::ACCEPT)
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|media| media.split(';').next().is_some_and(|kind| kind.trim().eq_ignore_ascii_case("text/event-stream")))
+}
+
+/// One server-sent event (`data` is one line of JSON).
+fn event(name: &str, data: &impl serde::Serialize) -> Bytes {
+    let data = serde_json::to_string(data).unwrap_or_else(|_| "{}".to_owned());
+    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+}
+
+type AnswerReply = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<crate::answer::AnswerResult<AnswerResponse>, actix::MailboxError>>>,
+>;
+
+/// A streamed answer in flight: stage events until the reply, then claims and the envelope.
+struct EventStream {
+    state: web::Data<AppState>,
+    generation: u64,
+    /// Dropped when the client goes away (the stream is dropped), which cancels the work.
+    waiting: Option<tokio::sync::oneshot::Sender<()>>,
+    events: tokio::sync::mpsc::UnboundedReceiver<StageEvent>,
+    reply: Option<AnswerReply>,
+}
+
+impl EventStream {
+    fn into_stream(self) -> impl futures::Stream<Item = Result<Bytes, actix_web::Error>> {
+        futures::stream::unfold((self, VecDeque::new()), |(mut stream, mut pending)| async move {
+            loop {
+                if let Some(bytes) = pending.pop_front() {
+                    return Some((Ok(bytes), (stream, pending)));
+                }
+                let reply = stream.reply.as_mut()?;
+                tokio::select! {
+                    biased;
+                    Some(stage) = stream.events.recv() => pending.push_back(event("stage", &stage)),
+                    outcome = reply => {
+                        stream.reply = None;
+                        drop(stream.waiting.take());
+                        while let Ok(stage) = stream.events.try_recv() {
+                            pending.push_back(event("stage", &stage));
+                        }
+                        let outcome = outcome
+                            .map_err(|_| {
+                                ApiError::new(
+                                    actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
+                                    "unavailable",
+                                    "answer actor unavailable",
+                                )
+                            })
+                            .and_then(|result| result.map_err(ApiError::from))
+                            .and_then(|response| stream.state.ensure_same_state(stream.generation).map(|()| response));
+                        match outcome {
+                            Ok(response) => {
+                                for claim in response.answer.iter().flat_map(|answer| &answer.claims) {
+                                    pending.push_back(event("claim", claim));
+                                }
+                                pending.push_back(event("answer", &response));
+                            }
+                            Err(error) => pending.push_back(event(
+                                "error",
+                                &ErrorBody { code: error.code.to_owned(), message: error.message },
+                            )),
+                        }
+                    }
+                }
+            }
+        })
+    }
 }
 
 /// Returns the fused, authorized chunks for a query. 400 codes: `empty_query`, `query_too_long`.

@@ -3,6 +3,7 @@
 mod answer_fixtures;
 mod answer_property;
 mod answer_verifier_counts;
+mod answers;
 mod console;
 mod durability;
 mod eval;

@@ -1,0 +1,358 @@
+//! Answer quality on labeled collections (`warrant eval answers`): every sampled question is asked
+//! by a principal of its own tenant through the same [`AnswerPipeline`] that serves `/v1/answer`
+//! (configured generator, verifier, deadlines and all), and the responses are scored:
+//! - answer rate: answered over asked (every asked question has a positive judgment, so it is
+//!   answerable from the corpus), and abstentions by reason;
+//! - citation precision against the qrels: cited documents judged relevant over all citations
+//!   (micro), and the share of answers citing at least one relevant document;
+//! - correctness where the dataset carries gold answers (`answers.jsonl`, `{"_id", "answers"}`):
+//!   an answer is correct when a gold answer, normalized as in the SQuAD v1.1 evaluation script
+//!   (lowercase, punctuation and articles removed, whitespace collapsed), occurs in a claim;
+//! - quote anchoring: every returned citation's quote must lie inside its chunk
+//!   (`quote_start..quote_end` within `start..end`); violations are counted and must be 0;
+//! - stage latencies (p50/p95, milliseconds) as the pipeline records them.
+//!
+//! Rates come with 95 % percentile bootstrap intervals over questions ([`super::stats`]).
+//! Questions are sampled with a fixed seed, so a report is reproducible.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Instant;
+
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+
+use super::dataset::{Dataset, DatasetResult, IngestSummary, Progress, ingest, principal_of, read_jsonl};
+use super::retrieval::{EvalError, INGEST_BATCH};
+use super::stats::{Interval, mean_interval};
+use crate::answer::pipeline::{AnswerPipeline, AnswerRequest, PipelineSettings};
+use crate::answer::response::{AnswerResponse, AnswerStatus};
+use crate::config::Settings;
+use crate::retrieval::{Engine, EngineParams};
+
+/// Gold answers of one question (a line of `answers.jsonl`).
+#[derive(Clone, Debug, Deserialize)]
+pub struct GoldAnswers {
+    /// Query id.
+    #[serde(rename = "_id")]
+    pub id: String,
+    /// Acceptable answers.
+    pub answers: Vec<String>,
+}
+
+/// Reads `answers.jsonl` into query id → gold answers.
+pub fn read_gold(path: &Path) -> DatasetResult<HashMap<String, Vec<String>>> {
+    Ok(read_jsonl::<GoldAnswers>(path)?.into_iter().map(|gold| (gold.id, gold.answers)).collect())
+}
+
+/// SQuAD v1.1 answer normalization: lowercase, punctuation removed, articles (`a`, `an`, `the`)
+/// removed, whitespace collapsed to single spaces.
+pub fn squad_normalize(text: &str) -> String {
+    // The script deletes punctuation characters (no space in their place): "U.S." is "us".
+    let deleted: String = text.to_lowercase().chars().filter(|character| !character.is_ascii_punctuation()).collect();
+    deleted.split_whitespace().filter(|word| !matches!(*word, "a" | "an" | "the")).collect::<Vec<_>>().join(" ")
+}
+
+/// Whether some normalized gold answer occurs, on word boundaries, in the normalized `claim`.
+pub fn contains_gold(claim: &str, gold: &[String]) -> bool {
+    let claim = format!(" {} ", squad_normalize(claim));
+    gold.iter()
+        .map(|answer| squad_normalize(answer))
+        .filter(|answer| !answer.is_empty())
+        .any(|answer| claim.contains(&format!(" {answer} ")))
+}
+
+/// The scores of one question.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QuestionScores {
+    /// Query id.
+    pub query_id: String,
+    /// `answered` or `abstained`.
+    pub status: AnswerStatus,
+    /// Abstention reason, when abstained.
+    pub abstention: Option<String>,
+    /// Claims returned.
+    pub claims: usize,
+    /// Citations returned.
+    pub citations: usize,
+    /// Citations whose document is judged relevant.
+    pub relevant_citations: usize,
+    /// Whether a gold answer occurs in a claim (`None` without gold answers or when abstained).
+    pub correct: Option<bool>,
+    /// Citations whose quote is not inside its chunk (must be 0).
+    pub unanchored_quotes: usize,
+    /// Rejections by code during the request.
+    pub citations_rejected: BTreeMap<String, u32>,
+    /// Milliseconds per stage.
+    pub stages_ms: BTreeMap<String, f64>,
+    /// Milliseconds for the whole request, measured around the pipeline call.
+    pub total_ms: f64,
+}
+
+impl QuestionScores {
+    /// Scores `response` against the question's judgments and gold answers.
+    pub fn of(
+        query_id: &str,
+        response: &AnswerResponse,
+        judged: &HashMap<String, u32>,
+        gold: Option<&[String]>,
+        total_ms: f64,
+    ) -> Self {
+        let claims = response.answer.as_ref().map(|answer| answer.claims.as_slice()).unwrap_or_default();
+        let citations: Vec<_> = claims.iter().flat_map(|claim| &claim.citations).collect();
+        let relevant_citations = citations
+            .iter()
+            .filter(|citation| judged.get(&citation.chunk.doc_id).is_some_and(|&relevance| relevance > 0))
+            .count();
+        let unanchored_quotes = citations
+            .iter()
+            .filter(|citation| {
+                let (start, end) = (citation.chunk.start, citation.chunk.end);
+                !(start <= citation.quote_start
+                    && citation.quote_start < citation.quote_end
+                    && citation.quote_end <= end
+                    && citation.quote.chars().count() == citation.quote_end - citation.quote_start)
+            })
+            .count();
+        let correct = match (response.status, gold) {
+            (AnswerStatus::Answered, Some(gold)) => Some(claims.iter().any(|claim| contains_gold(&claim.text, gold))),
+            _ => None,
+        };
+        Self {
+            query_id: query_id.to_owned(),
+            status: response.status,
+            abstention: response.abstention.as_ref().map(|abstention| abstention.reason.as_str().to_owned()),
+            claims: claims.len(),
+            citations: citations.len(),
+            relevant_citations,
+            correct,
+            unanchored_quotes,
+            citations_rejected: response.metrics.citations_rejected.clone(),
+            stages_ms: response.metrics.stages_ms.clone(),
+            total_ms,
+        }
+    }
+
+    fn answered(&self) -> bool {
+        self.status == AnswerStatus::Answered
+    }
+}
+
+/// p50 and p95 of a latency, milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles of `values` (zeros when empty).
+    pub fn of(values: &[f64]) -> Self {
+        if values.is_empty() {
+            return Self::default();
+        }
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let rank =
+            |quantile: f64| sorted[((quantile * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
+        Self { p50: rank(0.5), p95: rank(0.95) }
+    }
+}
+
+/// The report of `warrant eval answers`.
+#[derive(Clone, Debug, Serialize)]
+pub struct AnswersReport {
+    /// Dataset name.
+    pub dataset: String,
+    /// Generator name.
+    pub generator: String,
+    /// Embedder name.
+    pub embedder: String,
+    /// Sampling seed.
+    pub seed: u64,
+    /// Questions asked (all judged, so answerable).
+    pub questions: usize,
+    /// Answered over asked, with its interval.
+    pub answer_rate: Interval,
+    /// Abstentions by reason.
+    pub abstentions: BTreeMap<String, usize>,
+    /// Citations returned.
+    pub citations: usize,
+    /// Relevant citations over citations (micro average).
+    pub citation_precision: f64,
+    /// Per answered question, relevant citations over its citations, averaged, with interval.
+    pub citation_precision_per_answer: Interval,
+    /// Share of answers citing at least one relevant document, with interval.
+    pub answers_citing_relevant: Interval,
+    /// Share of answers holding a gold answer (questions with gold answers), with interval.
+    pub correct_of_answered: Option<Interval>,
+    /// Share of all questions answered correctly, with interval.
+    pub correct_of_questions: Option<Interval>,
+    /// Returned citations whose quote lies outside its chunk (must be 0).
+    pub unanchored_quotes: usize,
+    /// Rejected citations and claims by code, summed.
+    pub citations_rejected: BTreeMap<String, u32>,
+    /// p50/p95 per stage and `total`, milliseconds.
+    pub latency_ms: BTreeMap<String, Percentiles>,
+    /// Per-question scores (written by `--per-query`).
+    #[serde(skip)]
+    pub per_query: Vec<QuestionScores>,
+    /// Seconds spent asking.
+    pub query_seconds: f64,
+}
+
+fn rate(flags: impl Iterator<Item = bool>) -> Interval {
+    let values: Vec<f64> = flags.map(|flag| f64::from(u8::from(flag))).collect();
+    mean_interval(&values)
+}
+
+impl AnswersReport {
+    /// Aggregates per-question scores.
+    pub fn of(dataset: &str, generator: &str, embedder: &str, seed: u64, per_query: Vec<QuestionScores>) -> Self {
+        let answered: Vec<&QuestionScores> = per_query.iter().filter(|scores| scores.answered()).collect();
+        let mut abstentions = BTreeMap::new();
+        for reason in per_query.iter().filter_map(|scores| scores.abstention.clone()) {
+            *abstentions.entry(reason).or_default() += 1;
+        }
+        let citations: usize = answered.iter().map(|scores| scores.citations).sum();
+        let relevant: usize = answered.iter().map(|scores| scores.relevant_citations).sum();
+        let per_answer: Vec<f64> = answered
+            .iter()
+            .filter(|scores| scores.citations > 0)
+            .map(|scores| scores.relevant_citations as f64 / scores.citations as f64)
+            .collect();
+        let graded: Vec<bool> = answered.iter().filter_map(|scores| scores.correct).collect();
+        let has_gold = !graded.is_empty();
+        let mut citations_rejected = BTreeMap::new();
+        let mut stages: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for scores in &per_query {
+            for (code, count) in &scores.citations_rejected {
+                *citations_rejected.entry(code.clone()).or_default() += count;
+            }
+            for (stage, milliseconds) in &scores.stages_ms {
+                stages.entry(stage.clone()).or_default().push(*milliseconds);
+            }
+            stages.entry("total".to_owned()).or_default().push(scores.total_ms);
+        }
+        Self {
+            dataset: dataset.to_owned(),
+            generator: generator.to_owned(),
+            embedder: embedder.to_owned(),
+            seed,
+            questions: per_query.len(),
+            answer_rate: rate(per_query.iter().map(|scores| scores.answered())),
+            abstentions,
+            citations,
+            citation_precision: if citations == 0 { 0.0 } else { relevant as f64 / citations as f64 },
+            citation_precision_per_answer: mean_interval(&per_answer),
+            answers_citing_relevant: rate(answered.iter().map(|scores| scores.relevant_citations > 0)),
+            correct_of_answered: has_gold.then(|| rate(graded.iter().copied())),
+            correct_of_questions: has_gold.then(|| rate(per_query.iter().map(|scores| scores.correct == Some(true)))),
+            unanchored_quotes: per_query.iter().map(|scores| scores.unanchored_quotes).sum(),
+            citations_rejected,
+            latency_ms: stages.into_iter().map(|(stage, values)| (stage, Percentiles::of(&values))).collect(),
+            per_query,
+            query_seconds: 0.0,
+        }
+    }
+}
+
+/// Options of `warrant eval answers`.
+#[derive(Clone, Debug)]
+pub struct AnswersOptions {
+    /// Questions to ask (sampled from the judged ones; all when `None`).
+    pub questions: Option<usize>,
+    /// Sampling seed.
+    pub seed: u64,
+    /// Gold answers (`answers.jsonl`), when the dataset has them.
+    pub gold: HashMap<String, Vec<String>>,
+}
+
+/// `n` judged queries of `dataset`, sampled with `seed` (all of them, shuffled, when `n` is
+/// `None`).
+pub fn sample_queries(dataset: &Dataset, questions: Option<usize>, seed: u64) -> Vec<&super::dataset::EvalQuery> {
+    let mut judged: Vec<_> = dataset
+        .queries
+        .iter()
+        .filter(|query| dataset.qrels.get(&query.id).is_some_and(|judged| !judged.is_empty()))
+        .collect();
+    judged.shuffle(&mut SmallRng::seed_from_u64(seed));
+    judged.truncate(questions.unwrap_or(usize::MAX));
+    judged
+}
+
+/// Asks the sampled questions of `dataset` (already ingested into the pipeline's engine).
+pub async fn evaluate(
+    pipeline: &AnswerPipeline,
+    dataset: &Dataset,
+    options: &AnswersOptions,
+) -> Result<AnswersReport, EvalError> {
+    let started = Instant::now();
+    let mut per_query = Vec::new();
+    for query in sample_queries(dataset, options.questions, options.seed) {
+        let principal = principal_of(query.tenant());
+        let request = AnswerRequest { question: query.text.clone(), top_k: None, deadline_ms: None };
+        let asked = Instant::now();
+        let response = pipeline
+            .answer(&principal, request, format!("eval-{}", query.id))
+            .await
+            .map_err(|error| EvalError::Answer(error.to_string()))?;
+        let total_ms = asked.elapsed().as_secs_f64() * 1000.0;
+        let gold = options.gold.get(&query.id).map(Vec::as_slice);
+        per_query.push(QuestionScores::of(&query.id, &response, &dataset.qrels[&query.id], gold, total_ms));
+    }
+    let mut report = AnswersReport::of(
+        &dataset.name,
+        pipeline.generator().name(),
+        pipeline.engine().embedder().name(),
+        options.seed,
+        per_query,
+    );
+    report.query_seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// The whole `warrant eval answers` run: the configured providers, an engine with the configured
+/// parameters, the corpus ingested, the sampled questions asked. Must run inside an actix System.
+pub async fn run(
+    settings: &Settings,
+    dataset: &Dataset,
+    options: &AnswersOptions,
+    progress: &dyn Progress,
+) -> Result<(IngestSummary, AnswersReport), EvalError> {
+    let providers = crate::providers::from_settings(settings).await?;
+    let params = EngineParams::from_settings(settings, providers.embedder.dimension());
+    let engine = Engine::start(params, providers.embedder)?;
+    let summary = ingest(&engine, dataset, INGEST_BATCH, progress).await?;
+    let pipeline =
+        AnswerPipeline::new(engine, providers.generator, providers.verifier, PipelineSettings::from_settings(settings));
+    let report = evaluate(&pipeline, dataset, options).await?;
+    Ok((summary, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn squad_normalization_matches_the_official_script() {
+        assert_eq!(squad_normalize("The Denver  Broncos!"), "denver broncos");
+        assert_eq!(squad_normalize("Levi's Stadium"), "levis stadium");
+        assert_eq!(squad_normalize("U.S. an apple"), "us apple");
+        assert!(contains_gold("The game was won by the Denver Broncos, 24-10.", &["Denver Broncos".into()]));
+        assert!(!contains_gold("Denverite Broncosville.", &["Denver Broncos".into()]));
+        assert!(!contains_gold("anything", &["the".into()]));
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let values: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(Percentiles::of(&values), Percentiles { p50: 50.0, p95: 95.0 });
+        assert_eq!(Percentiles::of(&[7.0]), Percentiles { p50: 7.0, p95: 7.0 });
+        assert_eq!(Percentiles::of(&[]), Percentiles::default());
+    }
+}

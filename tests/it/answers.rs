@@ -1,0 +1,361 @@
+//! Answer quality and answer delivery end to end: `warrant eval answers`' library path on a tiny
+//! two-tenant dataset written here (never the shared data), on the hashed embedder and the
+//! extractive generator, through the same pipeline as `/v1/answer`.
+
+use std::path::Path;
+
+use warrant::answer::response::AnswerStatus;
+use warrant::config::Settings;
+use warrant::eval::answers::{AnswersOptions, AnswersReport, read_gold, run};
+use warrant::eval::dataset::{Dataset, NoProgress};
+
+/// Two tenants asking the same question; one question the corpus cannot answer.
+fn write_dataset(dir: &Path) {
+    let corpus = [
+        r#"{"_id": "acme:1", "title": "Travel policy", "text": "Hotel stays are reimbursed up to 250 euros per night in London. Taxis are reimbursed with a receipt.", "tenant": "acme"}"#,
+        r#"{"_id": "acme:2", "title": "Laptop guide", "text": "Laptops are replaced every three years by the helpdesk.", "tenant": "acme"}"#,
+        r#"{"_id": "globex:1", "title": "Travel policy", "text": "Hotel stays are reimbursed up to 210 euros per night in London.", "tenant": "globex"}"#,
+        r#"{"_id": "globex:2", "title": "Cafeteria", "text": "Lunch is served from noon in the cafeteria on the second floor.", "tenant": "globex"}"#,
+    ];
+    let queries = [
+        r#"{"_id": "acme:q1", "text": "How much are hotel stays in London reimbursed per night?", "tenant": "acme"}"#,
+        r#"{"_id": "acme:q2", "text": "How often are laptops replaced?", "tenant": "acme"}"#,
+        r#"{"_id": "globex:q1", "text": "How much are hotel stays in London reimbursed per night?", "tenant": "globex"}"#,
+        r#"{"_id": "globex:q2", "text": "What colour is the parking garage?", "tenant": "globex"}"#,
+    ];
+    let qrels = "query-id\tcorpus-id\tscore\nacme:q1\tacme:1\t1\nacme:q2\tacme:2\t1\nglobex:q1\tglobex:1\t1\nglobex:q2\tglobex:2\t1\n";
+    let answers = [
+        r#"{"_id": "acme:q1", "answers": ["250 euros"]}"#,
+        r#"{"_id": "acme:q2", "answers": ["every three years"]}"#,
+        r#"{"_id": "globex:q1", "answers": ["up to 210 euros"]}"#,
+        r#"{"_id": "globex:q2", "answers": ["grey"]}"#,
+    ];
+    std::fs::write(dir.join("corpus.jsonl"), corpus.join("\n")).unwrap();
+    std::fs::write(dir.join("queries.jsonl"), queries.join("\n")).unwrap();
+    std::fs::write(dir.join("qrels.tsv"), qrels).unwrap();
+    std::fs::write(dir.join("answers.jsonl"), answers.join("\n")).unwrap();
+}
+
+fn settings() -> Settings {
+    let mut settings = Settings::defaults();
+    settings.embedder.kind = "hashed".into();
+    settings.embedder.dim = 64;
+    settings
+}
+
+fn eval(dir: &Path, questions: Option<usize>, seed: u64) -> AnswersReport {
+    let dataset = Dataset::load(dir, None).expect("dataset loads");
+    let gold = read_gold(&dir.join("answers.jsonl")).expect("gold answers");
+    let options = AnswersOptions { questions, seed, gold };
+    actix_rt::System::new().block_on(async move {
+        let (summary, report) = run(&settings(), &dataset, &options, &NoProgress).await.expect("evaluation runs");
+        assert_eq!(summary.documents, 4);
+        report
+    })
+}
+
+#[test]
+fn eval_answers_scores_the_pipeline_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    write_dataset(dir.path());
+    let report = eval(dir.path(), None, 7);
+    assert_eq!(report.questions, 4);
+    assert_eq!((report.generator.as_str(), report.embedder.starts_with("hashed")), ("extractive", true));
+    let by_id = |id: &str| report.per_query.iter().find(|scores| scores.query_id == id).expect(id);
+    for id in ["acme:q1", "acme:q2", "globex:q1"] {
+        let scores = by_id(id);
+        assert_eq!(scores.status, AnswerStatus::Answered, "{id}");
+        assert_eq!(scores.correct, Some(true), "{id}");
+        assert_eq!(scores.relevant_citations, scores.citations, "{id}: only its own tenant's relevant document");
+    }
+    let unanswerable = by_id("globex:q2");
+    assert_eq!(unanswerable.status, AnswerStatus::Abstained);
+    assert_eq!(unanswerable.correct, None);
+    assert_eq!(report.abstentions.values().sum::<usize>(), 1);
+    assert_eq!(report.answer_rate.mean, 0.75);
+    assert_eq!(report.citation_precision, 1.0);
+    assert_eq!(report.correct_of_answered.expect("gold answers").mean, 1.0);
+    assert_eq!(report.correct_of_questions.expect("gold answers").mean, 0.75);
+    assert_eq!(report.unanchored_quotes, 0);
+    assert!(report.latency_ms.contains_key("total") && report.latency_ms.contains_key("generation"));
+    // A fixed seed samples the same questions; --n limits them.
+    let sample =
+        |seed| eval(dir.path(), Some(2), seed).per_query.into_iter().map(|scores| scores.query_id).collect::<Vec<_>>();
+    assert_eq!(sample(3), sample(3));
+    assert_eq!(sample(3).len(), 2);
+}
+
+mod streaming {
+    //! `POST /v1/answer` with `Accept: text/event-stream`, over a real socket.
+
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use async_trait::async_trait;
+    use serde_json::{Value, json};
+    use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
+    use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+    use warrant::config::Settings;
+    use warrant::embed::{Embedder, HashedEmbedder};
+    use warrant::http::auth::{Claims, mint_hs256};
+    use warrant::http::server::{Providers, app, build_state, load_corpus};
+
+    const SECRET: &str = "test-secret-for-streaming-tests";
+    const HOTEL: &str = "Hotel stays are reimbursed up to 250 euros per night in London, Paris and New York.";
+    const QUOTE: &str = "Hotel stays are reimbursed up to 180 euros per night in most cities and up to 250 euros per \
+                         night in London, Paris and New York";
+    const FORGED: &str = "Hotel stays are reimbursed up to 999 euros per night on the moon.";
+
+    /// Waits, then answers one quote-anchored claim citing the source that holds [`HOTEL`] and
+    /// one claim that no source supports (which validation must drop).
+    struct SlowGenerator;
+
+    #[async_trait]
+    impl Generator for SlowGenerator {
+        fn name(&self) -> &str {
+            "slow-test"
+        }
+
+        async fn generate(&self, request: &GenerationRequest) -> Result<String, GeneratorError> {
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            let label = request
+                .sources
+                .iter()
+                .find(|source| source.text.contains("250 euros per night"))
+                .map(|source| source.label.clone())
+                .ok_or_else(|| GeneratorError::Refused("no hotel source".into()))?;
+            Ok(json!({"answerable": true, "claims": [
+                {"text": HOTEL, "citations": [{"label": label, "quote": QUOTE}]},
+                {"text": FORGED, "citations": [label]},
+            ]})
+            .to_string())
+        }
+    }
+
+    /// Cites the hotel source with a quote that is not in it (then, on repair, the same).
+    struct MisquotingGenerator;
+
+    #[async_trait]
+    impl Generator for MisquotingGenerator {
+        fn name(&self) -> &str {
+            "misquoting-test"
+        }
+
+        async fn generate(&self, request: &GenerationRequest) -> Result<String, GeneratorError> {
+            let label = request.sources.first().map(|source| source.label.clone()).unwrap_or_default();
+            Ok(json!({"answerable": true, "claims": [
+                {"text": HOTEL, "citations": [{"label": label, "quote": "reimbursed up to 250 euros per night on Mars"}]},
+            ]})
+            .to_string())
+        }
+    }
+
+    struct Server {
+        base: String,
+        handle: actix_web::dev::ServerHandle,
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let handle = self.handle.clone();
+            actix_rt::spawn(async move { handle.stop(false).await });
+        }
+    }
+
+    async fn start(generator: Option<Arc<dyn Generator>>) -> Server {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut settings = Settings::defaults();
+        settings.auth.hs256_secret = SECRET.into();
+        settings.embedder.dim = 64;
+        let settings = Arc::new(settings);
+        let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
+        let providers = Providers {
+            embedder: Arc::clone(&embedder),
+            generator: generator.unwrap_or_else(|| {
+                Arc::new(warrant::answer::extractive::ExtractiveGenerator::new(settings.generator.max_claims))
+            }),
+            verifier: Arc::new(LexicalSupportVerifier::new(
+                settings.verifier.min_coverage,
+                settings.verifier.min_similarity,
+                Some(embedder),
+            )),
+        };
+        let state = build_state(Arc::clone(&settings), providers).await.expect("state");
+        load_corpus(state.pipeline.engine(), &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json"))
+            .await
+            .expect("demo corpus");
+        state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
+        let server_state = state.clone();
+        let server =
+            actix_web::HttpServer::new(move || app(server_state.clone())).workers(1).bind("127.0.0.1:0").expect("bind");
+        let address = server.addrs()[0];
+        let running = server.run();
+        let handle = running.handle();
+        actix_rt::spawn(running);
+        Server { base: format!("http://{address}"), handle }
+    }
+
+    fn token() -> String {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        let claims = Claims {
+            sub: "bob".into(),
+            tenant: "acme".into(),
+            groups: vec!["everyone".into()],
+            roles: vec![],
+            exp: now + 600,
+            iss: None,
+            aud: None,
+        };
+        mint_hs256(SECRET, &claims).unwrap()
+    }
+
+    /// Parsed server-sent events: (event name, data as JSON).
+    fn parse(text: &str) -> Vec<(String, Value)> {
+        text.split("\n\n")
+            .filter(|frame| !frame.trim().is_empty())
+            .map(|frame| {
+                let field = |name: &str| {
+                    frame.lines().find_map(|line| line.strip_prefix(name)).map(str::trim).expect("field").to_owned()
+                };
+                (field("event:"), serde_json::from_str(&field("data:")).expect("one line of JSON"))
+            })
+            .collect()
+    }
+
+    /// Posts the question accepting an event stream; returns the chunks as they arrived.
+    async fn stream(server: &Server, question: &str) -> (reqwest::header::HeaderMap, Vec<String>) {
+        let mut response = reqwest::Client::new()
+            .post(format!("{}/v1/answer", server.base))
+            .bearer_auth(token())
+            .header("accept", "text/event-stream")
+            .json(&json!({"question": question}))
+            .send()
+            .await
+            .expect("response");
+        assert_eq!(response.status(), 200);
+        let headers = response.headers().clone();
+        let mut chunks = Vec::new();
+        while let Some(chunk) = response.chunk().await.expect("chunk") {
+            chunks.push(String::from_utf8(chunk.to_vec()).expect("utf-8"));
+        }
+        (headers, chunks)
+    }
+
+    fn without_timings(mut envelope: Value) -> Value {
+        envelope["request_id"] = Value::Null;
+        envelope["metrics"]["stages_ms"] = Value::Null;
+        envelope
+    }
+
+    #[actix_web::test]
+    async fn a_streamed_answer_sends_stages_then_each_validated_claim_then_the_envelope() {
+        let server = start(None).await;
+        let question = "How much are hotel stays reimbursed per night in London?";
+        let (headers, chunks) = stream(&server, question).await;
+        assert_eq!(headers["content-type"], "text/event-stream");
+        let events = parse(&chunks.concat());
+        let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+        let first_claim = names.iter().position(|name| *name == "claim").expect("a claim event");
+        assert!(names[..first_claim].iter().all(|name| *name == "stage"), "{names:?}");
+        assert_eq!(names.last(), Some(&"answer"), "{names:?}");
+        let stages: Vec<&str> = events
+            .iter()
+            .filter(|(name, _)| name == "stage")
+            .map(|(_, data)| data["stage"].as_str().unwrap())
+            .collect();
+        assert_eq!(stages, ["scope", "retrieval", "selection", "prompt", "generation", "validation"]);
+        let envelope = &events.last().unwrap().1;
+        assert_eq!(envelope["status"], "answered");
+        let streamed: Vec<&Value> = events.iter().filter(|(name, _)| name == "claim").map(|(_, data)| data).collect();
+        let enveloped: Vec<&Value> = envelope["answer"]["claims"].as_array().unwrap().iter().collect();
+        assert_eq!(streamed, enveloped, "each claim of the envelope streamed once, in order");
+        for citation in enveloped.iter().flat_map(|claim| claim["citations"].as_array().unwrap()) {
+            let (start, end) = (citation["start"].as_u64().unwrap(), citation["end"].as_u64().unwrap());
+            let (quote_start, quote_end) =
+                (citation["quote_start"].as_u64().unwrap(), citation["quote_end"].as_u64().unwrap());
+            assert!(start <= quote_start && quote_start < quote_end && quote_end <= end, "{citation}");
+        }
+        // The envelope is the JSON response.
+        let plain: Value = reqwest::Client::new()
+            .post(format!("{}/v1/answer", server.base))
+            .bearer_auth(token())
+            .json(&json!({"question": question}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(without_timings(plain), without_timings(envelope.clone()));
+    }
+
+    #[actix_web::test]
+    async fn stages_stream_while_the_generator_runs_and_a_dropped_claim_is_never_streamed() {
+        let server = start(Some(Arc::new(SlowGenerator))).await;
+        let (_, chunks) = stream(&server, "How much are hotel stays reimbursed per night in London?").await;
+        // The generator waits 1.5 s: what came before generation ended arrived in earlier chunks.
+        assert!(chunks.len() > 1, "one chunk: the stream was buffered");
+        assert!(chunks[0].starts_with("event: stage") && !chunks[0].contains("event: claim"), "{:?}", chunks[0]);
+        let body = chunks.concat();
+        let events = parse(&body);
+        let envelope = &events.last().unwrap().1;
+        assert_eq!(envelope["status"], "answered", "{envelope}");
+        assert_eq!(envelope["metrics"]["citations_rejected"]["unsupported_claim"], 1, "{envelope}");
+        let streamed: Vec<&str> =
+            events.iter().filter(|(name, _)| name == "claim").map(|(_, data)| data["text"].as_str().unwrap()).collect();
+        assert_eq!(streamed, [HOTEL]);
+        assert!(!body.contains("999 euros"), "the unsupported claim reached the stream");
+        let quote = &envelope["answer"]["claims"][0]["citations"][0]["quote"];
+        assert_eq!(quote, QUOTE);
+    }
+
+    #[actix_web::test]
+    async fn a_json_request_still_gets_json_and_openapi_names_both_media_types() {
+        let server = start(None).await;
+        let response = reqwest::Client::new()
+            .post(format!("{}/v1/answer", server.base))
+            .bearer_auth(token())
+            .header("accept", "application/json")
+            .json(&json!({"question": "How much are hotel stays reimbursed per night in London?"}))
+            .send()
+            .await
+            .unwrap();
+        assert!(response.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
+        // The OpenAPI document names both media types of the 200 response.
+        let document: Value = reqwest::Client::new()
+            .get(format!("{}/openapi.json", server.base))
+            .bearer_auth(token())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let content = &document["paths"]["/v1/answer"]["post"]["responses"]["200"]["content"];
+        assert!(content["application/json"].is_object() && content["text/event-stream"].is_object(), "{content}");
+        let text = document.to_string();
+        assert!(text.contains("\"quote_start\"") && text.contains("\"quote_end\""), "quote offsets undocumented");
+    }
+
+    #[actix_web::test]
+    async fn a_quote_not_in_its_source_is_rejected_and_counted() {
+        let server = start(Some(Arc::new(MisquotingGenerator))).await;
+        let (_, chunks) = stream(&server, "How much are hotel stays reimbursed per night in London?").await;
+        let body = chunks.concat();
+        let events = parse(&body);
+        assert!(events.iter().all(|(name, _)| name != "claim"), "a misquoted claim was streamed");
+        let envelope = &events.last().unwrap().1;
+        assert_eq!(envelope["status"], "abstained", "{envelope}");
+        assert_eq!(envelope["abstention"]["reason"], "unsupported_citation", "{envelope}");
+        assert_eq!(envelope["abstention"]["diagnostics"], json!(["quote_not_found"]), "{envelope}");
+        assert_eq!(envelope["metrics"]["citations_rejected"]["quote_not_found"], 2, "one per attempt: {envelope}");
+        let metrics = reqwest::get(format!("{}/metrics", server.base)).await.unwrap().text().await.unwrap();
+        assert!(
+            metrics
+                .lines()
+                .any(|line| line.starts_with("warrant_citations_rejected_total{reason=\"quote_not_found\"}")),
+            "no quote_not_found counter"
+        );
+    }
+}
