@@ -39,7 +39,10 @@ use crate::retrieval::{
 use crate::storage::StorageError;
 
 /// The versioned migrations, in order: (version, name, SQL with `@DIMENSION@`).
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[(1, "0001_init", include_str!("../../migrations/0001_init.sql"))];
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "0001_init", include_str!("../../migrations/0001_init.sql")),
+    (2, "0002_readers_by_principal", include_str!("../../migrations/0002_readers_by_principal.sql")),
+];
 
 /// Largest dimension pgvector's HNSW index accepts for `vector`.
 const MAX_DIMENSION: usize = 2000;
@@ -509,7 +512,8 @@ impl PostgresParams {
         let postgres = &settings.storage.postgres;
         let url = std::env::var(&postgres.url_env).map_err(|_| {
             crate::config::ConfigError::Invalid(format!(
-                "storage.backend is postgres but the environment variable {} (storage.postgres.url_env) is not set",
+                "the postgres backend needs its connection URL in the environment variable {} \
+                 (storage.postgres.url_env), which is not set",
                 postgres.url_env
             ))
         })?;
@@ -524,5 +528,43 @@ impl PostgresParams {
             lexical_candidates: settings.retrieval.lexical_candidates,
             vector_candidates: settings.retrieval.vector_candidates,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Settings, StorageBackend};
+
+    #[test]
+    fn migrations_are_numbered_in_order_and_name_their_files() {
+        for (index, (version, name, text)) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(*version as usize, index + 1);
+            assert!(name.starts_with(&format!("{version:04}_")), "{name}");
+            assert!(text.contains("@DIMENSION@") || index > 0, "the first migration sizes the vectors");
+        }
+    }
+
+    #[test]
+    fn the_backend_is_embedded_unless_configured_and_postgres_needs_its_url_variable() {
+        let defaults = Settings::defaults();
+        assert_eq!(defaults.storage.backend, StorageBackend::Embedded);
+        let environment = [
+            ("WARRANT__STORAGE__BACKEND".to_owned(), "postgres".to_owned()),
+            ("WARRANT__STORAGE__POSTGRES__URL_ENV".to_owned(), "WARRANT_TEST_VARIABLE_NEVER_SET".to_owned()),
+            ("WARRANT__STORAGE__POSTGRES__ITERATIVE_SCAN".to_owned(), "strict_order".to_owned()),
+        ];
+        let settings = Settings::from_toml(include_str!("../../config/default.toml"), environment).expect("valid");
+        assert_eq!(settings.storage.backend, StorageBackend::Postgres);
+        assert_eq!(settings.storage.postgres.iterative_scan, IterativeScan::StrictOrder);
+        let error = PostgresParams::from_settings(&settings).expect_err("the variable is not set");
+        assert!(error.to_string().contains("WARRANT_TEST_VARIABLE_NEVER_SET"), "{error}");
+    }
+
+    #[test]
+    fn a_dimension_pgvector_cannot_index_is_refused() {
+        assert!(check_dimension(384).is_ok());
+        assert!(check_dimension(0).is_err());
+        assert!(check_dimension(MAX_DIMENSION + 1).is_err());
     }
 }

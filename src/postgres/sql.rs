@@ -125,3 +125,51 @@ pub const READERS_INSERT: &str = "INSERT INTO document_readers (tenant_id, doc_i
 pub const CHANGE_INSERT: &str =
     "INSERT INTO acl_changes (tenant_id, epoch, position, lineage, kind, doc_id, version, groups, users)
     VALUES ($1, $2, $3, $4::text::uuid, $5, $6, $7, $8, $9)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every statement on tenant data, with whether it reads chunks (and so must carry the ACL).
+    const TENANT_STATEMENTS: &[(&str, bool)] = &[
+        (VECTOR_SEARCH, true),
+        (LEXICAL_SEARCH, true),
+        (TENANT_ENSURE, false),
+        (TENANT_LOCK, false),
+        (TENANT_EPOCH, false),
+        (TENANT_SET_EPOCH, false),
+        (DOCUMENT_HEAD, false),
+        (DOCUMENT_UPSERT_HEAD, false),
+        (DOCUMENT_DELETE_HEAD, false),
+        (VERSION_INSERT, false),
+        (CHUNKS_DELETE, false),
+        (CHUNK_INSERT, false),
+        (READERS_DELETE_ALL, false),
+        (READERS_DELETE, false),
+        (READERS_INSERT, false),
+        (CHANGE_INSERT, false),
+    ];
+
+    #[test]
+    fn every_tenant_statement_is_bound_to_the_tenant_and_retrieval_carries_the_acl() {
+        for (statement, retrieves) in TENANT_STATEMENTS {
+            let bound = statement.contains("tenant_id = $1") || statement.contains("VALUES ($1");
+            let inserts_from_select = statement.contains("SELECT $1,");
+            assert!(bound || inserts_from_select, "not bound to the tenant: {statement}");
+            if *retrieves {
+                assert!(statement.contains("r.tenant_id = $1"), "ACL not in the tenant: {statement}");
+                assert!(statement.contains("r.name = $2") && statement.contains("ANY($3::text[])"), "{statement}");
+                assert!(statement.contains("LIMIT $5"), "unbounded: {statement}");
+            }
+        }
+    }
+
+    #[test]
+    fn no_statement_has_a_placeholder_for_text_substitution() {
+        for (statement, _) in TENANT_STATEMENTS {
+            for marker in ["{}", "@DIMENSION@", "%s"] {
+                assert!(!statement.contains(marker), "{marker} in {statement}");
+            }
+        }
+    }
+}
