@@ -364,3 +364,83 @@ async fn postgres_measure_iterative_scan_recall_and_latency() {
         }
     }
 }
+
+/// Measurement, not a check (`--ignored`; BENCHMARKS.md "PostgreSQL backend"): nDCG@10 per
+/// retriever on SciFact test (hashed embedder, so it runs in minutes) through the embedded engine
+/// and through the postgres backend, with the evaluation's candidate budget for both.
+#[actix_web::test]
+#[ignore = "measurement; run with --ignored against WARRANT_TEST_DATABASE_URL"]
+async fn postgres_measure_scifact_against_embedded() {
+    use warrant::eval::dataset::{Dataset, NoProgress, group_of, principal_of};
+    use warrant::eval::retrieval::{DEEP_CUTOFF, RunOptions, documents_of, ndcg_at_k, run};
+    use warrant::retrieval::{RetrievalQuery, RetrievalRepository};
+    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/scifact");
+    if !folder.join("corpus.jsonl").exists() {
+        eprintln!("SKIPPED: {} is absent", folder.display());
+        return;
+    }
+    let Some(url) = fresh_database().await else { return };
+    let dataset = Dataset::load(&folder, None).expect("scifact loads");
+    let mut settings = warrant::config::Settings::defaults();
+    settings.embedder.kind = "hashed".into();
+    settings.embedder.dim = 384;
+    let (_, embedded) = run(&settings, &dataset, &RunOptions::default(), &NoProgress).await.expect("embedded run");
+
+    let mut parameters = params(&url);
+    parameters.lexical_candidates = settings.retrieval.lexical_candidates.max(DEEP_CUTOFF);
+    parameters.vector_candidates = settings.retrieval.vector_candidates.max(DEEP_CUTOFF);
+    parameters.rrf_k = settings.retrieval.rrf_k;
+    parameters.chunking = settings.chunking;
+    let backend = PostgresBackend::connect(parameters.clone(), Arc::new(HashedEmbedder::new(384))).await.unwrap();
+    let started = Instant::now();
+    for (tenant, documents) in dataset.corpus_by_tenant() {
+        for group in documents.chunks(128) {
+            let inputs: Vec<DocumentInput> = group
+                .iter()
+                .filter_map(|document| {
+                    let text = if document.text.trim().is_empty() { &document.title } else { &document.text };
+                    (!text.trim().is_empty()).then(|| DocumentInput {
+                        doc_id: document.id.clone(),
+                        title: document.title.clone(),
+                        text: text.clone(),
+                        acl: DocAcl { groups: vec![group_of(tenant)], users: vec![] },
+                        version: None,
+                    })
+                })
+                .collect();
+            backend.upsert(tenant, inputs).await.unwrap();
+        }
+    }
+    eprintln!("postgres: loaded {} documents in {:.1} s", dataset.corpus.len(), started.elapsed().as_secs_f64());
+    let mut totals = [0.0f64; 3];
+    let mut count = 0usize;
+    for query in &dataset.queries {
+        let Some(judged) = dataset.qrels.get(&query.id).filter(|judged| !judged.is_empty()) else { continue };
+        let scope = warrant::acl::AuthorizationScope::for_principal(&principal_of(query.tenant()), 0);
+        let vector = backend.embedder().embed(std::slice::from_ref(&query.text)).await.unwrap().pop().unwrap();
+        let ask = |vector: Option<Vec<f32>>, lexical: usize| RetrievalQuery {
+            text: query.text.clone(),
+            vector,
+            lexical_candidates: lexical,
+            vector_candidates: parameters.vector_candidates,
+        };
+        let runs = [
+            ask(None, parameters.lexical_candidates),
+            ask(Some(vector.clone()), 0),
+            ask(Some(vector), parameters.lexical_candidates),
+        ];
+        for (total, request) in totals.iter_mut().zip(runs) {
+            let retrieved = RetrievalRepository::retrieve(&*backend, &scope, &request).await.unwrap();
+            assert!(retrieved.candidates.iter().all(|c| c.chunk.tenant == query.tenant()));
+            *total += ndcg_at_k(&documents_of(&retrieved.candidates), judged, 10);
+        }
+        count += 1;
+    }
+    let postgres = totals.map(|total| total / count.max(1) as f64);
+    eprintln!("scifact ({count} queries, hashed-384) nDCG@10   lexical  vector  hybrid");
+    eprintln!(
+        "  embedded                              {:.4}   {:.4}  {:.4}",
+        embedded.lexical.ndcg_at_10, embedded.vector.ndcg_at_10, embedded.hybrid.ndcg_at_10
+    );
+    eprintln!("  postgres                              {:.4}   {:.4}  {:.4}", postgres[0], postgres[1], postgres[2]);
+}
