@@ -391,6 +391,10 @@ async fn postgres_measure_scifact_against_embedded() {
     parameters.vector_candidates = settings.retrieval.vector_candidates.max(DEEP_CUTOFF);
     parameters.rrf_k = settings.retrieval.rrf_k;
     parameters.chunking = settings.chunking;
+    // `hnsw.ef_search` for this run (WARRANT_PG_EF_SEARCH; the default is the configured 100).
+    if let Some(ef_search) = std::env::var("WARRANT_PG_EF_SEARCH").ok().and_then(|v| v.parse().ok()) {
+        parameters.ef_search = ef_search;
+    }
     let backend = PostgresBackend::connect(parameters.clone(), Arc::new(HashedEmbedder::new(384))).await.unwrap();
     let started = Instant::now();
     for (tenant, documents) in dataset.corpus_by_tenant() {
@@ -437,7 +441,10 @@ async fn postgres_measure_scifact_against_embedded() {
         count += 1;
     }
     let postgres = totals.map(|total| total / count.max(1) as f64);
-    eprintln!("scifact ({count} queries, hashed-384) nDCG@10   lexical  vector  hybrid");
+    eprintln!(
+        "scifact ({count} queries, hashed-384, ef_search {}) nDCG@10  lexical  vector  hybrid",
+        parameters.ef_search
+    );
     eprintln!(
         "  embedded                              {:.4}   {:.4}  {:.4}",
         embedded.lexical.ndcg_at_10, embedded.vector.ndcg_at_10, embedded.hybrid.ndcg_at_10
