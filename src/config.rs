@@ -81,6 +81,53 @@ pub struct StorageSettings {
     /// Epochs of change log kept behind the newest checkpoint, so replicas that lag by less can
     /// catch up from the feed; a replica further behind re-bootstraps from a snapshot.
     pub log_retention_epochs: u64,
+    /// Where documents, chunks, vectors and ACLs live: `embedded` (default: in-process shards,
+    /// redb system of record) or `postgres` (PostgreSQL + pgvector shared by stateless nodes).
+    #[serde(default)]
+    pub backend: StorageBackend,
+    /// PostgreSQL backend settings (used when `backend = "postgres"`).
+    #[serde(default)]
+    pub postgres: PostgresSettings,
+}
+
+/// The storage backend, parsed once here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StorageBackend {
+    /// In-process shards (hnsw_rs + tantivy + roaring) with the redb system of record.
+    #[default]
+    Embedded,
+    /// PostgreSQL + pgvector (see `src/postgres`).
+    Postgres,
+}
+
+/// PostgreSQL backend settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PostgresSettings {
+    /// Name of the environment variable holding the connection URL (the URL itself, which may
+    /// carry a password, never sits in the config file or the logs).
+    pub url_env: String,
+    /// Connections in the pool (deadpool-postgres).
+    pub pool_size: usize,
+    /// `hnsw.ef_search` of every session.
+    pub ef_search: usize,
+    /// `hnsw.iterative_scan`: `relaxed_order`, `strict_order` or `off`.
+    pub iterative_scan: crate::postgres::IterativeScan,
+    /// `hnsw.max_scan_tuples`.
+    pub max_scan_tuples: usize,
+}
+
+impl Default for PostgresSettings {
+    fn default() -> Self {
+        Self {
+            url_env: "WARRANT_DATABASE_URL".into(),
+            pool_size: 16,
+            ef_search: 100,
+            iterative_scan: crate::postgres::IterativeScan::RelaxedOrder,
+            max_scan_tuples: 20_000,
+        }
+    }
 }
 
 /// HTTP server settings.
@@ -480,6 +527,12 @@ impl Settings {
             );
         }
         check(self.storage.checkpoint_changes >= 1, "storage.checkpoint_changes must be at least 1");
+        check((1..=256).contains(&self.storage.postgres.pool_size), "storage.postgres.pool_size must be in 1..=256");
+        check((1..=1000).contains(&self.storage.postgres.ef_search), "storage.postgres.ef_search must be in 1..=1000");
+        check(
+            !self.storage.postgres.url_env.trim().is_empty(),
+            "storage.postgres.url_env must name an environment variable",
+        );
         check(
             (1..=86_400).contains(&self.storage.checkpoint_interval_seconds),
             "storage.checkpoint_interval_seconds must be in 1..=86400",

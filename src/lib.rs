@@ -15,6 +15,7 @@ pub mod eval;
 pub mod http;
 pub mod index;
 mod outbound;
+pub mod postgres;
 pub mod providers;
 pub mod retrieval;
 pub mod snapshot;

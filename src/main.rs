@@ -106,6 +106,22 @@ enum Command {
         #[command(subcommand)]
         eval: EvalCommand,
     },
+    /// The PostgreSQL backend's database (`storage.backend = "postgres"`).
+    Db {
+        #[command(subcommand)]
+        db: DbCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum DbCommand {
+    /// Apply the pending versioned migrations (migrations/*.sql) to the database whose URL is in
+    /// the environment variable `storage.postgres.url_env` names, then exit.
+    Migrate {
+        /// Configuration file (storage.postgres, embedder.dim).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -547,6 +563,15 @@ fn main() -> Result<()> {
             println!("{outcome:?}: {}", directory.display());
             Ok(())
         }
+        Command::Db { db: DbCommand::Migrate { config } } => {
+            let settings = Settings::load(config.as_deref())?;
+            settings.validate()?;
+            let params = warrant::postgres::PostgresParams::from_settings(&settings)?;
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let applied = runtime.block_on(warrant::postgres::migrate_database(&params, settings.embedder.dim))?;
+            println!("applied migrations: {applied:?} (of {})", warrant::postgres::MIGRATIONS.len());
+            Ok(())
+        }
         Command::Eval { eval: EvalCommand::Verifier { data, sweep, quoted, config } } => {
             use warrant::eval::verifier::Evidence;
             let evidence = if quoted { Evidence::Quoted } else { Evidence::Abstract };
@@ -719,6 +744,13 @@ async fn serve(config: Option<PathBuf>, restore: Option<PathBuf>, follow: Option
     }
     settings.validate().context("checking configuration")?;
     settings.validate_for_serving().context("checking configuration")?;
+    if settings.storage.backend == warrant::config::StorageBackend::Postgres {
+        bail!(
+            "storage.backend = \"postgres\" is not served over HTTP yet: the HTTP server runs the embedded backend \
+             only; the postgres backend is a library (warrant::postgres) and `warrant db migrate` (README, \
+             \"Running on PostgreSQL\")"
+        );
+    }
     let settings = Arc::new(settings);
     warrant::telemetry::init_tracing(settings.server.log_format == "json");
     let providers = warrant::providers::from_settings(&settings).await.context("building providers")?;

@@ -15,11 +15,31 @@ pub struct AuthorizationScope {
     user: String,
     epoch: u64,
     allowed: Arc<RoaringBitmap>,
+    /// The principal's groups, for backends that evaluate the ACL themselves (postgres).
+    groups: Arc<[String]>,
 }
 
 impl AuthorizationScope {
     pub(crate) fn new(tenant: String, user: String, epoch: u64, allowed: RoaringBitmap) -> Self {
-        Self { tenant, user, epoch, allowed: Arc::new(allowed) }
+        Self { tenant, user, epoch, allowed: Arc::new(allowed), groups: Arc::from(Vec::new()) }
+    }
+
+    /// The scope of `principal` for a backend that evaluates the ACL inside its own queries (the
+    /// postgres backend): it carries the principal (tenant, user, groups) and no bitmap, so the
+    /// embedded shards, given it by mistake, find nothing (fail-closed).
+    pub fn for_principal(principal: &crate::domain::Principal, epoch: u64) -> Self {
+        Self {
+            tenant: principal.tenant.clone(),
+            user: principal.user.clone(),
+            epoch,
+            allowed: Arc::new(RoaringBitmap::new()),
+            groups: principal.groups.iter().cloned().collect(),
+        }
+    }
+
+    /// The principal's groups (set only by [`Self::for_principal`]).
+    pub fn groups(&self) -> &[String] {
+        &self.groups
     }
 
     /// A scope over an explicit set (benchmarks and tests that bypass the ACL store).

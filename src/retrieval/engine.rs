@@ -722,7 +722,7 @@ pub struct Recovery {
     pub file: String,
 }
 
-fn to_document(tenant: &str, input: &DocumentInput, version: u64) -> Document {
+pub(crate) fn to_document(tenant: &str, input: &DocumentInput, version: u64) -> Document {
     Document {
         tenant: tenant.to_owned(),
         doc_id: input.doc_id.clone(),
@@ -734,7 +734,7 @@ fn to_document(tenant: &str, input: &DocumentInput, version: u64) -> Document {
 }
 
 /// Text embedded for a chunk: title and chunk text.
-fn embedding_text(chunk: &Chunk) -> String {
+pub(crate) fn embedding_text(chunk: &Chunk) -> String {
     if chunk.title.is_empty() { chunk.text.clone() } else { format!("{}\n{}", chunk.title, chunk.text) }
 }
 
@@ -746,7 +746,7 @@ fn invalid(doc_id: &str, reason: &str) -> RetrievalError {
 }
 
 /// Validates a whole batch before anything is written.
-fn validate_batch(inputs: &[DocumentInput]) -> RetrievalResult<()> {
+pub(crate) fn validate_batch(inputs: &[DocumentInput]) -> RetrievalResult<()> {
     let mut seen = HashSet::new();
     for input in inputs {
         let doc_id = input.doc_id.as_str();

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 
 pub use coordinator::{Coordinator, EmbeddedRepository, FanOut};
 pub use engine::{DocumentInput, Engine, EngineParams, FaultHook, Recovery, UpsertOutcome, shard_of};
+pub(crate) use engine::{embedding_text, to_document, validate_batch};
 pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};
 pub use select::{Selection, SelectionLimits, select_context};
 

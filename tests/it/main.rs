@@ -12,6 +12,7 @@ mod http;
 mod lexical_stats;
 mod minilm;
 mod openapi;
+mod postgres;
 mod providers;
 mod retrieval;
 mod security;

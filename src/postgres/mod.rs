@@ -1,0 +1,570 @@
+//! The PostgreSQL + pgvector backend: a second [`RetrievalRepository`] whose state lives in one
+//! database that any number of stateless warrant nodes share (PostgreSQL with read replicas, or
+//! Citus distributed by `tenant_id`).
+//!
+//! Owns: the connection pool, the versioned migrations (`migrations/*.sql`, applied at start
+//! under an advisory lock), the write path (validate → chunk → embed outside any transaction →
+//! one transaction per batch or ACL change) and scoped retrieval. Fusion, reranking, selection
+//! and everything above stay in warrant and are shared with the embedded engine.
+//!
+//! Invariants:
+//! - The scope is evaluated by the database inside each retrieval statement (tenant predicate
+//!   and ACL `EXISTS` in the same `SELECT`; see [`sql`]), so a revoke committed by any node is
+//!   enforced by every node's next query, and an unreachable ACL means no results (fail-closed).
+//! - A batch or an ACL change is one transaction that first locks the tenant row: a tenant's
+//!   writes are serialized across nodes, and a change is acknowledged only after its commit.
+//! - Only the live version of a document has chunks (the previous version's are deleted in the
+//!   transaction that supersedes it), so a reader sees the old version or the new one.
+//! - All SQL is in [`sql`], as constants with bind parameters.
+
+pub mod sql;
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod};
+use pgvector::Vector;
+use tokio_postgres::NoTls;
+use tokio_postgres::types::ToSql;
+
+use crate::acl::{AclError, AclMutation, AuthorizationScope};
+use crate::domain::{Chunk, ChunkId, ChunkingConfig, Principal, chunk_document};
+use crate::embed::Embedder;
+use crate::retrieval::fusion::{Retriever, ScoredChunk, reciprocal_rank_fusion};
+use crate::retrieval::{
+    DocumentInput, IdentityReranker, Reranker, RetrievalError, RetrievalQuery, RetrievalRepository, RetrievalResult,
+    Retrieved, UpsertOutcome, embedding_text, to_document, validate_batch,
+};
+use crate::storage::StorageError;
+
+/// The versioned migrations, in order: (version, name, SQL with `@DIMENSION@`).
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "0001_init", include_str!("../../migrations/0001_init.sql")),
+    (2, "0002_readers_by_principal", include_str!("../../migrations/0002_readers_by_principal.sql")),
+];
+
+/// Largest dimension pgvector's HNSW index accepts for `vector`.
+const MAX_DIMENSION: usize = 2000;
+
+/// Connection and search parameters of the backend.
+#[derive(Clone, Debug)]
+pub struct PostgresParams {
+    /// Connection URL (`postgres://user@host:port/db`); read from the environment variable the
+    /// configuration names, never logged.
+    pub url: String,
+    /// Connections in the pool.
+    pub pool_size: usize,
+    /// `hnsw.ef_search` of every session.
+    pub ef_search: usize,
+    /// `hnsw.iterative_scan`: `relaxed_order` (default), `strict_order` or `off`.
+    pub iterative_scan: IterativeScan,
+    /// `hnsw.max_scan_tuples`: how far an iterative scan may go before it gives up.
+    pub max_scan_tuples: usize,
+    /// Chunking (shared with the embedded engine).
+    pub chunking: ChunkingConfig,
+    /// RRF constant.
+    pub rrf_k: f64,
+    /// Lexical candidates per query.
+    pub lexical_candidates: usize,
+    /// Vector candidates per query.
+    pub vector_candidates: usize,
+}
+
+/// pgvector 0.8's iterative index scan mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IterativeScan {
+    /// Plain HNSW then filter: few rows when the filter is selective (measured in BENCHMARKS.md).
+    Off,
+    /// Continue the scan until enough rows pass, keeping exact order.
+    StrictOrder,
+    /// Continue the scan until enough rows pass; order may be slightly off (sorted here).
+    RelaxedOrder,
+}
+
+impl IterativeScan {
+    /// The GUC value.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::StrictOrder => "strict_order",
+            Self::RelaxedOrder => "relaxed_order",
+        }
+    }
+}
+
+fn database(error: impl std::fmt::Display) -> RetrievalError {
+    tracing::warn!(%error, "postgres backend error");
+    RetrievalError::Storage(StorageError::Io { file: "postgres".into(), reason: "database request failed".into() })
+}
+
+/// The postgres backend: pool, embedder and parameters. Cheap to share (`Arc`).
+pub struct PostgresBackend {
+    pool: Pool,
+    embedder: Arc<dyn Embedder>,
+    params: PostgresParams,
+    reranker: Arc<dyn Reranker>,
+    lineage: String,
+}
+
+impl std::fmt::Debug for PostgresBackend {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("PostgresBackend").field("lineage", &self.lineage).finish_non_exhaustive()
+    }
+}
+
+impl PostgresBackend {
+    /// Connects, applies pending migrations and checks that the database holds vectors of this
+    /// embedder (name and dimension), refusing to mix vector spaces.
+    pub async fn connect(params: PostgresParams, embedder: Arc<dyn Embedder>) -> RetrievalResult<Arc<Self>> {
+        let dimension = embedder.dimension();
+        check_dimension(dimension)?;
+        let pool = build_pool(&params)?;
+        let mut client = pool.get().await.map_err(database)?;
+        migrate(&mut client, dimension).await?;
+        let identity = format!("{}/{}", embedder.name(), dimension);
+        client.execute(sql::META_SET, &[&"embedder", &identity]).await.map_err(database)?;
+        client.execute(sql::META_SET, &[&"lineage", &uuid::Uuid::new_v4().to_string()]).await.map_err(database)?;
+        let stored: String = client.query_one(sql::META_GET, &[&"embedder"]).await.map_err(database)?.get(0);
+        if stored != identity {
+            return Err(RetrievalError::Storage(StorageError::Embedder {
+                file: "postgres".into(),
+                stored,
+                configured: identity,
+            }));
+        }
+        let lineage: String = client.query_one(sql::META_GET, &[&"lineage"]).await.map_err(database)?.get(0);
+        drop(client);
+        Ok(Arc::new(Self { pool, embedder, params, reranker: Arc::new(IdentityReranker), lineage }))
+    }
+
+    /// The database's lineage id (recorded with every change).
+    pub fn lineage(&self) -> &str {
+        &self.lineage
+    }
+
+    /// The embedder.
+    pub fn embedder(&self) -> &Arc<dyn Embedder> {
+        &self.embedder
+    }
+
+    /// Upserts a batch of documents into `tenant`, all or nothing, in one transaction.
+    pub async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
+        validate_batch(&inputs)?;
+        let provisional: Vec<Vec<Chunk>> = inputs
+            .iter()
+            .map(|input| chunk_document(&to_document(tenant, input, 1), 0, &self.params.chunking))
+            .collect();
+        let texts: Vec<String> = provisional.iter().flatten().map(embedding_text).collect();
+        let mut vectors = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(64) {
+            let embedded = self.embedder.embed(batch).await?;
+            if embedded.len() != batch.len() {
+                return Err(crate::embed::EmbedError::Shape { expected: batch.len(), got: embedded.len() }.into());
+            }
+            vectors.extend(embedded);
+        }
+        let mut client = self.pool.get().await.map_err(database)?;
+        let transaction = client.transaction().await.map_err(database)?;
+        let epoch = lock_tenant(&transaction, tenant).await? + 1;
+        let insert_chunk = transaction.prepare(sql::CHUNK_INSERT).await.map_err(database)?;
+        let mut vectors_left = vectors.into_iter();
+        let mut chunk_count = 0;
+        for (position, (input, first_cut)) in inputs.iter().zip(&provisional).enumerate() {
+            let head = transaction.query_opt(sql::DOCUMENT_HEAD, &[&tenant, &input.doc_id]).await.map_err(database)?;
+            let last: Option<i64> = head.map(|row| row.get(1));
+            let version = match (input.version, last) {
+                (Some(version), Some(current)) if version <= current as u64 => {
+                    return Err(AclError::StaleVersion { doc_id: input.doc_id.clone(), current: current as u64 }.into());
+                }
+                (Some(version), _) => version,
+                (None, Some(current)) => current as u64 + 1,
+                (None, None) => 1,
+            };
+            let version_sql = i64::try_from(version).map_err(|_| RetrievalError::InvalidDocument {
+                doc_id: input.doc_id.clone(),
+                reason: "version is too large".into(),
+            })?;
+            let ordinal: i64 = transaction.query_one(sql::NEXT_DOC_ORDINAL, &[]).await.map_err(database)?.get(0);
+            let doc_ordinal = u32::try_from(ordinal).map_err(|_| AclError::Exhausted { what: "document ordinals" })?;
+            let document = to_document(tenant, input, version);
+            let chunks = chunk_document(&document, doc_ordinal, &self.params.chunking);
+            debug_assert_eq!(chunks.len(), first_cut.len());
+            transaction
+                .execute(sql::DOCUMENT_UPSERT_HEAD, &[&tenant, &input.doc_id, &version_sql])
+                .await
+                .map_err(database)?;
+            transaction
+                .execute(sql::VERSION_INSERT, &[&tenant, &input.doc_id, &version_sql, &ordinal, &input.title, &epoch])
+                .await
+                .map_err(database)?;
+            transaction.execute(sql::CHUNKS_DELETE, &[&tenant, &input.doc_id]).await.map_err(database)?;
+            for chunk in &chunks {
+                let vector = Vector::from(vectors_left.next().unwrap_or_default());
+                let chunk_ordinal = chunk.ordinal as i32;
+                let (start, end) = (chunk.start as i32, chunk.end as i32);
+                let parameters: [&(dyn ToSql + Sync); 11] = [
+                    &tenant,
+                    &chunk.doc_id,
+                    &version_sql,
+                    &chunk_ordinal,
+                    &chunk.id.as_bytes().as_slice(),
+                    &ordinal,
+                    &start,
+                    &end,
+                    &chunk.title,
+                    &chunk.text,
+                    &vector,
+                ];
+                transaction.execute(&insert_chunk, &parameters).await.map_err(database)?;
+            }
+            chunk_count += chunks.len();
+            transaction.execute(sql::READERS_DELETE_ALL, &[&tenant, &input.doc_id]).await.map_err(database)?;
+            add_readers(&transaction, tenant, &input.doc_id, &input.acl.groups, &input.acl.users).await?;
+            let position = position as i32;
+            transaction
+                .execute(
+                    sql::CHANGE_INSERT,
+                    &[
+                        &tenant,
+                        &epoch,
+                        &position,
+                        &self.lineage,
+                        &"upsert",
+                        &input.doc_id,
+                        &Some(version_sql),
+                        &input.acl.groups,
+                        &input.acl.users,
+                    ],
+                )
+                .await
+                .map_err(database)?;
+        }
+        transaction.execute(sql::TENANT_SET_EPOCH, &[&tenant, &epoch]).await.map_err(database)?;
+        transaction.commit().await.map_err(database)?;
+        Ok(UpsertOutcome { acl_epoch: epoch as u64, documents: inputs.len(), chunks: chunk_count })
+    }
+
+    /// Applies one ACL mutation (delete, grant, revoke) in one transaction and returns after its
+    /// commit. A no-op (granting what is granted, revoking what is not) returns the current epoch.
+    pub async fn mutate(&self, mutation: AclMutation) -> RetrievalResult<u64> {
+        let (tenant, doc_id) = match &mutation {
+            AclMutation::Delete { tenant, doc_id }
+            | AclMutation::Grant { tenant, doc_id, .. }
+            | AclMutation::Revoke { tenant, doc_id, .. } => (tenant.as_str(), doc_id.as_str()),
+            AclMutation::Upsert { .. } => {
+                return Err(RetrievalError::InvalidDocument {
+                    doc_id: String::new(),
+                    reason: "upserts go through PostgresBackend::upsert".into(),
+                });
+            }
+        };
+        let mut client = self.pool.get().await.map_err(database)?;
+        let transaction = client.transaction().await.map_err(database)?;
+        let current = lock_tenant(&transaction, tenant).await?;
+        let head = transaction.query_opt(sql::DOCUMENT_HEAD, &[&tenant, &doc_id]).await.map_err(database)?;
+        let live: Option<i64> = head.and_then(|row| row.get(0));
+        let Some(version) = live else {
+            return Err(AclError::UnknownDocument { doc_id: doc_id.to_owned() }.into());
+        };
+        let no_names: Vec<String> = Vec::new();
+        let (kind, groups, users, changed) = match &mutation {
+            AclMutation::Delete { .. } => {
+                transaction.execute(sql::CHUNKS_DELETE, &[&tenant, &doc_id]).await.map_err(database)?;
+                transaction.execute(sql::READERS_DELETE_ALL, &[&tenant, &doc_id]).await.map_err(database)?;
+                transaction.execute(sql::DOCUMENT_DELETE_HEAD, &[&tenant, &doc_id]).await.map_err(database)?;
+                ("delete", &no_names, &no_names, 1)
+            }
+            AclMutation::Grant { groups, users, .. } => {
+                ("grant", groups, users, add_readers(&transaction, tenant, doc_id, groups, users).await?)
+            }
+            AclMutation::Revoke { groups: None, users: None, .. } => {
+                let removed =
+                    transaction.execute(sql::READERS_DELETE_ALL, &[&tenant, &doc_id]).await.map_err(database)?;
+                ("revoke", &no_names, &no_names, removed)
+            }
+            AclMutation::Revoke { groups, users, .. } => {
+                let mut removed = 0;
+                for (kind, names) in [("g", groups), ("u", users)] {
+                    if let Some(names) = names {
+                        let kind = kind_code(kind);
+                        removed += transaction
+                            .execute(sql::READERS_DELETE, &[&tenant, &doc_id, &kind, names])
+                            .await
+                            .map_err(database)?;
+                    }
+                }
+                ("revoke", groups.as_ref().unwrap_or(&no_names), users.as_ref().unwrap_or(&no_names), removed)
+            }
+            AclMutation::Upsert { .. } => unreachable!("rejected above"),
+        };
+        if changed == 0 {
+            transaction.rollback().await.map_err(database)?;
+            return Ok(current as u64);
+        }
+        let epoch = current + 1;
+        transaction
+            .execute(
+                sql::CHANGE_INSERT,
+                &[&tenant, &epoch, &0_i32, &self.lineage, &kind, &doc_id, &Some(version), groups, users],
+            )
+            .await
+            .map_err(database)?;
+        transaction.execute(sql::TENANT_SET_EPOCH, &[&tenant, &epoch]).await.map_err(database)?;
+        transaction.commit().await.map_err(database)?;
+        Ok(epoch as u64)
+    }
+
+    /// The tenant's current ACL epoch (0 when it has no writes yet).
+    pub async fn epoch(&self, tenant: &str) -> RetrievalResult<u64> {
+        let client = self.pool.get().await.map_err(database)?;
+        let row = client.query_opt(sql::TENANT_EPOCH, &[&tenant]).await.map_err(database)?;
+        Ok(row.map(|row| row.get::<_, i64>(0) as u64).unwrap_or(0))
+    }
+
+    /// The scope of `principal`: the principal itself, evaluated by the database per query.
+    pub fn scope(&self, principal: &Principal) -> AuthorizationScope {
+        AuthorizationScope::for_principal(principal, 0)
+    }
+
+    /// Hybrid retrieval of `text` for `principal` (embeds the query, then [`Self::search`]).
+    pub async fn retrieve(&self, principal: &Principal, text: &str) -> RetrievalResult<Retrieved> {
+        let mut vectors = self.embedder.embed(&[text.to_owned()]).await?;
+        let vector = vectors.pop().ok_or(crate::embed::EmbedError::Shape { expected: 1, got: 0 })?;
+        let query = RetrievalQuery {
+            text: text.to_owned(),
+            vector: Some(vector),
+            lexical_candidates: self.params.lexical_candidates,
+            vector_candidates: self.params.vector_candidates,
+        };
+        RetrievalRepository::retrieve(self, &self.scope(principal), &query).await
+    }
+
+    async fn search(
+        &self,
+        statement: &str,
+        scope: &AuthorizationScope,
+        argument: &(dyn ToSql + Sync),
+        limit: usize,
+    ) -> RetrievalResult<Vec<ScoredChunk>> {
+        let client = self.pool.get().await.map_err(database)?;
+        let groups: Vec<&str> = scope.groups().iter().map(String::as_str).collect();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let tenant = scope.tenant();
+        let user = scope.user();
+        let rows = client.query(statement, &[&tenant, &user, &groups, argument, &limit]).await.map_err(database)?;
+        let mut hits = Vec::with_capacity(rows.len());
+        for row in rows {
+            let chunk_id: &[u8] = row.get(0);
+            let id = ChunkId::from_bytes(chunk_id.try_into().map_err(|_| database("chunk id is not 16 bytes"))?);
+            let chunk = Chunk {
+                id,
+                tenant: tenant.to_owned(),
+                doc_id: row.get(1),
+                doc_version: row.get::<_, i64>(2) as u64,
+                ordinal: row.get::<_, i32>(3) as u32,
+                doc_ordinal: row.get::<_, i64>(4) as u32,
+                start: row.get::<_, i32>(5) as usize,
+                end: row.get::<_, i32>(6) as usize,
+                title: row.get(7),
+                text: row.get(8),
+            };
+            hits.push(ScoredChunk { chunk: Arc::new(chunk), score: row.get(9) });
+        }
+        // relaxed_order may return rows slightly out of order: sort (stable, best first).
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok(hits)
+    }
+}
+
+#[async_trait]
+impl RetrievalRepository for PostgresBackend {
+    async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved> {
+        let lexical = async {
+            if query.lexical_candidates == 0 {
+                return Ok(None);
+            }
+            self.search(sql::LEXICAL_SEARCH, scope, &query.text, query.lexical_candidates).await.map(Some)
+        };
+        let vector = async {
+            match &query.vector {
+                Some(vector) => {
+                    let vector = Vector::from(vector.clone());
+                    self.search(sql::VECTOR_SEARCH, scope, &vector, query.vector_candidates).await.map(Some)
+                }
+                None => Ok(None),
+            }
+        };
+        let (lexical, vector) = futures::try_join!(lexical, vector)?;
+        let mut lists = Vec::with_capacity(2);
+        if let Some(hits) = lexical {
+            lists.push((Retriever::Lexical, hits));
+        }
+        if let Some(hits) = vector {
+            lists.push((Retriever::Vector, hits));
+        }
+        let fused = reciprocal_rank_fusion(lists, self.params.rrf_k);
+        debug_assert!(fused.iter().all(|candidate| candidate.chunk.tenant == scope.tenant()));
+        let candidates = self.reranker.rerank(&query.text, fused);
+        Ok(Retrieved { candidates, vector_reports: Vec::new() })
+    }
+}
+
+fn kind_code(kind: &str) -> i8 {
+    kind.as_bytes()[0] as i8
+}
+
+async fn lock_tenant(transaction: &deadpool_postgres::Transaction<'_>, tenant: &str) -> RetrievalResult<i64> {
+    transaction.execute(sql::TENANT_ENSURE, &[&tenant]).await.map_err(database)?;
+    Ok(transaction.query_one(sql::TENANT_LOCK, &[&tenant]).await.map_err(database)?.get(0))
+}
+
+async fn add_readers(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    tenant: &str,
+    doc_id: &str,
+    groups: &[String],
+    users: &[String],
+) -> RetrievalResult<u64> {
+    let mut added = 0;
+    for (kind, names) in [("g", groups), ("u", users)] {
+        if names.is_empty() {
+            continue;
+        }
+        let kind = kind_code(kind);
+        added +=
+            transaction.execute(sql::READERS_INSERT, &[&tenant, &doc_id, &kind, &names]).await.map_err(database)?;
+    }
+    Ok(added)
+}
+
+/// A bounded pool whose connections carry the HNSW session settings.
+fn build_pool(params: &PostgresParams) -> RetrievalResult<Pool> {
+    let config = tokio_postgres::Config::from_str(&params.url).map_err(database)?;
+    let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let session = (params.ef_search.to_string(), params.iterative_scan.as_str(), params.max_scan_tuples.to_string());
+    Pool::builder(manager)
+        .max_size(params.pool_size.max(1))
+        .post_create(Hook::async_fn(move |client, _| {
+            let session = session.clone();
+            Box::pin(async move {
+                // On the very first connection pgvector may not be loaded yet (the migration
+                // creates it): the settings are then placeholders that pgvector adopts on load.
+                client
+                    .query_one(sql::SESSION_SETTINGS, &[&session.0, &session.1, &session.2])
+                    .await
+                    .map_err(HookError::Backend)?;
+                Ok(())
+            })
+        }))
+        .build()
+        .map_err(database)
+}
+
+/// `warrant db migrate`: applies the pending migrations for vectors of `dimension` and returns
+/// the versions it applied (empty when the database is current).
+pub async fn migrate_database(params: &PostgresParams, dimension: usize) -> RetrievalResult<Vec<i32>> {
+    check_dimension(dimension)?;
+    let pool = build_pool(params)?;
+    let mut client = pool.get().await.map_err(database)?;
+    migrate(&mut client, dimension).await
+}
+
+fn check_dimension(dimension: usize) -> RetrievalResult<()> {
+    if (1..=MAX_DIMENSION).contains(&dimension) {
+        return Ok(());
+    }
+    Err(RetrievalError::Storage(StorageError::Corrupted {
+        file: "postgres".into(),
+        reason: format!("embedder dimension {dimension} is outside 1..={MAX_DIMENSION}"),
+    }))
+}
+
+/// Applies the migrations not yet recorded in `warrant_migrations`, each in its own transaction,
+/// under an advisory lock (nodes starting at once apply each migration once).
+pub async fn migrate(client: &mut deadpool_postgres::Client, dimension: usize) -> RetrievalResult<Vec<i32>> {
+    debug_assert!((1..=MAX_DIMENSION).contains(&dimension));
+    let transaction = client.transaction().await.map_err(database)?;
+    transaction.query_one(sql::LOCK_MIGRATIONS, &[]).await.map_err(database)?;
+    transaction.batch_execute(sql::CREATE_MIGRATIONS).await.map_err(database)?;
+    let applied: Vec<i32> =
+        transaction.query(sql::APPLIED_MIGRATIONS, &[]).await.map_err(database)?.iter().map(|row| row.get(0)).collect();
+    let mut ran = Vec::new();
+    for (version, name, text) in MIGRATIONS {
+        if applied.contains(version) {
+            continue;
+        }
+        // The dimension is an integer from the embedder (validated above), not request input.
+        let statements = text.replace("@DIMENSION@", &dimension.to_string());
+        transaction.batch_execute(&statements).await.map_err(database)?;
+        transaction.execute(sql::RECORD_MIGRATION, &[version, name]).await.map_err(database)?;
+        ran.push(*version);
+    }
+    transaction.commit().await.map_err(database)?;
+    Ok(ran)
+}
+
+impl PostgresParams {
+    /// Parameters from the settings, with the connection URL read from the environment variable
+    /// `storage.postgres.url_env` names.
+    pub fn from_settings(settings: &crate::config::Settings) -> Result<Self, crate::config::ConfigError> {
+        let postgres = &settings.storage.postgres;
+        let url = std::env::var(&postgres.url_env).map_err(|_| {
+            crate::config::ConfigError::Invalid(format!(
+                "the postgres backend needs its connection URL in the environment variable {} \
+                 (storage.postgres.url_env), which is not set",
+                postgres.url_env
+            ))
+        })?;
+        Ok(Self {
+            url,
+            pool_size: postgres.pool_size,
+            ef_search: postgres.ef_search,
+            iterative_scan: postgres.iterative_scan,
+            max_scan_tuples: postgres.max_scan_tuples,
+            chunking: settings.chunking,
+            rrf_k: settings.retrieval.rrf_k,
+            lexical_candidates: settings.retrieval.lexical_candidates,
+            vector_candidates: settings.retrieval.vector_candidates,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Settings, StorageBackend};
+
+    #[test]
+    fn migrations_are_numbered_in_order_and_name_their_files() {
+        for (index, (version, name, text)) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(*version as usize, index + 1);
+            assert!(name.starts_with(&format!("{version:04}_")), "{name}");
+            assert!(text.contains("@DIMENSION@") || index > 0, "the first migration sizes the vectors");
+        }
+    }
+
+    #[test]
+    fn the_backend_is_embedded_unless_configured_and_postgres_needs_its_url_variable() {
+        let defaults = Settings::defaults();
+        assert_eq!(defaults.storage.backend, StorageBackend::Embedded);
+        let environment = [
+            ("WARRANT__STORAGE__BACKEND".to_owned(), "postgres".to_owned()),
+            ("WARRANT__STORAGE__POSTGRES__URL_ENV".to_owned(), "WARRANT_TEST_VARIABLE_NEVER_SET".to_owned()),
+            ("WARRANT__STORAGE__POSTGRES__ITERATIVE_SCAN".to_owned(), "strict_order".to_owned()),
+        ];
+        let settings = Settings::from_toml(include_str!("../../config/default.toml"), environment).expect("valid");
+        assert_eq!(settings.storage.backend, StorageBackend::Postgres);
+        assert_eq!(settings.storage.postgres.iterative_scan, IterativeScan::StrictOrder);
+        let error = PostgresParams::from_settings(&settings).expect_err("the variable is not set");
+        assert!(error.to_string().contains("WARRANT_TEST_VARIABLE_NEVER_SET"), "{error}");
+    }
+
+    #[test]
+    fn a_dimension_pgvector_cannot_index_is_refused() {
+        assert!(check_dimension(384).is_ok());
+        assert!(check_dimension(0).is_err());
+        assert!(check_dimension(MAX_DIMENSION + 1).is_err());
+    }
+}
