@@ -14,6 +14,8 @@
 #   SCHEMATHESIS_SEED=n SCHEMATHESIS_MAX_EXAMPLES=n tests/schemathesis.sh   to explore further.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=tests/lib/serve.sh
+source tests/lib/serve.sh
 
 schemathesis_version=4.32.5
 seed="${SCHEMATHESIS_SEED:-20250101}"
@@ -66,28 +68,7 @@ export WARRANT__SERVER__BIND=127.0.0.1:0
 export WARRANT__DEMO__LOAD=true
 export WARRANT__SNAPSHOTS__DIR="$workdir/snapshots"
 export WARRANT__STORAGE__DIR="$workdir/data"
-"$binary" serve >"$workdir/server.log" 2>&1 &
-server_pid=$!
-
-base=""
-for _ in $(seq 1 600); do
-  base="$(sed -n 's/^warrant listening on \(http:\/\/127\.0\.0\.1:[0-9]*\)$/\1/p' "$workdir/server.log" | head -n 1)"
-  if [ -n "$base" ] && curl --silent --fail "$base/readyz" >/dev/null; then
-    break
-  fi
-  if ! kill -0 "$server_pid" 2>/dev/null; then
-    echo "warrant serve exited before it was ready:" >&2
-    cat "$workdir/server.log" >&2
-    exit 1
-  fi
-  base=""
-  sleep 0.2
-done
-if [ -z "$base" ]; then
-  echo "warrant serve was not ready after 120 s:" >&2
-  cat "$workdir/server.log" >&2
-  exit 1
-fi
+start_server
 
 token="$("$binary" token --tenant acme --sub schemathesis --groups everyone,engineering --admin --operator --replica --ttl-seconds 900)"
 
