@@ -40,8 +40,8 @@ pub enum StartError {
     /// The engine could not start or the demo corpus could not be loaded.
     #[error(transparent)]
     Retrieval(#[from] crate::retrieval::RetrievalError),
-    /// The demo corpus file is missing or malformed.
-    #[error("demo corpus {path}: {reason}")]
+    /// The demo corpus or demo users file is missing or malformed.
+    #[error("demo file {path}: {reason}")]
     Demo {
         /// File.
         path: String,

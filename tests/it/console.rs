@@ -338,3 +338,31 @@ async fn every_citation_lines_up_with_the_document_read_endpoint() {
     }
     assert!(cited > 0, "no citation to check");
 }
+
+/// In demo mode `serve` refuses to start on a malformed demo users file, naming it, rather than
+/// serving a console whose demo sign-in silently does not work.
+#[actix_web::test]
+async fn serve_refuses_a_malformed_demo_users_file_naming_it() {
+    let directory = tempfile::tempdir().unwrap();
+    let users = directory.path().join("bad-users.json");
+    std::fs::write(&users, r#"{"users": [{"id": "x", "tenant": " ", "sub": "s"}]}"#).unwrap();
+    let mut settings = demo_settings();
+    settings.demo.users = users.display().to_string();
+    settings.storage.dir = directory.path().join("data").display().to_string();
+    settings.server.bind = "127.0.0.1:0".into();
+    let settings = Arc::new(settings);
+    let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
+    let providers = Providers {
+        embedder: Arc::clone(&embedder),
+        generator: Arc::new(ExtractiveGenerator::new(settings.generator.max_claims)),
+        verifier: Arc::new(LexicalSupportVerifier::new(0.9, 0.2, Some(embedder))),
+    };
+    let served =
+        tokio::time::timeout(std::time::Duration::from_secs(30), warrant::http::server::serve(settings, providers))
+            .await
+            .expect("serve started serving instead of refusing");
+    let error = served.expect_err("a malformed users file is refused");
+    let message = error.to_string();
+    assert!(message.contains("bad-users.json") && message.contains("blank"), "{message}");
+    assert!(!directory.path().join("data").exists(), "nothing was written before the refusal: {message}");
+}
