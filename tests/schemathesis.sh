@@ -48,17 +48,7 @@ if ! schemathesis --version 2>/dev/null | grep -qF "$schemathesis_version"; then
   schemathesis --version
 fi
 
-workdir="$(mktemp -d)"
-server_pid=""
-stop_server() {
-  if [ -n "$server_pid" ]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$workdir"
-}
-trap stop_server EXIT
-trap 'exit 130' INT TERM
+use_workdir
 
 # A fresh secret per run (never the demo key), the hashed embedder (no model download), snapshots
 # written into the throwaway directory, port 0: the server prints the address it bound.

@@ -30,17 +30,7 @@ fi
 cargo build --quiet --bin warrant
 binary="$CARGO_TARGET_DIR/debug/warrant"
 
-workdir="$(mktemp -d)"
-server_pid=""
-stop() {
-  if [ -n "$server_pid" ]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$workdir"
-}
-trap stop EXIT
-trap 'exit 130' INT TERM
+use_workdir
 
 # Demo mode needs the published demo key, which serve accepts only on loopback.
 unset WARRANT__AUTH__HS256_SECRET

@@ -88,18 +88,17 @@ fn eval_answers_scores_the_pipeline_answers() {
 mod streaming {
     //! `POST /v1/answer` with `Accept: text/event-stream`, over a real socket.
 
-    use std::path::Path;
     use std::sync::Arc;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     use async_trait::async_trait;
     use serde_json::{Value, json};
     use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
-    use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+
     use warrant::config::Settings;
-    use warrant::embed::{Embedder, HashedEmbedder};
+
     use warrant::http::auth::{Claims, mint_hs256};
-    use warrant::http::server::{Providers, app, build_state, load_corpus};
+    use warrant::http::server::app;
 
     const SECRET: &str = "test-secret-for-streaming-tests";
     const HOTEL: &str = "Hotel stays are reimbursed up to 250 euros per night in London, Paris and New York.";
@@ -169,23 +168,8 @@ mod streaming {
         settings.auth.hs256_secret = SECRET.into();
         settings.embedder.dim = 64;
         let settings = Arc::new(settings);
-        let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
-        let providers = Providers {
-            embedder: Arc::clone(&embedder),
-            generator: generator.unwrap_or_else(|| {
-                Arc::new(warrant::answer::extractive::ExtractiveGenerator::new(settings.generator.max_claims))
-            }),
-            verifier: Arc::new(LexicalSupportVerifier::new(
-                settings.verifier.min_coverage,
-                settings.verifier.min_similarity,
-                Some(embedder),
-            )),
-        };
-        let state = build_state(Arc::clone(&settings), providers).await.expect("state");
-        load_corpus(state.pipeline.engine(), &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json"))
-            .await
-            .expect("demo corpus");
-        state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
+        let providers = crate::support::hashed_providers(&settings, generator);
+        let state = crate::support::demo_state(Arc::clone(&settings), providers).await;
         let server_state = state.clone();
         let server =
             actix_web::HttpServer::new(move || app(server_state.clone())).workers(1).bind("127.0.0.1:0").expect("bind");

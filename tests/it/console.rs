@@ -9,13 +9,10 @@ use actix_web::body::MessageBody;
 use actix_web::dev::ServiceResponse;
 use actix_web::test::{TestRequest, call_service, init_service, read_body};
 use serde_json::{Value, json};
-use warrant::answer::extractive::ExtractiveGenerator;
-use warrant::answer::lexical_verifier::LexicalSupportVerifier;
 use warrant::config::{DEMO_HS256_SECRET, Settings};
-use warrant::embed::{Embedder, HashedEmbedder};
 use warrant::http::auth::{Authenticator, Claims, mint_hs256};
 use warrant::http::console::{ASSETS, CONTENT_SECURITY_POLICY};
-use warrant::http::server::{Providers, app, build_state, load_corpus};
+use warrant::http::server::app;
 
 const CORPUS: &str = include_str!("../../fixtures/demo/corpus.json");
 
@@ -28,18 +25,8 @@ fn demo_settings() -> Settings {
 }
 
 async fn state(settings: Settings) -> actix_web::web::Data<warrant::http::AppState> {
-    let settings = Arc::new(settings);
-    let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
-    let providers = Providers {
-        embedder: Arc::clone(&embedder),
-        generator: Arc::new(ExtractiveGenerator::new(settings.generator.max_claims)),
-        verifier: Arc::new(LexicalSupportVerifier::new(0.9, 0.2, Some(embedder))),
-    };
-    let state = build_state(Arc::clone(&settings), providers).await.unwrap();
-    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json");
-    load_corpus(state.pipeline.engine(), &corpus).await.unwrap();
-    state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
-    state
+    let providers = crate::support::hashed_providers(&settings, None);
+    crate::support::demo_state(Arc::new(settings), providers).await
 }
 
 fn token(secret: &str, tenant: &str, sub: &str, groups: &[&str], roles: &[&str]) -> String {
@@ -350,13 +337,8 @@ async fn serve_refuses_a_malformed_demo_users_file_naming_it() {
     settings.demo.users = users.display().to_string();
     settings.storage.dir = directory.path().join("data").display().to_string();
     settings.server.bind = "127.0.0.1:0".into();
+    let providers = crate::support::hashed_providers(&settings, None);
     let settings = Arc::new(settings);
-    let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
-    let providers = Providers {
-        embedder: Arc::clone(&embedder),
-        generator: Arc::new(ExtractiveGenerator::new(settings.generator.max_claims)),
-        verifier: Arc::new(LexicalSupportVerifier::new(0.9, 0.2, Some(embedder))),
-    };
     let served =
         tokio::time::timeout(std::time::Duration::from_secs(30), warrant::http::server::serve(settings, providers))
             .await

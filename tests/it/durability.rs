@@ -709,16 +709,7 @@ async fn a_replica_refuses_a_primary_restored_from_an_older_snapshot_until_it_re
     let old_lineage = ready["lineage"].as_str().unwrap().to_owned();
 
     // The primary revokes travel-policy; the replica enforces it.
-    let (status, _) = call(
-        &http,
-        &primary.base,
-        reqwest::Method::POST,
-        "/v1/admin/acl/revoke",
-        &admin,
-        Some(json!({"doc_id": "travel-policy"})),
-    )
-    .await;
-    assert_eq!(status, 200);
+    revoke(&http, &primary.base, &admin, "travel-policy").await;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (status, body) =
@@ -742,16 +733,7 @@ async fn a_replica_refuses_a_primary_restored_from_an_older_snapshot_until_it_re
     let http = reqwest::Client::new();
     // After the restore the primary revokes vacation-policy, then moves its epoch past the
     // replica's with grants: a replica comparing bare epochs would skip that revoke.
-    let (status, revoked) = call(
-        &http,
-        &restored.base,
-        reqwest::Method::POST,
-        "/v1/admin/acl/revoke",
-        &admin,
-        Some(json!({"doc_id": "vacation-policy"})),
-    )
-    .await;
-    assert_eq!(status, 200, "{revoked}");
+    revoke(&http, &restored.base, &admin, "vacation-policy").await;
     let revoked_at = Instant::now();
     for index in 0..6 {
         let grant = json!({"doc_id": "laptop-faq", "users": [format!("extra-{index}")]});
@@ -831,16 +813,7 @@ async fn a_replica_behind_the_retention_window_re_bootstraps_from_the_primarys_s
     let old_epoch = created["acl_epoch"].as_u64().unwrap();
 
     // The primary revokes, and a checkpoint compacts that change away.
-    let (status, revoked) = call(
-        &http,
-        &primary.base,
-        reqwest::Method::POST,
-        "/v1/admin/acl/revoke",
-        &admin,
-        Some(json!({"doc_id": "vacation-policy"})),
-    )
-    .await;
-    assert_eq!(status, 200, "{revoked}");
+    revoke(&http, &primary.base, &admin, "vacation-policy").await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let path = format!("/v1/admin/acl/changes?since={old_epoch}");
@@ -879,4 +852,11 @@ async fn a_replica_behind_the_retention_window_re_bootstraps_from_the_primarys_s
         assert!(Instant::now() < deadline, "the replica never re-bootstrapped: {ready}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Revokes all access to `doc_id` on the primary at `base` as `admin`; the call must succeed.
+async fn revoke(http: &reqwest::Client, base: &str, admin: &str, doc_id: &str) {
+    let body = json!({"doc_id": doc_id});
+    let (status, reply) = call(http, base, reqwest::Method::POST, "/v1/admin/acl/revoke", admin, Some(body)).await;
+    assert_eq!(status, 200, "revoke {doc_id}: {reply}");
 }

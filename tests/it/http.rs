@@ -7,14 +7,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
-use warrant::answer::extractive::ExtractiveGenerator;
 use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
-use warrant::answer::lexical_verifier::LexicalSupportVerifier;
 use warrant::answer::scripted::{ScriptStep, ScriptedGenerator};
 use warrant::config::Settings;
-use warrant::embed::{Embedder, HashedEmbedder};
 use warrant::http::auth::{Claims, mint_hs256};
-use warrant::http::server::{Providers, app, build_state, load_corpus};
+use warrant::http::server::app;
 
 const SECRET: &str = "test-secret-for-http-tests";
 
@@ -48,21 +45,8 @@ fn settings() -> Settings {
 async fn start_with(settings: Settings, generator: Option<Arc<dyn Generator>>) -> Server {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = Arc::new(settings);
-    let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
-    let providers = Providers {
-        embedder: Arc::clone(&embedder),
-        generator: generator.unwrap_or_else(|| Arc::new(ExtractiveGenerator::new(settings.generator.max_claims))),
-        verifier: Arc::new(LexicalSupportVerifier::new(
-            settings.verifier.min_coverage,
-            settings.verifier.min_similarity,
-            Some(embedder),
-        )),
-    };
-    let state = build_state(Arc::clone(&settings), providers).await.expect("state");
-    load_corpus(state.pipeline.engine(), &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json"))
-        .await
-        .expect("demo corpus");
-    state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
+    let providers = crate::support::hashed_providers(&settings, generator);
+    let state = crate::support::demo_state(Arc::clone(&settings), providers).await;
     let server_state = state.clone();
     let server =
         actix_web::HttpServer::new(move || app(server_state.clone())).workers(2).bind("127.0.0.1:0").expect("bind");

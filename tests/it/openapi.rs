@@ -13,13 +13,10 @@ use actix_web::dev::ServiceResponse;
 use actix_web::test::{TestRequest, call_service, init_service, read_body};
 use regex::Regex;
 use serde_json::{Value, json};
-use warrant::answer::extractive::ExtractiveGenerator;
-use warrant::answer::lexical_verifier::LexicalSupportVerifier;
 use warrant::config::Settings;
-use warrant::embed::{Embedder, HashedEmbedder};
 use warrant::http::ROUTES;
 use warrant::http::auth::{Claims, mint_hs256};
-use warrant::http::server::{Providers, app, build_state, load_corpus};
+use warrant::http::server::app;
 
 /// Limits set away from their defaults, so the test sees the document follow the configuration.
 const MAX_QUESTION_CHARS: usize = 40;
@@ -150,18 +147,8 @@ fn probe(path: &str) -> (String, Option<Value>) {
 
 /// The service with the demo corpus loaded.
 async fn state(settings: Settings) -> actix_web::web::Data<warrant::http::AppState> {
-    let settings = Arc::new(settings);
-    let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
-    let providers = Providers {
-        embedder: Arc::clone(&embedder),
-        generator: Arc::new(ExtractiveGenerator::new(settings.generator.max_claims)),
-        verifier: Arc::new(LexicalSupportVerifier::new(0.9, 0.2, Some(embedder))),
-    };
-    let state = build_state(Arc::clone(&settings), providers).await.unwrap();
-    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json");
-    load_corpus(state.pipeline.engine(), &corpus).await.unwrap();
-    state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
-    state
+    let providers = crate::support::hashed_providers(&settings, None);
+    crate::support::demo_state(Arc::new(settings), providers).await
 }
 
 #[actix_web::test]

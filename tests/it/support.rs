@@ -1,12 +1,42 @@
-//! Shared helpers of the integration tests: an engine on the hashed embedder, documents,
-//! principals, and a counting fake embedder.
+//! Shared helpers of the integration tests: an engine on the hashed embedder, the service with
+//! the demo corpus, documents, principals, and a counting fake embedder.
 
 use std::sync::Arc;
 
+use warrant::answer::extractive::ExtractiveGenerator;
+use warrant::answer::generator::Generator;
+use warrant::answer::lexical_verifier::LexicalSupportVerifier;
 use warrant::config::Settings;
 use warrant::domain::{DocAcl, Principal};
-use warrant::embed::HashedEmbedder;
+use warrant::embed::{Embedder, HashedEmbedder};
+use warrant::http::AppState;
+use warrant::http::server::{Providers, build_state, load_corpus};
 use warrant::retrieval::{DocumentInput, Engine, EngineParams};
+
+/// Providers of an in-process service: the hashed embedder of `settings.embedder.dim`,
+/// `generator` (the extractive one when `None`) and the lexical verifier at the settings'
+/// thresholds.
+pub fn hashed_providers(settings: &Settings, generator: Option<Arc<dyn Generator>>) -> Providers {
+    let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
+    Providers {
+        embedder: Arc::clone(&embedder),
+        generator: generator.unwrap_or_else(|| Arc::new(ExtractiveGenerator::new(settings.generator.max_claims))),
+        verifier: Arc::new(LexicalSupportVerifier::new(
+            settings.verifier.min_coverage,
+            settings.verifier.min_similarity,
+            Some(embedder),
+        )),
+    }
+}
+
+/// The service state on `settings` and `providers` with the demo corpus loaded, marked ready.
+pub async fn demo_state(settings: Arc<Settings>, providers: Providers) -> actix_web::web::Data<AppState> {
+    let state = build_state(settings, providers).await.expect("state");
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json");
+    load_corpus(state.pipeline.engine(), &corpus).await.expect("demo corpus");
+    state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
+    state
+}
 
 /// Default settings with small candidate budgets and `shards` shards.
 pub fn settings(shards: usize) -> Settings {

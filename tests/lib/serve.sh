@@ -1,10 +1,27 @@
 # Sourced by the scripts that test a running server (tests/schemathesis.sh, tests/console/run.sh).
 #
+# use_workdir: makes a throwaway $workdir and, on exit, stops the server (if one was started)
+# and removes the directory.
+use_workdir() {
+  workdir="$(mktemp -d)"
+  server_pid=""
+  trap stop_server EXIT
+  trap 'exit 130' INT TERM
+}
+
+stop_server() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  rm -rf "$workdir"
+}
+#
 # start_server: runs "$binary" serve in the background with the WARRANT__* environment the caller
 # exported (bind 127.0.0.1:0: the server prints the address it bound), logging to
 # "$workdir/server.log", and waits until /readyz answers. Sets server_pid and base
 # (http://127.0.0.1:PORT). Exits 1, printing the server's log, when it stops or is not ready
-# after 120 s. The caller's EXIT trap stops it.
+# after 120 s. use_workdir's EXIT trap stops it.
 start_server() {
   "$binary" serve >"$workdir/server.log" 2>&1 &
   server_pid=$!
