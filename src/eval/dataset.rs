@@ -235,6 +235,19 @@ pub fn principal_of(tenant: &str) -> Principal {
     Principal::new(tenant, "eval-user", [group_of(tenant)])
 }
 
+/// The document to ingest for a corpus entry: its text, or its title when the text is blank;
+/// `None` when both are blank (such entries are skipped and counted).
+pub fn document_input(document: &CorpusDocument, acl: &DocAcl) -> Option<DocumentInput> {
+    let text = if document.text.trim().is_empty() { &document.title } else { &document.text };
+    (!text.trim().is_empty()).then(|| DocumentInput {
+        doc_id: document.id.clone(),
+        title: document.title.clone(),
+        text: text.clone(),
+        acl: acl.clone(),
+        version: None,
+    })
+}
+
 /// What an ingestion did.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct IngestSummary {
@@ -307,19 +320,8 @@ pub async fn ingest(
     for (tenant, documents) in &tenants {
         let acl = DocAcl { groups: vec![group_of(tenant)], users: Vec::new() };
         for group in documents.chunks(batch.max(1)) {
-            let inputs: Vec<DocumentInput> = group
-                .iter()
-                .filter_map(|document| {
-                    let text = if document.text.trim().is_empty() { &document.title } else { &document.text };
-                    (!text.trim().is_empty()).then(|| DocumentInput {
-                        doc_id: document.id.clone(),
-                        title: document.title.clone(),
-                        text: text.clone(),
-                        acl: acl.clone(),
-                        version: None,
-                    })
-                })
-                .collect();
+            let inputs: Vec<DocumentInput> =
+                group.iter().filter_map(|document| document_input(document, &acl)).collect();
             summary.skipped_empty += group.len() - inputs.len();
             if !inputs.is_empty() {
                 let outcome = engine.upsert(tenant, inputs).await?;

@@ -371,7 +371,7 @@ async fn postgres_measure_iterative_scan_recall_and_latency() {
 #[actix_web::test]
 #[ignore = "measurement; run with --ignored against WARRANT_TEST_DATABASE_URL"]
 async fn postgres_measure_scifact_against_embedded() {
-    use warrant::eval::dataset::{Dataset, NoProgress, group_of, principal_of};
+    use warrant::eval::dataset::{Dataset, NoProgress, document_input, group_of, principal_of};
     use warrant::eval::retrieval::{DEEP_CUTOFF, RunOptions, documents_of, ndcg_at_k, run};
     use warrant::retrieval::{RetrievalQuery, RetrievalRepository};
     let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/scifact");
@@ -399,19 +399,9 @@ async fn postgres_measure_scifact_against_embedded() {
     let started = Instant::now();
     for (tenant, documents) in dataset.corpus_by_tenant() {
         for group in documents.chunks(128) {
-            let inputs: Vec<DocumentInput> = group
-                .iter()
-                .filter_map(|document| {
-                    let text = if document.text.trim().is_empty() { &document.title } else { &document.text };
-                    (!text.trim().is_empty()).then(|| DocumentInput {
-                        doc_id: document.id.clone(),
-                        title: document.title.clone(),
-                        text: text.clone(),
-                        acl: DocAcl { groups: vec![group_of(tenant)], users: vec![] },
-                        version: None,
-                    })
-                })
-                .collect();
+            let acl = DocAcl { groups: vec![group_of(tenant)], users: vec![] };
+            let inputs: Vec<DocumentInput> =
+                group.iter().filter_map(|document| document_input(document, &acl)).collect();
             backend.upsert(tenant, inputs).await.unwrap();
         }
     }
