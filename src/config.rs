@@ -153,7 +153,7 @@ pub struct ServerSettings {
     /// Seconds suggested in `Retry-After` when overloaded.
     pub retry_after_seconds: u64,
     /// Log format: `text` or `json`.
-    pub log_format: String,
+    pub log_format: LogFormat,
 }
 
 /// The HS256 secret shipped in `config/default.toml` for the demo. It is public, so whoever reads
@@ -295,7 +295,7 @@ pub enum ClaimPolicy {
 #[serde(deny_unknown_fields)]
 pub struct EmbedderSettings {
     /// `hashed`, `minilm` or `openai`.
-    pub kind: String,
+    pub kind: EmbedderKind,
     /// Vector dimension (hashed: any; others: checked against the model).
     pub dim: usize,
     /// Directory of a sentence-transformers BERT model (minilm).
@@ -322,7 +322,7 @@ pub struct EmbedderSettings {
 #[serde(deny_unknown_fields)]
 pub struct GeneratorSettings {
     /// `extractive` or `openai`.
-    pub kind: String,
+    pub kind: GeneratorKind,
     /// OpenAI-compatible base URL, e.g. `http://127.0.0.1:8000/v1`.
     #[serde(default)]
     pub base_url: String,
@@ -395,6 +395,97 @@ pub struct ReplicaSettings {
     /// Time between two polls of the primary's change feed.
     pub poll_interval_ms: u64,
 }
+
+/// A closed set of names one settings key accepts, parsed once when the settings are read: an
+/// unknown name is refused naming the key, never matched later with a fallback.
+macro_rules! named_kinds {
+    ($(#[$meta:meta])* $name:ident, $key:literal { $($(#[$variant_meta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$variant_meta])* $variant),+
+        }
+
+        impl $name {
+            /// Every accepted name, in order.
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
+
+            /// The name as written in the settings.
+            pub fn as_str(&self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text),+
+                }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+
+            fn from_str(text: &str) -> Result<Self, Self::Err> {
+                match text {
+                    $($text => Ok(Self::$variant),)+
+                    other => Err(format!(
+                        "{} must be one of {} (got {:?})",
+                        $key,
+                        Self::NAMES.join(", "),
+                        other.chars().take(64).collect::<String>()
+                    )),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(deserializer)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+named_kinds!(
+    /// `embedder.kind`: which embedding provider.
+    EmbedderKind, "embedder.kind" {
+        /// Feature hashing (no model; lexical-grade vectors).
+        Hashed => "hashed",
+        /// all-MiniLM-L6-v2 run in process (candle).
+        Minilm => "minilm",
+        /// An OpenAI-compatible embeddings API.
+        Openai => "openai",
+    }
+);
+
+named_kinds!(
+    /// `generator.kind`: which generation provider.
+    GeneratorKind, "generator.kind" {
+        /// The embedded extractive generator.
+        Extractive => "extractive",
+        /// An OpenAI-compatible chat completions API.
+        Openai => "openai",
+    }
+);
+
+named_kinds!(
+    /// `server.log_format`: how log lines are written.
+    LogFormat, "server.log_format" {
+        /// Human-readable lines.
+        Text => "text",
+        /// One JSON object per line.
+        Json => "json",
+    }
+);
 
 /// Path of the default configuration file, relative to the working directory.
 pub const DEFAULT_CONFIG: &str = "config/default.toml";
@@ -485,18 +576,9 @@ impl Settings {
         check(self.server.max_in_flight >= 1, "server.max_in_flight must be at least 1");
         check(self.server.workers <= 1024, "server.workers must be in 0..=1024 (0: one per core)");
         check(self.server.max_batch_documents >= 1, "server.max_batch_documents must be at least 1");
-        check(matches!(self.server.log_format.as_str(), "text" | "json"), "server.log_format must be text or json");
-        check(
-            matches!(self.embedder.kind.as_str(), "hashed" | "minilm" | "openai"),
-            "embedder.kind must be hashed, minilm or openai",
-        );
         check((8..=8192).contains(&self.embedder.dim), "embedder.dim must be in 8..=8192");
         check(self.embedder.batch_size >= 1, "embedder.batch_size must be at least 1");
         check((1..=1_000_000).contains(&self.embedder.query_cache), "embedder.query_cache must be in 1..=1000000");
-        check(
-            matches!(self.generator.kind.as_str(), "extractive" | "openai"),
-            "generator.kind must be extractive or openai",
-        );
         check(self.generator.max_claims >= 1, "generator.max_claims must be at least 1");
         check((0.0..=1.0).contains(&self.verifier.min_coverage), "verifier.min_coverage must be in 0..=1");
         check((-1.0..=1.0).contains(&self.verifier.min_similarity), "verifier.min_similarity must be in -1..=1");
@@ -592,6 +674,36 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         Settings::defaults();
+    }
+
+    /// Kinds were strings matched later with a fallback, so `generator.kind = "opnai"` quietly
+    /// ran the extractive generator. They are enums now, and an unknown name names its key.
+    #[test]
+    fn kinds_and_formats_are_parsed_once_and_unknown_names_refused_naming_the_key() {
+        let settings = Settings::from_toml(
+            DEFAULT,
+            [
+                ("WARRANT__EMBEDDER__KIND".to_owned(), "minilm".to_owned()),
+                ("WARRANT__GENERATOR__KIND".to_owned(), "openai".to_owned()),
+                ("WARRANT__SERVER__LOG_FORMAT".to_owned(), "json".to_owned()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(settings.embedder.kind, EmbedderKind::Minilm);
+        assert_eq!(settings.generator.kind, GeneratorKind::Openai);
+        assert_eq!(settings.server.log_format, LogFormat::Json);
+        for (variable, key) in [
+            ("WARRANT__EMBEDDER__KIND", "embedder.kind"),
+            ("WARRANT__GENERATOR__KIND", "generator.kind"),
+            ("WARRANT__SERVER__LOG_FORMAT", "server.log_format"),
+        ] {
+            let error = Settings::from_toml(DEFAULT, [(variable.to_owned(), "opnai".to_owned())]).unwrap_err();
+            let message = error.to_string();
+            assert!(message.contains(key) && message.contains("opnai"), "{variable}: {message}");
+        }
+        for kind in EmbedderKind::NAMES {
+            assert_eq!(kind.parse::<EmbedderKind>().unwrap().as_str(), *kind);
+        }
     }
 
     #[test]

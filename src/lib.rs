@@ -7,16 +7,20 @@
 
 pub mod acl;
 pub mod answer;
+pub mod app;
+#[cfg(feature = "lab")]
 pub mod bench;
 pub mod config;
 pub mod domain;
 pub mod embed;
+#[cfg(feature = "lab")]
 pub mod eval;
 pub mod http;
 pub mod index;
 mod outbound;
 pub mod postgres;
 pub mod providers;
+pub mod replica;
 pub mod retrieval;
 pub mod snapshot;
 pub mod storage;

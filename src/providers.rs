@@ -10,9 +10,19 @@ use crate::answer::extractive::ExtractiveGenerator;
 use crate::answer::generator::Generator;
 use crate::answer::lexical_verifier::LexicalSupportVerifier;
 use crate::answer::openai::OpenAiCompatibleGenerator;
-use crate::config::Settings;
+use crate::answer::verifier::SupportVerifier;
+use crate::config::{EmbedderKind, GeneratorKind, Settings};
 use crate::embed::{Embedder, HashedEmbedder, MiniLmEmbedder, OpenAiCompatibleEmbedder};
-use crate::http::server::Providers;
+
+/// Providers chosen for a run.
+pub struct Providers {
+    /// Embedder.
+    pub embedder: Arc<dyn Embedder>,
+    /// Generator.
+    pub generator: Arc<dyn Generator>,
+    /// Support verifier.
+    pub verifier: Arc<dyn SupportVerifier>,
+}
 
 /// Errors choosing providers.
 #[derive(Debug, thiserror::Error)]
@@ -30,14 +40,14 @@ pub enum ProviderError {
 /// Builds the configured embedder.
 pub async fn embedder(settings: &Settings) -> Result<Arc<dyn Embedder>, ProviderError> {
     let config = &settings.embedder;
-    match config.kind.as_str() {
-        "openai" => {
+    match config.kind {
+        EmbedderKind::Openai => {
             let embedder = OpenAiCompatibleEmbedder::from_settings(config)
                 .map_err(|error| ProviderError::Invalid { kind: "embedder", reason: error.to_string() })?;
             Ok(Arc::new(embedder))
         }
-        "minilm" => Ok(minilm_or_fallback(settings).await),
-        _ => Ok(Arc::new(HashedEmbedder::new(config.dim))),
+        EmbedderKind::Minilm => Ok(minilm_or_fallback(settings).await),
+        EmbedderKind::Hashed => Ok(Arc::new(HashedEmbedder::new(config.dim))),
     }
 }
 
@@ -90,12 +100,12 @@ pub async fn verifier_embedder(settings: &Settings) -> Result<Option<Arc<dyn Emb
 /// Builds every provider.
 pub async fn from_settings(settings: &Settings) -> Result<Providers, ProviderError> {
     let embedder = embedder(settings).await?;
-    let generator: Arc<dyn Generator> = match settings.generator.kind.as_str() {
-        "openai" => Arc::new(
+    let generator: Arc<dyn Generator> = match settings.generator.kind {
+        GeneratorKind::Openai => Arc::new(
             OpenAiCompatibleGenerator::from_settings(&settings.generator)
                 .map_err(|error| ProviderError::Invalid { kind: "generator", reason: error.to_string() })?,
         ),
-        _ => Arc::new(ExtractiveGenerator::new(settings.generator.max_claims)),
+        GeneratorKind::Extractive => Arc::new(ExtractiveGenerator::new(settings.generator.max_claims)),
     };
     let verifier = Arc::new(
         LexicalSupportVerifier::new(

@@ -11,16 +11,15 @@ pub mod openai;
 pub mod pipeline;
 pub mod prompt;
 mod quote;
+pub mod request_actor;
 pub mod response;
-pub mod scripted;
 mod strict_json;
 mod text;
 pub mod validate;
 pub mod verifier;
 
-pub use pipeline::{
-    Admission, Answer, AnswerActor, AnswerPipeline, AnswerRequest, PipelineSettings, StageEvent, StageEvents,
-};
+pub use pipeline::{AnswerPipeline, AnswerRequest, PipelineSettings, StageEvent, StageEvents};
+pub use request_actor::{Admission, Answer, RequestActor, run_answer};
 
 use crate::retrieval::RetrievalError;
 

@@ -9,13 +9,10 @@
 //! repair prompt never contains a source revoked since; the request deadline bounds every stage,
 //! validation included.
 //!
-//! Admission: the HTTP layer hands each [`Answer`] its slot of `server.max_in_flight` (an
-//! [`Admission`]) and the actor keeps it inside the future that does the work, so the slot is
-//! free only when the work has ended, however the caller fared. When the caller goes away (its
-//! HTTP handler future is dropped, e.g. on a connection reset), the work future is dropped
-//! (generator call included) and its slot freed then: an abandoned request neither keeps running
-//! nor lets a new one run in its place before it stopped. Work already handed to other threads
-//! (a shard search, an embedding batch) finishes there; it is bounded by those pools.
+//! The stages are methods of one `Run` (the request's deadline, limits and state), each ending
+//! the run early through `?` with an abstention or a fault; the repair rule is the pure
+//! [`repair_decision`]. The request actor (`super::request_actor`) owns a run's admission slot
+//! and cancellation.
 //!
 //! Progress: a caller may pass a channel that receives a [`StageEvent`] as each stage ends (for
 //! `text/event-stream` responses); events carry stage names and durations only, never claims,
@@ -25,16 +22,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix::{Actor, Context, Handler, Message, ResponseFuture};
 use serde::Serialize;
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tokio::sync::mpsc;
 
+use crate::acl::AuthorizationScope;
 use crate::config::{AnswerSettings, Settings};
 use crate::domain::{Chunk, Principal};
-use crate::retrieval::{Candidate, Engine, SelectionLimits, select_context};
+use crate::retrieval::{Candidate, Engine, Retrieved, SelectionLimits, select_context};
 
 use super::generator::{GenerationRequest, Generator, GeneratorError, SourceForModel, output_schema};
-use super::prompt::{build_prompt, render_user};
+use super::prompt::{Prompt, build_prompt, render_user};
 use super::response::{
     Abstention, AnswerBody, AnswerMetrics, AnswerResponse, AnswerStatus, ChunkRef, CitationOut, ClaimOut,
     RetrieveResponse, RetrievedChunk, VectorSearchOut,
@@ -244,174 +241,17 @@ impl AnswerPipeline {
         request_id: String,
         events: Option<StageEvents>,
     ) -> AnswerResult<AnswerResponse> {
-        let started = Instant::now();
-        let answer_settings = &self.settings.answer;
-        let deadline_ms =
-            request.deadline_ms.unwrap_or(answer_settings.deadline_ms).clamp(1, answer_settings.max_deadline_ms);
-        let deadline = started + Duration::from_millis(deadline_ms);
-        let top_k = request.top_k.unwrap_or(self.settings.top_k_default).clamp(1, self.settings.top_k_max);
-        let mut state = RequestState {
-            request_id,
-            clock: StageClock::new(events),
-            metrics: AnswerMetrics::default(),
-            acl_epoch: 0,
-        };
-
-        let stage = Instant::now();
-        let scope = self.engine.scope(principal);
-        state.acl_epoch = scope.epoch();
-        state.clock.record("scope", stage);
-
-        let stage = Instant::now();
-        let budget = deadline
-            .saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(answer_settings.retrieval_budget_ms));
-        let retrieved = match tokio::time::timeout(budget, self.engine.retrieve(&scope, &request.question)).await {
-            Err(_) => {
-                state.clock.record("retrieval", stage);
-                return Ok(state.abstain(AbstentionReason::DeadlineExceeded, vec!["retrieval_timeout".into()]));
+        let mut run = Run::new(self, principal, request, request_id, events);
+        let outcome = run.drive().await;
+        let Run { mut state, .. } = run;
+        match outcome {
+            Ok((claims, problems)) => {
+                state.reject(&problems);
+                Ok(state.answered(claims))
             }
-            Ok(result) => result?,
-        };
-        state.clock.record("retrieval", stage);
-        state.metrics.retrieved = retrieved.candidates.len();
-
-        let stage = Instant::now();
-        let evidence: Vec<Candidate> = retrieved
-            .candidates
-            .iter()
-            .filter(|candidate| {
-                candidate.lexical.is_some()
-                    || candidate.vector.is_some_and(|placement| placement.score >= self.settings.min_vector_score)
-            })
-            .cloned()
-            .collect();
-        if evidence.is_empty() {
-            state.clock.record("selection", stage);
-            return Ok(state.abstain(AbstentionReason::NoAuthorizedEvidence, vec![]));
+            Err(Halt::Abstain(reason, diagnostics)) => Ok(state.abstain(reason, diagnostics)),
+            Err(Halt::Fault(error)) => Err(error),
         }
-        let limits = SelectionLimits {
-            top_k,
-            token_budget: self.settings.context_token_budget,
-            max_chunks_per_doc: self.settings.max_chunks_per_doc,
-        };
-        let selection = select_context(&evidence, limits);
-        state.clock.record("selection", stage);
-
-        let stage = Instant::now();
-        let chosen: Vec<Arc<Chunk>> = selection.chosen.iter().map(|candidate| Arc::clone(&candidate.chunk)).collect();
-        let prompt = build_prompt(
-            &request.question,
-            &chosen,
-            answer_settings.prompt_token_budget,
-            answer_settings.min_source_tokens,
-        );
-        state.clock.record("prompt", stage);
-        let Some(prompt) = prompt else {
-            return Ok(state.abstain(AbstentionReason::ContextOverflow, vec![]));
-        };
-        state.metrics.context = prompt.sources.len();
-        let retrieved_chunks: Vec<Arc<Chunk>> =
-            retrieved.candidates.iter().map(|candidate| Arc::clone(&candidate.chunk)).collect();
-
-        let mut sources_for_model = prompt.for_model.clone();
-        let mut repair: Option<String> = None;
-        for attempt in 1..=2u32 {
-            let (generation_stage, validation_stage) =
-                if attempt == 1 { ("generation", "validation") } else { ("repair_generation", "repair_validation") };
-            let remaining = deadline.saturating_duration_since(Instant::now()).saturating_sub(VALIDATION_RESERVE);
-            if remaining.is_zero() {
-                return Ok(state.abstain(AbstentionReason::DeadlineExceeded, vec!["no_time_for_generation".into()]));
-            }
-            let generation = GenerationRequest {
-                system: prompt.system.clone(),
-                user: render_user(&request.question, &sources_for_model),
-                question: request.question.clone(),
-                sources: sources_for_model.clone(),
-                schema: output_schema(),
-                repair: repair.clone(),
-                timeout: remaining,
-            };
-            let stage = Instant::now();
-            state.metrics.generator_attempts = attempt;
-            let output = tokio::time::timeout(remaining, self.generator.generate(&generation)).await;
-            state.clock.record(generation_stage, stage);
-            let raw = match output {
-                Err(_) | Ok(Err(GeneratorError::Timeout)) => {
-                    return Ok(state.abstain(AbstentionReason::GeneratorTimeout, vec!["generator_timeout".into()]));
-                }
-                Ok(Err(error)) => {
-                    return Ok(state.abstain(AbstentionReason::GeneratorError, vec![error.code().to_owned()]));
-                }
-                Ok(Ok(raw)) => raw,
-            };
-
-            let stage = Instant::now();
-            let acl_at_validation = self.engine.acl().load();
-            let context = ValidationContext {
-                sources: &prompt.sources,
-                retrieved: &retrieved_chunks,
-                principal,
-                acl: &acl_at_validation,
-                verifier: self.verifier.as_ref(),
-                policy: answer_settings.claim_policy,
-            };
-            // Verifier calls run under what is left of the request deadline.
-            let validation_budget = deadline.saturating_duration_since(Instant::now());
-            let verdict = match tokio::time::timeout(validation_budget, validate(&raw, &context)).await {
-                Ok(verdict) => verdict,
-                Err(_) => {
-                    state.clock.record(validation_stage, stage);
-                    return Ok(state.abstain(AbstentionReason::DeadlineExceeded, vec!["validation_timeout".into()]));
-                }
-            };
-            // The last await is behind us: authorize against the current snapshot once more, so
-            // a revoke that landed while the verifier awaited is not missed. Nothing awaits
-            // between here and the response.
-            let acl = self.engine.acl().load();
-            state.acl_epoch = acl.epoch();
-            let verdict = recheck_authorization(verdict, principal, &acl, answer_settings.claim_policy);
-            state.clock.record(validation_stage, stage);
-            let (reason, problems) = match verdict {
-                Verdict::Answered { claims, problems } => {
-                    state.reject(&problems);
-                    return Ok(state.answered(claims));
-                }
-                Verdict::Unanswerable => return Ok(state.abstain(AbstentionReason::InsufficientEvidence, vec![])),
-                Verdict::Failed { reason, problems } => (reason, problems),
-            };
-            state.reject(&problems);
-            // Repair only once, only with time left, and never showing a revoked source again.
-            let time_left = deadline.saturating_duration_since(Instant::now());
-            let still_authorized: Vec<SourceForModel> = prompt
-                .sources
-                .iter()
-                .zip(&prompt.for_model)
-                .filter(|(source, _)| acl.allows(principal, source.chunk.doc_ordinal))
-                .map(|(_, shown)| shown.clone())
-                .collect();
-            let can_repair = attempt == 1
-                && time_left >= Duration::from_millis(answer_settings.min_repair_ms)
-                && reason != AbstentionReason::SourceRevoked
-                && !still_authorized.is_empty();
-            if !can_repair {
-                let mut codes = diagnostics(&problems);
-                if attempt == 1
-                    && reason != AbstentionReason::SourceRevoked
-                    && time_left < Duration::from_millis(answer_settings.min_repair_ms)
-                {
-                    codes.push("no_time_for_repair".into());
-                }
-                if still_authorized.is_empty() {
-                    return Ok(state.abstain(AbstentionReason::SourceRevoked, codes));
-                }
-                return Ok(state.abstain(reason, codes));
-            }
-            let labels: Vec<String> = still_authorized.iter().map(|source| source.label.clone()).collect();
-            repair = Some(repair_instruction(&problems, &labels));
-            sources_for_model = still_authorized;
-        }
-        unreachable!("the loop returns on its second attempt")
     }
 
     /// Retrieves up to `k` fused chunks for `query` inside the principal's scope (`/v1/retrieve`).
@@ -450,87 +290,360 @@ impl AnswerPipeline {
     }
 }
 
-/// The request actor: one actor whose handler runs each request as its own future, so requests
-/// proceed concurrently while the actor owns the pipeline.
-pub struct AnswerActor {
-    pipeline: Arc<AnswerPipeline>,
+/// Why a run stopped before an answer: an abstention (a response) or a server fault.
+enum Halt {
+    /// Abstain with this reason and these diagnostic codes.
+    Abstain(AbstentionReason, Vec<String>),
+    /// A server fault (no response body of ours).
+    Fault(AnswerError),
 }
 
-impl AnswerActor {
-    /// An actor over a pipeline.
-    pub fn new(pipeline: Arc<AnswerPipeline>) -> Self {
-        Self { pipeline }
+impl From<AnswerError> for Halt {
+    fn from(error: AnswerError) -> Self {
+        Self::Fault(error)
     }
 }
 
-impl Actor for AnswerActor {
-    type Context = Context<Self>;
-}
-
-/// A slot of the in-flight limit (`server.max_in_flight`), held by the work it admitted.
-/// Dropping it frees the slot; while held it counts in `warrant_in_flight_requests`.
-#[derive(Debug)]
-pub struct Admission {
-    _permit: OwnedSemaphorePermit,
-}
-
-impl Admission {
-    /// Holds `permit` (a slot of the admission semaphore) until dropped.
-    pub fn new(permit: OwnedSemaphorePermit) -> Self {
-        metrics::gauge!("warrant_in_flight_requests").increment(1.0);
-        Self { _permit: permit }
+impl From<crate::retrieval::RetrievalError> for Halt {
+    fn from(error: crate::retrieval::RetrievalError) -> Self {
+        Self::Fault(error.into())
     }
 }
 
-impl Drop for Admission {
-    fn drop(&mut self) {
-        metrics::gauge!("warrant_in_flight_requests").decrement(1.0);
+fn abstain<T>(reason: AbstentionReason, diagnostics: &[&str]) -> Result<T, Halt> {
+    Err(Halt::Abstain(reason, diagnostics.iter().map(|code| (*code).to_owned()).collect()))
+}
+
+/// What the context stage settled: the labeled prompt and every retrieved chunk.
+struct Grounding {
+    prompt: Prompt,
+    retrieved: Vec<Arc<Chunk>>,
+}
+
+/// One generation attempt: the sources shown and the repair instruction, if any.
+struct Attempt {
+    number: u32,
+    sources: Vec<SourceForModel>,
+    repair: Option<String>,
+}
+
+/// What validating an attempt's output settled.
+enum Outcome {
+    /// Claims to answer with, and the citations rejected on the way.
+    Answered(Vec<ValidClaim>, Vec<Problem>),
+    /// The attempt failed with this reason; the ACL snapshot it was re-checked against.
+    Failed(AbstentionReason, Vec<Problem>, Arc<crate::acl::AclSnapshot>),
+}
+
+/// The repair rule after a failed attempt, as a pure decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum RepairDecision {
+    /// Repair once more with the still authorized sources.
+    Repair,
+    /// Abstain with this reason; `no_time` adds the `no_time_for_repair` diagnostic.
+    Abstain {
+        /// The abstention reason.
+        reason: AbstentionReason,
+        /// Whether the only obstacle was the deadline.
+        no_time: bool,
+    },
+}
+
+/// Repair only once, only with time left, never after a revocation and never without an
+/// authorized source to show; with no authorized source left the abstention is `source_revoked`.
+pub(crate) fn repair_decision(
+    attempt: u32,
+    reason: AbstentionReason,
+    time_left: Duration,
+    min_repair: Duration,
+    authorized_sources: usize,
+) -> RepairDecision {
+    let first = attempt == 1;
+    let revoked = reason == AbstentionReason::SourceRevoked;
+    if first && !revoked && time_left >= min_repair && authorized_sources > 0 {
+        return RepairDecision::Repair;
+    }
+    let no_time = first && !revoked && time_left < min_repair;
+    let reason = if authorized_sources == 0 { AbstentionReason::SourceRevoked } else { reason };
+    RepairDecision::Abstain { reason, no_time }
+}
+
+/// One answer in progress: the request's deadline, limits and state, driven through the stages
+/// `scope` → `retrieve` → `ground` → `attempt` → (`plan_repair` → `attempt`). Each stage ends the
+/// run early through `?` with an abstention or a fault.
+struct Run<'a> {
+    pipeline: &'a AnswerPipeline,
+    principal: &'a Principal,
+    question: String,
+    top_k: usize,
+    deadline: Instant,
+    state: RequestState,
+}
+
+impl<'a> Run<'a> {
+    fn new(
+        pipeline: &'a AnswerPipeline,
+        principal: &'a Principal,
+        request: AnswerRequest,
+        request_id: String,
+        events: Option<StageEvents>,
+    ) -> Self {
+        let answer = &pipeline.settings.answer;
+        let deadline_ms = request.deadline_ms.unwrap_or(answer.deadline_ms).clamp(1, answer.max_deadline_ms);
+        let top_k = request.top_k.unwrap_or(pipeline.settings.top_k_default).clamp(1, pipeline.settings.top_k_max);
+        Self {
+            pipeline,
+            principal,
+            question: request.question,
+            top_k,
+            deadline: Instant::now() + Duration::from_millis(deadline_ms),
+            state: RequestState {
+                request_id,
+                clock: StageClock::new(events),
+                metrics: AnswerMetrics::default(),
+                acl_epoch: 0,
+            },
+        }
+    }
+
+    async fn drive(&mut self) -> Result<(Vec<ValidClaim>, Vec<Problem>), Halt> {
+        let scope = self.scope();
+        let retrieved = self.retrieve(&scope).await?;
+        let grounding = self.ground(retrieved)?;
+        let mut attempt = Attempt { number: 1, sources: grounding.prompt.for_model.clone(), repair: None };
+        loop {
+            match self.attempt(&grounding, &attempt).await? {
+                Outcome::Answered(claims, problems) => return Ok((claims, problems)),
+                Outcome::Failed(reason, problems, acl) => {
+                    self.state.reject(&problems);
+                    attempt = self.plan_repair(&grounding, &attempt, reason, &problems, &acl)?;
+                }
+            }
+        }
+    }
+
+    fn time_left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    fn scope(&mut self) -> AuthorizationScope {
+        let stage = Instant::now();
+        let scope = self.pipeline.engine.scope(self.principal);
+        self.state.acl_epoch = scope.epoch();
+        self.state.clock.record("scope", stage);
+        scope
+    }
+
+    async fn retrieve(&mut self, scope: &AuthorizationScope) -> Result<Retrieved, Halt> {
+        let stage = Instant::now();
+        let budget = self.time_left().min(Duration::from_millis(self.pipeline.settings.answer.retrieval_budget_ms));
+        let retrieved = tokio::time::timeout(budget, self.pipeline.engine.retrieve(scope, &self.question)).await;
+        self.state.clock.record("retrieval", stage);
+        let Ok(retrieved) = retrieved else {
+            return abstain(AbstentionReason::DeadlineExceeded, &["retrieval_timeout"]);
+        };
+        let retrieved = retrieved?;
+        self.state.metrics.retrieved = retrieved.candidates.len();
+        Ok(retrieved)
+    }
+
+    /// Selection and prompt: the evidence among the candidates, the budgeted context, labels.
+    fn ground(&mut self, retrieved: Retrieved) -> Result<Grounding, Halt> {
+        let settings = &self.pipeline.settings;
+        let stage = Instant::now();
+        let evidence: Vec<Candidate> = retrieved
+            .candidates
+            .iter()
+            .filter(|candidate| {
+                candidate.lexical.is_some()
+                    || candidate.vector.is_some_and(|placement| placement.score >= settings.min_vector_score)
+            })
+            .cloned()
+            .collect();
+        if evidence.is_empty() {
+            self.state.clock.record("selection", stage);
+            return abstain(AbstentionReason::NoAuthorizedEvidence, &[]);
+        }
+        let limits = SelectionLimits {
+            top_k: self.top_k,
+            token_budget: settings.context_token_budget,
+            max_chunks_per_doc: settings.max_chunks_per_doc,
+        };
+        let selection = select_context(&evidence, limits);
+        self.state.clock.record("selection", stage);
+
+        let stage = Instant::now();
+        let chosen: Vec<Arc<Chunk>> = selection.chosen.iter().map(|candidate| Arc::clone(&candidate.chunk)).collect();
+        let prompt = build_prompt(
+            &self.question,
+            &chosen,
+            settings.answer.prompt_token_budget,
+            settings.answer.min_source_tokens,
+        );
+        self.state.clock.record("prompt", stage);
+        let Some(prompt) = prompt else {
+            return abstain(AbstentionReason::ContextOverflow, &[]);
+        };
+        self.state.metrics.context = prompt.sources.len();
+        let retrieved = retrieved.candidates.iter().map(|candidate| Arc::clone(&candidate.chunk)).collect();
+        Ok(Grounding { prompt, retrieved })
+    }
+
+    /// Generation and validation of one attempt, under what is left of the deadline.
+    async fn attempt(&mut self, grounding: &Grounding, attempt: &Attempt) -> Result<Outcome, Halt> {
+        let (generation_stage, validation_stage) =
+            if attempt.number == 1 { ("generation", "validation") } else { ("repair_generation", "repair_validation") };
+        let remaining = self.time_left().saturating_sub(VALIDATION_RESERVE);
+        if remaining.is_zero() {
+            return abstain(AbstentionReason::DeadlineExceeded, &["no_time_for_generation"]);
+        }
+        let generation = GenerationRequest {
+            system: grounding.prompt.system.clone(),
+            user: render_user(&self.question, &attempt.sources),
+            question: self.question.clone(),
+            sources: attempt.sources.clone(),
+            schema: output_schema(),
+            repair: attempt.repair.clone(),
+            timeout: remaining,
+        };
+        let stage = Instant::now();
+        self.state.metrics.generator_attempts = attempt.number;
+        let output = tokio::time::timeout(remaining, self.pipeline.generator.generate(&generation)).await;
+        self.state.clock.record(generation_stage, stage);
+        let raw = match output {
+            Err(_) | Ok(Err(GeneratorError::Timeout)) => {
+                return abstain(AbstentionReason::GeneratorTimeout, &["generator_timeout"]);
+            }
+            Ok(Err(error)) => return abstain(AbstentionReason::GeneratorError, &[error.code()]),
+            Ok(Ok(raw)) => raw,
+        };
+
+        let stage = Instant::now();
+        let policy = self.pipeline.settings.answer.claim_policy;
+        let acl_at_validation = self.pipeline.engine.acl().load();
+        let context = ValidationContext {
+            sources: &grounding.prompt.sources,
+            retrieved: &grounding.retrieved,
+            principal: self.principal,
+            acl: &acl_at_validation,
+            verifier: self.pipeline.verifier.as_ref(),
+            policy,
+        };
+        // Verifier calls run under what is left of the request deadline.
+        let verdict = tokio::time::timeout(self.time_left(), validate(&raw, &context)).await;
+        let Ok(verdict) = verdict else {
+            self.state.clock.record(validation_stage, stage);
+            return abstain(AbstentionReason::DeadlineExceeded, &["validation_timeout"]);
+        };
+        // The last await is behind us: authorize against the current snapshot once more, so a
+        // revoke that landed while the verifier awaited is not missed. Nothing awaits between
+        // here and the response.
+        let acl = self.pipeline.engine.acl().load();
+        self.state.acl_epoch = acl.epoch();
+        let verdict = recheck_authorization(verdict, self.principal, &acl, policy);
+        self.state.clock.record(validation_stage, stage);
+        match verdict {
+            Verdict::Answered { claims, problems } => Ok(Outcome::Answered(claims, problems)),
+            Verdict::Unanswerable => abstain(AbstentionReason::InsufficientEvidence, &[]),
+            Verdict::Failed { reason, problems } => Ok(Outcome::Failed(reason, problems, acl)),
+        }
+    }
+
+    /// After a failed attempt: the repair attempt (never showing a source revoked since), or the
+    /// abstention [`repair_decision`] settles on.
+    fn plan_repair(
+        &self,
+        grounding: &Grounding,
+        failed: &Attempt,
+        reason: AbstentionReason,
+        problems: &[Problem],
+        acl: &crate::acl::AclSnapshot,
+    ) -> Result<Attempt, Halt> {
+        let prompt = &grounding.prompt;
+        let still_authorized: Vec<SourceForModel> = prompt
+            .sources
+            .iter()
+            .zip(&prompt.for_model)
+            .filter(|(source, _)| acl.allows(self.principal, source.chunk.doc_ordinal))
+            .map(|(_, shown)| shown.clone())
+            .collect();
+        let min_repair = Duration::from_millis(self.pipeline.settings.answer.min_repair_ms);
+        match repair_decision(failed.number, reason, self.time_left(), min_repair, still_authorized.len()) {
+            RepairDecision::Repair => {
+                let labels: Vec<String> = still_authorized.iter().map(|source| source.label.clone()).collect();
+                Ok(Attempt {
+                    number: failed.number + 1,
+                    repair: Some(repair_instruction(problems, &labels)),
+                    sources: still_authorized,
+                })
+            }
+            RepairDecision::Abstain { reason, no_time } => {
+                let mut codes = diagnostics(problems);
+                if no_time {
+                    codes.push("no_time_for_repair".into());
+                }
+                Err(Halt::Abstain(reason, codes))
+            }
+        }
     }
 }
 
-/// Answer one question for one principal.
-#[derive(Message)]
-#[rtype(result = "AnswerResult<AnswerResponse>")]
-pub struct Answer {
-    /// The verified caller.
-    pub principal: Principal,
-    /// The validated request.
-    pub request: AnswerRequest,
-    /// Request id.
-    pub request_id: String,
-    /// The caller's admission slot: held by the work until it ends (completed or cancelled).
-    pub admission: Option<Admission>,
-    /// Resolves (sent or dropped) when the caller stops waiting; the work is then cancelled and
-    /// answers [`AnswerError::Cancelled`]. `None`: the work always runs to its end.
-    pub caller_gone: Option<oneshot::Receiver<()>>,
-    /// Receives each stage as it ends (streamed answers), if given.
-    pub progress: Option<StageEvents>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Handler<Answer> for AnswerActor {
-    type Result = ResponseFuture<AnswerResult<AnswerResponse>>;
-
-    fn handle(&mut self, message: Answer, _: &mut Context<Self>) -> Self::Result {
-        let pipeline = Arc::clone(&self.pipeline);
-        Box::pin(async move {
-            let Answer { principal, request, request_id, admission, caller_gone, progress } = message;
-            let work = pipeline.answer_with_progress(&principal, request, request_id, progress);
-            let result = match caller_gone {
-                None => work.await,
-                Some(caller_gone) => {
-                    tokio::select! {
-                        biased;
-                        result = work => result,
-                        _ = caller_gone => {
-                            metrics::counter!("warrant_answers_cancelled_total").increment(1);
-                            Err(AnswerError::Cancelled)
-                        }
+    /// Every combination of attempt, failure reason, time left and authorized sources: repair
+    /// happens only on the first attempt, with time for it, after anything but a revocation and
+    /// with a source left to show; with none left the abstention is always `source_revoked`.
+    #[test]
+    fn repair_decision_table() {
+        let min_repair = Duration::from_millis(100);
+        let reasons = [
+            AbstentionReason::InvalidOutput,
+            AbstentionReason::UnsupportedCitation,
+            AbstentionReason::MissingCitation,
+            AbstentionReason::SourceRevoked,
+        ];
+        for attempt in [1, 2] {
+            for reason in reasons {
+                for time_left in [Duration::ZERO, Duration::from_millis(99), min_repair, Duration::from_secs(5)] {
+                    for authorized in [0, 1, 3] {
+                        let decision = repair_decision(attempt, reason, time_left, min_repair, authorized);
+                        let may_repair = attempt == 1
+                            && reason != AbstentionReason::SourceRevoked
+                            && time_left >= min_repair
+                            && authorized > 0;
+                        let expected = if may_repair {
+                            RepairDecision::Repair
+                        } else {
+                            RepairDecision::Abstain {
+                                reason: if authorized == 0 { AbstentionReason::SourceRevoked } else { reason },
+                                no_time: attempt == 1
+                                    && reason != AbstentionReason::SourceRevoked
+                                    && time_left < min_repair,
+                            }
+                        };
+                        assert_eq!(decision, expected, "{attempt} {reason:?} {time_left:?} {authorized}");
                     }
                 }
-            };
-            // The work (and everything it awaited) has ended or been dropped: free the slot.
-            drop(admission);
-            result
-        })
+            }
+        }
+        // Spot checks stated plainly.
+        assert_eq!(
+            repair_decision(1, AbstentionReason::UnsupportedCitation, Duration::from_secs(1), min_repair, 2),
+            RepairDecision::Repair
+        );
+        assert_eq!(
+            repair_decision(2, AbstentionReason::UnsupportedCitation, Duration::from_secs(1), min_repair, 2),
+            RepairDecision::Abstain { reason: AbstentionReason::UnsupportedCitation, no_time: false }
+        );
+        assert_eq!(
+            repair_decision(1, AbstentionReason::InvalidOutput, Duration::from_millis(10), min_repair, 2),
+            RepairDecision::Abstain { reason: AbstentionReason::InvalidOutput, no_time: true }
+        );
+        assert_eq!(
+            repair_decision(1, AbstentionReason::UnsupportedCitation, Duration::from_secs(1), min_repair, 0),
+            RepairDecision::Abstain { reason: AbstentionReason::SourceRevoked, no_time: false }
+        );
     }
 }

@@ -688,11 +688,18 @@ mod tests {
     /// Validates `raw` against S1 = VACATION and S2 = HOTEL, both readable, with the lexical
     /// verifier (no embedder) under `fail_answer`.
     fn verdict_with_sources(raw: &str) -> Verdict {
+        verdict_with(raw, false)
+    }
+
+    /// Like [`verdict_with_sources`], with a third chunk retrieved but not in the context (title
+    /// `Parking rules`), and S2's document revoked for the principal when `revoke_s2`.
+    fn verdict_with(raw: &str, revoke_s2: bool) -> Verdict {
         use crate::acl::{AclMutation, AclStore};
         use crate::domain::DocAcl;
         let store = AclStore::new();
         let sources = vec![labeled("S1", 0, VACATION), labeled("S2", 1, HOTEL)];
-        for source in &sources {
+        let excluded = labeled("Parking rules", 2, "Parking is free for visitors on weekends.");
+        for source in sources.iter().chain(std::iter::once(&excluded)) {
             let ordinal = store.reserve_ordinals(1).expect("ordinal").start;
             assert_eq!(ordinal, source.chunk.doc_ordinal);
             store
@@ -706,10 +713,21 @@ mod tests {
                 }])
                 .expect("upsert");
         }
+        if revoke_s2 {
+            store
+                .apply(vec![AclMutation::Revoke {
+                    tenant: "t".into(),
+                    doc_id: sources[1].chunk.doc_id.clone(),
+                    groups: Some(vec!["group".into()]),
+                    users: None,
+                }])
+                .expect("revoke");
+        }
         let acl = store.load();
         let principal = Principal::new("t", "user", ["group"]);
         let verifier = crate::answer::lexical_verifier::LexicalSupportVerifier::new(0.6, 0.0, None);
-        let retrieved: Vec<Arc<Chunk>> = sources.iter().map(|source| Arc::clone(&source.chunk)).collect();
+        let retrieved: Vec<Arc<Chunk>> =
+            sources.iter().chain(std::iter::once(&excluded)).map(|source| Arc::clone(&source.chunk)).collect();
         let context = ValidationContext {
             sources: &sources,
             retrieved: &retrieved,
@@ -719,6 +737,153 @@ mod tests {
             policy: ClaimPolicy::FailAnswer,
         };
         block_on(validate(raw, &context))
+    }
+
+    /// One row per rejection rule: the output that breaks it, the rejections it yields and the
+    /// abstention reason it leads to (or, for a dropped co-citation, the answer that remains).
+    #[test]
+    fn every_rejection_rule_table() {
+        let vacation = "Engineers receive 25 days of paid vacation per year.";
+        let hotel = "Hotel stays are reimbursed up to 40 euros per night.";
+        let claims = |claims: serde_json::Value| serde_json::json!({"answerable": true, "claims": claims}).to_string();
+        let one = |text: &str, citations: serde_json::Value| {
+            claims(serde_json::json!([{"text": text, "citations": citations}]))
+        };
+        // (rule, raw output, revoke S2, rejections, outcome: Some(reason) abstains, None answers)
+        type Row = (Rejection, String, bool, Vec<Rejection>, Option<AbstentionReason>);
+        let rows: Vec<Row> = vec![
+            (
+                Rejection::Unparseable,
+                "the answer is 25 days".into(),
+                false,
+                vec![Rejection::Unparseable],
+                Some(AbstentionReason::InvalidOutput),
+            ),
+            (
+                Rejection::OffSchema,
+                serde_json::json!({"answerable": true, "claims": [], "confidence": 1}).to_string(),
+                false,
+                vec![Rejection::OffSchema],
+                Some(AbstentionReason::InvalidOutput),
+            ),
+            (
+                Rejection::DuplicateKey,
+                r#"{"answerable": true, "answerable": false, "claims": []}"#.into(),
+                false,
+                vec![Rejection::DuplicateKey],
+                Some(AbstentionReason::InvalidOutput),
+            ),
+            (
+                Rejection::Inconsistent,
+                serde_json::json!({"answerable": false, "claims": [{"text": vacation, "citations": ["S1"]}]})
+                    .to_string(),
+                false,
+                vec![Rejection::Inconsistent],
+                Some(AbstentionReason::InvalidOutput),
+            ),
+            (
+                Rejection::Inconsistent,
+                claims(serde_json::json!([])),
+                false,
+                vec![Rejection::Inconsistent],
+                Some(AbstentionReason::InvalidOutput),
+            ),
+            (
+                Rejection::MalformedClaim,
+                one("  ", serde_json::json!(["S1"])),
+                false,
+                vec![Rejection::MalformedClaim],
+                Some(AbstentionReason::InvalidOutput),
+            ),
+            (
+                Rejection::DuplicateClaim,
+                claims(serde_json::json!([
+                    {"text": vacation, "citations": ["S1"]},
+                    {"text": vacation.to_uppercase(), "citations": ["S1"]},
+                ])),
+                false,
+                vec![Rejection::DuplicateClaim],
+                Some(AbstentionReason::InvalidOutput),
+            ),
+            (
+                Rejection::NotALabel,
+                one(vacation, serde_json::json!(["https://example.com/policy"])),
+                false,
+                vec![Rejection::NotALabel],
+                Some(AbstentionReason::UnsupportedCitation),
+            ),
+            (
+                Rejection::UnknownLabel,
+                one(vacation, serde_json::json!(["S9"])),
+                false,
+                vec![Rejection::UnknownLabel],
+                Some(AbstentionReason::UnsupportedCitation),
+            ),
+            (
+                Rejection::NotInContext,
+                one(vacation, serde_json::json!(["Parking rules"])),
+                false,
+                vec![Rejection::NotInContext],
+                Some(AbstentionReason::UnsupportedCitation),
+            ),
+            (
+                Rejection::MissingCitation,
+                one(vacation, serde_json::json!([])),
+                false,
+                vec![Rejection::MissingCitation],
+                Some(AbstentionReason::MissingCitation),
+            ),
+            (
+                Rejection::SourceRevoked,
+                one(hotel, serde_json::json!(["S2"])),
+                true,
+                vec![Rejection::SourceRevoked],
+                Some(AbstentionReason::SourceRevoked),
+            ),
+            (
+                Rejection::Unsupported,
+                one("Engineers receive 40 days of paid parental leave.", serde_json::json!(["S1"])),
+                false,
+                vec![Rejection::Unsupported],
+                Some(AbstentionReason::UnsupportedCitation),
+            ),
+            (
+                Rejection::UnsupportedCitation,
+                one(vacation, serde_json::json!(["S1", "S2"])),
+                false,
+                vec![Rejection::UnsupportedCitation],
+                None,
+            ),
+            (
+                Rejection::QuoteNotFound,
+                one(vacation, serde_json::json!([{"label": "S1", "quote": "Engineers receive 30 days"}])),
+                false,
+                vec![Rejection::QuoteNotFound],
+                Some(AbstentionReason::UnsupportedCitation),
+            ),
+        ];
+        let mut covered = std::collections::BTreeSet::new();
+        for (rule, raw, revoke_s2, rejections, outcome) in rows {
+            let name = rule.code();
+            let verdict = verdict_with(&raw, revoke_s2);
+            match (&verdict, outcome) {
+                (Verdict::Failed { reason, problems }, Some(expected)) => {
+                    let found: Vec<Rejection> = problems.iter().map(|problem| problem.rejection).collect();
+                    assert_eq!(found, rejections, "{name}");
+                    assert_eq!(*reason, expected, "{name}");
+                    assert_eq!(rule.reason(), expected, "{name}: the rule's own reason");
+                }
+                (Verdict::Answered { claims, problems }, None) => {
+                    let found: Vec<Rejection> = problems.iter().map(|problem| problem.rejection).collect();
+                    assert_eq!(found, rejections, "{name}");
+                    assert_eq!(claims.len(), 1, "{name}: the claim stands on its other citation");
+                    assert_eq!(claims[0].citations.len(), 1, "{name}: the unsupported citation is dropped");
+                }
+                (verdict, outcome) => panic!("{name}: {verdict:?}, expected {outcome:?}"),
+            }
+            covered.insert(rule);
+        }
+        assert_eq!(covered.len(), 14, "every rejection rule has a row");
     }
 
     fn output(claim: &str, citation: serde_json::Value) -> String {

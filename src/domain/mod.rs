@@ -19,4 +19,4 @@ pub mod tokens;
 pub use chunk::{Chunk, ChunkingConfig, chunk_document};
 pub use document::{DocAcl, Document};
 pub use ids::{ChunkId, DocOrdinal};
-pub use principal::Principal;
+pub use principal::{Principal, Role};

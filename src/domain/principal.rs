@@ -10,8 +10,47 @@ pub struct Principal {
     pub user: String,
     /// Groups the caller is a member of.
     pub groups: BTreeSet<String>,
-    /// Roles (`admin` unlocks the admin API).
-    pub roles: BTreeSet<String>,
+    /// Roles this server knows (a token's other role names grant nothing and are dropped).
+    pub roles: BTreeSet<Role>,
+}
+
+/// A role a token may grant. Only an operator (holding the server key) mints `operator` and
+/// `replica`; `admin` is a tenant admin of its own tenant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// Tenant admin: the admin API for the token's own tenant.
+    Admin,
+    /// Operator: snapshots of the whole server.
+    Operator,
+    /// Replica: the change feed of every tenant and the replica snapshot endpoints.
+    Replica,
+}
+
+impl Role {
+    /// The role's name in tokens.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Admin => "admin",
+            Self::Operator => "operator",
+            Self::Replica => "replica",
+        }
+    }
+
+    /// The role named `name` in a token, if this server knows it (exact, case-sensitive).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "admin" => Some(Self::Admin),
+            "operator" => Some(Self::Operator),
+            "replica" => Some(Self::Replica),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
 }
 
 impl Principal {
@@ -30,7 +69,23 @@ impl Principal {
     }
 
     /// Whether the principal holds the given role.
-    pub fn has_role(&self, role: &str) -> bool {
-        self.roles.contains(role)
+    pub fn has_role(&self, role: Role) -> bool {
+        self.roles.contains(&role)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Role names are exact: a look-alike or differently cased name grants nothing.
+    #[test]
+    fn only_known_role_names_parse() {
+        for role in [Role::Admin, Role::Operator, Role::Replica] {
+            assert_eq!(Role::parse(role.as_str()), Some(role));
+        }
+        for name in ["Admin", "ADMIN", "admin ", "superuser", "", "opera\u{0442}or"] {
+            assert_eq!(Role::parse(name), None, "{name:?}");
+        }
     }
 }

@@ -75,18 +75,6 @@ pub fn normalize(vector: &mut [f32]) {
     }
 }
 
-/// Dot product (cosine similarity of unit vectors).
-#[inline]
-pub fn dot(left: &[f32], right: &[f32]) -> f32 {
-    debug_assert_eq!(left.len(), right.len());
-    // Eight independent accumulators let the compiler vectorize without fast-math.
-    let mut sums = [0f32; 8];
-    let chunks = left.len() / 8 * 8;
-    for (left_block, right_block) in left[..chunks].chunks_exact(8).zip(right[..chunks].chunks_exact(8)) {
-        for lane in 0..8 {
-            sums[lane] += left_block[lane] * right_block[lane];
-        }
-    }
-    let tail: f32 = left[chunks..].iter().zip(&right[chunks..]).map(|(a, b)| a * b).sum();
-    sums.iter().sum::<f32>() + tail
-}
+/// Dot product (cosine similarity of unit vectors): the index's scalar reference dot, so an
+/// embedder's similarity and the index's exact scan agree.
+pub use crate::index::distance::dot_scalar as dot;

@@ -10,7 +10,7 @@ use utoipa::openapi::{Ref, RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
 use crate::acl::{AclChange, AclMutation};
-use crate::domain::schema;
+use crate::domain::{Role, schema};
 use crate::retrieval::DocumentInput;
 
 use super::admission::WriteKind;
@@ -284,8 +284,8 @@ pub async fn changes(
     Authenticated(principal): Authenticated,
     query: web::Query<ChangesQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let all_tenants = principal.has_role("replica");
-    if !all_tenants && !principal.has_role("admin") {
+    let all_tenants = principal.has_role(Role::Replica);
+    if !all_tenants && !principal.has_role(Role::Admin) {
         return Err(ApiError::forbidden("admin or replica role required"));
     }
     let acl = state.pipeline.engine().acl();
@@ -296,10 +296,6 @@ pub async fn changes(
         .collect();
     Ok(json(&ChangesOut { changes, acl_epoch: acl.epoch(), lineage: acl.lineage().to_owned() }))
 }
-
-/// Role of operator credentials (snapshots): issued by whoever holds the signing key, never by a
-/// tenant admin.
-pub const OPERATOR_ROLE: &str = "operator";
 
 /// `{"snapshot_id", "acl_epoch"}`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -321,7 +317,7 @@ pub async fn create_snapshot(
     state: web::Data<AppState>,
     Authenticated(principal): Authenticated,
 ) -> Result<HttpResponse, ApiError> {
-    if !principal.has_role(OPERATOR_ROLE) {
+    if !principal.has_role(Role::Operator) {
         return Err(ApiError::forbidden("operator role required"));
     }
     let settings = &state.settings.snapshots;

@@ -23,7 +23,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use crate::answer::response::AnswerResponse;
-use crate::answer::{Admission, Answer, AnswerRequest, StageEvent};
+use crate::answer::{Admission, Answer, AnswerRequest, RequestActor, StageEvent};
 use crate::domain::schema;
 
 use super::auth::Authenticated;
@@ -133,7 +133,7 @@ pub async fn answer(
     if wants_event_stream(&request) {
         let (progress, events) = tokio::sync::mpsc::unbounded_channel();
         message.progress = Some(progress);
-        let reply = Box::pin(state.answer_actor.send(message));
+        let reply = RequestActor::start(Arc::clone(&state.pipeline), message);
         let stream = EventStream { state, generation, waiting: Some(waiting), events, reply: Some(reply) };
         return Ok(HttpResponse::Ok()
             .content_type("text/event-stream")
@@ -142,11 +142,10 @@ pub async fn answer(
             .insert_header((header::CONTENT_ENCODING, "identity"))
             .streaming(stream.into_stream()));
     }
-    let reply = state.answer_actor.send(message).await;
+    // The actor of this request runs on this worker's arbiter (the thread that received it).
+    let reply = RequestActor::start(Arc::clone(&state.pipeline), message).await;
     drop(waiting);
-    let response = reply.map_err(|_| {
-        ApiError::new(actix_web::http::StatusCode::SERVICE_UNAVAILABLE, "unavailable", "answer actor unavailable")
-    })??;
+    let response = reply.map_err(|_| request_actor_gone())??;
     state.ensure_same_state(generation)?;
     Ok(json(&response))
 }
@@ -167,9 +166,12 @@ fn event(name: &str, data: &impl serde::Serialize) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
 }
 
-type AnswerReply = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<crate::answer::AnswerResult<AnswerResponse>, actix::MailboxError>>>,
->;
+type AnswerReply = tokio::sync::oneshot::Receiver<crate::answer::AnswerResult<AnswerResponse>>;
+
+/// The request actor stopped without replying (its arbiter is shutting down).
+fn request_actor_gone() -> ApiError {
+    ApiError::new(actix_web::http::StatusCode::SERVICE_UNAVAILABLE, "unavailable", "request actor unavailable")
+}
 
 /// A streamed answer in flight: stage events until the reply, then claims and the envelope.
 struct EventStream {
@@ -199,13 +201,7 @@ impl EventStream {
                             pending.push_back(event("stage", &stage));
                         }
                         let outcome = outcome
-                            .map_err(|_| {
-                                ApiError::new(
-                                    actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
-                                    "unavailable",
-                                    "answer actor unavailable",
-                                )
-                            })
+                            .map_err(|_| request_actor_gone())
                             .and_then(|result| result.map_err(ApiError::from))
                             .and_then(|response| stream.state.ensure_same_state(stream.generation).map(|()| response));
                         match outcome {

@@ -17,7 +17,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, deco
 use serde::{Deserialize, Serialize};
 
 use crate::config::AuthSettings;
-use crate::domain::Principal;
+use crate::domain::{Principal, Role};
 
 use super::AppState;
 use super::error::ApiError;
@@ -158,7 +158,8 @@ impl Authenticator {
             tenant: claims.tenant,
             user: claims.sub,
             groups: claims.groups.into_iter().collect(),
-            roles: claims.roles.into_iter().collect::<BTreeSet<_>>(),
+            // A role this server does not know grants nothing.
+            roles: claims.roles.iter().filter_map(|name| Role::parse(name)).collect::<BTreeSet<_>>(),
         })
     }
 }
@@ -206,7 +207,7 @@ impl FromRequest for Admin {
 
     fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(principal_of(request).and_then(|principal| {
-            if principal.has_role("admin") {
+            if principal.has_role(Role::Admin) {
                 Ok(Admin(principal))
             } else {
                 Err(ApiError::forbidden("admin role required"))

@@ -26,7 +26,6 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use actix::Addr;
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
@@ -35,7 +34,7 @@ use actix_web::{HttpMessage, HttpResponse, web};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::Semaphore;
 
-use crate::answer::{AnswerActor, AnswerPipeline};
+use crate::answer::AnswerPipeline;
 use crate::config::Settings;
 
 use auth::Authenticator;
@@ -67,8 +66,6 @@ pub const ROUTES: &[(&str, &str)] = &[
 pub struct AppState {
     /// The answer pipeline (and through it the engine).
     pub pipeline: Arc<AnswerPipeline>,
-    /// The request actor.
-    pub answer_actor: Addr<AnswerActor>,
     /// Token verifier.
     pub authenticator: Authenticator,
     /// Settings.
@@ -80,7 +77,7 @@ pub struct AppState {
     /// Set once indexes are loaded.
     pub ready: AtomicBool,
     /// Freshness of the ACL state when this server is a replica (`None` on a primary).
-    pub replica: Option<Arc<crate::snapshot::replica::ReplicaStatus>>,
+    pub replica: Option<Arc<crate::replica::ReplicaStatus>>,
     /// Per-tenant admission of admin writes.
     pub admission: admission::TenantAdmission,
     /// Serializes writing a snapshot for replicas that ask for one.

@@ -22,7 +22,7 @@ pub struct Readiness {
     pub lineage: String,
     /// Replica freshness (absent on a primary).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub replica: Option<crate::snapshot::replica::ReplicaReport>,
+    pub replica: Option<crate::replica::ReplicaReport>,
 }
 
 /// `/healthz` body.

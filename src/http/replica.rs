@@ -1,7 +1,7 @@
 //! Replica bootstrap (role `replica` only, a service credential no tenant admin holds): the
 //! manifest of the primary's latest snapshot of its current lineage, and each of its files,
 //! streamed. A replica verifies every file's size and sha256 against the manifest before it
-//! uses any of them (see `snapshot::replica`).
+//! uses any of them (see `crate::replica`).
 //!
 //! When no snapshot of the current lineage is recent enough for a replica to follow the change
 //! feed from it (its epoch is below the log's compaction floor), one is written first.
@@ -12,6 +12,7 @@ use actix_web::{HttpResponse, web};
 use futures::StreamExt;
 use tokio::io::AsyncReadExt;
 
+use crate::domain::Role;
 use crate::snapshot::{MANIFEST, Manifest};
 
 use super::auth::Authenticated;
@@ -19,14 +20,11 @@ use super::error::{ApiError, ErrorBody};
 use super::openapi::{Forbidden, Unauthenticated};
 use super::{AppState, json};
 
-/// Role of replica service credentials.
-pub const REPLICA_ROLE: &str = "replica";
-
 /// Bytes read per streamed piece.
 const PIECE: usize = 256 * 1024;
 
 fn require_replica(principal: &crate::domain::Principal) -> Result<(), ApiError> {
-    if principal.has_role(REPLICA_ROLE) { Ok(()) } else { Err(ApiError::forbidden("replica role required")) }
+    if principal.has_role(Role::Replica) { Ok(()) } else { Err(ApiError::forbidden("replica role required")) }
 }
 
 /// The newest usable snapshot, written now when there is none.

@@ -18,9 +18,21 @@ fn arch() -> Arch {
     *ARCH.get_or_init(Arch::new)
 }
 
-/// The reference dot product: eight scalar accumulators (what the index used before SIMD).
+/// The reference dot product: eight scalar accumulators (what the index used before SIMD; also
+/// the embedders' cosine of unit vectors, re-exported as `embed::dot`).
+#[inline]
 pub fn dot_scalar(left: &[f32], right: &[f32]) -> f32 {
-    crate::embed::dot(left, right)
+    debug_assert_eq!(left.len(), right.len());
+    // Eight independent accumulators let the compiler vectorize without fast-math.
+    let mut sums = [0f32; 8];
+    let chunks = left.len() / 8 * 8;
+    for (left_block, right_block) in left[..chunks].chunks_exact(8).zip(right[..chunks].chunks_exact(8)) {
+        for lane in 0..8 {
+            sums[lane] += left_block[lane] * right_block[lane];
+        }
+    }
+    let tail: f32 = left[chunks..].iter().zip(&right[chunks..]).map(|(a, b)| a * b).sum();
+    sums.iter().sum::<f32>() + tail
 }
 
 /// Dot product with the widest SIMD the CPU offers. `left` and `right` must have one length.

@@ -99,8 +99,9 @@ pub enum VectorStrategy {
 }
 
 /// How [`VectorStrategy::Graph`] walks the graph (a benchmark switch; searches use
-/// [`GraphWalk::DEFAULT`]).
+/// [`GraphWalk::DEFAULT`]). The other walks are reached only by the lab benchmarks and tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(not(any(test, feature = "lab")), allow(dead_code))]
 pub(crate) enum GraphWalk {
     /// hnsw_rs `search_filter`: no early termination in layer 0 under a filter.
     HnswRs,
@@ -117,6 +118,7 @@ impl GraphWalk {
     pub(crate) const DEFAULT: Self = Self::Frozen;
 
     /// Stable name for benchmark rows.
+    #[cfg_attr(not(any(test, feature = "lab")), allow(dead_code))]
     pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Self::HnswRs => "hnsw_rs",

@@ -1,5 +1,6 @@
 //! The coordinator actor: fans one query out to every shard, lexical and vector concurrently,
-//! with the same scope, then merges, fuses and reranks.
+//! with the same scope, then merges (dropping any hit of another tenant), fuses (RRF: Cormack et
+//! al. 2009) and reranks. It owns the shard addresses, the fusion constant and the reranker.
 //!
 //! Lexical search across several shards is two-phase, so that BM25 scores of different shards
 //! are comparable and do not depend on the shard count: every shard first reports the query's
@@ -49,15 +50,30 @@ pub struct FanOut {
     pub vector_k: usize,
 }
 
-/// The coordinator actor.
+/// Retrieve fused, reranked candidates for one query inside one scope.
+#[derive(Message)]
+#[rtype(result = "RetrievalResult<Retrieved>")]
+pub struct Retrieve {
+    /// The request's scope (its bitmap is shared with every shard, never copied per shard).
+    pub scope: AuthorizationScope,
+    /// The validated query.
+    pub query: RetrievalQuery,
+}
+
+/// The coordinator actor: owns the shard addresses, the fusion constant and the reranker;
+/// fans a query out under one scope, merges the shards' hits (dropping any of another tenant),
+/// fuses them with reciprocal rank fusion and reranks. Budgeted selection is a plain function
+/// of its output ([`super::select_context`]), shared with backends that have no coordinator.
 pub struct Coordinator {
     shards: Vec<Addr<ShardActor>>,
+    rrf_k: f64,
+    reranker: Arc<dyn Reranker>,
 }
 
 impl Coordinator {
     /// A coordinator over the given shard actors.
-    pub fn new(shards: Vec<Addr<ShardActor>>) -> Self {
-        Self { shards }
+    pub fn new(shards: Vec<Addr<ShardActor>>, rrf_k: f64, reranker: Arc<dyn Reranker>) -> Self {
+        Self { shards, rrf_k, reranker }
     }
 }
 
@@ -71,6 +87,63 @@ impl Handler<FanOut> for Coordinator {
     fn handle(&mut self, message: FanOut, _: &mut Context<Self>) -> Self::Result {
         Box::pin(fan_out(self.shards.clone(), message))
     }
+}
+
+impl Handler<Retrieve> for Coordinator {
+    type Result = ResponseFuture<RetrievalResult<Retrieved>>;
+
+    fn handle(&mut self, message: Retrieve, _: &mut Context<Self>) -> Self::Result {
+        Box::pin(retrieve(self.shards.clone(), self.rrf_k, Arc::clone(&self.reranker), message))
+    }
+}
+
+/// The coordinator's work for one [`Retrieve`]: fan out, merge under the tenant check, fuse,
+/// rerank.
+pub async fn retrieve(
+    shards: Vec<Addr<ShardActor>>,
+    rrf_k: f64,
+    reranker: Arc<dyn Reranker>,
+    message: Retrieve,
+) -> RetrievalResult<Retrieved> {
+    let Retrieve { scope, query } = message;
+    if scope.is_empty() {
+        return Ok(Retrieved::default());
+    }
+    let fan_out_message = FanOut {
+        text: Arc::from(query.text.as_str()),
+        vector: query.vector.as_deref().map(Arc::from),
+        allowed: scope.shared_bitmap(),
+        lexical_k: query.lexical_candidates,
+        vector_k: query.vector_candidates,
+    };
+    let results = fan_out(shards, fan_out_message).await?;
+    // Defence in depth: a hit whose chunk belongs to another tenant than the scope's can only
+    // come from a corrupted ordinal mapping; it is dropped and counted, never served.
+    let tenant = scope.tenant();
+    let to_scored = |hits: Vec<ShardHit>| {
+        hits.into_iter()
+            .filter(|hit| {
+                let same = hit.chunk.tenant == tenant;
+                if !same {
+                    metrics::counter!("warrant_scope_violations_total").increment(1);
+                    tracing::error!("a hit of another tenant reached the coordinator; dropped");
+                }
+                same
+            })
+            .map(|hit| ScoredChunk { chunk: hit.chunk, score: hit.score })
+            .collect()
+    };
+    let mut lists = Vec::with_capacity(2);
+    if query.lexical_candidates > 0 {
+        lists.push((Retriever::Lexical, to_scored(results.lexical)));
+    }
+    if query.vector.is_some() {
+        lists.push((Retriever::Vector, to_scored(results.vector)));
+    }
+    let fused = reciprocal_rank_fusion(lists, rrf_k);
+    debug_assert!(fused.iter().all(|candidate| scope.allows(candidate.chunk.doc_ordinal)));
+    let candidates = reranker.rerank(&query.text, fused);
+    Ok(Retrieved { candidates, vector_reports: results.vector_reports })
 }
 
 /// Sends the vector searches of every shard at once and, concurrently, the two lexical phases
@@ -145,60 +218,23 @@ async fn global_statistics(
     Ok(statistics)
 }
 
-/// The embedded [`RetrievalRepository`]: the coordinator actor over in-memory shard actors.
+/// The embedded [`RetrievalRepository`]: hands each request to the coordinator actor over the
+/// in-memory shard actors.
 pub struct EmbeddedRepository {
     coordinator: Addr<Coordinator>,
-    rrf_k: f64,
-    reranker: Arc<dyn Reranker>,
 }
 
 impl EmbeddedRepository {
     /// A repository over a running coordinator.
-    pub fn new(coordinator: Addr<Coordinator>, rrf_k: f64, reranker: Arc<dyn Reranker>) -> Self {
-        Self { coordinator, rrf_k, reranker }
+    pub fn new(coordinator: Addr<Coordinator>) -> Self {
+        Self { coordinator }
     }
 }
 
 #[async_trait]
 impl RetrievalRepository for EmbeddedRepository {
     async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved> {
-        if scope.is_empty() {
-            return Ok(Retrieved::default());
-        }
-        let message = FanOut {
-            text: Arc::from(query.text.as_str()),
-            vector: query.vector.as_deref().map(Arc::from),
-            allowed: scope.shared_bitmap(),
-            lexical_k: query.lexical_candidates,
-            vector_k: query.vector_candidates,
-        };
-        let results = self.coordinator.send(message).await.map_err(|_| IndexError::Unavailable)??;
-        // Defence in depth: a hit whose chunk belongs to another tenant than the scope's can only
-        // come from a corrupted ordinal mapping; it is dropped and counted, never served.
-        let tenant = scope.tenant();
-        let to_scored = |hits: Vec<ShardHit>| {
-            hits.into_iter()
-                .filter(|hit| {
-                    let same = hit.chunk.tenant == tenant;
-                    if !same {
-                        metrics::counter!("warrant_scope_violations_total").increment(1);
-                        tracing::error!("a hit of another tenant reached the coordinator; dropped");
-                    }
-                    same
-                })
-                .map(|hit| ScoredChunk { chunk: hit.chunk, score: hit.score })
-                .collect()
-        };
-        let mut lists = Vec::with_capacity(2);
-        if query.lexical_candidates > 0 {
-            lists.push((Retriever::Lexical, to_scored(results.lexical)));
-        }
-        if query.vector.is_some() {
-            lists.push((Retriever::Vector, to_scored(results.vector)));
-        }
-        let fused = reciprocal_rank_fusion(lists, self.rrf_k);
-        debug_assert!(fused.iter().all(|candidate| scope.allows(candidate.chunk.doc_ordinal)));
-        let candidates = self.reranker.rerank(&query.text, fused);
-        Ok(Retrieved { candidates, vector_reports: results.vector_reports })
+        let message = Retrieve { scope: scope.clone(), query: query.clone() };
+        self.coordinator.send(message).await.map_err(|_| IndexError::Unavailable)?
     }
 }

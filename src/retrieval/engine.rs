@@ -302,8 +302,9 @@ impl Engine {
                 SyncArbiter::start(params.threads_per_shard, move || ShardActor::new(Arc::clone(&shard)))
             })
             .collect();
-        let coordinator = actix::Actor::start(Coordinator::new(shard_actors.clone()));
-        let repository = Arc::new(EmbeddedRepository::new(coordinator, params.rrf_k, Arc::new(IdentityReranker)));
+        let coordinator =
+            actix::Actor::start(Coordinator::new(shard_actors.clone(), params.rrf_k, Arc::new(IdentityReranker)));
+        let repository = Arc::new(EmbeddedRepository::new(coordinator));
         Ok(Core { acl, shards, shard_actors, repository })
     }
 

@@ -9,10 +9,12 @@ mod coordinator;
 mod engine;
 pub mod fusion;
 pub mod select;
+#[cfg(test)]
+mod write_tests;
 
 use async_trait::async_trait;
 
-pub use coordinator::{Coordinator, EmbeddedRepository, FanOut};
+pub use coordinator::{Coordinator, EmbeddedRepository, FanOut, Retrieve};
 pub use engine::{DocumentInput, Engine, EngineParams, FaultHook, Recovery, UpsertOutcome, shard_of};
 pub(crate) use engine::{embedding_text, to_document, validate_batch};
 pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};

@@ -1,7 +1,7 @@
 //! Snapshots: the whole retrievable state (ACL snapshot, change log and ordinal counter; per
 //! shard the stored chunks with provenance and their embeddings) written to
-//! `<dir>/<id>/` and verified whole before anything is built from it; and replica mode, which
-//! starts from a snapshot and follows a primary's ACL change feed.
+//! `<dir>/<id>/` and verified whole before anything is built from it. Replica mode, which starts
+//! from a snapshot and follows a primary's ACL change feed, is `crate::replica`.
 //!
 //! Format version 1 (`manifest.json` lists every other file with its byte size and sha256):
 //! - `manifest.json`: format version, id, creation time, ACL epoch, next ordinal, embedder name
@@ -25,7 +25,6 @@
 
 pub mod checkpoint;
 mod read;
-pub mod replica;
 mod write;
 
 use serde::{Deserialize, Serialize};

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::scripted::{ScriptStep, ScriptedGenerator};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
@@ -21,7 +22,6 @@ use warrant::acl::AclMutation;
 use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
 use warrant::answer::lexical_verifier::LexicalSupportVerifier;
 use warrant::answer::response::{AnswerResponse, AnswerStatus};
-use warrant::answer::scripted::{ScriptStep, ScriptedGenerator};
 use warrant::answer::verifier::{CitedText, ClaimSupport, SupportVerifier};
 use warrant::answer::{AnswerPipeline, AnswerRequest, PipelineSettings};
 use warrant::config::{ClaimPolicy, Settings};

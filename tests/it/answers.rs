@@ -38,7 +38,7 @@ fn write_dataset(dir: &Path) {
 
 fn settings() -> Settings {
     let mut settings = Settings::defaults();
-    settings.embedder.kind = "hashed".into();
+    settings.embedder.kind = warrant::config::EmbedderKind::Hashed;
     settings.embedder.dim = 64;
     settings
 }

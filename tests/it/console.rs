@@ -10,6 +10,7 @@ use actix_web::dev::ServiceResponse;
 use actix_web::test::{TestRequest, call_service, init_service, read_body};
 use serde_json::{Value, json};
 use warrant::config::{DEMO_HS256_SECRET, Settings};
+use warrant::domain::Role;
 use warrant::http::auth::{Authenticator, Claims, mint_hs256};
 use warrant::http::console::{ASSETS, CONTENT_SECURITY_POLICY};
 use warrant::http::server::app;
@@ -198,9 +199,9 @@ async fn demo_tokens_are_minted_only_for_listed_users_with_their_own_claims() {
             sorted
         });
         for role in &principal.roles {
-            assert_eq!(role, "admin", "{id}: the console minted role {role}");
+            assert_eq!(*role, Role::Admin, "{id}: the console minted role {role}");
         }
-        assert!(!principal.has_role("operator") && !principal.has_role("replica"));
+        assert!(!principal.has_role(Role::Operator) && !principal.has_role(Role::Replica));
     }
     assert!(listed.iter().any(|user| user["roles"] == json!(["admin"])), "one demo admin for the admin view");
     for unknown in ["mallory", "", "ALICE", " alice", "alice\u{0}"] {

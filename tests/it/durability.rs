@@ -245,7 +245,7 @@ async fn durable_state(directory: &Path) -> actix_web::web::Data<warrant::http::
     settings.storage.dir = directory.join("data").display().to_string();
     settings.snapshots.dir = directory.join("snapshots").display().to_string();
     let embedder: Arc<dyn warrant::embed::Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
-    let providers = warrant::http::server::Providers {
+    let providers = warrant::providers::Providers {
         embedder: Arc::clone(&embedder),
         generator: Arc::new(warrant::answer::extractive::ExtractiveGenerator::new(settings.generator.max_claims)),
         verifier: Arc::new(warrant::answer::lexical_verifier::LexicalSupportVerifier::new(
@@ -254,7 +254,7 @@ async fn durable_state(directory: &Path) -> actix_web::web::Data<warrant::http::
             Some(embedder),
         )),
     };
-    warrant::http::server::build_state(Arc::new(settings), providers).await.expect("state")
+    warrant::app::build_state(Arc::new(settings), providers).await.expect("state")
 }
 
 /// `send!(app, METHOD, path, bearer[, body])` → (status, JSON body).

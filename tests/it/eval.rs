@@ -41,7 +41,7 @@ fn write_dataset(dir: &Path) {
 /// Settings of the tests: the default configuration on the hashed embedder.
 fn settings() -> Settings {
     let mut settings = Settings::defaults();
-    settings.embedder.kind = "hashed".into();
+    settings.embedder.kind = warrant::config::EmbedderKind::Hashed;
     settings.embedder.dim = 64;
     settings
 }

@@ -9,10 +9,12 @@ use actix_web::test::{TestRequest, call_service, init_service, read_body};
 use proptest::prelude::*;
 use warrant::answer::extractive::ExtractiveGenerator;
 use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+use warrant::app::build_state;
 use warrant::config::Settings;
 use warrant::embed::{Embedder, HashedEmbedder};
 use warrant::http::auth::{Claims, mint_hs256};
-use warrant::http::server::{Providers, app, build_state};
+use warrant::http::server::app;
+use warrant::providers::Providers;
 
 fn body_strategy() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::scripted::{ScriptStep, ScriptedGenerator};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
-use warrant::answer::scripted::{ScriptStep, ScriptedGenerator};
 use warrant::config::Settings;
 use warrant::http::auth::{Claims, mint_hs256};
 use warrant::http::server::app;
@@ -592,4 +592,43 @@ async fn revocation_under_load_is_enforced_for_every_later_request() {
         "revocation under load: {after} requests started after the revoke, none cited it; {dropped} in-flight dropped with source_revoked; first request after the admin response completed {:.2} ms after it",
         enforcement.as_secs_f64() * 1000.0
     );
+}
+
+/// FAKE generator recording the thread each generation runs on (answers unanswerable).
+#[derive(Default)]
+struct ThreadRecorder {
+    threads: std::sync::Mutex<std::collections::HashSet<std::thread::ThreadId>>,
+}
+
+#[async_trait::async_trait]
+impl Generator for ThreadRecorder {
+    fn name(&self) -> &str {
+        "thread-recorder-fake"
+    }
+
+    async fn generate(&self, _request: &GenerationRequest) -> Result<String, GeneratorError> {
+        self.threads.lock().unwrap().insert(std::thread::current().id());
+        // Long enough that concurrent requests overlap on every worker.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        Ok(r#"{"answerable": false, "claims": []}"#.to_owned())
+    }
+}
+
+/// Every answer ran on one global actor's thread, so one slow generation delayed every tenant
+/// and answers never used more than one core. Each answer now has its own request actor on the
+/// HTTP worker that received it.
+#[actix_web::test]
+async fn concurrent_answers_run_on_every_http_worker() {
+    let mut settings = settings();
+    settings.server.max_in_flight = 64;
+    let generator = Arc::new(ThreadRecorder::default());
+    let server = start_with(settings, Some(Arc::clone(&generator) as Arc<dyn Generator>)).await;
+    let user = token("acme", "bob", &["everyone"], false);
+    let calls = (0..16).map(|_| server.post("/v1/answer", &user, json!({"question": "hotel per night"})));
+    for (status, body) in futures::future::join_all(calls).await {
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "abstained", "{body}");
+    }
+    let threads = generator.threads.lock().unwrap().len();
+    assert_eq!(threads, 2, "generations ran on {threads} thread(s) of 2 workers");
 }

@@ -15,6 +15,7 @@ mod openapi;
 mod postgres;
 mod providers;
 mod retrieval;
+mod scripted;
 mod security;
 mod snapshots;
 mod support;

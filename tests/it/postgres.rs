@@ -382,7 +382,7 @@ async fn postgres_measure_scifact_against_embedded() {
     let Some(url) = fresh_database().await else { return };
     let dataset = Dataset::load(&folder, None).expect("scifact loads");
     let mut settings = warrant::config::Settings::defaults();
-    settings.embedder.kind = "hashed".into();
+    settings.embedder.kind = warrant::config::EmbedderKind::Hashed;
     settings.embedder.dim = 384;
     let (_, embedded) = run(&settings, &dataset, &RunOptions::default(), &NoProgress).await.expect("embedded run");
 

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
+use crate::scripted::{ScriptStep, ScriptedGenerator};
 use warrant::answer::lexical_verifier::LexicalSupportVerifier;
-use warrant::answer::scripted::{ScriptStep, ScriptedGenerator};
 use warrant::answer::{AnswerPipeline, AnswerRequest, PipelineSettings};
 
 use crate::support::{doc, engine, principal, settings};

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+use warrant::app::load_corpus;
 use warrant::config::Settings;
 use warrant::domain::Principal;
 use warrant::embed::{Embedder, HashedEmbedder};
 use warrant::http::auth::{Claims, mint_hs256};
-use warrant::http::server::load_corpus;
 use warrant::retrieval::{Engine, EngineParams};
 use warrant::snapshot::{self, SnapshotError};
 
@@ -27,7 +27,7 @@ fn demo_corpus() -> PathBuf {
 fn settings(shards: usize, dim: usize) -> Settings {
     let mut settings = Settings::defaults();
     settings.index.shards = shards;
-    settings.embedder.kind = "hashed".into();
+    settings.embedder.kind = warrant::config::EmbedderKind::Hashed;
     settings.embedder.dim = dim;
     settings
 }

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use warrant::answer::extractive::ExtractiveGenerator;
 use warrant::answer::generator::Generator;
 use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+use warrant::app::{build_state, load_corpus};
 use warrant::config::Settings;
 use warrant::domain::{DocAcl, Principal};
 use warrant::embed::{Embedder, HashedEmbedder};
 use warrant::http::AppState;
-use warrant::http::server::{Providers, build_state, load_corpus};
+use warrant::providers::Providers;
 use warrant::retrieval::{DocumentInput, Engine, EngineParams};
 
 /// Providers of an in-process service: the hashed embedder of `settings.embedder.dim`,

