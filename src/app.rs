@@ -213,8 +213,9 @@ pub(crate) async fn build_state_with(
     if engine.store().is_some() {
         crate::snapshot::checkpoint::spawn(Arc::clone(&engine), Arc::clone(&settings));
     }
-    let pipeline = Arc::new(pipeline(&settings, engine, &providers));
+    let pipeline = Arc::new(pipeline(&settings, Arc::clone(&engine), &providers));
     let state = web::Data::new(AppState {
+        engine,
         pipeline,
         authenticator,
         in_flight: Arc::new(Semaphore::new(settings.server.max_in_flight)),

@@ -160,7 +160,7 @@ fn admit(state: &AppState, tenant: &str, kind: WriteKind) -> Result<tokio::sync:
 /// Applies one ACL mutation: durable, then published, then acknowledged.
 async fn publish(state: &AppState, mutation: AclMutation) -> Result<HttpResponse, ApiError> {
     let _permit = admit(state, mutation.tenant(), WriteKind::Acl)?;
-    let acl_epoch = state.pipeline.engine().mutate(mutation).await?;
+    let acl_epoch = state.engine.mutate(mutation).await?;
     Ok(json(&EpochOut { acl_epoch }))
 }
 
@@ -195,7 +195,7 @@ pub async fn upsert_documents(
         return Err(ApiError::bad_request("batch_too_large", format!("at most {max} documents per request")));
     }
     let _permit = admit(&state, &principal.tenant, WriteKind::Documents)?;
-    let outcome = state.pipeline.engine().upsert(&principal.tenant, documents).await?;
+    let outcome = state.engine.upsert(&principal.tenant, documents).await?;
     Ok(json(&UpsertOut { acl_epoch: outcome.acl_epoch, documents: outcome.documents, chunks: outcome.chunks }))
 }
 
@@ -288,7 +288,7 @@ pub async fn changes(
     if !all_tenants && !principal.has_role(Role::Admin) {
         return Err(ApiError::forbidden("admin or replica role required"));
     }
-    let acl = state.pipeline.engine().acl();
+    let acl = state.engine.acl();
     let changes = acl
         .changes_since(query.since)?
         .into_iter()
@@ -323,7 +323,7 @@ pub async fn create_snapshot(
     let settings = &state.settings.snapshots;
     let protected = (!settings.restore.is_empty()).then(|| std::path::Path::new(&settings.restore));
     let created = crate::snapshot::create_protecting(
-        state.pipeline.engine(),
+        &state.engine,
         std::path::Path::new(&settings.dir),
         settings.retain,
         protected,

@@ -62,7 +62,7 @@ pub async fn document(
 ) -> Result<HttpResponse, ApiError> {
     let doc_id = path.into_inner();
     let generation = state.ensure_fresh()?;
-    let engine = state.pipeline.engine();
+    let engine = &state.engine;
     let snapshot = engine.acl().load();
     let entry = snapshot
         .entry(&principal.tenant, &doc_id)

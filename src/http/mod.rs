@@ -64,7 +64,9 @@ pub const ROUTES: &[(&str, &str)] = &[
 
 /// Shared state of all handlers.
 pub struct AppState {
-    /// The answer pipeline (and through it the engine).
+    /// The engine: its write side for the admin API, its state for documents, ops and replicas.
+    pub engine: Arc<crate::retrieval::Engine>,
+    /// The answer pipeline (the engine's read side, the generator and the verifier).
     pub pipeline: Arc<AnswerPipeline>,
     /// Token verifier.
     pub authenticator: Authenticator,

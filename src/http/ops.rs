@@ -46,7 +46,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     let replica = state.replica.as_ref().map(|status| status.report());
     let stale = replica.as_ref().is_some_and(|report| !report.fresh);
     let ready = state.ready.load(Ordering::SeqCst) && !stale;
-    let engine = state.pipeline.engine();
+    let engine = &state.engine;
     let body = Readiness {
         status: if stale {
             "replica_stale"
@@ -68,7 +68,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 #[utoipa::path(get, path = "/metrics",
     responses((status = 200, description = "prometheus text exposition 0.0.4", body = String, content_type = "text/plain")))]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    let engine = state.pipeline.engine();
+    let engine = &state.engine;
     let stats = engine.stats();
     metrics::gauge!("warrant_index_chunks").set(stats.iter().map(|shard| shard.chunks).sum::<usize>() as f64);
     metrics::gauge!("warrant_index_vectors").set(stats.iter().map(|shard| shard.vectors).sum::<usize>() as f64);

@@ -30,7 +30,7 @@ fn require_replica(principal: &crate::domain::Principal) -> Result<(), ApiError>
 /// The newest usable snapshot, written now when there is none.
 async fn usable_snapshot(state: &AppState) -> Result<(PathBuf, Manifest), ApiError> {
     let _one_at_a_time = state.replica_snapshot.lock().await;
-    let engine = state.pipeline.engine();
+    let engine = &state.engine;
     let acl = engine.acl();
     let root = PathBuf::from(&state.settings.snapshots.dir);
     let lineage = acl.lineage().to_owned();

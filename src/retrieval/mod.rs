@@ -8,17 +8,20 @@
 mod coordinator;
 mod engine;
 pub mod fusion;
+mod read;
 pub mod select;
+mod write;
 #[cfg(test)]
 mod write_tests;
 
 use async_trait::async_trait;
 
 pub use coordinator::{Coordinator, EmbeddedRepository, FanOut, Retrieve};
-pub use engine::{DocumentInput, Engine, EngineParams, FaultHook, Recovery, UpsertOutcome, shard_of};
-pub(crate) use engine::{embedding_text, to_document, validate_batch};
+pub use engine::{Engine, EngineParams, Recovery, shard_of};
 pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};
 pub use select::{Selection, SelectionLimits, select_context};
+pub use write::{DocumentInput, FaultHook, UpsertOutcome};
+pub(crate) use write::{embedding_text, to_document, validate_batch};
 
 use crate::acl::{AclError, AuthorizationScope};
 use crate::embed::EmbedError;

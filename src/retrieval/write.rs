@@ -1,0 +1,505 @@
+//! The write side of the [`Engine`]: batch validation, chunking, embedding, indexing, staging,
+//! the durable commit and the publication of ACL changes, and their cleanup. Local writes and a
+//! replica's remote changes end in the same [`Engine::publish_and_purge`] step.
+//!
+//! See [`super::engine`] for the write-path invariants.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::future::join_all;
+use roaring::RoaringBitmap;
+use serde::Deserialize;
+
+use crate::acl::{AclError, AclMutation, AclStore};
+use crate::domain::{Chunk, ChunkingConfig, DocAcl, Document, chunk_document, schema};
+use crate::index::IndexError;
+use crate::index::shard::{IndexChunks, PurgeOrdinals, Shard};
+use crate::storage::{Commit, EncodedDocument, STORE_FILE, StorageError, WriteStep};
+
+use super::engine::{Engine, shard_of};
+use super::{RetrievalError, RetrievalResult};
+
+/// Longest accepted document id, in characters.
+const MAX_DOC_ID_CHARS: usize = 256;
+/// Longest accepted document text, in characters.
+const MAX_TEXT_CHARS: usize = 2_000_000;
+
+/// Longest accepted title, in characters.
+const MAX_TITLE_CHARS: usize = 1000;
+
+/// A document as an admin submits it (the tenant comes from the caller, never from here). The
+/// schema declares what `validate_batch` enforces, except that a `doc_id` appears once a batch.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentInput {
+    /// Tenant-scoped id: 1..=256 characters, not blank, no control characters.
+    #[schema(schema_with = doc_id_schema)]
+    pub doc_id: String,
+    /// Display title, at most 1000 characters.
+    #[serde(default)]
+    #[schema(max_length = 1000)]
+    pub title: String,
+    /// Full text: 1..=2,000,000 characters, not blank.
+    #[schema(schema_with = text_schema)]
+    pub text: String,
+    /// Readers.
+    #[serde(default)]
+    pub acl: DocAcl,
+    /// Explicit version (at least 1); must be greater than the stored one. Default: stored + 1
+    /// (or 1).
+    #[serde(default, deserialize_with = "schema::optional_integer")]
+    #[schema(schema_with = version_schema)]
+    pub version: Option<u64>,
+}
+
+fn doc_id_schema() -> utoipa::openapi::Object {
+    schema::identifier(MAX_DOC_ID_CHARS, "tenant-scoped id: 1..=256 characters, not blank, no control characters")
+}
+
+fn text_schema() -> utoipa::openapi::Object {
+    schema::not_blank(MAX_TEXT_CHARS, "full text: 1..=2000000 characters, not blank")
+}
+
+fn version_schema() -> utoipa::openapi::Object {
+    schema::unsigned(1, true, "explicit version, greater than the stored one; default: stored + 1 (or 1)")
+}
+
+/// Result of an upsert batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct UpsertOutcome {
+    /// Epoch that made the batch readable.
+    pub acl_epoch: u64,
+    /// Documents written.
+    pub documents: usize,
+    /// Chunks written.
+    pub chunks: usize,
+}
+
+/// A test hook that can fail the write path before any [`WriteStep`] (deterministic crash and
+/// I/O-failure tests). Returns `true` to fail at that step.
+pub type FaultHook = Arc<dyn Fn(WriteStep) -> bool + Send + Sync>;
+
+/// Attempts at an upsert whose implicit versions raced another upsert of the same document.
+const MAX_UPSERT_ATTEMPTS: usize = 4;
+/// Documents per staging transaction: small enough that a revoke queued behind one waits
+/// milliseconds, large enough that a 500-document batch takes few fsyncs.
+const STAGE_DOCUMENTS: usize = 32;
+
+impl Engine {
+    /// Installs a fault hook (tests only: deterministic failures between write-path steps).
+    pub fn inject_faults(&self, hook: Option<FaultHook>) {
+        *self.faults.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = hook;
+    }
+
+    fn fault(&self, step: WriteStep) -> RetrievalResult<()> {
+        let hook = self.faults.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        match hook {
+            Some(hook) if hook(step) => Err(StorageError::Injected(step).into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Upserts a batch of documents into `tenant`, all or nothing.
+    ///
+    /// Chunking, embedding and indexing run outside the writer lock (new chunks are indexed under
+    /// fresh ordinals that no scope contains yet), so a revoke never waits for another request's
+    /// embedding; the lock is held only to check versions, commit and publish.
+    pub async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
+        validate_batch(&inputs)?;
+        let inputs = Arc::new(inputs);
+        // Chunk boundaries and embedding texts do not depend on the version or the ordinal.
+        let (provisional, texts) = {
+            let (tenant, inputs, chunking) = (tenant.to_owned(), Arc::clone(&inputs), self.params.chunking);
+            off_thread(inputs.len(), move || {
+                let provisional: Vec<Vec<Chunk>> =
+                    inputs.iter().map(|input| chunk_document(&to_document(&tenant, input, 1), 0, &chunking)).collect();
+                let texts: Vec<String> = provisional.iter().flatten().map(embedding_text).collect();
+                (Arc::new(provisional), texts)
+            })
+            .await
+        };
+        self.fault(WriteStep::Embed)?;
+        let vectors = Arc::new(self.embed_texts(texts).await?);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.try_upsert(tenant, &inputs, &provisional, &vectors).await {
+                Err(RetrievalError::Acl(AclError::StaleVersion { .. } | AclError::Conflict))
+                    if attempt < MAX_UPSERT_ATTEMPTS && inputs.iter().all(|input| input.version.is_none()) =>
+                {
+                    // Another upsert of the same document won the race; take the next version.
+                    continue;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn try_upsert(
+        &self,
+        tenant: &str,
+        inputs: &[DocumentInput],
+        provisional: &Arc<Vec<Vec<Chunk>>>,
+        vectors: &Arc<Vec<Vec<f32>>>,
+    ) -> RetrievalResult<UpsertOutcome> {
+        let acl = self.acl();
+        let snapshot = acl.load();
+        let mut documents = Vec::with_capacity(inputs.len());
+        for input in inputs {
+            let current = snapshot.entry(tenant, &input.doc_id).map(|entry| entry.version);
+            let version = match (input.version, current) {
+                (Some(version), Some(current)) if version <= current => {
+                    return Err(AclError::StaleVersion { doc_id: input.doc_id.clone(), current }.into());
+                }
+                (Some(version), _) => version,
+                (None, Some(current)) => current
+                    .checked_add(1)
+                    .ok_or_else(|| invalid(&input.doc_id, "the version counter of this document is exhausted"))?,
+                (None, None) => 1,
+            };
+            documents.push(to_document(tenant, input, version));
+        }
+        let count = u32::try_from(documents.len()).map_err(|_| invalid("", "batch too large"))?;
+        let ordinals = acl.reserve_ordinals(count)?;
+        let (documents, rows) = {
+            let (provisional, vectors, chunking) = (Arc::clone(provisional), Arc::clone(vectors), self.params.chunking);
+            let (ordinals, encode) = (ordinals.clone(), self.store.is_some());
+            off_thread(documents.len(), move || {
+                let rows = batch_rows(&documents, ordinals, &provisional, &vectors, &chunking, encode);
+                (documents, rows)
+            })
+            .await
+        };
+        let BatchRows { items, encoded, chunk_count } = rows?;
+        let unpublished: RoaringBitmap = ordinals.clone().collect();
+        let indexed = match self.fault(WriteStep::Index) {
+            Ok(()) => self.index_chunks(items.into_iter().flatten().collect()).await,
+            Err(error) => Err(error),
+        };
+        let staged = match indexed {
+            Ok(()) => self.stage(encoded).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = staged {
+            self.abandon(unpublished).await;
+            return Err(error);
+        }
+        let mutations = documents
+            .iter()
+            .zip(ordinals)
+            .map(|(document, ordinal)| AclMutation::Upsert {
+                tenant: document.tenant.clone(),
+                doc_id: document.doc_id.clone(),
+                version: document.version,
+                ordinal,
+                title: document.title.clone(),
+                acl: document.acl.clone(),
+            })
+            .collect();
+        let published = if self.store.is_some() { unpublished.clone() } else { RoaringBitmap::new() };
+        match self.publish(mutations, published).await {
+            Ok(epoch) => Ok(UpsertOutcome { acl_epoch: epoch, documents: documents.len(), chunks: chunk_count }),
+            Err(error) => {
+                self.abandon(unpublished).await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Writes a batch's rows to the store ahead of its publication, [`STAGE_DOCUMENTS`] documents
+    /// per transaction, outside the writer lock: a revoke waits at most for one small
+    /// transaction, never for a whole batch's commit.
+    async fn stage(&self, encoded: Vec<EncodedDocument>) -> RetrievalResult<()> {
+        self.fault(WriteStep::Stage)?;
+        let Some(store) = &self.store else { return Ok(()) };
+        let store = Arc::clone(store);
+        tokio::task::spawn_blocking(move || encoded.chunks(STAGE_DOCUMENTS).try_for_each(|piece| store.stage(piece)))
+            .await
+            .map_err(|error| StorageError::Io { file: STORE_FILE.into(), reason: error.to_string() })??;
+        Ok(())
+    }
+
+    /// Forgets a batch that will not be published: its chunks leave the indexes and its staged
+    /// rows the store (best effort: recovery deletes staged rows a failure here leaves behind).
+    async fn abandon(&self, unpublished: RoaringBitmap) {
+        if let Some(store) = &self.store {
+            let store = Arc::clone(store);
+            let ordinals = unpublished.clone();
+            let unstaged = tokio::task::spawn_blocking(move || store.unstage(&ordinals)).await;
+            if !matches!(unstaged, Ok(Ok(()))) {
+                tracing::warn!("could not delete the rows of an abandoned batch; recovery will");
+            }
+        }
+        self.purge_later(unpublished);
+    }
+
+    /// Applies one ACL mutation (delete, grant, revoke): committed, then published, then
+    /// acknowledged. A no-op (granting what is granted, revoking what is not) changes nothing
+    /// and returns the current epoch.
+    pub async fn mutate(&self, mutation: AclMutation) -> RetrievalResult<u64> {
+        self.publish(vec![mutation], RoaringBitmap::new()).await
+    }
+
+    /// Under the writer lock: validates `mutations` against the current snapshot, commits them
+    /// (making the `published` staged rows live) as one durable transaction, then publishes.
+    /// Nothing is visible before it is durable; a failure anywhere publishes nothing.
+    async fn publish(&self, mutations: Vec<AclMutation>, published: RoaringBitmap) -> RetrievalResult<u64> {
+        let _writer = self.writer.lock().await;
+        let acl = self.acl();
+        let prepared = acl.prepare(mutations)?;
+        if prepared.is_noop() {
+            return Ok(prepared.epoch());
+        }
+        let retired = prepared.retired();
+        self.fault(WriteStep::Commit)?;
+        if let Some(store) = &self.store {
+            let store = Arc::clone(store);
+            let changes = prepared.changes().to_vec();
+            let removed = retired.clone();
+            let next_ordinal = acl.next_ordinal();
+            tokio::task::spawn_blocking(move || {
+                store.commit(&Commit {
+                    changes: &changes,
+                    added: &[],
+                    removed: &removed,
+                    published: &published,
+                    next_ordinal,
+                })
+            })
+            .await
+            .map_err(|error| StorageError::Io { file: STORE_FILE.into(), reason: error.to_string() })??;
+        }
+        self.fault(WriteStep::Publish)?;
+        self.publish_and_purge(&acl, prepared)
+    }
+
+    /// Publishes a prepared change (the new ACL snapshot is what every later scope reads) and
+    /// hands the ordinals it tombstoned to the background lexical purge. The one last step of
+    /// local writes and of a replica's remote changes.
+    fn publish_and_purge(&self, acl: &AclStore, prepared: crate::acl::Prepared) -> RetrievalResult<u64> {
+        let retired = prepared.retired();
+        let epoch = acl.publish(prepared)?;
+        metrics::gauge!("warrant_acl_epoch").set(epoch as f64);
+        if !retired.is_empty() && self.fault(WriteStep::Purge).is_ok() {
+            self.purge_later(retired);
+        }
+        Ok(epoch)
+    }
+
+    /// Runs `capture` while no write (upsert, mutation, remote apply) is in progress, so the ACL
+    /// state and the shards it sees are consistent with each other (snapshots).
+    pub async fn quiesced<T>(&self, capture: impl FnOnce(&AclStore, &[Arc<Shard>]) -> T) -> T {
+        let _writer = self.writer.lock().await;
+        let core = self.core.load();
+        capture(&core.acl, &core.shards)
+    }
+
+    /// Applies changes received from a primary's feed (replicas), in order, under the writer
+    /// lock; ordinals tombstoned by them are purged from the lexical indexes.
+    pub async fn apply_remote(&self, changes: &[crate::acl::AclChange]) -> RetrievalResult<u64> {
+        let _writer = self.writer.lock().await;
+        let acl = self.acl();
+        let prepared = acl.prepare_remote(changes)?;
+        self.publish_and_purge(&acl, prepared)
+    }
+
+    /// Writes an ACL checkpoint into the store and compacts the change log (in memory and on
+    /// disk) up to `compact_up_to` (at most the current epoch). Returns the checkpoint's epoch.
+    pub async fn checkpoint(&self, compact_up_to: u64) -> RetrievalResult<u64> {
+        let _writer = self.writer.lock().await;
+        let acl = self.acl();
+        let snapshot = acl.load();
+        let epoch = snapshot.epoch();
+        let up_to = compact_up_to.min(epoch);
+        if let Some(store) = &self.store {
+            let store = Arc::clone(store);
+            tokio::task::spawn_blocking(move || store.checkpoint(&snapshot, up_to))
+                .await
+                .map_err(|error| StorageError::Io { file: STORE_FILE.into(), reason: error.to_string() })??;
+        }
+        acl.compact(up_to);
+        Ok(epoch)
+    }
+
+    async fn embed_texts(&self, texts: Vec<String>) -> RetrievalResult<Vec<Vec<f32>>> {
+        let mut vectors = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(self.params.embed_batch.max(1)) {
+            let embedded = self.embedder.embed(batch).await?;
+            if embedded.len() != batch.len() {
+                return Err(crate::embed::EmbedError::Shape { expected: batch.len(), got: embedded.len() }.into());
+            }
+            vectors.extend(embedded);
+        }
+        Ok(vectors)
+    }
+
+    async fn index_chunks(&self, items: Vec<(Chunk, Vec<f32>)>) -> RetrievalResult<()> {
+        let core = self.core.load_full();
+        let mut per_shard: Vec<Vec<(Chunk, Vec<f32>)>> = vec![Vec::new(); core.shards.len()];
+        for (chunk, vector) in items {
+            per_shard[shard_of(&chunk.tenant, &chunk.doc_id, core.shards.len())].push((chunk, vector));
+        }
+        let replies = join_all(
+            per_shard
+                .into_iter()
+                .enumerate()
+                .filter(|(_, items)| !items.is_empty())
+                .map(|(shard, items)| core.shard_actors[shard].send(IndexChunks(items))),
+        )
+        .await;
+        for reply in replies {
+            reply.map_err(|_| IndexError::Unavailable)??;
+        }
+        Ok(())
+    }
+
+    /// Best-effort physical cleanup of unreadable ordinals, in the background (correctness never
+    /// depends on it: the ordinals are outside every scope already).
+    fn purge_later(&self, ordinals: RoaringBitmap) {
+        let ordinals = Arc::new(ordinals);
+        let sends: Vec<_> = self
+            .core
+            .load()
+            .shard_actors
+            .iter()
+            .map(|shard| shard.send(PurgeOrdinals(Arc::clone(&ordinals))))
+            .collect();
+        actix_rt::spawn(async move {
+            for reply in join_all(sends).await {
+                if !matches!(reply, Ok(Ok(()))) {
+                    tracing::warn!("lexical purge failed on a shard; unreadable chunks stay until the next purge");
+                }
+            }
+        });
+    }
+}
+
+pub(crate) fn to_document(tenant: &str, input: &DocumentInput, version: u64) -> Document {
+    Document {
+        tenant: tenant.to_owned(),
+        doc_id: input.doc_id.clone(),
+        version,
+        title: input.title.clone(),
+        text: input.text.clone(),
+        acl: input.acl.clone(),
+    }
+}
+
+/// Text embedded for a chunk: title and chunk text.
+pub(crate) fn embedding_text(chunk: &Chunk) -> String {
+    if chunk.title.is_empty() { chunk.text.clone() } else { format!("{}\n{}", chunk.title, chunk.text) }
+}
+
+/// Documents of a batch below which its CPU work stays on the calling task.
+const OFF_THREAD_DOCUMENTS: usize = 8;
+
+/// Runs the CPU work of a write (chunking, encoding: milliseconds per hundred documents) on the
+/// blocking pool, so the async thread stays free for other requests — a revoke among them.
+/// Small batches, and callers outside a tokio runtime, run it inline.
+async fn off_thread<T: Send + 'static>(documents: usize, work: impl FnOnce() -> T + Send + 'static) -> T {
+    if documents < OFF_THREAD_DOCUMENTS || tokio::runtime::Handle::try_current().is_err() {
+        return work();
+    }
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => value,
+        Err(error) => std::panic::resume_unwind(error.into_panic()),
+    }
+}
+
+/// A batch's rows: each document's chunks with their vectors, the encoded store rows (durable
+/// engines), and the chunk count.
+struct BatchRows {
+    items: Vec<Vec<(Chunk, Vec<f32>)>>,
+    encoded: Vec<EncodedDocument>,
+    chunk_count: usize,
+}
+
+/// Chunks `documents` under `ordinals`, checks the cut is the one that was embedded
+/// (`provisional`), pairs chunks with `vectors` and encodes the store rows when `encode`.
+fn batch_rows(
+    documents: &[Document],
+    ordinals: std::ops::Range<crate::domain::DocOrdinal>,
+    provisional: &[Vec<Chunk>],
+    vectors: &[Vec<f32>],
+    chunking: &ChunkingConfig,
+    encode: bool,
+) -> RetrievalResult<BatchRows> {
+    let chunks: Vec<Vec<Chunk>> = documents
+        .iter()
+        .zip(ordinals.clone())
+        .map(|(document, ordinal)| chunk_document(document, ordinal, chunking))
+        .collect();
+    let same_cut = chunks.iter().zip(provisional).all(|(real, first)| {
+        real.len() == first.len() && real.iter().zip(first).all(|(a, b)| a.start == b.start && a.end == b.end)
+    });
+    if !same_cut {
+        return Err(invalid("", "chunking changed between embedding and indexing (internal error)"));
+    }
+    let chunk_count = chunks.iter().map(Vec::len).sum();
+    let mut vectors_left = vectors.iter();
+    let items: Vec<Vec<(Chunk, Vec<f32>)>> = chunks
+        .into_iter()
+        .map(|document| {
+            document.into_iter().map(|chunk| (chunk, vectors_left.next().cloned().unwrap_or_default())).collect()
+        })
+        .collect();
+    let encoded = if encode {
+        items
+            .iter()
+            .zip(ordinals)
+            .map(|(document, ordinal)| {
+                let refs: Vec<(&Chunk, &[f32])> =
+                    document.iter().map(|(chunk, vector)| (chunk, vector.as_slice())).collect();
+                EncodedDocument::encode(ordinal, &refs)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(BatchRows { items, encoded, chunk_count })
+}
+
+fn invalid(doc_id: &str, reason: &str) -> RetrievalError {
+    RetrievalError::InvalidDocument {
+        doc_id: doc_id.chars().take(MAX_DOC_ID_CHARS).collect(),
+        reason: reason.to_owned(),
+    }
+}
+
+/// Validates a whole batch before anything is written.
+pub(crate) fn validate_batch(inputs: &[DocumentInput]) -> RetrievalResult<()> {
+    let mut seen = HashSet::new();
+    for input in inputs {
+        let doc_id = input.doc_id.as_str();
+        if doc_id.trim().is_empty() {
+            return Err(invalid(doc_id, "doc_id must not be empty"));
+        }
+        if doc_id.chars().count() > MAX_DOC_ID_CHARS {
+            return Err(invalid(doc_id, "doc_id is longer than 256 characters"));
+        }
+        if doc_id.chars().any(char::is_control) {
+            return Err(invalid(doc_id, "doc_id contains control characters"));
+        }
+        if !seen.insert(doc_id) {
+            return Err(RetrievalError::Acl(crate::acl::AclError::DuplicateDocument { doc_id: doc_id.to_owned() }));
+        }
+        if input.text.trim().is_empty() {
+            return Err(invalid(doc_id, "text must not be empty"));
+        }
+        if input.text.chars().count() > MAX_TEXT_CHARS {
+            return Err(invalid(doc_id, "text is longer than 2000000 characters"));
+        }
+        if input.title.chars().count() > MAX_TITLE_CHARS {
+            return Err(invalid(doc_id, "title is longer than 1000 characters"));
+        }
+        let names = input.acl.groups.iter().chain(&input.acl.users);
+        if names.clone().any(|name| name.trim().is_empty() || name.chars().count() > schema::MAX_ACL_NAME_CHARS) {
+            return Err(invalid(doc_id, "acl names must be 1..=256 characters"));
+        }
+        if input.version == Some(0) {
+            return Err(invalid(doc_id, "version must be at least 1"));
+        }
+    }
+    Ok(())
+}
