@@ -327,10 +327,15 @@ enum EvalCommand {
         /// Sampling seed.
         #[arg(long, default_value_t = 13)]
         seed: u64,
+        /// Skip this many questions of the seeded shuffle first (windows of one seed are
+        /// disjoint: tune on `--n 30`, hold out `--offset 100 --n 100`).
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
         /// Embedder (default: embedder.kind of the configuration).
         #[arg(long, value_parser = ["hashed", "minilm"])]
         embedder: Option<String>,
-        /// Also write every question's scores to this JSON Lines file.
+        /// Also write every question's scores to this JSON Lines file, rewritten after every
+        /// question (a stopped run keeps the scores of the questions it asked).
         #[arg(long)]
         per_query: Option<PathBuf>,
         /// Print the report as JSON.
@@ -528,7 +533,9 @@ fn main() -> Result<()> {
                 anyhow::Ok(())
             })
         }
-        Command::Eval { eval: EvalCommand::Answers { dataset, n, seed, embedder, per_query, json, config } } => {
+        Command::Eval {
+            eval: EvalCommand::Answers { dataset, n, seed, offset, embedder, per_query, json, config },
+        } => {
             let settings = settings_with_embedder(config.as_deref(), embedder)?;
             let answers_path = dataset.join("answers.jsonl");
             let dataset = warrant::eval::dataset::Dataset::load(&dataset, None)?;
@@ -537,14 +544,16 @@ fn main() -> Result<()> {
             } else {
                 Default::default()
             };
-            let options = warrant::eval::answers::AnswersOptions { questions: n, seed, gold };
+            let options = warrant::eval::answers::AnswersOptions {
+                gold,
+                offset,
+                checkpoint: per_query,
+                ..warrant::eval::answers::AnswersOptions::new(n, seed)
+            };
             actix_rt::System::new().block_on(async move {
                 let progress = BarProgress::new("ingest");
                 let (summary, report) = warrant::eval::answers::run(&settings, &dataset, &options, &progress).await?;
                 eprintln!("{}: {summary}", dataset.name);
-                if let Some(path) = &per_query {
-                    write_per_query(path, &report.per_query)?;
-                }
                 if json {
                     println!("{}", serde_json::to_string(&report)?);
                 } else {
@@ -678,8 +687,8 @@ fn print_report(report: &warrant::eval::retrieval::RetrievalReport) {
 
 fn print_answers_report(report: &warrant::eval::answers::AnswersReport) {
     println!(
-        "{} with generator {} and embedder {}: {} questions (seed {})",
-        report.dataset, report.generator, report.embedder, report.questions, report.seed
+        "{} with generator {} and embedder {}: {} questions (seed {}, offset {})",
+        report.dataset, report.generator, report.embedder, report.questions, report.seed, report.offset
     );
     let interval = |name: &str, value: &warrant::eval::stats::Interval| {
         println!("{name:<32} {:.3} [{:.3}, {:.3}]", value.mean, value.low, value.high);
