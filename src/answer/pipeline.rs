@@ -407,8 +407,7 @@ impl AnswerPipeline {
                 }
                 return Ok(state.abstain(reason, codes));
             }
-            let labels: Vec<String> = still_authorized.iter().map(|source| source.label.clone()).collect();
-            repair = Some(repair_instruction(&problems, &labels));
+            repair = Some(repair_instruction(&problems, &still_authorized));
             sources_for_model = still_authorized;
         }
         unreachable!("the loop returns on its second attempt")
