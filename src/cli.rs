@@ -80,7 +80,7 @@ pub(crate) enum Command {
         #[arg(long)]
         dataset: PathBuf,
         /// Embedder (default: embedder.kind of the configuration).
-        #[arg(long, value_parser = ["hashed", "minilm"])]
+        #[arg(long, value_parser = lab_embedder)]
         embedder: Option<warrant::config::EmbedderKind>,
         /// Read and fill the on-disk embedding cache in this folder (off by default: ingest
         /// measures embedding speed).
@@ -207,7 +207,7 @@ pub(crate) enum BenchCommand {
     /// the selected embedder on seeded synthetic texts.
     Embed {
         /// Embedder (default: embedder.kind of the configuration).
-        #[arg(long, value_parser = ["hashed", "minilm"])]
+        #[arg(long, value_parser = lab_embedder)]
         embedder: Option<warrant::config::EmbedderKind>,
         /// Passages per throughput round.
         #[arg(long, default_value_t = 64)]
@@ -287,7 +287,7 @@ pub(crate) enum EvalCommand {
         #[arg(long)]
         queries: Option<PathBuf>,
         /// Embedder (default: embedder.kind of the configuration).
-        #[arg(long, value_parser = ["hashed", "minilm"])]
+        #[arg(long, value_parser = lab_embedder)]
         embedder: Option<warrant::config::EmbedderKind>,
         /// Score only the first N judged queries.
         #[arg(long)]
@@ -322,10 +322,15 @@ pub(crate) enum EvalCommand {
         /// Sampling seed.
         #[arg(long, default_value_t = 13)]
         seed: u64,
+        /// Skip this many questions of the seeded shuffle first (windows of one seed are
+        /// disjoint: tune on `--n 30`, hold out `--offset 100 --n 100`).
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
         /// Embedder (default: embedder.kind of the configuration).
-        #[arg(long, value_parser = ["hashed", "minilm"])]
+        #[arg(long, value_parser = lab_embedder)]
         embedder: Option<warrant::config::EmbedderKind>,
-        /// Also write every question's scores to this JSON Lines file.
+        /// Also write every question's scores to this JSON Lines file, rewritten after every
+        /// question (a stopped run keeps the scores of the questions it asked).
         #[arg(long)]
         per_query: Option<PathBuf>,
         /// Print the report as JSON.
@@ -335,4 +340,49 @@ pub(crate) enum EvalCommand {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+}
+
+/// `--embedder` of the lab commands: a local embedder (`hashed` or `minilm`).
+#[cfg(feature = "lab")]
+fn lab_embedder(name: &str) -> Result<warrant::config::EmbedderKind, String> {
+    use warrant::config::EmbedderKind;
+    match name.parse::<EmbedderKind>()? {
+        EmbedderKind::Openai => Err("--embedder must be hashed or minilm".to_owned()),
+        kind => Ok(kind),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    /// `--embedder` was declared with a list of strings but read as an `EmbedderKind`, which
+    /// clap reports only when the flag is used (a panic on `--embedder hashed`).
+    #[cfg(feature = "lab")]
+    #[test]
+    fn lab_embedder_flags_parse_to_kinds() {
+        let parsed = Cli::try_parse_from(["warrant", "eval", "answers", "--dataset", "d", "--embedder", "hashed"]);
+        let Ok(Cli { command: Command::Eval { eval: EvalCommand::Answers { embedder, .. } } }) = parsed else {
+            panic!("eval answers --embedder hashed did not parse")
+        };
+        assert_eq!(embedder, Some(warrant::config::EmbedderKind::Hashed));
+        for command in
+            [&["ingest", "--dataset", "d"][..], &["eval", "retrieval", "--dataset", "d"], &["bench", "embed"]]
+        {
+            let mut arguments = vec!["warrant"];
+            arguments.extend_from_slice(command);
+            arguments.extend_from_slice(&["--embedder", "minilm"]);
+            assert!(Cli::try_parse_from(&arguments).is_ok(), "{arguments:?}");
+            arguments.pop();
+            arguments.push("openai");
+            assert!(Cli::try_parse_from(&arguments).is_err(), "{arguments:?}: only local embedders");
+        }
+    }
 }

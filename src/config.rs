@@ -336,6 +336,13 @@ pub struct GeneratorSettings {
     pub connect_timeout_ms: u64,
     /// Largest number of claims the extractive generator emits.
     pub max_claims: usize,
+    /// Most tokens an OpenAI-compatible generator may produce per call (`max_tokens`).
+    #[serde(default = "default_generator_max_tokens")]
+    pub max_tokens: u32,
+}
+
+fn default_generator_max_tokens() -> u32 {
+    384
 }
 
 /// Support verifier thresholds.
@@ -580,6 +587,7 @@ impl Settings {
         check(self.embedder.batch_size >= 1, "embedder.batch_size must be at least 1");
         check((1..=1_000_000).contains(&self.embedder.query_cache), "embedder.query_cache must be in 1..=1000000");
         check(self.generator.max_claims >= 1, "generator.max_claims must be at least 1");
+        check((16..=32_768).contains(&self.generator.max_tokens), "generator.max_tokens must be in 16..=32768");
         check((0.0..=1.0).contains(&self.verifier.min_coverage), "verifier.min_coverage must be in 0..=1");
         check((-1.0..=1.0).contains(&self.verifier.min_similarity), "verifier.min_similarity must be in -1..=1");
         check(self.verifier.sentence_cache <= 1_000_000, "verifier.sentence_cache must be in 0..=1000000");

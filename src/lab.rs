@@ -168,7 +168,7 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
             })
             .await
         }
-        EvalCommand::Answers { dataset, n, seed, embedder, per_query, json, config } => {
+        EvalCommand::Answers { dataset, n, seed, offset, embedder, per_query, json, config } => {
             let settings = settings_with_embedder(config.as_deref(), embedder)?;
             let answers_path = dataset.join("answers.jsonl");
             let dataset = warrant::eval::dataset::Dataset::load(&dataset, None)?;
@@ -177,14 +177,16 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
             } else {
                 Default::default()
             };
-            let options = warrant::eval::answers::AnswersOptions { questions: n, seed, gold };
+            let options = warrant::eval::answers::AnswersOptions {
+                gold,
+                offset,
+                checkpoint: per_query,
+                ..warrant::eval::answers::AnswersOptions::new(n, seed)
+            };
             (async move {
                 let progress = BarProgress::new("ingest");
                 let (summary, report) = warrant::eval::answers::run(&settings, &dataset, &options, &progress).await?;
                 eprintln!("{}: {summary}", dataset.name);
-                if let Some(path) = &per_query {
-                    write_per_query(path, &report.per_query)?;
-                }
                 if json {
                     println!("{}", serde_json::to_string(&report)?);
                 } else {
@@ -306,8 +308,8 @@ fn print_report(report: &warrant::eval::retrieval::RetrievalReport) {
 
 fn print_answers_report(report: &warrant::eval::answers::AnswersReport) {
     println!(
-        "{} with generator {} and embedder {}: {} questions (seed {})",
-        report.dataset, report.generator, report.embedder, report.questions, report.seed
+        "{} with generator {} and embedder {}: {} questions (seed {}, offset {})",
+        report.dataset, report.generator, report.embedder, report.questions, report.seed, report.offset
     );
     let interval = |name: &str, value: &warrant::eval::stats::Interval| {
         println!("{name:<32} {:.3} [{:.3}, {:.3}]", value.mean, value.low, value.high);

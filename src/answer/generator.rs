@@ -4,8 +4,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::quote::MAX_QUOTE_CHARS;
-
 /// One source as the model sees it: a server-assigned label and neutralized, untrusted text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceForModel {
@@ -76,9 +74,18 @@ pub trait Generator: Send + Sync {
     async fn generate(&self, request: &GenerationRequest) -> Result<String, GeneratorError>;
 }
 
-/// The JSON schema of the model's output:
-/// `{"answerable": bool, "claims": [{"text": string, "citations": [{"label": "S1", "quote": "…"}, …]}]}`;
-/// a citation may also be a bare label (`"S1"`), the older form, still accepted.
+/// Most claims the schema sent to a generator asks for (the validator accepts more).
+pub const SCHEMA_MAX_CLAIMS: usize = 3;
+/// Longest quote the schema sent to a generator asks for, in characters (the validator accepts
+/// up to [`super::quote::MAX_QUOTE_CHARS`]).
+pub const SCHEMA_MAX_QUOTE_CHARS: usize = 400;
+
+/// The JSON schema sent to generators:
+/// `{"answerable": bool, "claims": [{"text": string, "citations": [{"label": "S1", "quote": "…"}, …]}]}`
+/// with at most [`SCHEMA_MAX_CLAIMS`] claims, at least one citation each, and quotes of at most
+/// [`SCHEMA_MAX_QUOTE_CHARS`] characters. It asks for quoted citations only (a constrained small
+/// model then always quotes); the validator still accepts the older wire form too, a bare label
+/// (`"S1"`) as a citation, and quotes up to [`super::quote::MAX_QUOTE_CHARS`].
 pub fn output_schema() -> serde_json::Value {
     serde_json::json!({
         "type": "object",
@@ -88,27 +95,42 @@ pub fn output_schema() -> serde_json::Value {
             "answerable": {"type": "boolean"},
             "claims": {
                 "type": "array",
+                "maxItems": SCHEMA_MAX_CLAIMS,
                 "items": {
                     "type": "object",
                     "additionalProperties": false,
                     "required": ["text", "citations"],
                     "properties": {
                         "text": {"type": "string"},
-                        "citations": {"type": "array", "items": {"anyOf": [
-                            {
-                                "type": "object",
-                                "additionalProperties": false,
-                                "required": ["label", "quote"],
-                                "properties": {
-                                    "label": {"type": "string", "pattern": "^S[1-9][0-9]*$"},
-                                    "quote": {"type": "string", "minLength": 1, "maxLength": MAX_QUOTE_CHARS}
-                                }
-                            },
-                            {"type": "string", "pattern": "^S[1-9][0-9]*$"}
-                        ]}}
+                        "citations": {"type": "array", "minItems": 1, "items": {
+                            "type": "object",
+                            "additionalProperties": false,
+                            "required": ["label", "quote"],
+                            "properties": {
+                                "label": {"type": "string", "pattern": "^S[1-9][0-9]*$"},
+                                "quote": {"type": "string", "minLength": 1, "maxLength": SCHEMA_MAX_QUOTE_CHARS}
+                            }
+                        }}
                     }
                 }
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::quote::MAX_QUOTE_CHARS;
+    use super::*;
+
+    #[test]
+    fn schema_asks_for_few_claims_with_short_quoted_citations() {
+        let schema = output_schema();
+        let claims = &schema["properties"]["claims"];
+        assert_eq!(claims["maxItems"], 3);
+        let citation = &claims["items"]["properties"]["citations"]["items"];
+        assert_eq!(citation["required"], serde_json::json!(["label", "quote"]));
+        assert_eq!(citation["properties"]["quote"]["maxLength"], 400);
+        const { assert!(SCHEMA_MAX_QUOTE_CHARS <= MAX_QUOTE_CHARS) };
+    }
 }

@@ -2,7 +2,8 @@
 //! format (spec: API.md, "Generator wire format"), spoken by OpenAI, vLLM, the llama.cpp server
 //! and Ollama alike.
 //!
-//! Invariants: every call asks for `temperature: 0` and strict `cited_answer` JSON; the call
+//! Invariants: every call asks for `temperature: 0`, at most `max_tokens` tokens and strict
+//! `cited_answer` JSON; the call
 //! never outlives `request.timeout`; the API key travels only in the `Authorization` header and
 //! never appears in logs, `Debug` output or errors; provider response bodies are never copied
 //! into errors (they may echo prompt text).
@@ -24,8 +25,12 @@ pub struct OpenAiCompatibleGenerator {
     url: String,
     model: String,
     api_key: Option<String>,
+    max_tokens: u32,
     name: String,
 }
+
+/// `max_tokens` sent when none is configured.
+pub const DEFAULT_MAX_TOKENS: u32 = 384;
 
 impl fmt::Debug for OpenAiCompatibleGenerator {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -34,6 +39,7 @@ impl fmt::Debug for OpenAiCompatibleGenerator {
             .field("url", &self.url)
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("max_tokens", &self.max_tokens)
             .finish()
     }
 }
@@ -53,8 +59,15 @@ impl OpenAiCompatibleGenerator {
             url: outbound::endpoint(base_url, "chat/completions"),
             model: model.to_owned(),
             api_key,
+            max_tokens: DEFAULT_MAX_TOKENS,
             name: format!("openai:{model}"),
         })
+    }
+
+    /// The same generator asking for at most `max_tokens` tokens per call (at least 1).
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = max_tokens.max(1);
+        self
     }
 
     /// A generator configured by `settings`; the API key is read from the environment variable
@@ -66,6 +79,7 @@ impl OpenAiCompatibleGenerator {
             outbound::api_key_from_env(&settings.api_key_env),
             Duration::from_millis(settings.connect_timeout_ms),
         )
+        .map(|generator| generator.with_max_tokens(settings.max_tokens))
     }
 
     fn body(&self, request: &GenerationRequest) -> serde_json::Value {
@@ -80,6 +94,7 @@ impl OpenAiCompatibleGenerator {
             "model": self.model,
             "messages": messages,
             "temperature": 0,
+            "max_tokens": self.max_tokens,
             "response_format": {
                 "type": "json_schema",
                 "json_schema": {"name": "cited_answer", "strict": true, "schema": request.schema},

@@ -569,14 +569,11 @@ impl<'a> Run<'a> {
             .collect();
         let min_repair = Duration::from_millis(self.pipeline.settings.answer.min_repair_ms);
         match repair_decision(failed.number, reason, self.time_left(), min_repair, still_authorized.len()) {
-            RepairDecision::Repair => {
-                let labels: Vec<String> = still_authorized.iter().map(|source| source.label.clone()).collect();
-                Ok(Attempt {
-                    number: failed.number + 1,
-                    repair: Some(repair_instruction(problems, &labels)),
-                    sources: still_authorized,
-                })
-            }
+            RepairDecision::Repair => Ok(Attempt {
+                number: failed.number + 1,
+                repair: Some(repair_instruction(problems, &still_authorized)),
+                sources: still_authorized,
+            }),
             RepairDecision::Abstain { reason, no_time } => {
                 let mut codes = diagnostics(problems);
                 if no_time {

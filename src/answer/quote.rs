@@ -3,19 +3,33 @@
 //!
 //! The model read each source [`normalize`]d and neutralized (`super::prompt`), so a faithful
 //! quote is a piece of that model text. Matching folds both sides the same way (the quote is
-//! normalized and neutralized like a source, then both are lowercased and every run of
-//! whitespace becomes one space) and looks for the quote in the model text of the cited source
-//! alone. A hit maps back through the neutralization offsets to the normalized text and through
+//! normalized and neutralized like a source, then both are lowercased, every run of whitespace
+//! becomes one space, curly quotes and apostrophes become straight ones and every dash or hyphen
+//! becomes `-`) and looks for the quote in the model text of the cited source alone. A hit maps
+//! back through the neutralization offsets to the normalized text and through
 //! [`Normalized::original_span`] to the original, trimmed of surrounding whitespace.
+//!
+//! What small models do to a verbatim quote is tolerated, and nothing else: quotation marks
+//! around it (added or dropped), a final period added (the piece is also tried without it) or
+//! dropped, and an ellipsis (`...`, `…`) between verbatim pieces. Pieces must occur in order, and
+//! the source text between them (left out by the quote) must be at most [`MAX_ELIDED_CHARS`]
+//! characters in all and no more than the pieces themselves hold; the located span then runs from
+//! the first piece to the last, left-out text included. A changed, added or dropped word is
+//! never tolerated.
 //!
 //! Invariants: a located quote is always a span of the cited source's shown text (never of
 //! another source, the prompt's delimiters or anything outside the final context), and the text
 //! returned for it is that span of the original, not the generator's string; an empty quote, one
-//! longer than [`MAX_QUOTE_CHARS`] or one that does not occur is not located. Matching is linear
-//! in the source (two-way substring search).
+//! longer than [`MAX_QUOTE_CHARS`] or one that does not occur is not located. Matching a quote
+//! of one piece is linear in the source (two-way substring search); with an ellipsis, each
+//! occurrence of the first piece starts one in-order search for the others.
 
+use std::collections::HashSet;
+
+use super::instructions::is_instruction;
 use super::normalize::{Normalized, normalize};
-use super::prompt::neutralize_normalized;
+use super::prompt::{neutralize, neutralize_normalized};
+use super::text::{content_terms, sentences};
 
 /// Longest quote accepted, in characters (longer ones are rejected without a search).
 pub const MAX_QUOTE_CHARS: usize = 2_000;
@@ -29,8 +43,23 @@ pub struct LocatedQuote {
     pub original: (usize, usize),
 }
 
-/// Lowercases `text` and collapses whitespace runs into one space; returns the folded text and,
-/// for each folded character, the byte range in `text` of the character it came from.
+/// Most characters of the source an ellipsis in a quote may stand for, in all.
+pub const MAX_ELIDED_CHARS: usize = 200;
+
+/// The folded form of one character: quotes, apostrophes and primes straight, dashes and
+/// hyphens `-`, otherwise itself (lowercasing is done by the caller).
+fn fold_typography(character: char) -> char {
+    match character {
+        '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}' | '\u{2032}' | '`' | '\u{00B4}' => '\'',
+        '\u{201C}' | '\u{201D}' | '\u{201E}' | '\u{201F}' | '\u{2033}' | '\u{00AB}' | '\u{00BB}' => '"',
+        '\u{2010}'..='\u{2015}' | '\u{2212}' | '\u{FE58}' | '\u{FE63}' | '\u{FF0D}' => '-',
+        other => other,
+    }
+}
+
+/// Lowercases `text`, collapses whitespace runs into one space and folds typography
+/// ([`fold_typography`]); returns the folded text and, for each folded character, the byte range
+/// in `text` of the character it came from.
 fn fold(text: &str) -> (String, Vec<(usize, usize)>) {
     let mut folded = String::with_capacity(text.len());
     let mut ranges = Vec::with_capacity(text.len());
@@ -46,12 +75,66 @@ fn fold(text: &str) -> (String, Vec<(usize, usize)>) {
             continue;
         }
         in_space = false;
-        for lower in character.to_lowercase() {
-            folded.push(lower);
+        for lower in fold_typography(character).to_lowercase() {
+            folded.push(fold_typography(lower));
             ranges.push(range);
         }
     }
     (folded, ranges)
+}
+
+/// The verbatim pieces of a folded quote: split at ellipses, each trimmed of spaces and of
+/// quotation marks around it; pieces without a letter or digit dropped.
+fn pieces_of(needle: &str) -> Vec<&str> {
+    needle
+        .split("...")
+        .map(|piece| piece.trim_matches(|character| matches!(character, ' ' | '"' | '\'')))
+        .filter(|piece| piece.chars().any(char::is_alphanumeric))
+        .collect()
+}
+
+/// The earliest occurrence of `piece` in `haystack` at or after byte `from`, also accepting it
+/// without its final period(s): `(start, end)` bytes, the end taking in the period where the
+/// haystack has it too.
+fn find_piece(haystack: &str, from: usize, piece: &str) -> Option<(usize, usize)> {
+    let bare = piece.trim_end_matches('.').trim_end();
+    let core = if bare.is_empty() { piece } else { bare };
+    let start = from + haystack[from..].find(core)?;
+    let end = if haystack[start..].starts_with(piece) { start + piece.len() } else { start + core.len() };
+    Some((start, end))
+}
+
+/// The byte range of `haystack` from the first piece to the last, all found in order with at
+/// most [`MAX_ELIDED_CHARS`] characters between them in all and no more than the pieces hold;
+/// the first such range (trying every occurrence of the first piece).
+fn find_pieces(haystack: &str, pieces: &[&str]) -> Option<(usize, usize)> {
+    let (first, rest) = pieces.split_first()?;
+    let mut from = 0;
+    while let Some((start, first_end)) = find_piece(haystack, from, first) {
+        let mut end = first_end;
+        let mut held = haystack[start..first_end].chars().count();
+        let mut elided = 0;
+        let mut complete = true;
+        for piece in rest {
+            let Some((piece_start, piece_end)) = find_piece(haystack, end, piece) else {
+                // A later piece is missing after this occurrence, so after any later one too.
+                return None;
+            };
+            // Spaces and periods next to the ellipsis (the source's own `...` too) are not left out.
+            elided += haystack[end..piece_start].trim_matches([' ', '.']).chars().count();
+            held += haystack[piece_start..piece_end].chars().count();
+            end = piece_end;
+            if elided > MAX_ELIDED_CHARS {
+                complete = false;
+                break;
+            }
+        }
+        if complete && elided <= held {
+            return Some((start, end));
+        }
+        from = start + haystack[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    None
 }
 
 /// Locates `quote` in `shown` (the source text as shown, before normalization), whose
@@ -62,18 +145,18 @@ pub fn locate_quote(shown: &str, view: &Normalized, quote: &str) -> Option<Locat
     }
     let needle_model = neutralize_normalized(&normalize(quote).text, None);
     let (needle, _) = fold(&needle_model);
-    let needle = needle.trim_matches(' ');
-    if needle.is_empty() {
+    let pieces = pieces_of(&needle);
+    if pieces.is_empty() {
         return None;
     }
     let mut offsets = Vec::new();
     let model = neutralize_normalized(&view.text, Some(&mut offsets));
     let (haystack, ranges) = fold(&model);
-    let byte = haystack.find(needle)?;
-    let first = haystack[..byte].chars().count();
-    let count = needle.chars().count();
+    let (start_byte, end_byte) = find_pieces(&haystack, &pieces)?;
+    let first = haystack[..start_byte].chars().count();
+    let last = first + haystack[start_byte..end_byte].chars().count() - 1;
     let model_start = ranges[first].0;
-    let model_end = ranges[first + count - 1].1;
+    let model_end = ranges[last].1;
     // `offsets[i]` is where normalized character `i` begins in the model text (then the end).
     let normalized_start = offsets.partition_point(|&offset| offset <= model_start).saturating_sub(1);
     let normalized_end = offsets.partition_point(|&offset| offset < model_end).min(offsets.len() - 1);
@@ -89,6 +172,58 @@ pub fn locate_quote(shown: &str, view: &Normalized, quote: &str) -> Option<Locat
     Some(LocatedQuote { normalized: (normalized_start, normalized_end), original })
 }
 
+/// Most sentences of a cited source a repair prompt offers for one quote that was not found.
+pub const OFFERED_SENTENCES: usize = 2;
+/// Least share of a quote's distinct content terms a sentence must hold to be offered for it
+/// (so a sentence sharing a word or two with the quote, but not its content, is not offered).
+pub const MIN_OFFER_OVERLAP: f64 = 0.5;
+/// Longest sentence offered, in characters (longer ones are offered cut, still verbatim).
+pub const MAX_OFFERED_CHARS: usize = 400;
+/// Longest echo of a quote that was not found, in characters.
+pub const MAX_ECHOED_QUOTE_CHARS: usize = 200;
+
+/// The sentences of `model_text` (a source as the model saw it: normalized and neutralized)
+/// closest to `quote`, best first: at most [`OFFERED_SENTENCES`], each holding at least
+/// [`MIN_OFFER_OVERLAP`] of the quote's distinct content terms; instruction-like sentences are
+/// never offered. Every sentence returned is a verbatim piece of `model_text`.
+pub fn closest_sentences(quote: &str, model_text: &str) -> Vec<String> {
+    let wanted: HashSet<String> = content_terms(&normalize(quote).text).into_iter().collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let mut scored: Vec<(f64, usize, &str)> = sentences(model_text)
+        .into_iter()
+        .map(|span| span.slice(model_text))
+        .filter(|sentence| !is_instruction(sentence))
+        .enumerate()
+        .filter_map(|(position, sentence)| {
+            let held: HashSet<String> = content_terms(sentence).into_iter().collect();
+            let overlap = wanted.intersection(&held).count() as f64 / wanted.len() as f64;
+            (overlap >= MIN_OFFER_OVERLAP).then_some((overlap, position, sentence))
+        })
+        .collect();
+    scored.sort_by(|left, right| right.0.total_cmp(&left.0).then(left.1.cmp(&right.1)));
+    scored
+        .into_iter()
+        .take(OFFERED_SENTENCES)
+        .map(|(_, _, sentence)| sentence.chars().take(MAX_OFFERED_CHARS).collect())
+        .collect()
+}
+
+/// A quote the generator gave, as a repair prompt may echo it: neutralized like source text
+/// (so it cannot open or close a source or forge a label), on one line, at most
+/// [`MAX_ECHOED_QUOTE_CHARS`] characters (`…` marks a cut).
+pub fn echo_quote(quote: &str) -> String {
+    let neutral = neutralize(quote);
+    let one_line = neutral.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= MAX_ECHOED_QUOTE_CHARS {
+        return one_line;
+    }
+    let mut cut: String = one_line.chars().take(MAX_ECHOED_QUOTE_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
 /// Characters `[start, end)` of `text`.
 pub fn char_slice(text: &str, (start, end): (usize, usize)) -> String {
     text.chars().skip(start).take(end.saturating_sub(start)).collect()
@@ -96,6 +231,8 @@ pub fn char_slice(text: &str, (start, end): (usize, usize)) -> String {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn located(shown: &str, quote: &str) -> Option<String> {
@@ -146,5 +283,117 @@ mod tests {
         assert_eq!(located(shown, &"a".repeat(MAX_QUOTE_CHARS + 1)), None);
         let long = "word ".repeat(MAX_QUOTE_CHARS);
         assert_eq!(located(&long, &long), None);
+    }
+
+    const BRIDGE: &str = "The bridge opened in 1932 after six years of work. It is 503 metres long. Its towers \
+                          are made of granite, and the deck carries “eight lanes” of traffic — and two rail lines.";
+
+    #[test]
+    fn typography_small_models_change_is_folded() {
+        // Straight for curly quotes, a hyphen or en dash for the em dash.
+        assert_eq!(
+            located(BRIDGE, "carries \"eight lanes\" of traffic - and two").as_deref(),
+            Some("carries “eight lanes” of traffic — and two")
+        );
+        assert_eq!(located(BRIDGE, "traffic – and").as_deref(), Some("traffic — and"));
+        let apostrophe = "Levi’s Stadium hosted the game.";
+        assert_eq!(located(apostrophe, "Levi's Stadium hosted").as_deref(), Some("Levi’s Stadium hosted"));
+    }
+
+    #[test]
+    fn an_added_or_dropped_final_period_or_quotation_marks_are_tolerated() {
+        assert_eq!(located(BRIDGE, "It is 503 metres long").as_deref(), Some("It is 503 metres long"));
+        assert_eq!(located(BRIDGE, "It is 503 metres long.").as_deref(), Some("It is 503 metres long."));
+        // Added: the source goes on with a comma.
+        assert_eq!(
+            located(BRIDGE, "Its towers are made of granite.").as_deref(),
+            Some("Its towers are made of granite")
+        );
+        assert_eq!(located(BRIDGE, "\"It is 503 metres long.\"").as_deref(), Some("It is 503 metres long."));
+        assert_eq!(located(BRIDGE, "“It is 503 metres long”").as_deref(), Some("It is 503 metres long"));
+        // Dropped: the source quotes, the quote does not.
+        assert_eq!(located(BRIDGE, "eight lanes").as_deref(), Some("eight lanes"));
+    }
+
+    #[test]
+    fn an_ellipsis_joins_verbatim_pieces_in_order_and_the_span_is_the_sources_text() {
+        assert_eq!(
+            located(BRIDGE, "The bridge opened in 1932 ... It is 503 metres long.").as_deref(),
+            Some("The bridge opened in 1932 after six years of work. It is 503 metres long.")
+        );
+        assert_eq!(
+            located(BRIDGE, "The bridge opened in 1932… It is 503 metres long").as_deref(),
+            Some("The bridge opened in 1932 after six years of work. It is 503 metres long")
+        );
+        // Leading and trailing ellipses only mark a cut.
+        assert_eq!(located(BRIDGE, "...It is 503 metres long...").as_deref(), Some("It is 503 metres long"));
+    }
+
+    #[test]
+    fn changed_words_and_misplaced_or_distant_pieces_stay_not_found() {
+        for quote in [
+            "It is 504 metres long.",
+            "It is 503 meters long.",
+            "It is about 503 metres long.",
+            "It is 503 long.",
+            "The bridge opened in 1932 after six years work.",
+            // Out of order.
+            "It is 503 metres long ... The bridge opened in 1932",
+            // More left out than the pieces hold.
+            "The bridge ... long.",
+            // A piece that is not in the source at all.
+            "The bridge opened in 1932 ... It is very long.",
+        ] {
+            assert_eq!(located(BRIDGE, quote), None, "{quote:?}");
+        }
+        // Pieces further apart than MAX_ELIDED_CHARS, even when the pieces hold more.
+        let filler = "x ".repeat(MAX_ELIDED_CHARS);
+        let far = format!("{} {filler} {}", "a".repeat(150), "b".repeat(150));
+        let quote = format!("{} ... {}", "a".repeat(150), "b".repeat(150));
+        assert_eq!(located(&far, &quote), None);
+        let near = format!("{} {} {}", "a".repeat(150), "x ".repeat(40), "b".repeat(150));
+        assert_eq!(located(&near, &quote), Some(near.clone()));
+        // Punctuation alone is not a piece.
+        assert_eq!(located(BRIDGE, "... . ..."), None);
+    }
+
+    proptest! {
+        /// Whatever the quote, a located span lies inside the cited source and is its own text.
+        #[test]
+        fn every_located_span_is_inside_the_source(
+            source in "([a-c]{1,3}|[ .,…“”—’\n]|S1|<b>|\u{200B}|４){0,60}",
+            picks in proptest::collection::vec((0usize..60, 0usize..20), 1..4),
+            decoration in 0usize..4,
+        ) {
+            let chars: Vec<char> = source.chars().collect();
+            let pieces: Vec<String> = picks
+                .iter()
+                .map(|&(start, length)| {
+                    let start = start.min(chars.len());
+                    chars[start..(start + length).min(chars.len())].iter().collect()
+                })
+                .collect();
+            let mut quote = pieces.join(["...", " … ", " ", ""][decoration]);
+            if decoration == 1 {
+                quote = format!("\"{quote}.\"");
+            }
+            let view = normalize(&source);
+            if let Some(found) = locate_quote(&source, &view, &quote) {
+                let (start, end) = found.original;
+                prop_assert!(start < end && end <= chars.len());
+                prop_assert!(found.normalized.0 <= found.normalized.1);
+                prop_assert!(found.normalized.1 <= view.text.chars().count());
+                let span = char_slice(&source, found.original);
+                prop_assert_eq!(span.trim(), span.as_str());
+            }
+            // A piece of the source's own text is always found (unless cut inside a tag or label,
+            // which neutralization reads differently on its own).
+            if let Some(piece) = pieces
+                .first()
+                .filter(|piece| piece.chars().any(char::is_alphanumeric) && !piece.contains(['<', 'S', '1']))
+            {
+                prop_assert!(locate_quote(&source, &view, piece).is_some(), "{:?} in {:?}", piece, source);
+            }
+        }
     }
 }

@@ -13,10 +13,15 @@
 //! - stage latencies (p50/p95, milliseconds) as the pipeline records them.
 //!
 //! Rates come with 95 % percentile bootstrap intervals over questions ([`super::stats`]).
-//! Questions are sampled with a fixed seed, so a report is reproducible.
+//! Questions are sampled with a fixed seed, so a report is reproducible: one seeded shuffle of
+//! the judged questions, of which a run asks the window `[offset, offset + n)`. Windows of one
+//! seed never overlap, so a tuning slice (`--n 30`) and a held-out slice (`--offset 100 --n 100`)
+//! are disjoint by construction. With a checkpoint file, the scores of every question asked so
+//! far are rewritten (temporary file, then rename) after each question, so a run stopped midway
+//! leaves a complete prefix behind.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use rand::SeedableRng;
@@ -174,6 +179,8 @@ pub struct AnswersReport {
     pub embedder: String,
     /// Sampling seed.
     pub seed: u64,
+    /// Questions of the seeded shuffle skipped before the window asked.
+    pub offset: usize,
     /// Questions asked (all judged, so answerable).
     pub questions: usize,
     /// Answered over asked, with its interval.
@@ -243,6 +250,7 @@ impl AnswersReport {
             generator: generator.to_owned(),
             embedder: embedder.to_owned(),
             seed,
+            offset: 0,
             questions: per_query.len(),
             answer_rate: rate(per_query.iter().map(|scores| scores.answered())),
             abstentions,
@@ -270,19 +278,50 @@ pub struct AnswersOptions {
     pub seed: u64,
     /// Gold answers (`answers.jsonl`), when the dataset has them.
     pub gold: HashMap<String, Vec<String>>,
+    /// Questions of the seeded shuffle skipped before the window asked.
+    pub offset: usize,
+    /// Per-question scores rewritten after every question (JSON Lines), when given.
+    pub checkpoint: Option<PathBuf>,
 }
 
-/// `n` judged queries of `dataset`, sampled with `seed` (all of them, shuffled, when `n` is
-/// `None`).
-pub fn sample_queries(dataset: &Dataset, questions: Option<usize>, seed: u64) -> Vec<&super::dataset::EvalQuery> {
+impl AnswersOptions {
+    /// The first `questions` of the shuffle with `seed` (all when `None`), no gold answers, no
+    /// checkpoint.
+    pub fn new(questions: Option<usize>, seed: u64) -> Self {
+        Self { questions, seed, gold: HashMap::new(), offset: 0, checkpoint: None }
+    }
+}
+
+/// The judged queries of `dataset` in the order of one shuffle with `seed`, from position
+/// `offset` on, at most `questions` of them (all the rest when `None`).
+pub fn sample_queries(
+    dataset: &Dataset,
+    questions: Option<usize>,
+    seed: u64,
+    offset: usize,
+) -> Vec<&super::dataset::EvalQuery> {
     let mut judged: Vec<_> = dataset
         .queries
         .iter()
         .filter(|query| dataset.qrels.get(&query.id).is_some_and(|judged| !judged.is_empty()))
         .collect();
     judged.shuffle(&mut SmallRng::seed_from_u64(seed));
-    judged.truncate(questions.unwrap_or(usize::MAX));
-    judged
+    judged.into_iter().skip(offset).take(questions.unwrap_or(usize::MAX)).collect()
+}
+
+/// Writes `scores` as JSON Lines to `path` through a temporary file renamed over it, so a reader
+/// (or a run stopped while writing) sees the previous complete file or the new one.
+pub fn write_scores<T: Serialize>(path: &Path, scores: &[T]) -> std::io::Result<()> {
+    let mut lines = String::new();
+    for score in scores {
+        lines.push_str(&serde_json::to_string(score).map_err(std::io::Error::other)?);
+        lines.push('\n');
+    }
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".tmp");
+    let temporary = PathBuf::from(temporary);
+    std::fs::write(&temporary, lines)?;
+    std::fs::rename(&temporary, path)
 }
 
 /// Asks the sampled questions of `dataset` (already ingested into the pipeline's engine).
@@ -293,7 +332,7 @@ pub async fn evaluate(
 ) -> Result<AnswersReport, EvalError> {
     let started = Instant::now();
     let mut per_query = Vec::new();
-    for query in sample_queries(dataset, options.questions, options.seed) {
+    for query in sample_queries(dataset, options.questions, options.seed, options.offset) {
         let principal = principal_of(query.tenant());
         let request = AnswerRequest { question: query.text.clone(), top_k: None, deadline_ms: None };
         let asked = Instant::now();
@@ -304,6 +343,10 @@ pub async fn evaluate(
         let total_ms = asked.elapsed().as_secs_f64() * 1000.0;
         let gold = options.gold.get(&query.id).map(Vec::as_slice);
         per_query.push(QuestionScores::of(&query.id, &response, &dataset.qrels[&query.id], gold, total_ms));
+        if let Some(path) = &options.checkpoint {
+            write_scores(path, &per_query)
+                .map_err(|error| EvalError::Answer(format!("cannot write {}: {error}", path.display())))?;
+        }
     }
     let mut report = AnswersReport::of(
         &dataset.name,
@@ -312,6 +355,7 @@ pub async fn evaluate(
         options.seed,
         per_query,
     );
+    report.offset = options.offset;
     report.query_seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -346,6 +390,50 @@ mod tests {
         assert!(contains_gold("The game was won by the Denver Broncos, 24-10.", &["Denver Broncos".into()]));
         assert!(!contains_gold("Denverite Broncosville.", &["Denver Broncos".into()]));
         assert!(!contains_gold("anything", &["the".into()]));
+    }
+
+    /// A dataset of `count` judged questions and no corpus.
+    fn judged_questions(count: usize) -> Dataset {
+        let queries: Vec<super::super::dataset::EvalQuery> = (0..count)
+            .map(|index| super::super::dataset::EvalQuery { id: format!("q{index}"), text: "?".into(), tenant: None })
+            .collect();
+        let qrels = queries.iter().map(|query| (query.id.clone(), HashMap::from([("d".to_owned(), 1)]))).collect();
+        Dataset { name: "test".into(), corpus_path: PathBuf::new(), corpus: Vec::new(), queries, qrels }
+    }
+
+    #[test]
+    fn tuning_and_held_out_windows_of_one_seed_are_disjoint_slices_of_one_shuffle() {
+        let dataset = judged_questions(500);
+        let ids = |questions, offset| -> Vec<String> {
+            sample_queries(&dataset, questions, 7, offset).into_iter().map(|query| query.id.clone()).collect()
+        };
+        let everything = ids(None, 0);
+        let tuning = ids(Some(30), 0);
+        let held_out = ids(Some(100), 100);
+        assert_eq!(tuning, everything[..30]);
+        assert_eq!(held_out, everything[100..200]);
+        assert!(tuning.iter().all(|id| !held_out.contains(id)));
+        // The whole shuffle is a permutation: every question once.
+        let mut sorted = everything.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 500);
+        // A window past the end is short or empty, never wrapped around.
+        assert_eq!(ids(Some(100), 450), everything[450..]);
+        assert!(ids(Some(10), 600).is_empty());
+    }
+
+    #[test]
+    fn scores_are_rewritten_whole_through_a_renamed_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("per-query.jsonl");
+        std::fs::write(&path, "stale\nstale\nstale\n").unwrap();
+        write_scores(&path, &[1, 2]).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n2\n");
+        write_scores(&path, &[1, 2, 3]).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "1\n2\n3\n");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+        assert_eq!(names, ["per-query.jsonl"]);
     }
 
     #[test]

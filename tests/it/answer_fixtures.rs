@@ -144,6 +144,8 @@ struct Expect {
     #[serde(default)]
     repair_prompt_includes: Vec<String>,
     #[serde(default)]
+    repair_prompt_excludes: Vec<String>,
+    #[serde(default)]
     diagnostics_include: Vec<String>,
     #[serde(default)]
     distinct_labels_per_doc: Option<usize>,
@@ -449,6 +451,11 @@ fn check(fixture: &Fixture, run: &Run) {
     for text in &expect.repair_prompt_includes {
         let repair = run.prompts.get(1).and_then(|p| p.repair.clone()).unwrap_or_default();
         assert!(repair.contains(text.as_str()), "{name}: repair prompt lacks {text:?}: {repair}");
+    }
+    for text in &expect.repair_prompt_excludes {
+        let repair = run.prompts.get(1).and_then(|p| p.repair.clone()).unwrap_or_default();
+        assert!(!repair.is_empty(), "{name}: no repair attempt");
+        assert!(!repair.contains(text.as_str()), "{name}: repair prompt contains {text:?}: {repair}");
     }
     if let Some(max) = expect.context_max {
         assert!(metrics.context <= max, "{name}: context {}", metrics.context);

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use warrant::answer::response::AnswerStatus;
 use warrant::config::Settings;
-use warrant::eval::answers::{AnswersOptions, AnswersReport, read_gold, run};
+use warrant::eval::answers::{AnswersOptions, AnswersReport, evaluate, read_gold, run, sample_queries};
 use warrant::eval::dataset::{Dataset, NoProgress};
 
 /// Two tenants asking the same question; one question the corpus cannot answer.
@@ -46,7 +46,7 @@ fn settings() -> Settings {
 fn eval(dir: &Path, questions: Option<usize>, seed: u64) -> AnswersReport {
     let dataset = Dataset::load(dir, None).expect("dataset loads");
     let gold = read_gold(&dir.join("answers.jsonl")).expect("gold answers");
-    let options = AnswersOptions { questions, seed, gold };
+    let options = AnswersOptions { gold, ..AnswersOptions::new(questions, seed) };
     actix_rt::System::new().block_on(async move {
         let (summary, report) = run(&settings(), &dataset, &options, &NoProgress).await.expect("evaluation runs");
         assert_eq!(summary.documents, 4);
@@ -83,6 +83,76 @@ fn eval_answers_scores_the_pipeline_answers() {
         |seed| eval(dir.path(), Some(2), seed).per_query.into_iter().map(|scores| scores.query_id).collect::<Vec<_>>();
     assert_eq!(sample(3), sample(3));
     assert_eq!(sample(3).len(), 2);
+}
+
+/// Abstains (`answerable: false`) on its first `answers` calls, then never answers.
+struct StallsAfter {
+    answers: usize,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl warrant::answer::generator::Generator for StallsAfter {
+    fn name(&self) -> &str {
+        "stalls-after"
+    }
+
+    async fn generate(
+        &self,
+        _request: &warrant::answer::generator::GenerationRequest,
+    ) -> Result<String, warrant::answer::generator::GeneratorError> {
+        if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= self.answers {
+            std::future::pending::<()>().await;
+        }
+        Ok(r#"{"answerable": false, "claims": []}"#.into())
+    }
+}
+
+/// Regression: `--per-query` was written only at the end, so a long run with a real model that
+/// was stopped (or crashed) midway kept nothing. The file is now a checkpoint of every question
+/// asked so far.
+#[test]
+fn a_stopped_eval_answers_run_keeps_the_scores_of_the_questions_it_asked() {
+    use std::sync::Arc;
+    use warrant::answer::pipeline::{AnswerPipeline, PipelineSettings};
+    use warrant::retrieval::{Engine, EngineParams};
+
+    let dir = tempfile::tempdir().unwrap();
+    write_dataset(dir.path());
+    let checkpoint = dir.path().join("per-query.jsonl");
+    let dataset = Dataset::load(dir.path(), None).expect("dataset loads");
+    let mut settings = settings();
+    settings.answer.deadline_ms = settings.answer.max_deadline_ms;
+    let options = AnswersOptions { checkpoint: Some(checkpoint.clone()), ..AnswersOptions::new(None, 7) };
+    let expected: Vec<String> =
+        sample_queries(&dataset, None, 7, 0).into_iter().map(|query| query.id.clone()).collect();
+    actix_rt::System::new().block_on(async move {
+        let providers = warrant::providers::from_settings(&settings).await.expect("providers");
+        let engine =
+            Engine::start(EngineParams::from_settings(&settings, providers.embedder.dimension()), providers.embedder)
+                .expect("engine");
+        warrant::eval::dataset::ingest(&engine, &dataset, 16, &NoProgress).await.expect("ingest");
+        let generator = Arc::new(StallsAfter { answers: 2, calls: Default::default() });
+        let pipeline =
+            AnswerPipeline::new(engine, generator, providers.verifier, PipelineSettings::from_settings(&settings));
+        let lines = || std::fs::read_to_string(&checkpoint).map(|text| text.lines().count()).unwrap_or(0);
+        // Stop the run (drop its future) once two questions are checkpointed: the third stalls.
+        tokio::select! {
+            _ = evaluate(&pipeline, &dataset, &options) => panic!("the third question never ends"),
+            _ = async { while lines() < 2 { tokio::time::sleep(std::time::Duration::from_millis(20)).await } } => {}
+        }
+    });
+    let text = std::fs::read_to_string(dir.path().join("per-query.jsonl")).expect("checkpoint written");
+    let asked: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let scores: serde_json::Value = serde_json::from_str(line).expect("a whole JSON line");
+            scores["query_id"].as_str().expect("query id").to_owned()
+        })
+        .collect();
+    // The questions before the stalled one, in sample order, each scored once.
+    assert!(asked.len() >= 2 && asked.len() < expected.len(), "{asked:?}");
+    assert_eq!(asked, expected[..asked.len()]);
 }
 
 mod streaming {

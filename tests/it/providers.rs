@@ -168,6 +168,7 @@ async fn generator_sends_strict_schema_at_temperature_zero_with_bearer_key() {
     let body = &request.body;
     assert_eq!(body["model"], "ok");
     assert_eq!(body["temperature"], 0);
+    assert_eq!(body["max_tokens"], 384, "the default generator.max_tokens");
     assert_eq!(body["response_format"]["type"], "json_schema");
     assert_eq!(body["response_format"]["json_schema"]["name"], "cited_answer");
     assert_eq!(body["response_format"]["json_schema"]["strict"], true);
@@ -175,6 +176,21 @@ async fn generator_sends_strict_schema_at_temperature_zero_with_bearer_key() {
     let roles: Vec<&str> = body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
     assert_eq!(roles, ["system", "user"]);
     assert_eq!(body["messages"][1]["content"], generation_request(Duration::ZERO).user);
+    server.stop().await;
+}
+
+/// `generator.max_tokens` reaches the wire: without it a small local model could run on to the
+/// server's own limit (thousands of tokens at a few tokens per second).
+#[actix_web::test]
+async fn generator_sends_the_configured_max_tokens() {
+    let server = TestServer::start();
+    let mut settings = Settings::defaults().generator;
+    settings.base_url = server.base_url.clone();
+    settings.model = "ok".into();
+    settings.max_tokens = 96;
+    let generator = OpenAiCompatibleGenerator::from_settings(&settings).unwrap();
+    generator.generate(&generation_request(Duration::from_secs(5))).await.unwrap();
+    assert_eq!(server.requests()[0].body["max_tokens"], 96);
     server.stop().await;
 }
 
