@@ -303,6 +303,11 @@ enum EvalCommand {
         /// Embed everything again, touching no cache.
         #[arg(long)]
         no_cache: bool,
+        /// Backend to ingest into and ask (default: storage.backend of the configuration);
+        /// postgres connects to the URL in the variable storage.postgres.url_env names and
+        /// ingests the corpus into that database (use one of its own).
+        #[arg(long, value_parser = ["embedded", "postgres"])]
+        backend: Option<String>,
         /// Also write every query's nDCG@10 per retriever to this JSON Lines file (for paired
         /// comparisons of two runs).
         #[arg(long)]
@@ -310,7 +315,7 @@ enum EvalCommand {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
-        /// Configuration file (chunking, retrieval, index, embedder).
+        /// Configuration file (chunking, retrieval, index, embedder, storage.postgres).
         #[arg(long)]
         config: Option<PathBuf>,
     },
@@ -501,12 +506,18 @@ fn main() -> Result<()> {
                     limit_queries,
                     cache_dir,
                     no_cache,
+                    backend,
                     per_query,
                     json,
                     config,
                 },
         } => {
-            let settings = settings_with_embedder(config.as_deref(), embedder)?;
+            let mut settings = settings_with_embedder(config.as_deref(), embedder)?;
+            match backend.as_deref() {
+                Some("postgres") => settings.storage.backend = warrant::config::StorageBackend::Postgres,
+                Some(_) => settings.storage.backend = warrant::config::StorageBackend::Embedded,
+                None => {}
+            }
             let dataset = warrant::eval::dataset::Dataset::load(&dataset, queries.as_deref())?;
             let options =
                 warrant::eval::retrieval::RunOptions { limit_queries, cache_dir: (!no_cache).then_some(cache_dir) };
@@ -649,7 +660,7 @@ fn write_per_query<T: serde::Serialize>(path: &Path, scores: &[T]) -> Result<()>
 }
 
 fn print_report(report: &warrant::eval::retrieval::RetrievalReport) {
-    println!("{} with {}: {} queries", report.dataset, report.embedder, report.queries);
+    println!("{} with {} on {}: {} queries", report.dataset, report.embedder, report.backend, report.queries);
     println!("{:<8} {:>8} {:>17} {:>8} {:>9} {:>8}", "", "nDCG@10", "95% CI", "R@10", "R@100", "MRR@10");
     let confidence = report.confidence;
     for (name, metrics, interval) in [

@@ -42,6 +42,7 @@ use crate::storage::StorageError;
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "0001_init", include_str!("../../migrations/0001_init.sql")),
     (2, "0002_readers_by_principal", include_str!("../../migrations/0002_readers_by_principal.sql")),
+    (3, "0003_lexical_statistics", include_str!("../../migrations/0003_lexical_statistics.sql")),
 ];
 
 /// Largest dimension pgvector's HNSW index accepts for `vector`.
@@ -91,6 +92,22 @@ impl IterativeScan {
             Self::StrictOrder => "strict_order",
             Self::RelaxedOrder => "relaxed_order",
         }
+    }
+}
+
+/// A tenant's BM25 totals: the chunk count and average length of its lexical scoring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LexicalTotals {
+    /// Chunks of the tenant's live document versions.
+    pub chunks: u64,
+    /// Their analyzed tokens (english configuration, stopwords removed), summed.
+    pub tokens: u64,
+}
+
+impl LexicalTotals {
+    fn from_counts(chunks: i64, tokens: i64) -> Self {
+        debug_assert!(chunks >= 0 && tokens >= 0, "negative totals: {chunks} chunks, {tokens} tokens");
+        Self { chunks: chunks.max(0) as u64, tokens: tokens.max(0) as u64 }
     }
 }
 
@@ -147,6 +164,11 @@ impl PostgresBackend {
     /// The embedder.
     pub fn embedder(&self) -> &Arc<dyn Embedder> {
         &self.embedder
+    }
+
+    /// The parameters it was connected with.
+    pub fn params(&self) -> &PostgresParams {
+        &self.params
     }
 
     /// Upserts a batch of documents into `tenant`, all or nothing, in one transaction.
@@ -321,6 +343,21 @@ impl PostgresBackend {
         let client = self.pool.get().await.map_err(database)?;
         let row = client.query_opt(sql::TENANT_EPOCH, &[&tenant]).await.map_err(database)?;
         Ok(row.map(|row| row.get::<_, i64>(0) as u64).unwrap_or(0))
+    }
+
+    /// The tenant's BM25 totals as kept by the writes (zero for a tenant without writes).
+    pub async fn lexical_totals(&self, tenant: &str) -> RetrievalResult<LexicalTotals> {
+        let client = self.pool.get().await.map_err(database)?;
+        let row = client.query_opt(sql::LEXICAL_TOTALS, &[&tenant]).await.map_err(database)?;
+        Ok(row.map_or(LexicalTotals::default(), |row| LexicalTotals::from_counts(row.get(0), row.get(1))))
+    }
+
+    /// The tenant's BM25 totals recounted from its chunks (a full scan of the tenant's chunks:
+    /// for checks, not for queries). Equal to [`Self::lexical_totals`] after every commit.
+    pub async fn recount_lexical_totals(&self, tenant: &str) -> RetrievalResult<LexicalTotals> {
+        let client = self.pool.get().await.map_err(database)?;
+        let row = client.query_one(sql::LEXICAL_TOTALS_RECOUNTED, &[&tenant]).await.map_err(database)?;
+        Ok(LexicalTotals::from_counts(row.get(0), row.get(1)))
     }
 
     /// The scope of `principal`: the principal itself, evaluated by the database per query.
