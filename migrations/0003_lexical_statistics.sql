@@ -8,8 +8,8 @@
 -- - `chunks.search_tokens`: the chunk's analyzed length (stopwords removed, as the embedded
 --   engine counts it), computed once on insert;
 -- - `warrant_tenants.lexical_chunks` / `lexical_tokens`: the tenant's chunk count and total
---   length, updated by the same statement that inserts or deletes a chunk (so in the write's
---   transaction, under the tenant lock every write takes).
+--   length, changed by every write transaction that inserts or deletes chunks, in the same
+--   update that advances the tenant's epoch (under the tenant lock every write takes).
 
 -- Analyzed tokens of a full-text vector: the sum of its lexemes' position counts.
 CREATE FUNCTION warrant_search_tokens(document tsvector) RETURNS integer

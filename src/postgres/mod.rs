@@ -111,6 +111,27 @@ impl LexicalTotals {
     }
 }
 
+/// What one write transaction changes in its tenant's [`LexicalTotals`]: summed from the
+/// `search_tokens` the chunk inserts and deletes return, applied once by
+/// [`sql::TENANT_SET_EPOCH`] before the commit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct TotalsChange {
+    chunks: i64,
+    tokens: i64,
+}
+
+impl TotalsChange {
+    fn add(&mut self, rows: &[tokio_postgres::Row]) {
+        self.chunks += rows.len() as i64;
+        self.tokens += rows.iter().map(|row| i64::from(row.get::<_, i32>(0))).sum::<i64>();
+    }
+
+    fn remove(&mut self, rows: &[tokio_postgres::Row]) {
+        self.chunks -= rows.len() as i64;
+        self.tokens -= rows.iter().map(|row| i64::from(row.get::<_, i32>(0))).sum::<i64>();
+    }
+}
+
 fn database(error: impl std::fmt::Display) -> RetrievalError {
     tracing::warn!(%error, "postgres backend error");
     RetrievalError::Storage(StorageError::Io { file: "postgres".into(), reason: "database request failed".into() })
@@ -193,6 +214,7 @@ impl PostgresBackend {
         let insert_chunk = transaction.prepare(sql::CHUNK_INSERT).await.map_err(database)?;
         let mut vectors_left = vectors.into_iter();
         let mut chunk_count = 0;
+        let mut totals = TotalsChange::default();
         for (position, (input, first_cut)) in inputs.iter().zip(&provisional).enumerate() {
             let head = transaction.query_opt(sql::DOCUMENT_HEAD, &[&tenant, &input.doc_id]).await.map_err(database)?;
             let last: Option<i64> = head.map(|row| row.get(1));
@@ -221,7 +243,7 @@ impl PostgresBackend {
                 .execute(sql::VERSION_INSERT, &[&tenant, &input.doc_id, &version_sql, &ordinal, &input.title, &epoch])
                 .await
                 .map_err(database)?;
-            transaction.execute(sql::CHUNKS_DELETE, &[&tenant, &input.doc_id]).await.map_err(database)?;
+            totals.remove(&transaction.query(sql::CHUNKS_DELETE, &[&tenant, &input.doc_id]).await.map_err(database)?);
             for chunk in &chunks {
                 let vector = Vector::from(vectors_left.next().unwrap_or_default());
                 let chunk_ordinal = chunk.ordinal as i32;
@@ -239,7 +261,7 @@ impl PostgresBackend {
                     &chunk.text,
                     &vector,
                 ];
-                transaction.execute(&insert_chunk, &parameters).await.map_err(database)?;
+                totals.add(&transaction.query(&insert_chunk, &parameters).await.map_err(database)?);
             }
             chunk_count += chunks.len();
             transaction.execute(sql::READERS_DELETE_ALL, &[&tenant, &input.doc_id]).await.map_err(database)?;
@@ -263,7 +285,10 @@ impl PostgresBackend {
                 .await
                 .map_err(database)?;
         }
-        transaction.execute(sql::TENANT_SET_EPOCH, &[&tenant, &epoch]).await.map_err(database)?;
+        transaction
+            .execute(sql::TENANT_SET_EPOCH, &[&tenant, &epoch, &totals.chunks, &totals.tokens])
+            .await
+            .map_err(database)?;
         transaction.commit().await.map_err(database)?;
         Ok(UpsertOutcome { acl_epoch: epoch as u64, documents: inputs.len(), chunks: chunk_count })
     }
@@ -291,9 +316,10 @@ impl PostgresBackend {
             return Err(AclError::UnknownDocument { doc_id: doc_id.to_owned() }.into());
         };
         let no_names: Vec<String> = Vec::new();
+        let mut totals = TotalsChange::default();
         let (kind, groups, users, changed) = match &mutation {
             AclMutation::Delete { .. } => {
-                transaction.execute(sql::CHUNKS_DELETE, &[&tenant, &doc_id]).await.map_err(database)?;
+                totals.remove(&transaction.query(sql::CHUNKS_DELETE, &[&tenant, &doc_id]).await.map_err(database)?);
                 transaction.execute(sql::READERS_DELETE_ALL, &[&tenant, &doc_id]).await.map_err(database)?;
                 transaction.execute(sql::DOCUMENT_DELETE_HEAD, &[&tenant, &doc_id]).await.map_err(database)?;
                 ("delete", &no_names, &no_names, 1)
@@ -333,7 +359,10 @@ impl PostgresBackend {
             )
             .await
             .map_err(database)?;
-        transaction.execute(sql::TENANT_SET_EPOCH, &[&tenant, &epoch]).await.map_err(database)?;
+        transaction
+            .execute(sql::TENANT_SET_EPOCH, &[&tenant, &epoch, &totals.chunks, &totals.tokens])
+            .await
+            .map_err(database)?;
         transaction.commit().await.map_err(database)?;
         Ok(epoch as u64)
     }
