@@ -15,6 +15,9 @@
 //!   writes are serialized across nodes, and a change is acknowledged only after its commit.
 //! - Only the live version of a document has chunks (the previous version's are deleted in the
 //!   transaction that supersedes it), so a reader sees the old version or the new one.
+//! - A tenant's BM25 totals (`warrant_tenants.lexical_*`: chunk count, analyzed tokens) change
+//!   only in the write transaction that inserts or deletes its chunks, by what those statements
+//!   returned, so at every commit they equal a recount of the tenant's chunks.
 //! - All SQL is in [`sql`], as constants with bind parameters.
 
 pub mod sql;

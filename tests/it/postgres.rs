@@ -1,6 +1,8 @@
 //! The postgres + pgvector backend against a real database: the scope-safety tests of the
 //! embedded engine (no hit outside the scope, cross-tenant near-duplicates, revocation seen by
-//! another node, all-or-nothing batches) plus migrations.
+//! another node, all-or-nothing batches) plus migrations, the BM25 statement against a naive
+//! model inside the scope, the tenant's BM25 totals across writes, and `warrant eval retrieval
+//! --backend postgres`'s library path.
 //!
 //! They need `WARRANT_TEST_DATABASE_URL` (a role allowed to create databases; `tests/postgres.sh
 //! start` prints one) and skip with a loud message without it. Each test works in a fresh
