@@ -23,6 +23,11 @@
 --     sequences in distributed transactions); not verified.
 --   * Foreign keys between co-located distributed tables that include the distribution column are
 --     supported by Citus; the ones in 0001_init.sql all include tenant_id.
+--   * Migration 0003 makes `chunks.search_tokens` a generated column over the SQL function
+--     warrant_search_tokens(tsvector): the function must exist on every worker (Citus propagates
+--     a distributed table's dependencies when it distributes it; not verified). Its chunk-write
+--     statements are modifying CTEs that also update the tenant's warrant_tenants row: both carry
+--     the same tenant_id, so they route to one shard group.
 
 CREATE EXTENSION IF NOT EXISTS citus;
 

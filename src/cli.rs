@@ -298,6 +298,11 @@ pub(crate) enum EvalCommand {
         /// Embed everything again, touching no cache.
         #[arg(long)]
         no_cache: bool,
+        /// Backend to ingest into and ask (default: storage.backend of the configuration);
+        /// postgres connects to the URL in the variable storage.postgres.url_env names and
+        /// ingests the corpus into that database (use one of its own).
+        #[arg(long, value_parser = ["embedded", "postgres"])]
+        backend: Option<String>,
         /// Also write every query's nDCG@10 per retriever to this JSON Lines file (for paired
         /// comparisons of two runs).
         #[arg(long)]
@@ -305,7 +310,7 @@ pub(crate) enum EvalCommand {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
-        /// Configuration file (chunking, retrieval, index, embedder).
+        /// Configuration file (chunking, retrieval, index, embedder, storage.postgres).
         #[arg(long)]
         config: Option<PathBuf>,
     },

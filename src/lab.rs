@@ -141,11 +141,17 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
             limit_queries,
             cache_dir,
             no_cache,
+            backend,
             per_query,
             json,
             config,
         } => {
-            let settings = settings_with_embedder(config.as_deref(), embedder)?;
+            let mut settings = settings_with_embedder(config.as_deref(), embedder)?;
+            match backend.as_deref() {
+                Some("postgres") => settings.storage.backend = warrant::config::StorageBackend::Postgres,
+                Some(_) => settings.storage.backend = warrant::config::StorageBackend::Embedded,
+                None => {}
+            }
             let dataset = warrant::eval::dataset::Dataset::load(&dataset, queries.as_deref())?;
             let options =
                 warrant::eval::retrieval::RunOptions { limit_queries, cache_dir: (!no_cache).then_some(cache_dir) };
@@ -279,7 +285,7 @@ fn write_per_query<T: serde::Serialize>(path: &Path, scores: &[T]) -> Result<()>
 }
 
 fn print_report(report: &warrant::eval::retrieval::RetrievalReport) {
-    println!("{} with {}: {} queries", report.dataset, report.embedder, report.queries);
+    println!("{} with {} on {}: {} queries", report.dataset, report.embedder, report.backend, report.queries);
     println!("{:<8} {:>8} {:>17} {:>8} {:>9} {:>8}", "", "nDCG@10", "95% CI", "R@10", "R@100", "MRR@10");
     let confidence = report.confidence;
     for (name, metrics, interval) in [

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::domain::{DocAcl, Principal};
-use crate::retrieval::{DocumentInput, Engine, RetrievalError};
+use crate::retrieval::{DocumentInput, Engine, RetrievalError, RetrievalResult, UpsertOutcome};
 
 /// Tenant of documents and queries that name none.
 pub const DEFAULT_TENANT: &str = "eval";
@@ -304,11 +304,40 @@ impl Progress for NoProgress {
     fn finish(&self) {}
 }
 
-/// Upserts the whole corpus into `engine`, `batch` documents per upsert (each upsert embeds its
-/// chunks in the engine's embedding batches). A document with an empty text is indexed by its
-/// title; one with neither is skipped and counted.
-pub async fn ingest(
-    engine: &Arc<Engine>,
+/// Where a corpus is ingested: a backend's all-or-nothing batch upsert into one tenant (the
+/// embedded [`Engine`] or [`crate::postgres::PostgresBackend`]).
+#[async_trait::async_trait]
+pub trait DocumentSink: Send + Sync {
+    /// Upserts `inputs` into `tenant` as one batch.
+    async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome>;
+}
+
+#[async_trait::async_trait]
+impl DocumentSink for Engine {
+    async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
+        Engine::upsert(self, tenant, inputs).await
+    }
+}
+
+#[async_trait::async_trait]
+impl DocumentSink for crate::postgres::PostgresBackend {
+    async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
+        crate::postgres::PostgresBackend::upsert(self, tenant, inputs).await
+    }
+}
+
+#[async_trait::async_trait]
+impl<T: DocumentSink + ?Sized> DocumentSink for Arc<T> {
+    async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
+        T::upsert(self, tenant, inputs).await
+    }
+}
+
+/// Upserts the whole corpus into `engine` (either backend), `batch` documents per upsert (each
+/// upsert embeds its chunks in the backend's embedding batches). A document with an empty text
+/// is indexed by its title; one with neither is skipped and counted.
+pub async fn ingest<S: DocumentSink + ?Sized>(
+    engine: &S,
     dataset: &Dataset,
     batch: usize,
     progress: &dyn Progress,

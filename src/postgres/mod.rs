@@ -15,6 +15,9 @@
 //!   writes are serialized across nodes, and a change is acknowledged only after its commit.
 //! - Only the live version of a document has chunks (the previous version's are deleted in the
 //!   transaction that supersedes it), so a reader sees the old version or the new one.
+//! - A tenant's BM25 totals (`warrant_tenants.lexical_*`: chunk count, analyzed tokens) change
+//!   only in the write transaction that inserts or deletes its chunks, by what those statements
+//!   returned, so at every commit they equal a recount of the tenant's chunks.
 //! - All SQL is in [`sql`], as constants with bind parameters.
 
 pub mod sql;
@@ -42,6 +45,7 @@ use crate::storage::StorageError;
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "0001_init", include_str!("../../migrations/0001_init.sql")),
     (2, "0002_readers_by_principal", include_str!("../../migrations/0002_readers_by_principal.sql")),
+    (3, "0003_lexical_statistics", include_str!("../../migrations/0003_lexical_statistics.sql")),
 ];
 
 /// Largest dimension pgvector's HNSW index accepts for `vector`.
@@ -91,6 +95,43 @@ impl IterativeScan {
             Self::StrictOrder => "strict_order",
             Self::RelaxedOrder => "relaxed_order",
         }
+    }
+}
+
+/// A tenant's BM25 totals: the chunk count and average length of its lexical scoring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LexicalTotals {
+    /// Chunks of the tenant's live document versions.
+    pub chunks: u64,
+    /// Their analyzed tokens (english configuration, stopwords removed), summed.
+    pub tokens: u64,
+}
+
+impl LexicalTotals {
+    fn from_counts(chunks: i64, tokens: i64) -> Self {
+        debug_assert!(chunks >= 0 && tokens >= 0, "negative totals: {chunks} chunks, {tokens} tokens");
+        Self { chunks: chunks.max(0) as u64, tokens: tokens.max(0) as u64 }
+    }
+}
+
+/// What one write transaction changes in its tenant's [`LexicalTotals`]: summed from the
+/// `search_tokens` the chunk inserts and deletes return, applied once by
+/// [`sql::TENANT_SET_EPOCH`] before the commit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct TotalsChange {
+    chunks: i64,
+    tokens: i64,
+}
+
+impl TotalsChange {
+    fn add(&mut self, rows: &[tokio_postgres::Row]) {
+        self.chunks += rows.len() as i64;
+        self.tokens += rows.iter().map(|row| i64::from(row.get::<_, i32>(0))).sum::<i64>();
+    }
+
+    fn remove(&mut self, rows: &[tokio_postgres::Row]) {
+        self.chunks -= rows.len() as i64;
+        self.tokens -= rows.iter().map(|row| i64::from(row.get::<_, i32>(0))).sum::<i64>();
     }
 }
 
@@ -149,6 +190,11 @@ impl PostgresBackend {
         &self.embedder
     }
 
+    /// The parameters it was connected with.
+    pub fn params(&self) -> &PostgresParams {
+        &self.params
+    }
+
     /// Upserts a batch of documents into `tenant`, all or nothing, in one transaction.
     pub async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
         validate_batch(&inputs)?;
@@ -171,6 +217,7 @@ impl PostgresBackend {
         let insert_chunk = transaction.prepare(sql::CHUNK_INSERT).await.map_err(database)?;
         let mut vectors_left = vectors.into_iter();
         let mut chunk_count = 0;
+        let mut totals = TotalsChange::default();
         for (position, (input, first_cut)) in inputs.iter().zip(&provisional).enumerate() {
             let head = transaction.query_opt(sql::DOCUMENT_HEAD, &[&tenant, &input.doc_id]).await.map_err(database)?;
             let last: Option<i64> = head.map(|row| row.get(1));
@@ -199,7 +246,7 @@ impl PostgresBackend {
                 .execute(sql::VERSION_INSERT, &[&tenant, &input.doc_id, &version_sql, &ordinal, &input.title, &epoch])
                 .await
                 .map_err(database)?;
-            transaction.execute(sql::CHUNKS_DELETE, &[&tenant, &input.doc_id]).await.map_err(database)?;
+            totals.remove(&transaction.query(sql::CHUNKS_DELETE, &[&tenant, &input.doc_id]).await.map_err(database)?);
             for chunk in &chunks {
                 let vector = Vector::from(vectors_left.next().unwrap_or_default());
                 let chunk_ordinal = chunk.ordinal as i32;
@@ -217,7 +264,7 @@ impl PostgresBackend {
                     &chunk.text,
                     &vector,
                 ];
-                transaction.execute(&insert_chunk, &parameters).await.map_err(database)?;
+                totals.add(&transaction.query(&insert_chunk, &parameters).await.map_err(database)?);
             }
             chunk_count += chunks.len();
             transaction.execute(sql::READERS_DELETE_ALL, &[&tenant, &input.doc_id]).await.map_err(database)?;
@@ -241,7 +288,10 @@ impl PostgresBackend {
                 .await
                 .map_err(database)?;
         }
-        transaction.execute(sql::TENANT_SET_EPOCH, &[&tenant, &epoch]).await.map_err(database)?;
+        transaction
+            .execute(sql::TENANT_SET_EPOCH, &[&tenant, &epoch, &totals.chunks, &totals.tokens])
+            .await
+            .map_err(database)?;
         transaction.commit().await.map_err(database)?;
         Ok(UpsertOutcome { acl_epoch: epoch as u64, documents: inputs.len(), chunks: chunk_count })
     }
@@ -269,9 +319,10 @@ impl PostgresBackend {
             return Err(AclError::UnknownDocument { doc_id: doc_id.to_owned() }.into());
         };
         let no_names: Vec<String> = Vec::new();
+        let mut totals = TotalsChange::default();
         let (kind, groups, users, changed) = match &mutation {
             AclMutation::Delete { .. } => {
-                transaction.execute(sql::CHUNKS_DELETE, &[&tenant, &doc_id]).await.map_err(database)?;
+                totals.remove(&transaction.query(sql::CHUNKS_DELETE, &[&tenant, &doc_id]).await.map_err(database)?);
                 transaction.execute(sql::READERS_DELETE_ALL, &[&tenant, &doc_id]).await.map_err(database)?;
                 transaction.execute(sql::DOCUMENT_DELETE_HEAD, &[&tenant, &doc_id]).await.map_err(database)?;
                 ("delete", &no_names, &no_names, 1)
@@ -311,7 +362,10 @@ impl PostgresBackend {
             )
             .await
             .map_err(database)?;
-        transaction.execute(sql::TENANT_SET_EPOCH, &[&tenant, &epoch]).await.map_err(database)?;
+        transaction
+            .execute(sql::TENANT_SET_EPOCH, &[&tenant, &epoch, &totals.chunks, &totals.tokens])
+            .await
+            .map_err(database)?;
         transaction.commit().await.map_err(database)?;
         Ok(epoch as u64)
     }
@@ -321,6 +375,21 @@ impl PostgresBackend {
         let client = self.pool.get().await.map_err(database)?;
         let row = client.query_opt(sql::TENANT_EPOCH, &[&tenant]).await.map_err(database)?;
         Ok(row.map(|row| row.get::<_, i64>(0) as u64).unwrap_or(0))
+    }
+
+    /// The tenant's BM25 totals as kept by the writes (zero for a tenant without writes).
+    pub async fn lexical_totals(&self, tenant: &str) -> RetrievalResult<LexicalTotals> {
+        let client = self.pool.get().await.map_err(database)?;
+        let row = client.query_opt(sql::LEXICAL_TOTALS, &[&tenant]).await.map_err(database)?;
+        Ok(row.map_or(LexicalTotals::default(), |row| LexicalTotals::from_counts(row.get(0), row.get(1))))
+    }
+
+    /// The tenant's BM25 totals recounted from its chunks (a full scan of the tenant's chunks:
+    /// for checks, not for queries). Equal to [`Self::lexical_totals`] after every commit.
+    pub async fn recount_lexical_totals(&self, tenant: &str) -> RetrievalResult<LexicalTotals> {
+        let client = self.pool.get().await.map_err(database)?;
+        let row = client.query_one(sql::LEXICAL_TOTALS_RECOUNTED, &[&tenant]).await.map_err(database)?;
+        Ok(LexicalTotals::from_counts(row.get(0), row.get(1)))
     }
 
     /// The scope of `principal`: the principal itself, evaluated by the database per query.

@@ -48,25 +48,54 @@ pub const VECTOR_SEARCH: &str = "SELECT c.chunk_id, c.doc_id, c.version, c.chunk
     ORDER BY c.embedding <=> $4
     LIMIT $5";
 
-/// Lexical search inside the scope: $1 tenant, $2 user, $3 groups, $4 query text, $5 limit.
-/// The query's lexemes (english configuration) are OR-ed, as BM25 does, and ranked with
-/// `ts_rank` (term frequency) normalized by document length (flag 1: 1 + log(length)): on
-/// SciFact it scored nDCG@10 0.590 where `ts_rank_cd` (cover density) scored 0.450
-/// (BENCHMARKS.md).
+/// Lexical search inside the scope, ranked by BM25 (Robertson & Zaragoza 2009; k1 1.2, b 0.75,
+/// tantivy's formula): $1 tenant, $2 user, $3 groups, $4 query text, $5 limit.
+///
+/// The query's distinct lexemes (english configuration: stopwords dropped, Snowball stemming)
+/// are OR-ed; `matched` is every chunk inside the scope that holds one of them (GIN match plus
+/// the ACL `EXISTS`), with only its query lexemes kept (`setweight` marks them, `ts_filter`
+/// keeps them). A term's frequency is its position count in the chunk; its document frequency
+/// is the number of matched chunks holding it, which is exactly its document frequency inside
+/// the caller's scope (every chunk of the scope holding the term is matched), so documents
+/// outside the scope move no score through it. The chunk count and average length are the
+/// tenant's (`warrant_tenants.lexical_*`, kept by every write transaction, [`TENANT_SET_EPOCH`]).
+/// On SciFact it scored nDCG@10 0.689 where `ts_rank` scored 0.590 and the embedded engine's
+/// tantivy BM25 0.672 (BENCHMARKS.md, with the analyzer differences that remain).
 pub const LEXICAL_SEARCH: &str = "WITH q AS (
-        SELECT (SELECT string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''', ' | ')
-                FROM unnest(tsvector_to_array(to_tsvector('english', $4))) AS lexeme)::tsquery AS query
+        SELECT array_agg(lexeme) AS lexemes,
+            string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''', ' | ')::tsquery AS query
+        FROM unnest(tsvector_to_array(to_tsvector('english', $4))) AS lexeme
+    ), totals AS (
+        SELECT greatest(t.lexical_chunks, 1)::float8 AS chunks,
+            greatest(t.lexical_tokens, 1)::float8 / greatest(t.lexical_chunks, 1)::float8 AS average_tokens
+        FROM warrant_tenants t WHERE t.tenant_id = $1
+    ), matched AS MATERIALIZED (
+        SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal, c.start_char, c.end_char,
+            c.title, c.body, c.search_tokens, ts_filter(setweight(c.search, 'A', q.lexemes), '{a}') AS terms
+        FROM chunks c, q
+        WHERE c.tenant_id = $1
+          AND q.query IS NOT NULL
+          AND c.search @@ q.query
+          AND EXISTS (SELECT 1 FROM document_readers r
+            WHERE r.tenant_id = $1 AND r.doc_id = c.doc_id
+              AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
+    ), frequencies AS (
+        SELECT m.chunk_id, m.search_tokens, term.lexeme, cardinality(term.positions)::float8 AS frequency
+        FROM matched m, unnest(m.terms) AS term
+    ), document_frequencies AS (
+        SELECT lexeme, count(*)::float8 AS documents FROM frequencies GROUP BY lexeme
+    ), scores AS (
+        SELECT f.chunk_id, sum(
+            ln(1 + (totals.chunks - d.documents + 0.5) / (d.documents + 0.5))
+            * f.frequency * (1.2 + 1)
+            / (f.frequency + 1.2 * (1 - 0.75 + 0.75 * f.search_tokens / totals.average_tokens))) AS score
+        FROM frequencies f JOIN document_frequencies d USING (lexeme), totals
+        GROUP BY f.chunk_id
     )
-    SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal,
-        c.start_char, c.end_char, c.title, c.body, ts_rank(c.search, q.query, 1)::real AS score
-    FROM chunks c, q
-    WHERE c.tenant_id = $1
-      AND q.query IS NOT NULL
-      AND c.search @@ q.query
-      AND EXISTS (SELECT 1 FROM document_readers r
-        WHERE r.tenant_id = $1 AND r.doc_id = c.doc_id
-          AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
-    ORDER BY score DESC, c.chunk_id
+    SELECT m.chunk_id, m.doc_id, m.version, m.chunk_ordinal, m.doc_ordinal,
+        m.start_char, m.end_char, m.title, m.body, s.score::real AS score
+    FROM matched m JOIN scores s USING (chunk_id)
+    ORDER BY s.score DESC, m.chunk_id
     LIMIT $5";
 
 /// Creates the tenant row if absent: $1 tenant.
@@ -79,8 +108,14 @@ pub const TENANT_LOCK: &str = "SELECT acl_epoch FROM warrant_tenants WHERE tenan
 /// Reads the tenant's epoch without locking: $1 tenant.
 pub const TENANT_EPOCH: &str = "SELECT acl_epoch FROM warrant_tenants WHERE tenant_id = $1";
 
-/// Advances the tenant's epoch: $1 tenant, $2 new epoch.
-pub const TENANT_SET_EPOCH: &str = "UPDATE warrant_tenants SET acl_epoch = $2 WHERE tenant_id = $1";
+/// Advances the tenant's epoch and applies the transaction's change to its BM25 totals (the
+/// chunks [`CHUNK_INSERT`] and [`CHUNKS_DELETE`] returned), once at the end of every write
+/// transaction: $1 tenant, $2 new epoch, $3 chunks added (negative: removed), $4 tokens added.
+/// One update of the tenant row per transaction: updating it per chunk made loading SciFact
+/// 35 % slower per chunk (BENCHMARKS.md).
+pub const TENANT_SET_EPOCH: &str = "UPDATE warrant_tenants SET acl_epoch = $2,
+        lexical_chunks = lexical_chunks + $3, lexical_tokens = lexical_tokens + $4
+    WHERE tenant_id = $1";
 
 /// A document's head: $1 tenant, $2 doc id.
 pub const DOCUMENT_HEAD: &str = "SELECT live_version, last_version FROM documents WHERE tenant_id = $1 AND doc_id = $2";
@@ -101,14 +136,24 @@ pub const VERSION_INSERT: &str =
     "INSERT INTO document_versions (tenant_id, doc_id, version, doc_ordinal, title, acl_epoch)
     VALUES ($1, $2, $3, $4, $5, $6)";
 
-/// Drops every chunk of a document (the previous live version): $1 tenant, $2 doc id.
-pub const CHUNKS_DELETE: &str = "DELETE FROM chunks WHERE tenant_id = $1 AND doc_id = $2";
+/// Drops every chunk of a document (the previous live version), returning each one's analyzed
+/// length for the tenant's BM25 totals ([`TENANT_SET_EPOCH`]): $1 tenant, $2 doc id.
+pub const CHUNKS_DELETE: &str = "DELETE FROM chunks WHERE tenant_id = $1 AND doc_id = $2 RETURNING search_tokens";
 
-/// Inserts a chunk: $1 tenant, $2 doc id, $3 version, $4 chunk ordinal, $5 chunk id, $6 doc
-/// ordinal, $7 start, $8 end, $9 title, $10 text, $11 embedding.
+/// Inserts a chunk, returning its analyzed length for the tenant's BM25 totals
+/// ([`TENANT_SET_EPOCH`]): $1 tenant, $2 doc id, $3 version, $4 chunk ordinal, $5 chunk id,
+/// $6 doc ordinal, $7 start, $8 end, $9 title, $10 text, $11 embedding.
 pub const CHUNK_INSERT: &str = "INSERT INTO chunks (tenant_id, doc_id, version, chunk_ordinal, chunk_id, doc_ordinal,
         start_char, end_char, title, body, embedding)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+    RETURNING search_tokens";
+
+/// The tenant's BM25 totals as kept ($1 tenant): chunk count and analyzed tokens.
+pub const LEXICAL_TOTALS: &str = "SELECT lexical_chunks, lexical_tokens FROM warrant_tenants WHERE tenant_id = $1";
+
+/// The tenant's BM25 totals recounted from its chunks ($1 tenant), to check [`LEXICAL_TOTALS`].
+pub const LEXICAL_TOTALS_RECOUNTED: &str =
+    "SELECT count(*), coalesce(sum(search_tokens), 0)::bigint FROM chunks WHERE tenant_id = $1";
 
 /// Drops every reader of a document: $1 tenant, $2 doc id.
 pub const READERS_DELETE_ALL: &str = "DELETE FROM document_readers WHERE tenant_id = $1 AND doc_id = $2";
@@ -150,6 +195,8 @@ mod tests {
         (READERS_DELETE, false),
         (READERS_INSERT, false),
         (CHANGE_INSERT, false),
+        (LEXICAL_TOTALS, false),
+        (LEXICAL_TOTALS_RECOUNTED, false),
     ];
 
     #[test]
@@ -164,6 +211,31 @@ mod tests {
                 assert!(statement.contains("LIMIT $5"), "unbounded: {statement}");
             }
         }
+    }
+
+    #[test]
+    fn every_chunk_write_returns_what_the_lexical_totals_need() {
+        for (statement, _) in TENANT_STATEMENTS {
+            if statement.contains("INSERT INTO chunks") || statement.contains("DELETE FROM chunks") {
+                assert!(statement.ends_with("RETURNING search_tokens"), "{statement}");
+            }
+        }
+        assert!(TENANT_SET_EPOCH.contains("lexical_chunks = lexical_chunks + $3"));
+        assert!(TENANT_SET_EPOCH.contains("lexical_tokens = lexical_tokens + $4"));
+    }
+
+    #[test]
+    fn lexical_search_scores_bm25_inside_the_scope_with_tantivys_parameters() {
+        // The candidate set is filtered by the ACL before any statistic is counted over it.
+        let matched = LEXICAL_SEARCH.find("matched AS MATERIALIZED").expect("candidate set");
+        let frequencies = LEXICAL_SEARCH.find("frequencies AS").expect("term frequencies");
+        let acl = LEXICAL_SEARCH.find("EXISTS (SELECT 1 FROM document_readers r").expect("acl");
+        assert!(matched < acl && acl < frequencies);
+        assert!(LEXICAL_SEARCH.contains("FROM matched m, unnest(m.terms)"), "statistics over the scoped candidates");
+        // k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)).
+        assert!(LEXICAL_SEARCH.contains("(1.2 + 1)") && LEXICAL_SEARCH.contains("1.2 * (1 - 0.75 + 0.75 *"));
+        assert!(LEXICAL_SEARCH.contains("ln(1 + (totals.chunks - d.documents + 0.5) / (d.documents + 0.5))"));
+        assert!(LEXICAL_SEARCH.contains("to_tsvector('english', $4)"), "the query is analyzed like the chunks");
     }
 
     #[test]

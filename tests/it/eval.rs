@@ -11,7 +11,7 @@ use warrant::eval::retrieval::{RetrievalReport, RunOptions, run};
 use crate::support;
 
 /// Two tenants; both ask the same question, each must get only its own documents.
-fn write_dataset(dir: &Path) {
+pub(crate) fn write_dataset(dir: &Path) {
     let corpus = [
         r#"{"_id": "acme:1", "title": "Travel policy", "text": "Hotel stays are reimbursed up to 250 euros per night in London.", "tenant": "acme"}"#,
         r#"{"_id": "acme:2", "title": "Laptop guide", "text": "Laptops are replaced every three years by the helpdesk.", "tenant": "acme"}"#,
@@ -39,7 +39,7 @@ fn write_dataset(dir: &Path) {
 }
 
 /// Settings of the tests: the default configuration on the hashed embedder.
-fn settings() -> Settings {
+pub(crate) fn settings() -> Settings {
     let mut settings = Settings::defaults();
     settings.embedder.kind = warrant::config::EmbedderKind::Hashed;
     settings.embedder.dim = 64;

@@ -1,6 +1,8 @@
 //! The postgres + pgvector backend against a real database: the scope-safety tests of the
 //! embedded engine (no hit outside the scope, cross-tenant near-duplicates, revocation seen by
-//! another node, all-or-nothing batches) plus migrations.
+//! another node, all-or-nothing batches) plus migrations, the BM25 statement against a naive
+//! model inside the scope, the tenant's BM25 totals across writes, and `warrant eval retrieval
+//! --backend postgres`'s library path.
 //!
 //! They need `WARRANT_TEST_DATABASE_URL` (a role allowed to create databases; `tests/postgres.sh
 //! start` prints one) and skip with a loud message without it. Each test works in a fresh
@@ -15,7 +17,7 @@ use proptest::prelude::*;
 use warrant::acl::AclMutation;
 use warrant::domain::{ChunkingConfig, DocAcl, Principal};
 use warrant::embed::HashedEmbedder;
-use warrant::postgres::{IterativeScan, PostgresBackend, PostgresParams};
+use warrant::postgres::{IterativeScan, LexicalTotals, PostgresBackend, PostgresParams};
 use warrant::retrieval::DocumentInput;
 
 use crate::support::{doc, principal};
@@ -367,13 +369,14 @@ async fn postgres_measure_iterative_scan_recall_and_latency() {
 
 /// Measurement, not a check (`--ignored`; BENCHMARKS.md "PostgreSQL backend"): nDCG@10 per
 /// retriever on SciFact test (hashed embedder, so it runs in minutes) through the embedded engine
-/// and through the postgres backend, with the evaluation's candidate budget for both.
+/// and through the postgres backend: `warrant eval retrieval`'s own path for both
+/// ([`run`](warrant::eval::retrieval::run) and `run_postgres`, the evaluation's candidate budget).
+/// `WARRANT_PG_EF_SEARCH` overrides the `ef_search` floor of the evaluation.
 #[actix_web::test]
 #[ignore = "measurement; run with --ignored against WARRANT_TEST_DATABASE_URL"]
 async fn postgres_measure_scifact_against_embedded() {
-    use warrant::eval::dataset::{Dataset, NoProgress, document_input, group_of, principal_of};
-    use warrant::eval::retrieval::{DEEP_CUTOFF, RunOptions, documents_of, ndcg_at_k, run};
-    use warrant::retrieval::{RetrievalQuery, RetrievalRepository};
+    use warrant::eval::dataset::{Dataset, NoProgress};
+    use warrant::eval::retrieval::{RetrievalReport, RunOptions, run, run_postgres};
     let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/scifact");
     if !folder.join("corpus.jsonl").exists() {
         eprintln!("SKIPPED: {} is absent", folder.display());
@@ -384,60 +387,256 @@ async fn postgres_measure_scifact_against_embedded() {
     let mut settings = warrant::config::Settings::defaults();
     settings.embedder.kind = warrant::config::EmbedderKind::Hashed;
     settings.embedder.dim = 384;
-    let (_, embedded) = run(&settings, &dataset, &RunOptions::default(), &NoProgress).await.expect("embedded run");
-
+    let options = RunOptions::default();
+    let (_, embedded) = run(&settings, &dataset, &options, &NoProgress).await.expect("embedded run");
     let mut parameters = params(&url);
-    parameters.lexical_candidates = settings.retrieval.lexical_candidates.max(DEEP_CUTOFF);
-    parameters.vector_candidates = settings.retrieval.vector_candidates.max(DEEP_CUTOFF);
-    parameters.rrf_k = settings.retrieval.rrf_k;
     parameters.chunking = settings.chunking;
-    // `hnsw.ef_search` for this run (WARRANT_PG_EF_SEARCH; the default is the configured 100).
+    parameters.rrf_k = settings.retrieval.rrf_k;
+    parameters.lexical_candidates = settings.retrieval.lexical_candidates;
+    parameters.vector_candidates = settings.retrieval.vector_candidates;
     if let Some(ef_search) = std::env::var("WARRANT_PG_EF_SEARCH").ok().and_then(|v| v.parse().ok()) {
         parameters.ef_search = ef_search;
     }
-    let backend = PostgresBackend::connect(parameters.clone(), Arc::new(HashedEmbedder::new(384))).await.unwrap();
     let started = Instant::now();
-    for (tenant, documents) in dataset.corpus_by_tenant() {
-        for group in documents.chunks(128) {
-            let acl = DocAcl { groups: vec![group_of(tenant)], users: vec![] };
-            let inputs: Vec<DocumentInput> =
-                group.iter().filter_map(|document| document_input(document, &acl)).collect();
-            backend.upsert(tenant, inputs).await.unwrap();
+    let (summary, postgres) = run_postgres(&settings, parameters, &dataset, &options, &NoProgress).await.unwrap();
+    eprintln!("postgres: {summary}; whole run {:.1} s", started.elapsed().as_secs_f64());
+    assert_eq!(postgres.cross_tenant_hits, 0);
+    let line = |report: &RetrievalReport| {
+        format!(
+            "{:<9} {:.4}   {:.4}  {:.4}  ({:.1} s of queries)",
+            report.backend,
+            report.lexical.ndcg_at_10,
+            report.vector.ndcg_at_10,
+            report.hybrid.ndcg_at_10,
+            report.query_seconds
+        )
+    };
+    eprintln!("scifact ({} queries, {}) nDCG@10  lexical  vector  hybrid", postgres.queries, postgres.embedder);
+    eprintln!("  {}", line(&embedded));
+    eprintln!("  {} ef_search {:?}", line(&postgres), postgres.params.ef_search);
+}
+
+/// A tenant's BM25 totals (chunk count, analyzed tokens) as kept by the writes equal a recount
+/// of its chunks after every kind of write, and a failed batch leaves them as they were.
+#[actix_web::test]
+async fn postgres_lexical_totals_follow_upsert_replace_delete_and_rollback() {
+    let Some(url) = fresh_database().await else { return };
+    let backend = node(&url).await;
+    let check = |expected: LexicalTotals| {
+        let backend = Arc::clone(&backend);
+        async move {
+            let kept = backend.lexical_totals("acme").await.unwrap();
+            assert_eq!(kept, backend.recount_lexical_totals("acme").await.unwrap(), "kept totals drifted");
+            assert_eq!(kept, expected);
+        }
+    };
+    // english configuration: "the" and "of" are stopwords; 4 analyzed tokens each.
+    backend.upsert("acme", vec![doc("one", "Zebra", "the lantern of copper river", &["all"])]).await.unwrap();
+    check(LexicalTotals { chunks: 1, tokens: 4 }).await;
+    backend.upsert("acme", vec![doc("two", "Falcon", "silver winter garden", &["all"])]).await.unwrap();
+    backend.upsert("globex", vec![doc("two", "Falcon", "silver winter garden harbor", &["all"])]).await.unwrap();
+    check(LexicalTotals { chunks: 2, tokens: 8 }).await;
+    // Replacing a document swaps its chunks' counts for the new version's.
+    backend.upsert("acme", vec![doc("one", "Zebra", "lantern lantern copper river budget", &["all"])]).await.unwrap();
+    check(LexicalTotals { chunks: 2, tokens: 10 }).await;
+    // A long document has several chunks: all of them count.
+    let long = (0..2_000).map(|index| format!("word{index}")).collect::<Vec<_>>().join(" ");
+    backend.upsert("acme", vec![doc("long", "", &long, &["all"])]).await.unwrap();
+    let with_long = backend.lexical_totals("acme").await.unwrap();
+    assert!(with_long.chunks > 3, "{with_long:?}");
+    check(with_long).await;
+    // A batch that fails inside the transaction (stale version after good rows) changes nothing.
+    let mut stale = doc("two", "Falcon", "stale", &["all"]);
+    stale.version = Some(1);
+    let batch = vec![doc("three", "Pepper", "pepper pepper pepper", &["all"]), stale];
+    assert!(backend.upsert("acme", batch).await.is_err());
+    check(with_long).await;
+    // Revoking keeps the chunks (and their counts); deleting removes them.
+    let revoke = AclMutation::Revoke { tenant: "acme".into(), doc_id: "two".into(), groups: None, users: None };
+    backend.mutate(revoke).await.unwrap();
+    check(with_long).await;
+    backend.mutate(AclMutation::Delete { tenant: "acme".into(), doc_id: "long".into() }).await.unwrap();
+    backend.mutate(AclMutation::Delete { tenant: "acme".into(), doc_id: "two".into() }).await.unwrap();
+    check(LexicalTotals { chunks: 1, tokens: 6 }).await;
+    assert_eq!(backend.lexical_totals("globex").await.unwrap(), LexicalTotals { chunks: 1, tokens: 5 });
+    assert_eq!(backend.lexical_totals("nobody").await.unwrap(), LexicalTotals::default());
+}
+
+/// Words the english configuration keeps as they are (no stopword, Snowball leaves them).
+const VOCABULARY: [&str; 8] = ["lantern", "copper", "river", "budget", "falcon", "garden", "harbor", "winter"];
+
+/// The naive model of the BM25 statement (k1 1.2, b 0.75, tantivy's idf): every chunk of the
+/// tenant counts in the chunk count and average length, document frequencies count the chunks
+/// inside the scope only; returns (doc id, score) of every scoped document holding a query word.
+fn naive_bm25(tenant_docs: &[(String, Vec<&str>, bool)], query: &[&str]) -> Vec<(String, f64)> {
+    let chunks = tenant_docs.len() as f64;
+    let average = tenant_docs.iter().map(|(_, words, _)| words.len()).sum::<usize>() as f64 / chunks;
+    let visible: Vec<&(String, Vec<&str>, bool)> = tenant_docs.iter().filter(|(_, _, visible)| *visible).collect();
+    let terms: BTreeSet<&str> = query.iter().copied().collect();
+    let mut scored = Vec::new();
+    for (doc_id, words, _) in &visible {
+        let mut score = 0.0;
+        let mut matched = false;
+        for term in &terms {
+            let frequency = words.iter().filter(|word| *word == term).count() as f64;
+            if frequency == 0.0 {
+                continue;
+            }
+            matched = true;
+            let documents = visible.iter().filter(|(_, words, _)| words.contains(term)).count() as f64;
+            let idf = (1.0 + (chunks - documents + 0.5) / (documents + 0.5)).ln();
+            let length = words.len() as f64;
+            score += idf * frequency * 2.2 / (frequency + 1.2 * (1.0 - 0.75 + 0.75 * length / average));
+        }
+        if matched {
+            scored.push((doc_id.clone(), score));
         }
     }
-    eprintln!("postgres: loaded {} documents in {:.1} s", dataset.corpus.len(), started.elapsed().as_secs_f64());
-    let mut totals = [0.0f64; 3];
-    let mut count = 0usize;
-    for query in &dataset.queries {
-        let Some(judged) = dataset.qrels.get(&query.id).filter(|judged| !judged.is_empty()) else { continue };
-        let scope = warrant::acl::AuthorizationScope::for_principal(&principal_of(query.tenant()), 0);
-        let vector = backend.embedder().embed(std::slice::from_ref(&query.text)).await.unwrap().pop().unwrap();
-        let ask = |vector: Option<Vec<f32>>, lexical: usize| RetrievalQuery {
-            text: query.text.clone(),
-            vector,
-            lexical_candidates: lexical,
-            vector_candidates: parameters.vector_candidates,
-        };
-        let runs = [
-            ask(None, parameters.lexical_candidates),
-            ask(Some(vector.clone()), 0),
-            ask(Some(vector), parameters.lexical_candidates),
-        ];
-        for (total, request) in totals.iter_mut().zip(runs) {
-            let retrieved = RetrievalRepository::retrieve(&*backend, &scope, &request).await.unwrap();
-            assert!(retrieved.candidates.iter().all(|c| c.chunk.tenant == query.tenant()));
-            *total += ndcg_at_k(&documents_of(&retrieved.candidates), judged, 10);
-        }
-        count += 1;
+    scored
+}
+
+/// One document of a lexical case: (tenant index, words, groups).
+type LexicalDocument = (usize, Vec<usize>, Vec<usize>);
+/// A random lexical case: documents, query words, asking tenant, asking groups.
+type LexicalCase = (Vec<LexicalDocument>, Vec<usize>, usize, Vec<usize>);
+
+fn lexical_corpus() -> impl Strategy<Value = LexicalCase> {
+    let document =
+        (0..2usize, prop::collection::vec(0..VOCABULARY.len(), 1..8), prop::collection::vec(0..3usize, 0..3));
+    (
+        prop::collection::vec(document, 1..10),
+        prop::collection::vec(0..VOCABULARY.len(), 1..4),
+        0..2usize,
+        prop::collection::vec(0..3usize, 0..3),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
+
+    /// The lexical statement against the naive BM25 model: exactly the scoped documents holding
+    /// a query word come back (nothing of another tenant or outside the ACL), with the model's
+    /// scores, best first.
+    #[test]
+    fn postgres_lexical_bm25_matches_a_naive_model_inside_the_scope(
+        (documents, query, tenant, groups) in lexical_corpus()
+    ) {
+        use warrant::retrieval::{RetrievalQuery, RetrievalRepository};
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        runtime.block_on(async {
+            let Some(url) = shared_database().await else { return };
+            let backend = node(&url).await;
+            let run = uuid::Uuid::new_v4().simple().to_string();
+            let tenants = [format!("a{run}"), format!("b{run}")];
+            let asking = Principal::new(tenants[tenant].clone(), "u0", groups.iter().map(|g| format!("g{g}")));
+            let mut model = Vec::new();
+            for (index, (owner, words, readers)) in documents.iter().enumerate() {
+                let words: Vec<&str> = words.iter().map(|word| VOCABULARY[*word]).collect();
+                let readers: BTreeSet<String> = readers.iter().map(|g| format!("g{g}")).collect();
+                let input = DocumentInput {
+                    doc_id: format!("d{index}"),
+                    title: String::new(),
+                    text: words.join(" "),
+                    acl: DocAcl { groups: readers.iter().cloned().collect(), users: vec![] },
+                    version: None,
+                };
+                backend.upsert(&tenants[*owner], vec![input]).await.unwrap();
+                if tenants[*owner] == asking.tenant {
+                    let visible = readers.iter().any(|group| asking.groups.contains(group));
+                    model.push((format!("d{index}"), words, visible));
+                }
+            }
+            let query: Vec<&str> = query.iter().map(|word| VOCABULARY[*word]).collect();
+            let request = RetrievalQuery {
+                text: format!("{}?", query.join(", ")),
+                vector: None,
+                lexical_candidates: 100,
+                vector_candidates: 0,
+            };
+            let retrieved = RetrievalRepository::retrieve(&*backend, &backend.scope(&asking), &request).await.unwrap();
+            let mut expected = if model.is_empty() { Vec::new() } else { naive_bm25(&model, &query) };
+            expected.sort_by(|a, b| b.1.total_cmp(&a.1));
+            assert_eq!(retrieved.candidates.len(), expected.len(), "{:?}", expected);
+            let scores: std::collections::HashMap<&str, f64> =
+                expected.iter().map(|(doc_id, score)| (doc_id.as_str(), *score)).collect();
+            let mut previous = f64::INFINITY;
+            for candidate in &retrieved.candidates {
+                assert_eq!(candidate.chunk.tenant, asking.tenant, "a hit of another tenant");
+                let Some(&score) = scores.get(candidate.chunk.doc_id.as_str()) else {
+                    panic!("a hit outside the scope or without a query word: {}", candidate.chunk.doc_id);
+                };
+                // The model's score (f32 in the database), ranked best first.
+                let placement = candidate.lexical.expect("found by the lexical statement");
+                assert!((f64::from(placement.score) - score).abs() <= 1e-4 * score.max(1.0), "{placement:?} vs {score}");
+                assert!(score <= previous + 1e-4, "out of order: {score} after {previous}");
+                previous = score;
+            }
+        });
     }
-    let postgres = totals.map(|total| total / count.max(1) as f64);
-    eprintln!(
-        "scifact ({count} queries, hashed-384, ef_search {}) nDCG@10  lexical  vector  hybrid",
-        parameters.ef_search
-    );
-    eprintln!(
-        "  embedded                              {:.4}   {:.4}  {:.4}",
-        embedded.lexical.ndcg_at_10, embedded.vector.ndcg_at_10, embedded.hybrid.ndcg_at_10
-    );
-    eprintln!("  postgres                              {:.4}   {:.4}  {:.4}", postgres[0], postgres[1], postgres[2]);
+}
+
+/// Query text is data: quotes, backslashes and tsquery operators neither break the lexical
+/// statement nor widen its scope.
+#[actix_web::test]
+async fn postgres_lexical_query_text_is_never_sql_or_tsquery_syntax() {
+    use warrant::retrieval::{RetrievalQuery, RetrievalRepository};
+    let Some(url) = fresh_database().await else { return };
+    let backend = node(&url).await;
+    backend.upsert("acme", vec![doc("open", "Lantern", "copper lantern's river", &["all"])]).await.unwrap();
+    backend.upsert("acme", vec![doc("closed", "Lantern", "copper lantern's river", &["exec"])]).await.unwrap();
+    backend.upsert("globex", vec![doc("open", "Lantern", "copper lantern's river", &["all"])]).await.unwrap();
+    let scope = backend.scope(&principal("acme", "bob", &["all"]));
+    for text in [
+        "lantern' | 'river",
+        "lantern\\' & !copper",
+        "'; DELETE FROM chunks; --",
+        "lantern:* <-> river & (copper | !x)",
+        "\\\\ '' \" lantern's",
+        "",
+        "the of and",
+    ] {
+        let request =
+            RetrievalQuery { text: text.to_owned(), vector: None, lexical_candidates: 10, vector_candidates: 0 };
+        let retrieved = RetrievalRepository::retrieve(&*backend, &scope, &request).await.unwrap();
+        for candidate in &retrieved.candidates {
+            assert_eq!((candidate.chunk.tenant.as_str(), candidate.chunk.doc_id.as_str()), ("acme", "open"), "{text}");
+        }
+    }
+    assert_eq!(backend.recount_lexical_totals("acme").await.unwrap().chunks, 2, "nothing was deleted");
+}
+
+/// `warrant eval retrieval --backend postgres`'s library path on the tiny two-tenant dataset of
+/// the embedded test: the same documents ingested into the database, the same queries, the same
+/// figures within each tenant (three documents each, so all of them reach the top 10).
+#[test]
+fn postgres_eval_retrieval_runs_the_command_path_and_stays_in_tenant() {
+    use warrant::eval::dataset::{Dataset, NoProgress};
+    use warrant::eval::retrieval::{RunOptions, run, run_postgres};
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let Some(url) = runtime.block_on(fresh_database()) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    crate::eval::write_dataset(dir.path());
+    let dataset = Dataset::load(dir.path(), None).unwrap();
+    let settings = crate::eval::settings();
+    let options = RunOptions { limit_queries: None, cache_dir: None };
+    let mut parameters = params(&url);
+    parameters.chunking = settings.chunking;
+    let (summary, report) = actix_rt::System::new().block_on(async {
+        let (_, embedded) = run(&settings, &dataset, &options, &NoProgress).await.expect("embedded run");
+        let (summary, report) =
+            run_postgres(&settings, parameters, &dataset, &options, &NoProgress).await.expect("postgres run");
+        assert_eq!(report.queries, embedded.queries);
+        (summary, report)
+    });
+    assert_eq!(summary.documents, 6);
+    assert_eq!(report.backend, "postgres");
+    assert_eq!(report.queries, 4);
+    assert_eq!(report.cross_tenant_hits, 0);
+    assert_eq!(report.params.lexical_candidates, warrant::eval::retrieval::DEEP_CUTOFF);
+    assert!(report.params.ef_search.is_some_and(|ef_search| ef_search >= 400));
+    for (name, metrics) in [("lexical", report.lexical), ("vector", report.vector), ("hybrid", report.hybrid)] {
+        assert_eq!(metrics.recall_at_10, 1.0, "{name}");
+    }
+    assert_eq!(report.lexical.mrr_at_10, 1.0);
+    assert_eq!(report.hybrid.mrr_at_10, 1.0);
 }
