@@ -28,7 +28,7 @@ use super::{Hit, IndexError, IndexResult, Slot};
 
 mod image;
 
-pub use image::{Compaction, MAX_DEAD_FRACTION, MAX_SEALED_GRAPHS, ShardImage, ShardImageError};
+pub use image::{ChunkPositions, Compaction, MAX_DEAD_FRACTION, MAX_SEALED_GRAPHS, ShardImage, ShardImageError};
 
 /// A hit resolved to its chunk.
 #[derive(Clone, Debug)]

@@ -14,6 +14,11 @@
 //!   unfiltered walk at 50% allowed); it is kept for the benchmark;
 //! - [`VectorStrategy::Empty`]: nothing in this index is allowed, so no work is done.
 //!
+//! An index decoded from an image ([`VectorIndex::decode_image`], `vector/image.rs`) keeps the
+//! image's graphs sealed (read-only [`FrozenGraph`]s over consecutive slot ranges) and inserts
+//! into a fresh hnsw_rs graph after them; every graph walk covers all graphs of the index under
+//! the same scope and merges them into one top-k.
+//!
 //! Invariants kept by this module:
 //! - a search never returns a slot whose document ordinal is outside `allowed`;
 //! - slots are dense and append-only (`0..len`): slot `s` owns `vectors[s*dim..(s+1)*dim]`,

@@ -213,7 +213,8 @@ impl Engine {
 
     /// Opens the data directory `directory` (created when absent) and starts the engine on the
     /// state it holds: the ACL checkpoint plus the replayed change log, and every live chunk with
-    /// its stored vector (indexes are rebuilt; nothing is re-chunked or re-embedded). Every
+    /// its stored vector (indexes loaded from the newest usable index set, see
+    /// [`crate::storage::indexes`], else rebuilt; nothing is re-chunked or re-embedded). Every
     /// later write is committed there before it is published. Must run inside an actix System.
     pub async fn open(
         params: EngineParams,
@@ -227,18 +228,24 @@ impl Engine {
         let shard_count = params.shards;
         let (store, recovered, shards, chunk_count) = tokio::task::spawn_blocking(move || -> RetrievalResult<_> {
             let (store, mut recovered) = Store::open(&directory, &name, dimension)?;
-            let mut per_shard: Vec<Vec<(Chunk, Vec<f32>)>> = vec![Vec::new(); shard_count];
             let chunks = std::mem::take(&mut recovered.chunks);
             let count = chunks.len();
-            for (chunk, vector) in chunks {
-                per_shard[shard_of(&chunk.tenant, &chunk.doc_id, shard_count)].push((chunk, vector));
-            }
-            let shards = Shard::build_all(per_shard, vector)?;
-            Ok((store, recovered, shards, count))
+            let (shards, indexes) = crate::storage::indexes::load_or_build(
+                &directory,
+                &recovered.acl,
+                &format!("{name}/{dimension}"),
+                |chunk| shard_of(&chunk.tenant, &chunk.doc_id, shard_count),
+                shard_count,
+                chunks,
+                vector,
+            )?;
+            Ok((store, recovered, (shards, indexes), count))
         })
         .await
         .map_err(|error| StorageError::Io { file: "data directory".into(), reason: error.to_string() })??;
+        let (shards, indexes) = shards;
         let recovery = Recovery {
+            indexes,
             created: recovered.created,
             checkpoint_epoch: recovered.checkpoint_epoch,
             replayed: recovered.replayed,
@@ -593,7 +600,27 @@ impl Engine {
                 .map_err(|error| StorageError::Io { file: STORE_FILE.into(), reason: error.to_string() })??;
         }
         acl.compact(up_to);
+        if let Some(store) = &self.store {
+            self.write_index_set(store).await;
+        }
         Ok(epoch)
+    }
+
+    /// Writes the shards' index images next to the store (the caller holds the writer lock, so
+    /// shards and ACL agree); a failure is logged, the next restart then rebuilds.
+    async fn write_index_set(&self, store: &Store) {
+        let Some(directory) = Path::new(store.file()).parent().map(Path::to_owned) else { return };
+        let acl = self.acl();
+        let shards = self.shards();
+        let embedder = format!("{}/{}", self.embedder.name(), self.embedder.dimension());
+        let written =
+            tokio::task::spawn_blocking(move || crate::storage::indexes::write(&directory, &acl, &embedder, &shards))
+                .await;
+        match written {
+            Ok(Ok(path)) => tracing::info!(set = %path.display(), "index set written"),
+            Ok(Err(error)) => tracing::warn!(%error, "writing the index set failed; a restart rebuilds the indexes"),
+            Err(error) => tracing::warn!(%error, "writing the index set failed; a restart rebuilds the indexes"),
+        }
     }
 
     async fn embed_texts(&self, texts: Vec<String>) -> RetrievalResult<Vec<Vec<f32>>> {
@@ -704,6 +731,8 @@ pub struct Recovery {
     pub chunks: usize,
     /// The database file.
     pub file: String,
+    /// Whether the indexes were loaded from an index set or rebuilt.
+    pub indexes: crate::storage::indexes::IndexSetOutcome,
 }
 
 pub(crate) fn to_document(tenant: &str, input: &DocumentInput, version: u64) -> Document {

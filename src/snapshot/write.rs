@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 use crate::acl::{AclChange, AclSnapshot};
 use crate::domain::{Chunk, ChunkingConfig};
-use crate::index::shard::ShardImage;
+use crate::index::shard::{ChunkPositions, ShardImage};
 use crate::retrieval::Engine;
 
 use super::{
@@ -135,7 +135,9 @@ async fn capture(engine: &Engine, format_version: u32) -> SnapshotResult<Capture
                     1 => Ok(CapturedShard::Vectors(
                         shard.export().into_iter().filter(|(chunk, _)| live.contains(&chunk.doc_ordinal)).collect(),
                     )),
-                    _ => shard.export_image(|ordinal| live.contains(&ordinal)).map(CapturedShard::Images),
+                    _ => shard
+                        .export_image(|ordinal| live.contains(&ordinal), ChunkPositions::InImage)
+                        .map(CapturedShard::Images),
                 })
                 .collect::<Result<Vec<CapturedShard>, _>>()?;
             Ok(Captured {

@@ -33,6 +33,8 @@
 //! - the ordinal counter is stored with every commit, so ordinals are never reused across
 //!   restarts, and the lineage id is written once, when the file is created.
 
+pub mod indexes;
+
 use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};

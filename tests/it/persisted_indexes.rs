@@ -150,3 +150,98 @@ async fn a_checksummed_but_undecodable_index_file_is_refused_naming_it() {
         assert_eq!(error.code(), "snapshot_invalid");
     }
 }
+
+// ---- durable restart: index sets next to the store ----
+
+async fn open_durable(settings: &Settings, directory: &Path) -> (Arc<Engine>, warrant::retrieval::Recovery) {
+    let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
+    let params = warrant::retrieval::EngineParams::from_settings(settings, settings.embedder.dim);
+    Engine::open(params, embedder, directory).await.expect("data directory opens")
+}
+
+fn index_sets(directory: &Path) -> Vec<std::path::PathBuf> {
+    let mut sets: Vec<_> = std::fs::read_dir(directory.join(warrant::storage::indexes::INDEXES_DIR))
+        .map(|entries| entries.map(|entry| entry.unwrap().path()).collect())
+        .unwrap_or_default();
+    sets.sort();
+    sets
+}
+
+/// A durable restart loads the index set written at the checkpoint, indexes the writes after
+/// it, keeps deleted and revoked documents invisible, and answers like the engine before it;
+/// with a damaged set it rebuilds (logged) and still answers the same.
+#[actix_web::test]
+async fn a_durable_restart_reads_the_index_set_indexes_later_writes_and_falls_back_on_damage() {
+    let settings = walking_settings();
+    let directory = tempfile::tempdir().unwrap();
+    let (engine, recovery) = open_durable(&settings, directory.path()).await;
+    assert!(matches!(recovery.indexes, warrant::storage::indexes::IndexSetOutcome::Rebuilt { .. }));
+    warrant::http::server::load_corpus(&engine, &super::snapshots::demo_corpus()).await.expect("demo corpus");
+    engine.checkpoint(engine.acl().epoch()).await.expect("checkpoint");
+    assert_eq!(index_sets(directory.path()).len(), 1, "the checkpoint wrote an index set");
+    // After the set: a new version, a delete, a revoke and a new document.
+    engine
+        .upsert("acme", vec![doc("laptop-faq", "Laptop FAQ", "Laptops are replaced every four years.", &["everyone"])])
+        .await
+        .unwrap();
+    engine.mutate(AclMutation::Delete { tenant: "acme".into(), doc_id: "q3-forecast".into() }).await.unwrap();
+    engine
+        .mutate(AclMutation::Revoke {
+            tenant: "acme".into(),
+            doc_id: "reorg-plan".into(),
+            groups: None,
+            users: Some(vec!["alice".into()]),
+        })
+        .await
+        .unwrap();
+    engine
+        .upsert(
+            "acme",
+            vec![doc("badge-policy", "Badge policy", "Visitor badges are returned at the desk.", &["everyone"])],
+        )
+        .await
+        .unwrap();
+    let before = retrieve_all(&engine, &principals()).await;
+    drop(engine);
+
+    let (engine, recovery) = open_durable(&settings, directory.path()).await;
+    match &recovery.indexes {
+        warrant::storage::indexes::IndexSetOutcome::Loaded { indexed_after, .. } => {
+            assert!(*indexed_after >= 2, "the new version and the new document are indexed on top: {indexed_after}");
+        }
+        other => panic!("the index set was not used: {other:?}"),
+    }
+    assert_eq!(engine.shards()[0].sealed_graphs(), 1);
+    let after = retrieve_all(&engine, &principals()).await;
+    assert_eq!(
+        after.iter().map(|hits| hits.iter().map(|hit| hit.0.clone()).collect::<Vec<_>>()).collect::<Vec<_>>(),
+        before.iter().map(|hits| hits.iter().map(|hit| hit.0.clone()).collect::<Vec<_>>()).collect::<Vec<_>>()
+    );
+    let everything = visible_docs(&after);
+    assert!(!everything.contains(&"q3-forecast".to_owned()), "a deleted document came back");
+    let alice = principal("acme", "alice", &["everyone", "engineering"]);
+    let reorg = engine.retrieve(&engine.scope(&alice), "reorganisation plan").await.unwrap();
+    assert!(
+        reorg.candidates.iter().all(|candidate| candidate.chunk.doc_id != "reorg-plan"),
+        "a revoked document came back"
+    );
+    let badges = engine.retrieve(&engine.scope(&alice), "visitor badges").await.unwrap();
+    assert_eq!(badges.candidates.first().map(|candidate| candidate.chunk.doc_id.as_str()), Some("badge-policy"));
+    drop(engine);
+
+    // A damaged graph file: the set is refused and the indexes are rebuilt, same answers.
+    let set = index_sets(directory.path()).pop().unwrap();
+    let graph = set.join("shard-0000.graph.bin");
+    let mut bytes = std::fs::read(&graph).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&graph, bytes).unwrap();
+    let (engine, recovery) = open_durable(&settings, directory.path()).await;
+    assert!(
+        matches!(recovery.indexes, warrant::storage::indexes::IndexSetOutcome::Rebuilt { .. }),
+        "{:?}",
+        recovery.indexes
+    );
+    let rebuilt = retrieve_all(&engine, &principals()).await;
+    assert_eq!(visible_docs(&rebuilt), visible_docs(&after));
+}

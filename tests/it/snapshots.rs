@@ -20,7 +20,7 @@ use super::support::{doc, principal};
 
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
-fn demo_corpus() -> PathBuf {
+pub(crate) fn demo_corpus() -> PathBuf {
     Path::new(MANIFEST_DIR).join("fixtures/demo/corpus.json")
 }
 

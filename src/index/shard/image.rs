@@ -57,10 +57,27 @@ pub enum Compaction {
     BuildParams,
 }
 
+/// What a graph image's chunk position of a slot counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkPositions {
+    /// The chunk's index in the image's own chunk list (snapshots).
+    InImage,
+    /// The chunk's position inside its document (index sets: the chunk is the store row keyed
+    /// by the slot's ordinal and this position).
+    InDocument,
+}
+
 impl Shard {
     /// The images of this shard, keeping the chunks of slots whose ordinal is `live` (a dead
-    /// slot stays in the graph, for its connectivity, without a chunk).
-    pub fn export_image(&self, live: impl Fn(DocOrdinal) -> bool) -> Result<ShardImage, IndexError> {
+    /// slot stays in the graph, for its connectivity, without a chunk). The graph image records
+    /// for every kept slot its chunk's index in [`ShardImage::chunks`] (`positions` =
+    /// [`ChunkPositions::InImage`], snapshots) or the chunk's position inside its document
+    /// ([`ChunkPositions::InDocument`], index sets, whose chunks are the store's rows).
+    pub fn export_image(
+        &self,
+        live: impl Fn(DocOrdinal) -> bool,
+        positions: ChunkPositions,
+    ) -> Result<ShardImage, IndexError> {
         let state = self.read();
         let mut chunks = Vec::new();
         let positions: Vec<u32> = state
@@ -69,7 +86,10 @@ impl Shard {
             .map(|chunk| match chunk {
                 Some(chunk) if live(chunk.doc_ordinal) => {
                     chunks.push(Arc::clone(chunk));
-                    (chunks.len() - 1) as u32
+                    match positions {
+                        ChunkPositions::InImage => (chunks.len() - 1) as u32,
+                        ChunkPositions::InDocument => chunk.ordinal,
+                    }
                 }
                 _ => NO_CHUNK,
             })
@@ -92,14 +112,8 @@ impl Shard {
         lexical: &[u8],
         next_ordinal: DocOrdinal,
     ) -> Result<(Shard, Option<Compaction>), ShardImageError> {
-        let decoded = VectorIndex::decode_image(graph, params).map_err(ShardImageError::Graph)?;
+        let decoded = Self::decode_graph(graph, params, next_ordinal)?;
         let vector = decoded.index;
-        if let Some(slot) = (0..vector.len() as Slot).find(|slot| vector.doc_ordinal(*slot) >= next_ordinal) {
-            return Err(ShardImageError::Graph(format!(
-                "slot {slot} has ordinal {}, beyond the next ordinal {next_ordinal}",
-                vector.doc_ordinal(slot)
-            )));
-        }
         let mut slot_chunks: Vec<Option<Arc<Chunk>>> = vec![None; vector.len()];
         let mut owners: Vec<Option<Slot>> = vec![None; chunks.len()];
         for (slot, &position) in decoded.chunk_positions.iter().enumerate() {
@@ -130,13 +144,74 @@ impl Shard {
             }
             slot_chunks[slot as usize] = Some(Arc::new(chunk));
         }
+        Self::finish_load(id, params, vector, decoded.built_with, slot_chunks, lexical)
+    }
+
+    /// Loads shard `id` from an index set's images: the chunk of each slot is what `resolve`
+    /// returns for the slot's ordinal and chunk position inside its document (`None`: the
+    /// document was deleted or superseded since, the slot is dead). Otherwise as [`Shard::load`].
+    pub fn load_with(
+        id: usize,
+        params: VectorParams,
+        graph: &[u8],
+        lexical: &[u8],
+        next_ordinal: DocOrdinal,
+        mut resolve: impl FnMut(DocOrdinal, u32) -> Option<Chunk>,
+    ) -> Result<(Shard, Option<Compaction>), ShardImageError> {
+        let decoded = Self::decode_graph(graph, params, next_ordinal)?;
+        let vector = decoded.index;
+        let mut slot_chunks: Vec<Option<Arc<Chunk>>> = vec![None; vector.len()];
+        for (slot, &position) in decoded.chunk_positions.iter().enumerate() {
+            if position == NO_CHUNK {
+                continue;
+            }
+            let ordinal = vector.doc_ordinal(slot as Slot);
+            if let Some(chunk) = resolve(ordinal, position) {
+                if chunk.doc_ordinal != ordinal || chunk.ordinal != position {
+                    return Err(ShardImageError::Graph(format!(
+                        "slot {slot} names chunk ({ordinal}, {position}), the store returned ({}, {})",
+                        chunk.doc_ordinal, chunk.ordinal
+                    )));
+                }
+                slot_chunks[slot] = Some(Arc::new(chunk));
+            }
+        }
+        Self::finish_load(id, params, vector, decoded.built_with, slot_chunks, lexical)
+    }
+
+    /// The decoded graph image, every slot's ordinal checked against `next_ordinal`.
+    fn decode_graph(
+        graph: &[u8],
+        params: VectorParams,
+        next_ordinal: DocOrdinal,
+    ) -> Result<crate::index::vector::DecodedVectors, ShardImageError> {
+        let decoded = VectorIndex::decode_image(graph, params).map_err(ShardImageError::Graph)?;
+        let vector = &decoded.index;
+        if let Some(slot) = (0..vector.len() as Slot).find(|slot| vector.doc_ordinal(*slot) >= next_ordinal) {
+            return Err(ShardImageError::Graph(format!(
+                "slot {slot} has ordinal {}, beyond the next ordinal {next_ordinal}",
+                vector.doc_ordinal(slot)
+            )));
+        }
+        Ok(decoded)
+    }
+
+    /// Compacts (rule of the module docs) or loads the lexical image and assembles the shard.
+    fn finish_load(
+        id: usize,
+        params: VectorParams,
+        vector: VectorIndex,
+        built_with: crate::index::vector::BuildParams,
+        slot_chunks: Vec<Option<Arc<Chunk>>>,
+        lexical: &[u8],
+    ) -> Result<(Shard, Option<Compaction>), ShardImageError> {
         let dead = slot_chunks.iter().filter(|chunk| chunk.is_none()).count();
         let compaction = if dead as f64 > MAX_DEAD_FRACTION * slot_chunks.len() as f64 {
             Some(Compaction::DeadSlots)
         } else if vector.sealed_graphs() > MAX_SEALED_GRAPHS {
             Some(Compaction::SealedGraphs)
-        } else if decoded.built_with.max_connections != params.max_connections
-            || decoded.built_with.ef_construction != params.ef_construction
+        } else if built_with.max_connections != params.max_connections
+            || built_with.ef_construction != params.ef_construction
         {
             Some(Compaction::BuildParams)
         } else {
