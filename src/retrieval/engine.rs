@@ -588,7 +588,7 @@ impl Engine {
     /// Writes an ACL checkpoint into the store and compacts the change log (in memory and on
     /// disk) up to `compact_up_to` (at most the current epoch). Returns the checkpoint's epoch.
     pub async fn checkpoint(&self, compact_up_to: u64) -> RetrievalResult<u64> {
-        let _writer = self.writer.lock().await;
+        let writer = self.writer.lock().await;
         let acl = self.acl();
         let snapshot = acl.load();
         let epoch = snapshot.epoch();
@@ -600,14 +600,23 @@ impl Engine {
                 .map_err(|error| StorageError::Io { file: STORE_FILE.into(), reason: error.to_string() })??;
         }
         acl.compact(up_to);
-        if let Some(store) = &self.store {
-            self.write_index_set(store).await;
-        }
+        drop(writer);
+        self.write_indexes().await;
         Ok(epoch)
     }
 
-    /// Writes the shards' index images next to the store (the caller holds the writer lock, so
-    /// shards and ACL agree); a failure is logged, the next restart then rebuilds.
+    /// Writes an index set next to the store of a durable engine (at every checkpoint and on
+    /// graceful shutdown); does nothing for an in-memory engine. It needs no writer lock: each
+    /// shard's images are taken atomically, the next ordinal is read after them (every slot's
+    /// ordinal is below it), and at open every slot is resolved against the store's live rows.
+    pub async fn write_indexes(&self) {
+        if let Some(store) = &self.store {
+            self.write_index_set(store).await;
+        }
+    }
+
+    /// Writes the shards' index images next to the store; a failure is logged, the next restart
+    /// then rebuilds.
     async fn write_index_set(&self, store: &Store) {
         let Some(directory) = Path::new(store.file()).parent().map(Path::to_owned) else { return };
         let acl = self.acl();

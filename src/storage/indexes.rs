@@ -44,6 +44,9 @@ const SET_FORMAT: u32 = 1;
 const MANIFEST: &str = "manifest.json";
 const TMP_PREFIX: &str = ".tmp-";
 
+/// Serializes index-set writing inside one process (temporary directories, pruning).
+static WRITE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// `manifest.json` of an index set.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -97,9 +100,11 @@ fn failure(what: impl std::fmt::Display) -> IndexError {
 }
 
 /// Writes an index set of `shards` under `<data_dir>/indexes/` for the state of `acl`, then
-/// prunes beyond [`RETAIN`]. Call with the engine's writer lock held (shards and ACL agree).
-/// Returns the set's directory.
+/// prunes beyond [`RETAIN`]. Needs no writer lock: each shard's images are taken atomically and
+/// the next ordinal is read after them (so every slot's ordinal is below it); at open, slots are
+/// resolved against the store's live rows. Returns the set's directory.
 pub fn write(data_dir: &Path, acl: &AclStore, embedder: &str, shards: &[Arc<Shard>]) -> IndexResult<PathBuf> {
+    let _guard = WRITE_LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let root = data_dir.join(INDEXES_DIR);
     fs::create_dir_all(&root).map_err(failure)?;
     let epoch = acl.epoch();
