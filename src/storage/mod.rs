@@ -9,6 +9,9 @@
 //! file altered or torn outside redb's own commit protocol is refused with an error naming it
 //! instead of being trusted.
 //!
+//! Next to the file, [`indexes`] keeps index sets (the shards' graph and lexical images), so a
+//! restart loads the indexes instead of rebuilding them from the rows.
+//!
 //! Tables:
 //! - `meta`: `format` (u32 LE), `lineage` (UTF-8), `next_ordinal` (u32 LE), `embedder`
 //!   (`name\0dimension`), `checkpoint` (bincode of the checkpoint epoch and ACL snapshot);
