@@ -1,6 +1,8 @@
-//! Snapshot benchmark: on a seeded synthetic corpus, how long writing a snapshot, restoring it
-//! (verify + decode + rebuild the indexes from stored chunks and vectors) and re-ingesting the
-//! same documents from scratch (chunk + embed + index) take, and how large the snapshot is.
+//! Snapshot benchmark: on a seeded synthetic corpus, side by side in one run, how long writing a
+//! snapshot takes, restoring it in format 2 (verify + decode + load the stored graph and lexical
+//! images), restoring it in format 1 (verify + decode + rebuild the indexes from stored chunks
+//! and vectors) and re-ingesting the same documents from scratch (chunk + embed + index), how
+//! large each snapshot is, and that the v2 restore answers like the engine it came from.
 //!
 //! With the hashed embedder embedding is cheap, so `rebuild_ms` here is mostly chunking and
 //! indexing; with MiniLM (~15 passages/s on 2 cores) re-embedding dominates and a rebuild of a
@@ -37,12 +39,21 @@ pub struct SnapshotBenchReport {
     pub documents: usize,
     /// Chunks in the snapshot.
     pub chunks: usize,
-    /// Snapshot size on disk (all files).
+    /// Snapshot size on disk (all files), format 2.
     pub bytes: u64,
-    /// Writing the snapshot (capture + encode + fsync + rename).
+    /// Snapshot size on disk, format 1.
+    pub bytes_v1: u64,
+    /// Writing the snapshot (capture + encode + fsync + rename), format 2.
     pub create_ms: f64,
-    /// Verifying and restoring it, indexes rebuilt from stored chunks and vectors.
+    /// Writing it in format 1.
+    pub create_v1_ms: f64,
+    /// Verifying and restoring the format 2 snapshot: indexes loaded from their images.
     pub restore_ms: f64,
+    /// Verifying and restoring the format 1 snapshot: indexes rebuilt from stored chunks and
+    /// vectors.
+    pub restore_v1_ms: f64,
+    /// `rebuild_ms / restore_ms`.
+    pub restore_speedup: f64,
     /// Re-ingesting the documents from scratch (chunk + embed + index) with the same embedder.
     pub rebuild_ms: f64,
     /// Embedder used.
@@ -121,26 +132,56 @@ pub async fn run(
     let stored: usize = engine.stats().iter().map(|shard| shard.chunks).sum();
 
     let started = Instant::now();
-    let created = crate::snapshot::create(&engine, directory, 1).await.map_err(|error| error.to_string())?;
+    let created =
+        crate::snapshot::create(&engine, &directory.join("v2"), 1).await.map_err(|error| error.to_string())?;
     let create_ms = started.elapsed().as_secs_f64() * 1000.0;
     assert_eq!(created.chunks, stored, "the snapshot must hold every chunk of a corpus without deletions");
-
     let started = Instant::now();
+    let created_v1 = crate::snapshot::create_in_format(&engine, &directory.join("v1"), 1, 1)
+        .await
+        .map_err(|error| error.to_string())?;
+    let create_v1_ms = started.elapsed().as_secs_f64() * 1000.0;
+
     let embedder = engine.embedder();
-    let restored =
-        crate::snapshot::restore(&created.path, embedder.name(), embedder.dimension(), engine.params().vector)
-            .map_err(|error| error.to_string())?;
+    let vector = engine.params().vector;
+    let started = Instant::now();
+    let restored = crate::snapshot::restore(&created.path, embedder.name(), embedder.dimension(), vector)
+        .map_err(|error| error.to_string())?;
     let restore_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let restored_chunks: usize = restored.shards.iter().map(|shard| shard.stats().chunks).sum();
-    assert_eq!(restored_chunks, stored, "a restore must rebuild every stored chunk");
+    let started = Instant::now();
+    let restored_v1 = crate::snapshot::restore(&created_v1.path, embedder.name(), embedder.dimension(), vector)
+        .map_err(|error| error.to_string())?;
+    let restore_v1_ms = started.elapsed().as_secs_f64() * 1000.0;
+    for shards in [&restored.shards, &restored_v1.shards] {
+        let restored_chunks: usize = shards.iter().map(|shard| shard.stats().chunks).sum();
+        assert_eq!(restored_chunks, stored, "a restore must hold every stored chunk");
+    }
     assert_eq!(restored.acl.epoch(), engine.acl().epoch());
+    // The loaded indexes answer like the engine's own: same hits, same score bits.
+    let acl = engine.acl().load();
+    let scope: roaring::RoaringBitmap =
+        acl.tenant_names().flat_map(|tenant| acl.entries(tenant).map(|entry| entry.ordinal)).collect();
+    for (original, loaded) in engine.shards().iter().zip(&restored.shards) {
+        for query in ["ka lo", "ter san vo", "mi"] {
+            let expected = original.search_lexical(query, 10, &scope, None).map_err(|error| error.to_string())?;
+            let got = loaded.search_lexical(query, 10, &scope, None).map_err(|error| error.to_string())?;
+            let key = |hits: &[crate::index::shard::ShardHit]| {
+                hits.iter().map(|hit| (hit.chunk.id.to_string(), hit.score.to_bits())).collect::<Vec<_>>()
+            };
+            assert_eq!(key(&expected), key(&got), "a loaded lexical index must score like the original");
+        }
+    }
 
     Ok(SnapshotBenchReport {
         documents: documents.len(),
         chunks: created.chunks,
         bytes: created.bytes,
+        bytes_v1: created_v1.bytes,
         create_ms,
+        create_v1_ms,
         restore_ms,
+        restore_v1_ms,
+        restore_speedup: rebuild_ms / restore_ms.max(f64::MIN_POSITIVE),
         rebuild_ms,
         embedder: embedder.name().to_owned(),
         shards: restored.shards.len(),

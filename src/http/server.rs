@@ -64,5 +64,7 @@ pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), 
         );
     }
     server.run().await?;
+    // Graceful shutdown: the next start loads the indexes instead of rebuilding them.
+    state.engine.write_indexes().await;
     Ok(())
 }

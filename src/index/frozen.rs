@@ -7,9 +7,15 @@
 //! hnsw_rs still builds the graph (and owns it); [`FrozenGraph::freeze`] copies its adjacency
 //! after every insert batch, O(nodes x M) time.
 //!
+//! A shard may hold several graphs over consecutive slot ranges (graphs loaded from an index
+//! image stay sealed, a fresh one takes later inserts): a graph's nodes are numbered locally,
+//! node `n` is slot `base + n`.
+//!
 //! Invariants kept by this module:
-//! - node ids are slots (`0..len`): layer `l` lists, for every slot, the slots of its
-//!   neighbours at layer `l` (empty when the node does not reach that layer);
+//! - node ids are local (`0..nodes`): layer `l` lists, for every node, the local ids of its
+//!   neighbours at layer `l` (empty when the node does not reach that layer); every layer has
+//!   `nodes + 1` non-decreasing offsets starting at 0 and every neighbour id is below `nodes`
+//!   ([`FrozenGraph::from_parts`] checks this for decoded graphs);
 //! - `entry` is a node of the top layer whenever the graph is not empty.
 
 use std::sync::Arc;
@@ -32,14 +38,23 @@ struct Layer {
 pub(crate) struct FrozenGraph {
     /// `layers[0]` is the bottom layer (every node).
     layers: Vec<Layer>,
-    /// A node of the top layer: where the walk starts its descent.
+    /// A node of the top layer: where the walk starts its descent (local id).
     entry: Option<Slot>,
+    /// Slot of local node 0.
+    base: Slot,
+    /// Number of nodes.
+    nodes: usize,
 }
 
 impl FrozenGraph {
-    /// Copies the adjacency of `points` (node of slot `s` at index `s`); `entry` must be a node
-    /// of the top layer `top`.
-    pub(crate) fn freeze(points: &[Arc<Point<'static, f32>>], entry: Option<Slot>, top: usize) -> Self {
+    /// An empty graph whose first node would be slot `base`.
+    pub(crate) fn empty(base: Slot) -> Self {
+        Self { layers: Vec::new(), entry: None, base, nodes: 0 }
+    }
+
+    /// Copies the adjacency of `points` (local node `n` at index `n`, hnsw_rs data id `n`);
+    /// `entry` must be a node of the top layer `top`; node 0 is slot `base`.
+    pub(crate) fn freeze(points: &[Arc<Point<'static, f32>>], entry: Option<Slot>, top: usize, base: Slot) -> Self {
         let mut layers: Vec<Layer> = (0..=top)
             .map(|layer| Layer {
                 offsets: Vec::with_capacity(points.len() + 1),
@@ -66,7 +81,59 @@ impl FrozenGraph {
         for layer in &mut layers {
             layer.neighbours.shrink_to_fit();
         }
-        Self { layers, entry }
+        Self { layers, entry, base, nodes: points.len() }
+    }
+
+    /// A graph from decoded parts: per layer (bottom first) `nodes + 1` offsets and the
+    /// concatenated neighbour lists. Checks every offset and neighbour id and the entry point,
+    /// so that the walk can index without bounds surprises; the reason names what is wrong.
+    pub(crate) fn from_parts(
+        base: Slot,
+        nodes: usize,
+        entry: Option<Slot>,
+        layers: Vec<(Vec<u32>, Vec<Slot>)>,
+    ) -> Result<Self, String> {
+        if nodes == 0 && (entry.is_some() || !layers.is_empty()) {
+            return Err("an empty graph has an entry point or layers".into());
+        }
+        if nodes > 0 && (entry.is_none() || layers.is_empty()) {
+            return Err("a graph with nodes lacks an entry point or layers".into());
+        }
+        if entry.is_some_and(|entry| entry as usize >= nodes) {
+            return Err(format!("entry point {entry:?} beyond the graph's {nodes} nodes"));
+        }
+        let mut frozen = Vec::with_capacity(layers.len());
+        for (number, (offsets, neighbours)) in layers.into_iter().enumerate() {
+            if offsets.len() != nodes + 1 || offsets.first() != Some(&0) {
+                return Err(format!("layer {number} has {} offsets for {nodes} nodes", offsets.len()));
+            }
+            if offsets.windows(2).any(|pair| pair[0] > pair[1]) {
+                return Err(format!("layer {number} has decreasing offsets"));
+            }
+            if offsets.last().map(|&end| end as usize) != Some(neighbours.len()) {
+                return Err(format!("layer {number}'s offsets do not end at its {} neighbours", neighbours.len()));
+            }
+            if let Some(bad) = neighbours.iter().find(|&&neighbour| neighbour as usize >= nodes) {
+                return Err(format!("layer {number} names neighbour {bad} beyond the graph's {nodes} nodes"));
+            }
+            frozen.push(Layer { offsets, neighbours });
+        }
+        Ok(Self { layers: frozen, entry, base, nodes })
+    }
+
+    /// Per layer, bottom first: the offsets and the concatenated neighbour lists (encoding).
+    pub(crate) fn layer_parts(&self) -> impl Iterator<Item = (&[u32], &[Slot])> {
+        self.layers.iter().map(|layer| (layer.offsets.as_slice(), layer.neighbours.as_slice()))
+    }
+
+    /// Slot of local node 0.
+    pub(crate) fn base(&self) -> Slot {
+        self.base
+    }
+
+    /// Number of nodes (the graph covers slots `base..base + nodes`).
+    pub(crate) fn nodes(&self) -> usize {
+        self.nodes
     }
 
     /// Where the descent starts (`None` when the graph is empty).
@@ -79,7 +146,8 @@ impl FrozenGraph {
         self.layers.len().saturating_sub(1)
     }
 
-    /// Neighbour slots of `slot` at `layer` (empty above the top layer or the node's level).
+    /// Local ids of the neighbours of local node `slot` at `layer` (empty above the top layer or
+    /// the node's level).
     #[inline]
     pub(crate) fn neighbours(&self, slot: Slot, layer: usize) -> &[Slot] {
         let Some(layer) = self.layers.get(layer) else {

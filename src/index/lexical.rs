@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use lru::LruCache;
 use roaring::RoaringBitmap;
 use tantivy::collector::TopDocs;
+use tantivy::directory::RamDirectory;
 use tantivy::index::SegmentId;
 use tantivy::postings::SegmentPostings;
 use tantivy::query::{
@@ -51,12 +52,16 @@ use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer, TextAnalyzerBuilder,
 };
 use tantivy::{
-    BitSet, DocId, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Score, Searcher, SegmentReader, TERMINATED,
-    TantivyDocument, TantivyError, Term,
+    BitSet, DocId, DocSet, Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, Score, Searcher,
+    SegmentReader, TERMINATED, TantivyDocument, TantivyError, Term,
 };
 
 use super::{Hit, IndexError, IndexResult, Slot};
 use crate::domain::DocOrdinal;
+
+mod image;
+
+pub use image::{LEXICAL_MAGIC, LEXICAL_VERSION};
 
 /// Name under which the English analyzer is registered in the index's tokenizer manager.
 const ANALYZER: &str = "warrant_en";
@@ -325,6 +330,9 @@ impl Snapshot {
 /// In-RAM BM25 index over one shard's chunks. See the module docs for its invariants.
 pub struct LexicalIndex {
     index: Index,
+    /// The RAM directory under `index`'s managed directory: its files are the raw segment files,
+    /// footers included, which the index image ([`image`]) copies.
+    directory: RamDirectory,
     writer: IndexWriter,
     reader: IndexReader,
     fields: Fields,
@@ -375,28 +383,41 @@ fn token_count(counter: &mut TextAnalyzer, text: &str) -> u64 {
     count
 }
 
+/// The schema of every lexical index, with its fields.
+fn schema() -> (Schema, Fields) {
+    let mut schema_builder = Schema::builder();
+    let text_options = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let fields = Fields {
+        slot: schema_builder.add_u64_field("slot", FAST),
+        ordinal: schema_builder.add_u64_field("ordinal", INDEXED | FAST),
+        title: schema_builder.add_text_field("title", text_options.clone()),
+        text: schema_builder.add_text_field("text", text_options),
+        title_tokens: schema_builder.add_u64_field("title_tokens", FAST),
+        text_tokens: schema_builder.add_u64_field("text_tokens", FAST),
+    };
+    (schema_builder.build(), fields)
+}
+
 impl LexicalIndex {
     /// Creates an empty in-RAM index with one single-threaded writer.
     pub fn new() -> IndexResult<Self> {
-        let mut schema_builder = Schema::builder();
-        let text_options = TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqs),
-        );
-        let fields = Fields {
-            slot: schema_builder.add_u64_field("slot", FAST),
-            ordinal: schema_builder.add_u64_field("ordinal", INDEXED | FAST),
-            title: schema_builder.add_text_field("title", text_options.clone()),
-            text: schema_builder.add_text_field("text", text_options),
-            title_tokens: schema_builder.add_u64_field("title_tokens", FAST),
-            text_tokens: schema_builder.add_u64_field("text_tokens", FAST),
-        };
-        let index = Index::create_in_ram(schema_builder.build());
+        let (schema, fields) = schema();
+        let directory = RamDirectory::create();
+        let index = Index::create(directory.clone(), schema, IndexSettings::default()).map_err(lexical)?;
+        Self::over(index, directory, fields)
+    }
+
+    /// The index over `index` (stored in `directory`) with the analyzer registered, a writer, a
+    /// reader and a pinned snapshot.
+    fn over(index: Index, directory: RamDirectory, fields: Fields) -> IndexResult<Self> {
         let analyzer = english_analyzer();
         index.tokenizers().register(ANALYZER, analyzer.clone());
         let writer = index.writer_with_num_threads(1, WRITER_BUDGET_BYTES).map_err(lexical)?;
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(lexical)?;
         let snapshot = Snapshot::build(reader.searcher(), None)?;
-        Ok(Self { index, writer, reader, fields, analyzer, counter: unstemmed_analyzer().build(), snapshot })
+        Ok(Self { index, directory, writer, reader, fields, analyzer, counter: unstemmed_analyzer().build(), snapshot })
     }
 
     /// Adds chunks `(slot, doc ordinal, title, text)`, commits and reloads the reader so the batch
@@ -575,6 +596,15 @@ impl LexicalIndex {
     /// Whether the index holds no live chunk.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// `(slot, ordinal)` of every alive document (checks of a loaded image against its slots).
+    pub fn alive_slots(&self) -> Vec<(Slot, DocOrdinal)> {
+        self.snapshot
+            .columns
+            .values()
+            .flat_map(|columns| columns.by_ordinal.iter().map(|&(ordinal, doc)| (columns.slots[doc as usize], ordinal)))
+            .collect()
     }
 
     /// The underlying tantivy index (diagnostics).

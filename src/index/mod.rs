@@ -1,13 +1,16 @@
 //! Per-shard indexes over chunks: an HNSW vector index (hnsw_rs, cosine; Malkov & Yashunin
 //! 2018) with a selectivity planner, and an in-RAM tantivy BM25 index (Robertson & Zaragoza),
 //! both restricted to an authorization bitmap *inside* the search, plus the shard actor that
-//! owns them.
+//! owns them, and their persisted images (`vector/image.rs`: `graph.bin`, `lexical/image.rs`:
+//! `lexical.bin`, `shard/image.rs`: loading a shard from them), which snapshots of format 2 hold
+//! so that a restore loads the indexes instead of rebuilding them.
 //!
 //! Invariants kept by this module:
 //! - a search returns only slots whose document ordinal is in the `allowed` bitmap it was given;
 //!   nothing outside it is scored into a top-k (no post-filtering);
 //! - slots are shard-local, dense and append-only (`0..len`); the same slot names the same chunk
-//!   in both indexes and in the shard's chunk store.
+//!   in both indexes and in the shard's chunk store (a slot loaded without a chunk is dead: its
+//!   ordinal is tombstoned and ordinals are never reused, so it is outside every scope).
 
 pub mod distance;
 mod frozen;

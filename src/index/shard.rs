@@ -1,8 +1,17 @@
 //! One shard: a chunk store plus the vector and lexical indexes over it, and the actix actor
 //! that serves it on a `SyncArbiter` (index work never runs on the async runtime's threads).
 //!
+//! A shard is built by inserts, or loaded from its images ([`Shard::load`]: the chunks of its
+//! live slots, the vector index image and the lexical index image) without rebuilding either
+//! index; a loaded shard is compacted instead (rebuilt from its live chunks with their stored
+//! vectors, never re-embedded) when more than a quarter of its slots are dead, it holds more than
+//! [`MAX_SEALED_GRAPHS`] sealed graphs, or its graphs were built with another M or
+//! ef_construction than configured.
+//!
 //! Invariants: slot `s` names the same chunk in the chunk store, the vector index and the
-//! lexical index; a batch becomes visible in all three or in none; every hit a search returns
+//! lexical index; a slot loaded without a chunk (superseded or deleted before the image was
+//! written) is dead: its ordinal is tombstoned, so it is outside every scope, and a hit on it is
+//! dropped; a batch becomes visible in all three or in none; every hit a search returns
 //! has its document ordinal inside the `allowed` bitmap it was given (checked again here in
 //! debug builds and counted as a violation in release builds, where it is also dropped).
 
@@ -17,6 +26,10 @@ use super::lexical::{LexicalIndex, LexicalStatistics};
 use super::vector::{VectorIndex, VectorParams, VectorReport};
 use super::{Hit, IndexError, IndexResult, Slot};
 
+mod image;
+
+pub use image::{ChunkPositions, Compaction, MAX_DEAD_FRACTION, MAX_SEALED_GRAPHS, ShardImage, ShardImageError};
+
 /// A hit resolved to its chunk.
 #[derive(Clone, Debug)]
 pub struct ShardHit {
@@ -27,7 +40,8 @@ pub struct ShardHit {
 }
 
 struct ShardState {
-    chunks: Vec<Arc<Chunk>>,
+    /// The chunk of every slot; `None` for a dead slot loaded from an image.
+    chunks: Vec<Option<Arc<Chunk>>>,
     vector: VectorIndex,
     lexical: LexicalIndex,
 }
@@ -90,7 +104,7 @@ impl Shard {
     /// of the shard's chunk list (pointers only): for reading one document, never on a hot path.
     pub fn chunks_of(&self, ordinal: crate::domain::DocOrdinal) -> Vec<Arc<Chunk>> {
         let mut chunks: Vec<Arc<Chunk>> =
-            self.read().chunks.iter().filter(|chunk| chunk.doc_ordinal == ordinal).map(Arc::clone).collect();
+            self.read().chunks.iter().flatten().filter(|chunk| chunk.doc_ordinal == ordinal).map(Arc::clone).collect();
         chunks.sort_by_key(|chunk| (chunk.start, chunk.ordinal));
         chunks
     }
@@ -132,7 +146,7 @@ impl Shard {
             .map(|(offset, (chunk, vector))| (first + offset as Slot, chunk.doc_ordinal, vector.clone()))
             .collect();
         state.vector.insert_batch(&vector_items)?;
-        state.chunks.extend(items.into_iter().map(|(chunk, _)| Arc::new(chunk)));
+        state.chunks.extend(items.into_iter().map(|(chunk, _)| Some(Arc::new(chunk))));
         Ok(())
     }
 
@@ -196,7 +210,11 @@ impl Shard {
     /// Current sizes.
     pub fn stats(&self) -> ShardStats {
         let state = self.read();
-        ShardStats { chunks: state.chunks.len(), vectors: state.vector.len(), lexical_docs: state.lexical.len() }
+        ShardStats {
+            chunks: state.chunks.iter().flatten().count(),
+            vectors: state.vector.len(),
+            lexical_docs: state.lexical.len(),
+        }
     }
 
     /// Every stored chunk with its vector, in slot order (snapshots).
@@ -206,15 +224,16 @@ impl Shard {
             .chunks
             .iter()
             .enumerate()
-            .map(|(slot, chunk)| (Arc::clone(chunk), state.vector.vector(slot as Slot).to_vec()))
+            .filter_map(|(slot, chunk)| Some((Arc::clone(chunk.as_ref()?), state.vector.vector(slot as Slot).to_vec())))
             .collect()
     }
 }
 
-fn resolve(chunks: &[Arc<Chunk>], hits: Vec<Hit>, allowed: &RoaringBitmap) -> Vec<ShardHit> {
+fn resolve(chunks: &[Option<Arc<Chunk>>], hits: Vec<Hit>, allowed: &RoaringBitmap) -> Vec<ShardHit> {
     hits.into_iter()
         .filter_map(|hit| {
-            let chunk = chunks.get(hit.slot as usize)?;
+            // A dead slot (no chunk) is tombstoned: outside every scope, never a violation.
+            let chunk = chunks.get(hit.slot as usize)?.as_ref()?;
             let inside = allowed.contains(chunk.doc_ordinal);
             debug_assert!(inside, "index returned a hit outside the scope");
             if !inside {

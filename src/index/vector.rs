@@ -14,6 +14,11 @@
 //!   unfiltered walk at 50% allowed); it is kept for the benchmark;
 //! - [`VectorStrategy::Empty`]: nothing in this index is allowed, so no work is done.
 //!
+//! An index decoded from an image ([`VectorIndex::decode_image`], `vector/image.rs`) keeps the
+//! image's graphs sealed (read-only [`FrozenGraph`]s over consecutive slot ranges) and inserts
+//! into a fresh hnsw_rs graph after them; every graph walk covers all graphs of the index under
+//! the same scope and merges them into one top-k.
+//!
 //! Invariants kept by this module:
 //! - a search never returns a slot whose document ordinal is outside `allowed`;
 //! - slots are dense and append-only (`0..len`): slot `s` owns `vectors[s*dim..(s+1)*dim]`,
@@ -30,6 +35,10 @@ use std::sync::Arc;
 use hnsw_rs::anndists::dist::distances::Distance;
 use hnsw_rs::hnsw::{Hnsw, Point};
 use roaring::RoaringBitmap;
+
+mod image;
+
+pub use image::{BuildParams, DecodedVectors, GRAPH_MAGIC, GRAPH_VERSION, NO_CHUNK};
 
 use super::distance::{dot, dot_scalar};
 use super::frozen::FrozenGraph;
@@ -306,14 +315,20 @@ pub struct VectorIndex {
     slots_by_ordinal: HashMap<DocOrdinal, Vec<Slot>>,
     /// The ordinals present, for cheap intersection with `allowed`.
     present: RoaringBitmap,
+    /// Graphs loaded from an index image ([`VectorIndex::decode`]), read-only, over consecutive
+    /// slot ranges starting at 0; the live graph covers the slots after them.
+    sealed: Vec<FrozenGraph>,
+    /// First slot of the live graph (the slots of the sealed graphs before it).
+    base: Slot,
+    /// The live graph, which takes inserts: hnsw_rs data id `n` is slot `base + n`.
     graph: Hnsw<'static, f32, CountingCosine>,
-    /// The graph node of every slot (hnsw_rs data id `s` is slot `s`), so the best-first walk
-    /// can read neighbour lists by slot; refreshed after every insert.
+    /// The live graph's node of every slot from `base` on (index `n` is slot `base + n`), so
+    /// the best-first walk can read neighbour lists; refreshed after every insert.
     points: Vec<Arc<Point<'static, f32>>>,
-    /// Slot of a node of the top layer: where the walk starts its descent.
+    /// Local id of a node of the live graph's top layer: where its walk starts its descent.
     entry: Option<Slot>,
-    /// Lock-free copy of the graph's adjacency that [`GraphWalk::Frozen`] reads; refreshed
-    /// after every insert.
+    /// Lock-free copy of the live graph's adjacency that [`GraphWalk::Frozen`] reads;
+    /// refreshed after every insert.
     frozen: FrozenGraph,
     /// Measured strategy costs; `None` until the index reaches [`CALIBRATION_MIN_LEN`] vectors
     /// (the fixed threshold and fraction rule applies until then).
@@ -348,10 +363,12 @@ impl VectorIndex {
             ordinals: Vec::new(),
             slots_by_ordinal: HashMap::new(),
             present: RoaringBitmap::new(),
+            sealed: Vec::new(),
+            base: 0,
             graph,
             points: Vec::new(),
             entry: None,
-            frozen: FrozenGraph::default(),
+            frozen: FrozenGraph::empty(0),
             costs: None,
             calibrated_len: 0,
         }
@@ -414,7 +431,9 @@ impl VectorIndex {
             self.slots_by_ordinal.entry(*ordinal).or_default().push(*slot);
             self.present.insert(*ordinal);
         }
-        let batch: Vec<(&[f32], usize)> = (first..self.len()).map(|slot| (self.vector(slot as Slot), slot)).collect();
+        let base = self.base as usize;
+        let batch: Vec<(&[f32], usize)> =
+            (first..self.len()).map(|slot| (self.vector(slot as Slot), slot - base)).collect();
         if batch.len() >= PARALLEL_INSERT_MIN {
             self.graph.parallel_insert_slice(&batch);
         } else {
@@ -422,22 +441,23 @@ impl VectorIndex {
                 self.graph.insert_slice(item);
             }
         }
-        debug_assert_eq!(self.graph.get_nb_point(), self.len());
-        self.refresh_points(first);
+        debug_assert_eq!(self.graph.get_nb_point(), self.len() - base);
+        self.refresh_points(first - base);
         if self.len() >= CALIBRATION_MIN_LEN && self.len() >= 2 * self.calibrated_len {
             self.calibrate();
         }
         Ok(())
     }
 
-    /// Appends the graph nodes of slots `first..len` to `points` and refreshes `entry`.
+    /// Appends the live graph's nodes `first..` (local ids) to `points` and refreshes `entry`.
     /// hnsw_rs only exposes its nodes through layer iterators, so this visits every node once
     /// (an `Arc` clone each: O(len) per batch, not measured separately); neighbour lists stay
     /// behind the nodes' locks, so older entries never go stale.
     fn refresh_points(&mut self, first: usize) {
         let indexation = self.graph.get_point_indexation();
         let top = indexation.get_max_level_observed() as usize;
-        let mut fresh: Vec<(usize, Arc<Point<'static, f32>>)> = Vec::with_capacity(self.len() - first);
+        let nodes = self.len() - self.base as usize;
+        let mut fresh: Vec<(usize, Arc<Point<'static, f32>>)> = Vec::with_capacity(nodes - first);
         for layer in 0..=top {
             fresh.extend(
                 indexation
@@ -447,13 +467,13 @@ impl VectorIndex {
             );
         }
         fresh.sort_unstable_by_key(|(slot, _)| *slot);
-        debug_assert!(fresh.iter().map(|(slot, _)| *slot).eq(first..self.len()), "one graph node per new slot");
+        debug_assert!(fresh.iter().map(|(node, _)| *node).eq(first..nodes), "one graph node per new slot");
         self.points.extend(fresh.into_iter().map(|(_, point)| point));
         self.entry = indexation
             .get_layer_iterator(top)
             .next()
             .map(|point| Slot::try_from(point.get_origin_id()).expect("hnsw data ids are slots"));
-        self.frozen = FrozenGraph::freeze(&self.points, self.entry, top);
+        self.frozen = FrozenGraph::freeze(&self.points, self.entry, top, self.base);
     }
 
     /// Bytes held by this index's own arrays (vectors, ordinals, frozen adjacency), not counting
@@ -462,6 +482,7 @@ impl VectorIndex {
         self.vectors.capacity() * std::mem::size_of::<Block>()
             + self.ordinals.capacity() * std::mem::size_of::<DocOrdinal>()
             + self.frozen.heap_bytes()
+            + self.sealed.iter().map(FrozenGraph::heap_bytes).sum::<usize>()
     }
 
     /// The stored vector of `slot` (panics when out of range).
@@ -537,7 +558,7 @@ impl VectorIndex {
             {
                 let before = distance_count();
                 let started = std::time::Instant::now();
-                std::hint::black_box(self.frozen_walk(walk_query, ef, allowed, everything));
+                std::hint::black_box(self.walk_every_graph(walk_query, ef, allowed, everything));
                 let nanos = started.elapsed().as_nanos() as f64;
                 let made = (distance_count() - before).max(1) as f64;
                 evaluations.push(made);
@@ -658,57 +679,80 @@ impl VectorIndex {
         heap.into_sorted_vec().into_iter().map(|WorseFirst(hit)| hit).collect()
     }
 
-    /// Filtered HNSW walk; returns the hits and the distance evaluations it made.
+    /// Filtered HNSW walk of every graph of the index (the sealed ones with the frozen walk,
+    /// the live one with `walk`), merged into one top-k; returns the hits and the distance
+    /// evaluations it made.
     fn graph_top_k(&self, query: &[f32], k: usize, allowed: &RoaringBitmap, walk: GraphWalk) -> (Vec<Hit>, usize) {
-        let filter = |slot: &usize| allowed.contains(self.ordinals[*slot]);
         let ef = self.params.ef_search.max(k);
         // With a filter hnsw_rs never stops its layer-0 walk early; when every vector is allowed
         // the filter is a no-op, so take the plain walk.
         let everything_allowed = self.present.is_subset(allowed);
         let before = distance_count();
-        if walk == GraphWalk::Frozen {
-            let mut hits = self.frozen_walk(query, ef, allowed, everything_allowed);
-            let distance_computations = distance_count() - before;
-            debug_assert!(hits.iter().all(|hit| filter(&(hit.slot as usize))));
-            sort_best_first(&mut hits);
-            hits.truncate(k);
-            return (hits, distance_computations);
-        }
-        let neighbours = if everything_allowed {
-            self.graph.search(query, k, ef)
-        } else if walk == GraphWalk::BestFirst {
-            let mut hits = self.best_first_walk(query, ef, &filter);
-            let distance_computations = distance_count() - before;
-            // Already allowed; re-check anyway (cheap, and the invariant). Scored by the scalar
-            // dot: re-score with the one every other path uses.
-            hits.retain(|hit| filter(&(hit.slot as usize)));
-            for hit in &mut hits {
-                hit.score = dot(query, self.vector(hit.slot));
-            }
-            sort_best_first(&mut hits);
-            hits.truncate(k);
-            return (hits, distance_computations);
-        } else {
-            self.graph.search_filter(query, k, ef, Some(&filter))
-        };
-        let distance_computations = distance_count() - before;
-        let mut hits: Vec<Hit> = neighbours
-            .into_iter()
-            .map(|neighbour| neighbour.d_id)
-            .filter(|slot| filter(slot))
-            .map(|slot| {
-                let slot = Slot::try_from(slot).expect("hnsw data ids are slots");
-                Hit { slot, score: dot(query, self.vector(slot)) }
-            })
+        let mut hits: Vec<Hit> = self
+            .sealed
+            .iter()
+            .flat_map(|graph| self.frozen_walk(graph, query, ef, allowed, everything_allowed))
             .collect();
+        hits.extend(self.live_walk(query, k, ef, allowed, everything_allowed, walk));
+        let distance_computations = distance_count() - before;
+        debug_assert!(hits.iter().all(|hit| allowed.contains(self.ordinals[hit.slot as usize])));
         sort_best_first(&mut hits);
         hits.truncate(k);
         (hits, distance_computations)
     }
 
-    /// Neighbour slots of `slot` in graph `layer` (empty above the node's own level).
-    fn neighbour_slots(&self, slot: Slot, layer: usize) -> Vec<Slot> {
-        let mut layers = self.points[slot as usize].get_neighborhood_id();
+    /// Every graph walked with [`VectorIndex::frozen_walk`], hits unordered.
+    fn walk_every_graph(&self, query: &[f32], ef: usize, allowed: &RoaringBitmap, everything: bool) -> Vec<Hit> {
+        self.sealed
+            .iter()
+            .chain(std::iter::once(&self.frozen))
+            .flat_map(|graph| self.frozen_walk(graph, query, ef, allowed, everything))
+            .collect()
+    }
+
+    /// The live graph's walk: allowed hits, unordered, scored by `dot`, global slots.
+    fn live_walk(
+        &self,
+        query: &[f32],
+        k: usize,
+        ef: usize,
+        allowed: &RoaringBitmap,
+        everything_allowed: bool,
+        walk: GraphWalk,
+    ) -> Vec<Hit> {
+        let base = self.base as usize;
+        let filter = |node: &usize| allowed.contains(self.ordinals[base + *node]);
+        let neighbours = if walk == GraphWalk::Frozen {
+            return self.frozen_walk(&self.frozen, query, ef, allowed, everything_allowed);
+        } else if everything_allowed {
+            self.graph.search(query, k, ef)
+        } else if walk == GraphWalk::BestFirst {
+            let mut hits = self.best_first_walk(query, ef, &filter);
+            // Already allowed; re-check anyway (cheap, and the invariant). Scored by the scalar
+            // dot: re-score with the one every other path uses.
+            hits.retain(|hit| allowed.contains(self.ordinals[hit.slot as usize]));
+            for hit in &mut hits {
+                hit.score = dot(query, self.vector(hit.slot));
+            }
+            return hits;
+        } else {
+            self.graph.search_filter(query, k, ef, Some(&filter))
+        };
+        neighbours
+            .into_iter()
+            .map(|neighbour| neighbour.d_id)
+            .filter(|node| filter(node))
+            .map(|node| {
+                let slot = Slot::try_from(base + node).expect("hnsw data ids are slots");
+                Hit { slot, score: dot(query, self.vector(slot)) }
+            })
+            .collect()
+    }
+
+    /// Local ids of the neighbours of the live graph's node `node` in `layer` (empty above the
+    /// node's own level).
+    fn neighbour_slots(&self, node: Slot, layer: usize) -> Vec<Slot> {
+        let mut layers = self.points[node as usize].get_neighborhood_id();
         if layer >= layers.len() {
             return Vec::new();
         }
@@ -729,13 +773,15 @@ impl VectorIndex {
         let Some(mut current) = self.entry else {
             return Vec::new();
         };
-        let mut current_score = counted_dot_scalar(query, self.vector(current));
+        let base = self.base;
+        let vector = |node: Slot| self.vector(base + node);
+        let mut current_score = counted_dot_scalar(query, vector(current));
         let top = self.graph.get_point_indexation().get_max_level_observed() as usize;
         for layer in (1..=top).rev() {
             loop {
                 let mut moved = false;
                 for neighbour in self.neighbour_slots(current, layer) {
-                    let score = counted_dot_scalar(query, self.vector(neighbour));
+                    let score = counted_dot_scalar(query, vector(neighbour));
                     if score > current_score {
                         (current, current_score) = (neighbour, score);
                         moved = true;
@@ -746,7 +792,7 @@ impl VectorIndex {
                 }
             }
         }
-        let mut visited = vec![0u64; self.len().div_ceil(64)];
+        let mut visited = vec![0u64; self.points.len().div_ceil(64)];
         let mut visit = |slot: Slot| {
             let (word, bit) = (slot as usize / 64, 1u64 << (slot % 64));
             let fresh = visited[word] & bit == 0;
@@ -771,7 +817,7 @@ impl VectorIndex {
                 if !visit(neighbour) {
                     continue;
                 }
-                let hit = Hit { slot: neighbour, score: counted_dot_scalar(query, self.vector(neighbour)) };
+                let hit = Hit { slot: neighbour, score: counted_dot_scalar(query, vector(neighbour)) };
                 let admit = results.len() < ef || results.peek().is_some_and(|worst| WorseFirst(hit) < *worst);
                 if !admit {
                     continue;
@@ -785,27 +831,37 @@ impl VectorIndex {
                 }
             }
         }
-        results.into_iter().map(|WorseFirst(hit)| hit).collect()
+        results.into_iter().map(|WorseFirst(hit)| Hit { slot: base + hit.slot, ..hit }).collect()
     }
 
     /// [`VectorIndex::best_first_walk`] over the frozen adjacency arrays with the SIMD dot: no
     /// lock, copy or allocation per neighbour list. When `everything_allowed` the filter is not
-    /// consulted (the plain HNSW search, early termination included). Returns the allowed hits
-    /// found, unordered, scored by `dot`.
-    fn frozen_walk(&self, query: &[f32], ef: usize, allowed: &RoaringBitmap, everything_allowed: bool) -> Vec<Hit> {
-        let graph = &self.frozen;
+    /// consulted (the plain HNSW search, early termination included). Walks `graph` (one of
+    /// this index's graphs) in its local ids; returns the allowed hits found, unordered, scored
+    /// by `dot`, with their slots.
+    fn frozen_walk(
+        &self,
+        graph: &FrozenGraph,
+        query: &[f32],
+        ef: usize,
+        allowed: &RoaringBitmap,
+        everything_allowed: bool,
+    ) -> Vec<Hit> {
         let Some(mut current) = graph.entry() else {
             return Vec::new();
         };
-        let is_allowed = |slot: Slot| everything_allowed || allowed.contains(self.ordinals[slot as usize]);
+        let base = graph.base();
+        debug_assert!(base as usize + graph.nodes() <= self.len(), "a graph covers stored slots only");
+        let vector = |node: Slot| self.vector(base + node);
+        let is_allowed = |node: Slot| everything_allowed || allowed.contains(self.ordinals[(base + node) as usize]);
         let mut evaluations = 1usize;
-        let mut current_score = dot(query, self.vector(current));
+        let mut current_score = dot(query, vector(current));
         for layer in (1..=graph.top_layer()).rev() {
             loop {
                 let mut moved = false;
                 for &neighbour in graph.neighbours(current, layer) {
                     evaluations += 1;
-                    let score = dot(query, self.vector(neighbour));
+                    let score = dot(query, vector(neighbour));
                     if score > current_score {
                         (current, current_score) = (neighbour, score);
                         moved = true;
@@ -816,7 +872,7 @@ impl VectorIndex {
                 }
             }
         }
-        let mut visited = vec![0u64; self.len().div_ceil(64)];
+        let mut visited = vec![0u64; graph.nodes().div_ceil(64)];
         visited[current as usize / 64] |= 1 << (current % 64);
         let start = Hit { slot: current, score: current_score };
         // Best candidate on top.
@@ -844,7 +900,7 @@ impl VectorIndex {
             }
             evaluations += fresh.len();
             for &neighbour in &fresh {
-                let hit = Hit { slot: neighbour, score: dot(query, self.vector(neighbour)) };
+                let hit = Hit { slot: neighbour, score: dot(query, vector(neighbour)) };
                 let admit = results.len() < ef || results.peek().is_some_and(|worst| WorseFirst(hit) < *worst);
                 if !admit {
                     continue;
@@ -859,7 +915,7 @@ impl VectorIndex {
             }
         }
         count_distances(evaluations);
-        results.into_iter().map(|WorseFirst(hit)| hit).collect()
+        results.into_iter().map(|WorseFirst(hit)| Hit { slot: base + hit.slot, ..hit }).collect()
     }
 
     /// Plain HNSW search with no filter (benchmark baseline only): the frozen walk with the
@@ -869,7 +925,7 @@ impl VectorIndex {
             return Vec::new();
         }
         let ef = self.params.ef_search.max(k);
-        let mut hits = self.frozen_walk(query, ef, &RoaringBitmap::new(), true);
+        let mut hits = self.walk_every_graph(query, ef, &RoaringBitmap::new(), true);
         sort_best_first(&mut hits);
         hits.truncate(k);
         hits
@@ -892,7 +948,7 @@ mod tests {
     use super::*;
     use crate::embed::normalize;
 
-    fn params(dimension: usize, exact_scan_threshold: usize, exact_scan_max_fraction: f64) -> VectorParams {
+    pub(super) fn params(dimension: usize, exact_scan_threshold: usize, exact_scan_max_fraction: f64) -> VectorParams {
         VectorParams {
             dimension,
             max_connections: 16,
@@ -903,14 +959,14 @@ mod tests {
         }
     }
 
-    fn unit_vector(rng: &mut SmallRng, dimension: usize) -> Vec<f32> {
+    pub(super) fn unit_vector(rng: &mut SmallRng, dimension: usize) -> Vec<f32> {
         let mut vector: Vec<f32> = (0..dimension).map(|_| rng.gen_range(-1.0..1.0)).collect();
         normalize(&mut vector);
         vector
     }
 
     /// `count` vectors, `chunks_per_doc` consecutive slots per document ordinal.
-    fn build(params: VectorParams, count: usize, chunks_per_doc: usize, seed: u64) -> VectorIndex {
+    pub(super) fn build(params: VectorParams, count: usize, chunks_per_doc: usize, seed: u64) -> VectorIndex {
         let mut rng = SmallRng::seed_from_u64(seed);
         let items: Vec<(Slot, DocOrdinal, Vec<f32>)> = (0..count)
             .map(|slot| (slot as Slot, (slot / chunks_per_doc) as DocOrdinal, unit_vector(&mut rng, params.dimension)))
@@ -921,7 +977,7 @@ mod tests {
     }
 
     /// Naive reference: score every allowed vector, sort, truncate.
-    fn brute_force(index: &VectorIndex, query: &[f32], k: usize, allowed: &RoaringBitmap) -> Vec<Hit> {
+    pub(super) fn brute_force(index: &VectorIndex, query: &[f32], k: usize, allowed: &RoaringBitmap) -> Vec<Hit> {
         let mut hits: Vec<Hit> = (0..index.len() as Slot)
             .filter(|slot| allowed.contains(index.doc_ordinal(*slot)))
             .map(|slot| Hit { slot, score: dot(query, index.vector(slot)) })
@@ -1164,7 +1220,7 @@ mod tests {
         // An empty index has no entry point.
         let empty = VectorIndex::new(params(8, 0, 0.0));
         assert!(empty.best_first_walk(&[0.5; 8], 10, &|_: &usize| true).is_empty());
-        assert!(empty.frozen_walk(&[0.5; 8], 10, &RoaringBitmap::new(), true).is_empty());
+        assert!(empty.frozen_walk(&empty.frozen, &[0.5; 8], 10, &RoaringBitmap::new(), true).is_empty());
     }
 
     #[test]

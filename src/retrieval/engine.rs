@@ -24,7 +24,7 @@ use lru::LruCache;
 
 use crate::acl::AclStore;
 use crate::config::Settings;
-use crate::domain::{Chunk, ChunkingConfig};
+use crate::domain::ChunkingConfig;
 use crate::embed::Embedder;
 use crate::index::IndexError;
 use crate::index::shard::{Shard, ShardActor, ShardStats};
@@ -140,7 +140,8 @@ impl Engine {
 
     /// Opens the data directory `directory` (created when absent) and starts the engine on the
     /// state it holds: the ACL checkpoint plus the replayed change log, and every live chunk with
-    /// its stored vector (indexes are rebuilt; nothing is re-chunked or re-embedded). Every
+    /// its stored vector (indexes loaded from the newest usable index set, see
+    /// [`crate::storage::indexes`], else rebuilt; nothing is re-chunked or re-embedded). Every
     /// later write is committed there before it is published. Must run inside an actix System.
     pub async fn open(
         params: EngineParams,
@@ -154,18 +155,24 @@ impl Engine {
         let shard_count = params.shards;
         let (store, recovered, shards, chunk_count) = tokio::task::spawn_blocking(move || -> RetrievalResult<_> {
             let (store, mut recovered) = Store::open(&directory, &name, dimension)?;
-            let mut per_shard: Vec<Vec<(Chunk, Vec<f32>)>> = vec![Vec::new(); shard_count];
             let chunks = std::mem::take(&mut recovered.chunks);
             let count = chunks.len();
-            for (chunk, vector) in chunks {
-                per_shard[shard_of(&chunk.tenant, &chunk.doc_id, shard_count)].push((chunk, vector));
-            }
-            let shards = Shard::build_all(per_shard, vector)?;
-            Ok((store, recovered, shards, count))
+            let (shards, indexes) = crate::storage::indexes::load_or_build(
+                &directory,
+                &recovered.acl,
+                &format!("{name}/{dimension}"),
+                |chunk| shard_of(&chunk.tenant, &chunk.doc_id, shard_count),
+                shard_count,
+                chunks,
+                vector,
+            )?;
+            Ok((store, recovered, (shards, indexes), count))
         })
         .await
         .map_err(|error| StorageError::Io { file: "data directory".into(), reason: error.to_string() })??;
+        let (shards, indexes) = shards;
         let recovery = Recovery {
+            indexes,
             created: recovered.created,
             checkpoint_epoch: recovered.checkpoint_epoch,
             replayed: recovered.replayed,
@@ -305,4 +312,6 @@ pub struct Recovery {
     pub chunks: usize,
     /// The database file.
     pub file: String,
+    /// Whether the indexes were loaded from an index set or rebuilt.
+    pub indexes: crate::storage::indexes::IndexSetOutcome,
 }

@@ -5,6 +5,7 @@
 //! See [`super::engine`] for the write-path invariants.
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::sync::Arc;
 
 use futures::future::join_all;
@@ -15,7 +16,7 @@ use crate::acl::{AclError, AclMutation, AclStore};
 use crate::domain::{Chunk, ChunkingConfig, DocAcl, Document, chunk_document, schema};
 use crate::index::IndexError;
 use crate::index::shard::{IndexChunks, PurgeOrdinals, Shard};
-use crate::storage::{Commit, EncodedDocument, STORE_FILE, StorageError, WriteStep};
+use crate::storage::{Commit, EncodedDocument, STORE_FILE, StorageError, Store, WriteStep};
 
 use super::engine::{Engine, shard_of};
 use super::{RetrievalError, RetrievalResult};
@@ -307,7 +308,7 @@ impl Engine {
     /// Writes an ACL checkpoint into the store and compacts the change log (in memory and on
     /// disk) up to `compact_up_to` (at most the current epoch). Returns the checkpoint's epoch.
     pub async fn checkpoint(&self, compact_up_to: u64) -> RetrievalResult<u64> {
-        let _writer = self.writer.lock().await;
+        let writer = self.writer.lock().await;
         let acl = self.acl();
         let snapshot = acl.load();
         let epoch = snapshot.epoch();
@@ -319,7 +320,36 @@ impl Engine {
                 .map_err(|error| StorageError::Io { file: STORE_FILE.into(), reason: error.to_string() })??;
         }
         acl.compact(up_to);
+        drop(writer);
+        self.write_indexes().await;
         Ok(epoch)
+    }
+
+    /// Writes an index set next to the store of a durable engine (at every checkpoint and on
+    /// graceful shutdown); does nothing for an in-memory engine. It needs no writer lock: each
+    /// shard's images are taken atomically, the next ordinal is read after them (every slot's
+    /// ordinal is below it), and at open every slot is resolved against the store's live rows.
+    pub async fn write_indexes(&self) {
+        if let Some(store) = &self.store {
+            self.write_index_set(store).await;
+        }
+    }
+
+    /// Writes the shards' index images next to the store; a failure is logged, the next restart
+    /// then rebuilds.
+    async fn write_index_set(&self, store: &Store) {
+        let Some(directory) = Path::new(store.file()).parent().map(Path::to_owned) else { return };
+        let acl = self.acl();
+        let shards = self.shards();
+        let embedder = format!("{}/{}", self.embedder.name(), self.embedder.dimension());
+        let written =
+            tokio::task::spawn_blocking(move || crate::storage::indexes::write(&directory, &acl, &embedder, &shards))
+                .await;
+        match written {
+            Ok(Ok(path)) => tracing::info!(set = %path.display(), "index set written"),
+            Ok(Err(error)) => tracing::warn!(%error, "writing the index set failed; a restart rebuilds the indexes"),
+            Err(error) => tracing::warn!(%error, "writing the index set failed; a restart rebuilds the indexes"),
+        }
     }
 
     async fn embed_texts(&self, texts: Vec<String>) -> RetrievalResult<Vec<Vec<f32>>> {

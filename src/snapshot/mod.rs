@@ -3,17 +3,28 @@
 //! `<dir>/<id>/` and verified whole before anything is built from it. Replica mode, which starts
 //! from a snapshot and follows a primary's ACL change feed, is `crate::replica`.
 //!
-//! Format version 1 (`manifest.json` lists every other file with its byte size and sha256):
+//! Format version 2 (written; `manifest.json` lists every other file with its byte size and
+//! sha256):
 //! - `manifest.json`: format version, id, creation time, ACL epoch, next ordinal, embedder name
 //!   and dimension, shard count, chunking parameters, chunk count, files;
 //! - `acl.bin`: bincode 2 (serde, standard config) of the ACL snapshot, epoch and next ordinal;
 //! - `acl-changes.json`: the change log, a JSON array in the replica feed's wire format;
 //! - `shard-NNNN.chunks.bin`: bincode 2 of the shard's live chunks in slot order;
-//! - `shard-NNNN.vectors.bin`: their embeddings, little-endian `f32`, `dimension` per chunk.
+//! - `shard-NNNN.graph.bin`: the vector index image (`WRNTHNSW`, see
+//!   [`crate::index::vector`]'s image: every slot's ordinal, chunk position and vector, each
+//!   graph's CSR adjacency), little-endian and versioned;
+//! - `shard-NNNN.lexical.bin`: the lexical index image (`WRNTLEXI`: the committed tantivy
+//!   segment files).
 //!
-//! Vector and lexical indexes are not stored: restore rebuilds them from the stored chunks and
-//! vectors (no re-chunking, no re-embedding). Only live chunks are written (superseded and
-//! deleted versions are compacted away), so a restored shard has no dead slots.
+//! Restore reads the indexes instead of rebuilding them: the loaded graphs stay sealed and a
+//! fresh graph takes later inserts; slots whose chunks were superseded or deleted stay in the
+//! graph as dead slots (outside every scope: their ordinals are tombstoned) until a shard is
+//! compacted on load (see [`crate::index::shard`]).
+//!
+//! Format version 1 (still read; the golden snapshot `tests/golden/snapshot-v1` checks it) has
+//! `shard-NNNN.vectors.bin` (little-endian `f32`, `dimension` per chunk) instead of the two
+//! images: restore rebuilds both indexes from the stored chunks and vectors (no re-chunking, no
+//! re-embedding).
 //!
 //! Invariants kept by this module:
 //! - a snapshot directory appears under its final name only after every file and the directory
@@ -21,7 +32,9 @@
 //!   snapshot away before deleting it; a crash leaves old or new complete snapshots, and any
 //!   partial directory fails verification;
 //! - restore checks the manifest, the format version, the embedder and every file's size and
-//!   checksum before decoding or building anything, and names the offending file when it refuses.
+//!   checksum before decoding or building anything, and names the offending file when it refuses;
+//!   a file that passes its checksum but does not decode is refused as
+//!   [`SnapshotError::Invalid`] naming it, never with a panic.
 
 pub mod checkpoint;
 mod read;
@@ -34,10 +47,13 @@ use crate::index::IndexError;
 
 pub(crate) use read::read_manifest;
 pub use read::{Restored, latest, restore, start_engine};
-pub use write::{Created, create, create_protecting};
+pub use write::{Created, create, create_in_format, create_protecting};
 
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes (it reads this one and every earlier one).
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest format version this build reads.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 
 /// Name of the manifest file.
 pub const MANIFEST: &str = "manifest.json";
@@ -60,9 +76,19 @@ pub fn chunks_file(shard: usize) -> String {
     format!("shard-{shard:04}.chunks.bin")
 }
 
-/// File holding the vectors of shard `shard`.
+/// File holding the vectors of shard `shard` (format version 1).
 pub fn vectors_file(shard: usize) -> String {
     format!("shard-{shard:04}.vectors.bin")
+}
+
+/// File holding the vector index image of shard `shard` (format version 2).
+pub fn graph_file(shard: usize) -> String {
+    format!("shard-{shard:04}.graph.bin")
+}
+
+/// File holding the lexical index image of shard `shard` (format version 2).
+pub fn lexical_file(shard: usize) -> String {
+    format!("shard-{shard:04}.lexical.bin")
 }
 
 /// The embedder a snapshot's vectors were made with.
@@ -150,7 +176,7 @@ pub enum SnapshotError {
         file: String,
     },
     /// The format version is not one this build reads.
-    #[error("snapshot file {file} has format_version {found}; this build reads version {supported}")]
+    #[error("snapshot file {file} has format_version {found}; this build reads versions 1 to {supported}")]
     Format {
         /// File (the manifest).
         file: String,

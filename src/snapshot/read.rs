@@ -1,6 +1,7 @@
 //! Verifying and restoring a snapshot: manifest, format version, embedder and every file's size
-//! and checksum are checked before anything is decoded; then the shards' indexes are rebuilt
-//! from the stored chunks and vectors (one thread per shard).
+//! and checksum are checked before anything is decoded; then, one thread per shard, the shards
+//! are loaded from their index images (format 2; compacted where the shard's rule says so) or
+//! their indexes rebuilt from the stored chunks and vectors (format 1).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -13,13 +14,13 @@ use crate::acl::{AclChange, AclSnapshot, AclStore};
 use crate::config::Settings;
 use crate::domain::Chunk;
 use crate::embed::Embedder;
-use crate::index::shard::Shard;
+use crate::index::shard::{Shard, ShardImageError};
 use crate::index::vector::VectorParams;
 use crate::retrieval::{Engine, EngineParams};
 
 use super::{
-    ACL_FILE, CHANGES_FILE, FORMAT_VERSION, MANIFEST, Manifest, SnapshotError, SnapshotResult, chunks_file,
-    vectors_file,
+    ACL_FILE, CHANGES_FILE, FORMAT_VERSION, MANIFEST, Manifest, OLDEST_FORMAT_VERSION, SnapshotError, SnapshotResult,
+    chunks_file, graph_file, lexical_file, vectors_file,
 };
 
 /// Largest manifest accepted, in bytes (it lists a few files per shard).
@@ -61,14 +62,19 @@ pub(crate) fn read_manifest(directory: &Path) -> SnapshotResult<Manifest> {
         .get("format_version")
         .and_then(serde_json::Value::as_u64)
         .ok_or_else(|| invalid(MANIFEST, "format_version is missing"))?;
-    if version != u64::from(FORMAT_VERSION) {
+    if !(u64::from(OLDEST_FORMAT_VERSION)..=u64::from(FORMAT_VERSION)).contains(&version) {
         return Err(SnapshotError::Format { file: MANIFEST.into(), found: version, supported: FORMAT_VERSION });
     }
     let manifest: Manifest = serde_json::from_value(value).map_err(|error| invalid(MANIFEST, error))?;
     let mut expected: BTreeSet<String> = [ACL_FILE.to_owned(), CHANGES_FILE.to_owned()].into();
     for shard in 0..manifest.shards {
         expected.insert(chunks_file(shard));
-        expected.insert(vectors_file(shard));
+        if manifest.format_version == 1 {
+            expected.insert(vectors_file(shard));
+        } else {
+            expected.insert(graph_file(shard));
+            expected.insert(lexical_file(shard));
+        }
     }
     let listed: BTreeSet<String> = manifest.files.iter().map(|file| file.name.clone()).collect();
     if listed.len() != manifest.files.len() {
@@ -153,6 +159,25 @@ pub fn restore(
     {
         return Err(invalid(CHANGES_FILE, "epochs are out of order or beyond the manifest's acl_epoch"));
     }
+    let shards = if manifest.format_version == 1 {
+        rebuild_shards(&manifest, &mut take, dimension, vector)?
+    } else {
+        load_shards(&manifest, &mut take, vector)?
+    };
+    // A snapshot written before lineages existed gets a fresh one: its epochs are comparable with
+    // nothing (a replica started from it re-synchronizes with its primary).
+    let lineage = manifest.lineage.clone().unwrap_or_else(crate::acl::new_lineage);
+    let acl = AclStore::restore(acl.snapshot, log, acl.next_ordinal, lineage);
+    Ok(Restored { manifest, acl, shards })
+}
+
+/// Format 1: decodes every shard's chunks and vectors and rebuilds its indexes.
+fn rebuild_shards(
+    manifest: &Manifest,
+    take: &mut impl FnMut(&str) -> Vec<u8>,
+    dimension: usize,
+    vector: VectorParams,
+) -> SnapshotResult<Vec<Arc<Shard>>> {
     let mut shard_items = Vec::with_capacity(manifest.shards);
     let mut total = 0;
     for shard in 0..manifest.shards {
@@ -184,12 +209,59 @@ pub fn restore(
     if total != manifest.chunks {
         return Err(invalid(MANIFEST, format!("records {} chunks, the shard files hold {total}", manifest.chunks)));
     }
-    let shards = Shard::build_all(shard_items, vector)?;
-    // A snapshot written before lineages existed gets a fresh one: its epochs are comparable with
-    // nothing (a replica started from it re-synchronizes with its primary).
-    let lineage = manifest.lineage.clone().unwrap_or_else(crate::acl::new_lineage);
-    let acl = AclStore::restore(acl.snapshot, log, acl.next_ordinal, lineage);
-    Ok(Restored { manifest, acl, shards })
+    Ok(Shard::build_all(shard_items, vector)?)
+}
+
+/// Format 2: decodes every shard's chunks and loads the shard from its images, one thread per
+/// shard; a refusal names the file at fault.
+fn load_shards(
+    manifest: &Manifest,
+    take: &mut impl FnMut(&str) -> Vec<u8>,
+    vector: VectorParams,
+) -> SnapshotResult<Vec<Arc<Shard>>> {
+    let next_ordinal = manifest.next_ordinal;
+    let mut parts = Vec::with_capacity(manifest.shards);
+    let mut total = 0;
+    for shard in 0..manifest.shards {
+        let chunk_name = chunks_file(shard);
+        let chunks: Vec<Chunk> = decode(&chunk_name, &take(&chunk_name))?;
+        if let Some(chunk) = chunks.iter().find(|chunk| chunk.doc_ordinal >= manifest.next_ordinal) {
+            return Err(invalid(&chunk_name, format!("chunk of ordinal {} beyond next_ordinal", chunk.doc_ordinal)));
+        }
+        total += chunks.len();
+        parts.push((chunks, take(&graph_file(shard)), take(&lexical_file(shard))));
+    }
+    if total != manifest.chunks {
+        return Err(invalid(MANIFEST, format!("records {} chunks, the shard files hold {total}", manifest.chunks)));
+    }
+    let loaded: Vec<SnapshotResult<Arc<Shard>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .into_iter()
+            .enumerate()
+            .map(|(id, (chunks, graph, lexical))| {
+                scope.spawn(move || -> SnapshotResult<Arc<Shard>> {
+                    let (shard, compaction) = Shard::load(id, vector, chunks, &graph, &lexical, next_ordinal).map_err(
+                        |error| match error {
+                            ShardImageError::Graph(reason) => invalid(&graph_file(id), reason),
+                            ShardImageError::Lexical(reason) => invalid(&lexical_file(id), reason),
+                            ShardImageError::Index(inner) => SnapshotError::Index(inner),
+                        },
+                    )?;
+                    if let Some(reason) = compaction {
+                        tracing::info!(shard = id, ?reason, "compacted a shard while loading it");
+                    }
+                    Ok(Arc::new(shard))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle.join().unwrap_or_else(|_| Err(invalid(MANIFEST, "a shard failed to load (thread panicked)")))
+            })
+            .collect()
+    });
+    loaded.into_iter().collect()
 }
 
 /// Restores the snapshot in `directory` (verified whole first, on a blocking thread) and starts

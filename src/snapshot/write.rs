@@ -1,4 +1,5 @@
-//! Writing a snapshot atomically: capture a consistent state under the engine's writer lock,
+//! Writing a snapshot atomically: capture a consistent state under the engine's writer lock
+//! (the ACL state, and per shard its live chunks and its vector and lexical index images),
 //! write every file into `.tmp-<id>/` (fsynced), write the manifest last, fsync the directory,
 //! rename it to `<id>/`, fsync the parent, then prune beyond the retention count.
 
@@ -15,11 +16,12 @@ use sha2::{Digest, Sha256};
 
 use crate::acl::{AclChange, AclSnapshot};
 use crate::domain::{Chunk, ChunkingConfig};
+use crate::index::shard::{ChunkPositions, ShardImage};
 use crate::retrieval::Engine;
 
 use super::{
     ACL_FILE, CHANGES_FILE, EmbedderInfo, FORMAT_VERSION, FileEntry, MANIFEST, Manifest, SnapshotError, SnapshotResult,
-    chunks_file, rfc3339, vectors_file,
+    chunks_file, graph_file, lexical_file, rfc3339, vectors_file,
 };
 
 /// Serializes snapshot creation inside one process (ids, temporary directories, pruning).
@@ -46,8 +48,18 @@ struct Captured {
     lineage: String,
     embedder: EmbedderInfo,
     chunking: ChunkingConfig,
-    /// Per shard: live chunks in slot order with their vectors.
-    shards: Vec<Vec<(Arc<Chunk>, Vec<f32>)>>,
+    /// Per shard: live chunks in slot order and the index images (or their vectors).
+    shards: Vec<CapturedShard>,
+    /// The format to write.
+    format_version: u32,
+}
+
+/// What one shard writes.
+enum CapturedShard {
+    /// Format 2: live chunks and index images.
+    Images(ShardImage),
+    /// Format 1: live chunks with their vectors.
+    Vectors(Vec<(Arc<Chunk>, Vec<f32>)>),
 }
 
 /// A written snapshot.
@@ -79,10 +91,26 @@ pub async fn create_protecting(
     retain: usize,
     protected: Option<&Path>,
 ) -> SnapshotResult<Created> {
-    let captured = capture(engine).await;
+    let captured = capture(engine, FORMAT_VERSION).await?;
     let root = root.to_owned();
     let protected = protected.and_then(|path| path.canonicalize().ok());
     tokio::task::spawn_blocking(move || write_captured(&captured, &root, retain, protected.as_deref()))
+        .await
+        .map_err(|error| SnapshotError::Io { file: root_name(), reason: error.to_string() })?
+}
+
+/// [`create`] in an older format `format_version` (1 or [`FORMAT_VERSION`]): the benchmark
+/// compares restoring both, and golden files of old versions are regenerated with it.
+pub async fn create_in_format(
+    engine: &Engine,
+    root: &Path,
+    retain: usize,
+    format_version: u32,
+) -> SnapshotResult<Created> {
+    assert!((1..=FORMAT_VERSION).contains(&format_version), "format {format_version} is not one this build writes");
+    let captured = capture(engine, format_version).await?;
+    let root = root.to_owned();
+    tokio::task::spawn_blocking(move || write_captured(&captured, &root, retain, None))
         .await
         .map_err(|error| SnapshotError::Io { file: root_name(), reason: error.to_string() })?
 }
@@ -91,7 +119,7 @@ fn root_name() -> String {
     "snapshot directory".to_owned()
 }
 
-async fn capture(engine: &Engine) -> Captured {
+async fn capture(engine: &Engine, format_version: u32) -> SnapshotResult<Captured> {
     let embedder = EmbedderInfo { name: engine.embedder().name().to_owned(), dimension: engine.embedder().dimension() };
     let chunking = engine.params().chunking;
     engine
@@ -103,11 +131,16 @@ async fn capture(engine: &Engine) -> Captured {
                 .collect();
             let shards = shards
                 .iter()
-                .map(|shard| {
-                    shard.export().into_iter().filter(|(chunk, _)| live.contains(&chunk.doc_ordinal)).collect()
+                .map(|shard| match format_version {
+                    1 => Ok(CapturedShard::Vectors(
+                        shard.export().into_iter().filter(|(chunk, _)| live.contains(&chunk.doc_ordinal)).collect(),
+                    )),
+                    _ => shard
+                        .export_image(|ordinal| live.contains(&ordinal), ChunkPositions::InImage)
+                        .map(CapturedShard::Images),
                 })
-                .collect();
-            Captured {
+                .collect::<Result<Vec<CapturedShard>, _>>()?;
+            Ok(Captured {
                 log: acl.log(),
                 next_ordinal: acl.next_ordinal(),
                 lineage: acl.lineage().to_owned(),
@@ -115,7 +148,8 @@ async fn capture(engine: &Engine) -> Captured {
                 embedder,
                 chunking,
                 shards,
-            }
+                format_version,
+            })
         })
         .await
 }
@@ -155,21 +189,32 @@ fn write_captured(
         .map_err(|error| SnapshotError::Invalid { file: CHANGES_FILE.into(), reason: error.to_string() })?;
     files.push(write_file(&temporary, CHANGES_FILE, &log)?);
     let mut chunk_total = 0;
-    for (shard, items) in captured.shards.iter().enumerate() {
-        let chunks: Vec<&Chunk> = items.iter().map(|(chunk, _)| chunk.as_ref()).collect();
-        chunk_total += chunks.len();
-        files.push(write_file(&temporary, &chunks_file(shard), &encode(&chunks_file(shard), &chunks)?)?);
-        let mut vectors = Vec::with_capacity(items.len() * captured.embedder.dimension * 4);
-        for (_, vector) in items {
-            debug_assert_eq!(vector.len(), captured.embedder.dimension);
-            for value in vector {
-                vectors.extend_from_slice(&value.to_le_bytes());
+    for (shard, captured_shard) in captured.shards.iter().enumerate() {
+        match captured_shard {
+            CapturedShard::Images(image) => {
+                let chunks: Vec<&Chunk> = image.chunks.iter().map(Arc::as_ref).collect();
+                chunk_total += chunks.len();
+                files.push(write_file(&temporary, &chunks_file(shard), &encode(&chunks_file(shard), &chunks)?)?);
+                files.push(write_file(&temporary, &graph_file(shard), &image.graph)?);
+                files.push(write_file(&temporary, &lexical_file(shard), &image.lexical)?);
+            }
+            CapturedShard::Vectors(items) => {
+                let chunks: Vec<&Chunk> = items.iter().map(|(chunk, _)| chunk.as_ref()).collect();
+                chunk_total += chunks.len();
+                files.push(write_file(&temporary, &chunks_file(shard), &encode(&chunks_file(shard), &chunks)?)?);
+                let mut vectors = Vec::with_capacity(items.len() * captured.embedder.dimension * 4);
+                for (_, vector) in items {
+                    debug_assert_eq!(vector.len(), captured.embedder.dimension);
+                    for value in vector {
+                        vectors.extend_from_slice(&value.to_le_bytes());
+                    }
+                }
+                files.push(write_file(&temporary, &vectors_file(shard), &vectors)?);
             }
         }
-        files.push(write_file(&temporary, &vectors_file(shard), &vectors)?);
     }
     let manifest = Manifest {
-        format_version: FORMAT_VERSION,
+        format_version: captured.format_version,
         snapshot_id: snapshot_id.clone(),
         created_at: rfc3339(created_ms),
         acl_epoch: epoch,

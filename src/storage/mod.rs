@@ -9,6 +9,9 @@
 //! file altered or torn outside redb's own commit protocol is refused with an error naming it
 //! instead of being trusted.
 //!
+//! Next to the file, [`indexes`] keeps index sets (the shards' graph and lexical images), so a
+//! restart loads the indexes instead of rebuilding them from the rows.
+//!
 //! Tables:
 //! - `meta`: `format` (u32 LE), `lineage` (UTF-8), `next_ordinal` (u32 LE), `embedder`
 //!   (`name\0dimension`), `checkpoint` (bincode of the checkpoint epoch and ACL snapshot);
@@ -32,6 +35,8 @@
 //!   compacted behind a checkpoint;
 //! - the ordinal counter is stored with every commit, so ordinals are never reused across
 //!   restarts, and the lineage id is written once, when the file is created.
+
+pub mod indexes;
 
 use std::path::{Path, PathBuf};
 

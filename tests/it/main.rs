@@ -12,6 +12,7 @@ mod http;
 mod lexical_stats;
 mod minilm;
 mod openapi;
+mod persisted_indexes;
 mod postgres;
 mod providers;
 mod retrieval;

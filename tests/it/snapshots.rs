@@ -20,11 +20,11 @@ use super::support::{doc, principal};
 
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 
-fn demo_corpus() -> PathBuf {
+pub(crate) fn demo_corpus() -> PathBuf {
     Path::new(MANIFEST_DIR).join("fixtures/demo/corpus.json")
 }
 
-fn settings(shards: usize, dim: usize) -> Settings {
+pub(crate) fn settings(shards: usize, dim: usize) -> Settings {
     let mut settings = Settings::defaults();
     settings.index.shards = shards;
     settings.embedder.kind = warrant::config::EmbedderKind::Hashed;
@@ -37,7 +37,7 @@ fn engine(settings: &Settings) -> Arc<Engine> {
     Engine::start(EngineParams::from_settings(settings, settings.embedder.dim), embedder).expect("engine starts")
 }
 
-fn principals() -> Vec<Principal> {
+pub(crate) fn principals() -> Vec<Principal> {
     vec![
         principal("acme", "alice", &["everyone", "engineering"]),
         principal("acme", "bob", &["everyone"]),
@@ -53,7 +53,7 @@ const QUERIES: &[&str] = &[
 ];
 
 /// (principal, query) -> [(chunk id, doc id, score)] in rank order.
-async fn retrieve_all(engine: &Engine, principals: &[Principal]) -> Vec<Vec<(String, String, f64)>> {
+pub(crate) async fn retrieve_all(engine: &Engine, principals: &[Principal]) -> Vec<Vec<(String, String, f64)>> {
     let mut results = Vec::new();
     for principal in principals {
         let scope = engine.scope(principal);
@@ -71,7 +71,7 @@ async fn retrieve_all(engine: &Engine, principals: &[Principal]) -> Vec<Vec<(Str
     results
 }
 
-async fn demo_engine_with_history(settings: &Settings) -> Arc<Engine> {
+pub(crate) async fn demo_engine_with_history(settings: &Settings) -> Arc<Engine> {
     let engine = engine(settings);
     load_corpus(&engine, &demo_corpus()).await.expect("demo corpus");
     // History beyond plain ingestion: a new version (tombstones the old) and a revocation.
@@ -149,7 +149,7 @@ async fn fresh_snapshot() -> (tempfile::TempDir, PathBuf, Settings) {
     (root, created.path, settings)
 }
 
-fn restore_error(path: &Path, settings: &Settings, name: &str, dim: usize) -> SnapshotError {
+pub(crate) fn restore_error(path: &Path, settings: &Settings, name: &str, dim: usize) -> SnapshotError {
     let params = EngineParams::from_settings(settings, dim).vector;
     match snapshot::restore(path, name, dim, params) {
         Ok(_) => panic!("a damaged snapshot was restored"),
@@ -160,12 +160,12 @@ fn restore_error(path: &Path, settings: &Settings, name: &str, dim: usize) -> Sn
 #[actix_web::test]
 async fn restore_refuses_a_truncated_file_naming_it() {
     let (_root, path, settings) = fresh_snapshot().await;
-    let file = path.join("shard-0001.vectors.bin");
+    let file = path.join("shard-0001.graph.bin");
     let length = std::fs::metadata(&file).unwrap().len();
     std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(length / 2).unwrap();
     let error = restore_error(&path, &settings, "hashed-64", 64);
     assert!(matches!(error, SnapshotError::Size { .. }), "{error}");
-    assert!(error.to_string().contains("shard-0001.vectors.bin"), "{error}");
+    assert!(error.to_string().contains("shard-0001.graph.bin"), "{error}");
 }
 
 #[actix_web::test]
@@ -207,11 +207,11 @@ async fn restore_refuses_a_newer_format_version() {
     let (_root, path, settings) = fresh_snapshot().await;
     let manifest = path.join("manifest.json");
     let mut value: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
-    value["format_version"] = json!(2);
-    value["a_field_of_version_2"] = json!(true);
+    value["format_version"] = json!(3);
+    value["a_field_of_version_3"] = json!(true);
     std::fs::write(&manifest, serde_json::to_vec(&value).unwrap()).unwrap();
     let error = restore_error(&path, &settings, "hashed-64", 64);
-    assert!(matches!(error, SnapshotError::Format { found: 2, .. }), "{error}");
+    assert!(matches!(error, SnapshotError::Format { found: 3, .. }), "{error}");
     assert!(error.to_string().contains("manifest.json"), "{error}");
 }
 
@@ -229,6 +229,8 @@ async fn restore_refuses_another_embedder() {
 
 const GOLDEN: &str = "tests/golden/snapshot-v1";
 const GOLDEN_EXPECTED: &str = "tests/golden/snapshot-v1.expected.json";
+const GOLDEN_V2: &str = "tests/golden/snapshot-v2";
+const GOLDEN_V2_EXPECTED: &str = "tests/golden/snapshot-v2.expected.json";
 const GOLDEN_DIM: usize = 16;
 
 fn golden_settings() -> Settings {
@@ -253,11 +255,8 @@ async fn golden_results(engine: &Engine) -> Value {
     )
 }
 
-/// Regenerates the golden v1 snapshot and its expected results. Run once per format version:
-/// `cargo test --test it snapshots::regenerate_golden_snapshot_v1 -- --ignored`.
-#[actix_web::test]
-#[ignore = "writes tests/golden; run by hand when a new format version is introduced"]
-async fn regenerate_golden_snapshot_v1() {
+/// The engine the golden snapshots are written from: upserts, a new version and a grant.
+async fn golden_engine() -> Arc<Engine> {
     let settings = golden_settings();
     let engine = engine(&settings);
     engine
@@ -304,9 +303,16 @@ async fn regenerate_golden_snapshot_v1() {
         })
         .await
         .unwrap();
+    engine
+}
+
+/// Writes the golden snapshot of format `format_version` into `directory` and its expected
+/// results into `expected_file`.
+async fn write_golden(format_version: u32, directory: &str, expected_file: &str) {
+    let engine = golden_engine().await;
     let root = tempfile::tempdir().unwrap();
-    let created = snapshot::create(&engine, root.path(), 1).await.unwrap();
-    let target = Path::new(MANIFEST_DIR).join(GOLDEN);
+    let created = snapshot::create_in_format(&engine, root.path(), 1, format_version).await.unwrap();
+    let target = Path::new(MANIFEST_DIR).join(directory);
     let _ = std::fs::remove_dir_all(&target);
     std::fs::create_dir_all(&target).unwrap();
     for entry in std::fs::read_dir(&created.path).unwrap() {
@@ -314,8 +320,42 @@ async fn regenerate_golden_snapshot_v1() {
         std::fs::copy(entry.path(), target.join(entry.file_name())).unwrap();
     }
     let expected = json!({"epoch": engine.acl().epoch(), "results": golden_results(&engine).await});
-    std::fs::write(Path::new(MANIFEST_DIR).join(GOLDEN_EXPECTED), serde_json::to_string_pretty(&expected).unwrap())
+    std::fs::write(Path::new(MANIFEST_DIR).join(expected_file), serde_json::to_string_pretty(&expected).unwrap())
         .unwrap();
+}
+
+/// Regenerates the golden v1 snapshot and its expected results. Run once per format version:
+/// `cargo test --test it snapshots::regenerate_golden_snapshot_v1 -- --ignored`.
+#[actix_web::test]
+#[ignore = "writes tests/golden; run by hand when a new format version is introduced"]
+async fn regenerate_golden_snapshot_v1() {
+    write_golden(1, GOLDEN, GOLDEN_EXPECTED).await;
+}
+
+/// Regenerates the golden v2 snapshot (with index images) and its expected results:
+/// `cargo test --test it snapshots::regenerate_golden_snapshot_v2 -- --ignored`.
+#[actix_web::test]
+#[ignore = "writes tests/golden; run by hand when a new format version is introduced"]
+async fn regenerate_golden_snapshot_v2() {
+    write_golden(2, GOLDEN_V2, GOLDEN_V2_EXPECTED).await;
+}
+
+/// Format v2 stays readable: the committed golden snapshot loads its index images (no rebuild)
+/// and answers as it did.
+#[actix_web::test]
+async fn golden_snapshot_v2_still_loads_and_retrieves_the_same() {
+    let settings = golden_settings();
+    let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(GOLDEN_DIM));
+    let (engine, manifest) =
+        snapshot::start_engine(&settings, embedder, &Path::new(MANIFEST_DIR).join(GOLDEN_V2), false)
+            .await
+            .expect("golden loads");
+    assert_eq!((manifest.format_version, manifest.shards), (2, 2));
+    assert!(engine.shards().iter().all(|shard| shard.sealed_graphs() <= 1), "loaded, not compacted into more graphs");
+    let expected: Value =
+        serde_json::from_slice(&std::fs::read(Path::new(MANIFEST_DIR).join(GOLDEN_V2_EXPECTED)).unwrap()).unwrap();
+    assert_eq!(json!(engine.acl().epoch()), expected["epoch"]);
+    assert_eq!(golden_results(&engine).await, expected["results"]);
 }
 
 /// Format v1 stays readable: the committed golden snapshot loads and answers as it did.

@@ -1,0 +1,251 @@
+//! A shard's images: writing them ([`Shard::export_image`]) and loading a shard from them
+//! ([`Shard::load`]), with the compaction rule of the module docs.
+//!
+//! Invariants kept by this module: a loaded shard's chunks, vector slots and lexical documents
+//! agree (every stored chunk is the chunk of exactly one slot with the same ordinal, every
+//! alive lexical document names a slot with the same ordinal), or the load is refused naming
+//! the image at fault.
+
+use std::sync::{Arc, RwLock};
+
+use super::{Shard, ShardState};
+use crate::domain::{Chunk, DocOrdinal};
+use crate::index::lexical::LexicalIndex;
+use crate::index::vector::{NO_CHUNK, VectorIndex, VectorParams};
+use crate::index::{IndexError, Slot};
+
+/// A loaded shard holding more sealed graphs than this is compacted.
+pub const MAX_SEALED_GRAPHS: usize = 4;
+
+/// A loaded shard with more dead slots than this fraction is compacted.
+pub const MAX_DEAD_FRACTION: f64 = 0.25;
+
+/// What a shard writes into a snapshot or an index set.
+#[derive(Debug)]
+pub struct ShardImage {
+    /// The chunks of the live slots, in slot order (the chunk positions of the graph image).
+    pub chunks: Vec<Arc<Chunk>>,
+    /// [`VectorIndex::encode_image`].
+    pub graph: Vec<u8>,
+    /// [`LexicalIndex::encode_image`].
+    pub lexical: Vec<u8>,
+}
+
+/// Why loading a shard failed: which image is at fault, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardImageError {
+    /// The graph image does not decode, or contradicts the chunks.
+    #[error("{0}")]
+    Graph(String),
+    /// The lexical image does not decode, or contradicts the graph's slots.
+    #[error("{0}")]
+    Lexical(String),
+    /// Building the shard failed (compaction).
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
+/// Why a loaded shard was compacted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compaction {
+    /// More than [`MAX_DEAD_FRACTION`] of the slots are dead.
+    DeadSlots,
+    /// More than [`MAX_SEALED_GRAPHS`] sealed graphs.
+    SealedGraphs,
+    /// The graphs were built with another M or ef_construction than configured.
+    BuildParams,
+}
+
+/// What a graph image's chunk position of a slot counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkPositions {
+    /// The chunk's index in the image's own chunk list (snapshots).
+    InImage,
+    /// The chunk's position inside its document (index sets: the chunk is the store row keyed
+    /// by the slot's ordinal and this position).
+    InDocument,
+}
+
+impl Shard {
+    /// The images of this shard, keeping the chunks of slots whose ordinal is `live` (a dead
+    /// slot stays in the graph, for its connectivity, without a chunk). The graph image records
+    /// for every kept slot its chunk's index in [`ShardImage::chunks`] (`positions` =
+    /// [`ChunkPositions::InImage`], snapshots) or the chunk's position inside its document
+    /// ([`ChunkPositions::InDocument`], index sets, whose chunks are the store's rows).
+    pub fn export_image(
+        &self,
+        live: impl Fn(DocOrdinal) -> bool,
+        positions: ChunkPositions,
+    ) -> Result<ShardImage, IndexError> {
+        let state = self.read();
+        let mut chunks = Vec::new();
+        let positions: Vec<u32> = state
+            .chunks
+            .iter()
+            .map(|chunk| match chunk {
+                Some(chunk) if live(chunk.doc_ordinal) => {
+                    chunks.push(Arc::clone(chunk));
+                    match positions {
+                        ChunkPositions::InImage => (chunks.len() - 1) as u32,
+                        ChunkPositions::InDocument => chunk.ordinal,
+                    }
+                }
+                _ => NO_CHUNK,
+            })
+            .collect();
+        let graph = state.vector.encode_image(&positions);
+        let lexical = state.lexical.encode_image()?;
+        Ok(ShardImage { chunks, graph, lexical })
+    }
+
+    /// Loads shard `id` from its images (`chunks` in the order the graph image's chunk
+    /// positions refer to), searched with `params`; every slot's ordinal must be below
+    /// `next_ordinal` (a later document would otherwise inherit a dead slot); compacts it when the rule says so (then the
+    /// lexical image is not read: both indexes are rebuilt from the live chunks and their stored
+    /// vectors). Returns the shard and why it was compacted, if it was.
+    pub fn load(
+        id: usize,
+        params: VectorParams,
+        chunks: Vec<Chunk>,
+        graph: &[u8],
+        lexical: &[u8],
+        next_ordinal: DocOrdinal,
+    ) -> Result<(Shard, Option<Compaction>), ShardImageError> {
+        let decoded = Self::decode_graph(graph, params, next_ordinal)?;
+        let vector = decoded.index;
+        let mut slot_chunks: Vec<Option<Arc<Chunk>>> = vec![None; vector.len()];
+        let mut owners: Vec<Option<Slot>> = vec![None; chunks.len()];
+        for (slot, &position) in decoded.chunk_positions.iter().enumerate() {
+            if position == NO_CHUNK {
+                continue;
+            }
+            let Some(owner) = owners.get_mut(position as usize) else {
+                return Err(ShardImageError::Graph(format!(
+                    "slot {slot} names chunk {position}, the chunks file holds {}",
+                    chunks.len()
+                )));
+            };
+            if let Some(other) = owner.replace(slot as Slot) {
+                return Err(ShardImageError::Graph(format!("slots {other} and {slot} name the same chunk {position}")));
+            }
+        }
+        if let Some(position) = owners.iter().position(Option::is_none) {
+            return Err(ShardImageError::Graph(format!("no slot names stored chunk {position}")));
+        }
+        for (chunk, owner) in chunks.into_iter().zip(owners) {
+            let slot = owner.expect("every chunk has an owner");
+            if chunk.doc_ordinal != vector.doc_ordinal(slot) {
+                return Err(ShardImageError::Graph(format!(
+                    "slot {slot} has ordinal {}, its chunk ordinal {}",
+                    vector.doc_ordinal(slot),
+                    chunk.doc_ordinal
+                )));
+            }
+            slot_chunks[slot as usize] = Some(Arc::new(chunk));
+        }
+        Self::finish_load(id, params, vector, decoded.built_with, slot_chunks, lexical)
+    }
+
+    /// Loads shard `id` from an index set's images: the chunk of each slot is what `resolve`
+    /// returns for the slot's ordinal and chunk position inside its document (`None`: the
+    /// document was deleted or superseded since, the slot is dead). Otherwise as [`Shard::load`].
+    pub fn load_with(
+        id: usize,
+        params: VectorParams,
+        graph: &[u8],
+        lexical: &[u8],
+        next_ordinal: DocOrdinal,
+        mut resolve: impl FnMut(DocOrdinal, u32) -> Option<Chunk>,
+    ) -> Result<(Shard, Option<Compaction>), ShardImageError> {
+        let decoded = Self::decode_graph(graph, params, next_ordinal)?;
+        let vector = decoded.index;
+        let mut slot_chunks: Vec<Option<Arc<Chunk>>> = vec![None; vector.len()];
+        for (slot, &position) in decoded.chunk_positions.iter().enumerate() {
+            if position == NO_CHUNK {
+                continue;
+            }
+            let ordinal = vector.doc_ordinal(slot as Slot);
+            if let Some(chunk) = resolve(ordinal, position) {
+                if chunk.doc_ordinal != ordinal || chunk.ordinal != position {
+                    return Err(ShardImageError::Graph(format!(
+                        "slot {slot} names chunk ({ordinal}, {position}), the store returned ({}, {})",
+                        chunk.doc_ordinal, chunk.ordinal
+                    )));
+                }
+                slot_chunks[slot] = Some(Arc::new(chunk));
+            }
+        }
+        Self::finish_load(id, params, vector, decoded.built_with, slot_chunks, lexical)
+    }
+
+    /// The decoded graph image, every slot's ordinal checked against `next_ordinal`.
+    fn decode_graph(
+        graph: &[u8],
+        params: VectorParams,
+        next_ordinal: DocOrdinal,
+    ) -> Result<crate::index::vector::DecodedVectors, ShardImageError> {
+        let decoded = VectorIndex::decode_image(graph, params).map_err(ShardImageError::Graph)?;
+        let vector = &decoded.index;
+        if let Some(slot) = (0..vector.len() as Slot).find(|slot| vector.doc_ordinal(*slot) >= next_ordinal) {
+            return Err(ShardImageError::Graph(format!(
+                "slot {slot} has ordinal {}, beyond the next ordinal {next_ordinal}",
+                vector.doc_ordinal(slot)
+            )));
+        }
+        Ok(decoded)
+    }
+
+    /// Compacts (rule of the module docs) or loads the lexical image and assembles the shard.
+    fn finish_load(
+        id: usize,
+        params: VectorParams,
+        vector: VectorIndex,
+        built_with: crate::index::vector::BuildParams,
+        slot_chunks: Vec<Option<Arc<Chunk>>>,
+        lexical: &[u8],
+    ) -> Result<(Shard, Option<Compaction>), ShardImageError> {
+        let dead = slot_chunks.iter().filter(|chunk| chunk.is_none()).count();
+        let compaction = if dead as f64 > MAX_DEAD_FRACTION * slot_chunks.len() as f64 {
+            Some(Compaction::DeadSlots)
+        } else if vector.sealed_graphs() > MAX_SEALED_GRAPHS {
+            Some(Compaction::SealedGraphs)
+        } else if built_with.max_connections != params.max_connections
+            || built_with.ef_construction != params.ef_construction
+        {
+            Some(Compaction::BuildParams)
+        } else {
+            None
+        };
+        if let Some(reason) = compaction {
+            let items: Vec<(Chunk, Vec<f32>)> = slot_chunks
+                .iter()
+                .enumerate()
+                .filter_map(|(slot, chunk)| {
+                    let chunk = chunk.as_ref()?;
+                    Some((Chunk::clone(chunk), vector.vector(slot as Slot).to_vec()))
+                })
+                .collect();
+            let shard = Shard::new(id, params)?;
+            if !items.is_empty() {
+                shard.add(items)?;
+            }
+            return Ok((shard, Some(reason)));
+        }
+        let lexical = LexicalIndex::decode_image(lexical).map_err(ShardImageError::Lexical)?;
+        for (slot, ordinal) in lexical.alive_slots() {
+            if (slot as usize) >= vector.len() || vector.doc_ordinal(slot) != ordinal {
+                return Err(ShardImageError::Lexical(format!(
+                    "document of slot {slot} (ordinal {ordinal}) matches no slot of the graph image"
+                )));
+            }
+        }
+        let shard = Shard { id, state: RwLock::new(ShardState { chunks: slot_chunks, vector, lexical }) };
+        Ok((shard, None))
+    }
+
+    /// Number of sealed graphs of the vector index (tests and diagnostics).
+    pub fn sealed_graphs(&self) -> usize {
+        self.read().vector.sealed_graphs()
+    }
+}

@@ -1,0 +1,446 @@
+//! The vector index image (`graph.bin`): an explicit little-endian, versioned encoding of a
+//! [`VectorIndex`], so that a snapshot restore or a durable restart reads the graph instead of
+//! rebuilding it (hnsw_rs' own `file_dump` is native-endian and unversioned, and a loaded index
+//! borrows its loader).
+//!
+//! Layout (version 1), every integer little-endian:
+//! ```text
+//! magic "WRNTHNSW" | version u32 | dimension u32 | max_connections u32 | ef_construction u32
+//! | has_costs u8 | scan_ns f64 | walk_ns f64 | walk_evaluations f64 | walk_growth f64
+//! | calibrated_len u64 | slots u32 | slots x (ordinal u32, chunk position u32)
+//! | slots x dimension f32 | graphs u32
+//! | graphs x (nodes u32 | entry u32 | layers u32 | layers x (neighbours u32
+//!             | (nodes + 1) offsets u32 | neighbours u32))
+//! ```
+//! Graphs cover consecutive slot ranges from slot 0 (their node counts sum to `slots`). A chunk
+//! position of [`NO_CHUNK`] marks a dead slot (its chunk was not written: superseded or deleted).
+//!
+//! Invariants kept by this module: the decoder checks every length against the bytes left
+//! before allocating, every offset and neighbour id, the entry points, the dimension and the
+//! finiteness of every float, and refuses trailing bytes; it returns an error, never panics.
+//! Whatever it accepts searches like any index: a search still only returns slots whose
+//! ordinal is in the scope it is given.
+
+use std::collections::HashMap;
+
+use roaring::RoaringBitmap;
+
+use super::{Block, FrozenGraph, MAX_LAYER, PlannerCosts, VectorIndex, VectorParams};
+use crate::domain::DocOrdinal;
+use crate::index::Slot;
+
+/// First bytes of a graph image.
+pub const GRAPH_MAGIC: &[u8; 8] = b"WRNTHNSW";
+/// The version this build writes and reads.
+pub const GRAPH_VERSION: u32 = 1;
+/// Chunk position of a slot whose chunk is not stored.
+pub const NO_CHUNK: u32 = u32::MAX;
+/// Entry value of a graph without nodes.
+const NO_ENTRY: u32 = u32::MAX;
+
+/// The construction parameters an image was built with (compared with the configuration to
+/// decide whether a loaded shard is compacted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BuildParams {
+    /// HNSW M.
+    pub max_connections: usize,
+    /// HNSW ef at construction.
+    pub ef_construction: usize,
+}
+
+/// A decoded image.
+#[derive(Debug)]
+pub struct DecodedVectors {
+    /// The index: the image's graphs sealed, a fresh live graph for later inserts.
+    pub index: VectorIndex,
+    /// Chunk position of every slot ([`NO_CHUNK`] for a dead slot).
+    pub chunk_positions: Vec<u32>,
+    /// What the graphs were built with.
+    pub built_with: BuildParams,
+}
+
+impl VectorIndex {
+    /// The image of this index with `chunk_positions[s]` recorded for slot `s` (one per slot).
+    pub fn encode_image(&self, chunk_positions: &[u32]) -> Vec<u8> {
+        assert_eq!(chunk_positions.len(), self.len(), "one chunk position per slot");
+        let dimension = self.dimension();
+        let graphs: Vec<&FrozenGraph> =
+            self.sealed.iter().chain(std::iter::once(&self.frozen).filter(|graph| graph.nodes() > 0)).collect();
+        let adjacency: usize = graphs
+            .iter()
+            .flat_map(|graph| graph.layer_parts())
+            .map(|(offsets, neighbours)| 4 * (1 + offsets.len() + neighbours.len()))
+            .sum();
+        let mut out = Vec::with_capacity(80 + self.len() * (8 + 4 * dimension) + adjacency + 12 * graphs.len());
+        out.extend_from_slice(GRAPH_MAGIC);
+        put_u32(&mut out, GRAPH_VERSION);
+        put_u32(&mut out, to_u32(dimension));
+        put_u32(&mut out, to_u32(self.params.max_connections));
+        put_u32(&mut out, to_u32(self.params.ef_construction));
+        out.push(u8::from(self.costs.is_some()));
+        let costs = self.costs.unwrap_or(PlannerCosts {
+            scan_ns_per_vector: 0.0,
+            walk_ns_per_evaluation: 0.0,
+            walk_evaluations_unfiltered: 0.0,
+            walk_growth: 0.0,
+        });
+        for value in [
+            costs.scan_ns_per_vector,
+            costs.walk_ns_per_evaluation,
+            costs.walk_evaluations_unfiltered,
+            costs.walk_growth,
+        ] {
+            out.extend_from_slice(&value.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.calibrated_len as u64).to_le_bytes());
+        put_u32(&mut out, to_u32(self.len()));
+        for (ordinal, position) in self.ordinals.iter().zip(chunk_positions) {
+            put_u32(&mut out, *ordinal);
+            put_u32(&mut out, *position);
+        }
+        for slot in 0..self.len() as Slot {
+            for value in self.vector(slot) {
+                out.extend_from_slice(&value.to_le_bytes());
+            }
+        }
+        put_u32(&mut out, to_u32(graphs.len()));
+        for graph in graphs {
+            put_u32(&mut out, to_u32(graph.nodes()));
+            put_u32(&mut out, graph.entry().unwrap_or(NO_ENTRY));
+            let layers: Vec<(&[u32], &[Slot])> = graph.layer_parts().collect();
+            put_u32(&mut out, to_u32(layers.len()));
+            for (offsets, neighbours) in layers {
+                put_u32(&mut out, to_u32(neighbours.len()));
+                for value in offsets.iter().chain(neighbours) {
+                    put_u32(&mut out, *value);
+                }
+            }
+        }
+        out
+    }
+
+    /// Decodes an image written by [`VectorIndex::encode_image`] into an index searched with
+    /// `params` (whose dimension must be the image's); the image's graphs become sealed graphs
+    /// and later inserts go to a fresh graph built with `params`. The error says what is wrong.
+    pub fn decode_image(bytes: &[u8], params: VectorParams) -> Result<DecodedVectors, String> {
+        let mut reader = Reader { bytes, at: 0 };
+        if reader.take(GRAPH_MAGIC.len())? != GRAPH_MAGIC {
+            return Err("not a graph image (magic bytes differ)".into());
+        }
+        let version = reader.u32()?;
+        if version != GRAPH_VERSION {
+            return Err(format!("graph image version {version}; this build reads version {GRAPH_VERSION}"));
+        }
+        let dimension = reader.u32()? as usize;
+        if dimension != params.dimension {
+            return Err(format!("dimension {dimension}, the index expects {}", params.dimension));
+        }
+        let max_connections = reader.u32()? as usize;
+        let ef_construction = reader.u32()? as usize;
+        if !(2..=super::MAX_CONNECTIONS_LIMIT).contains(&max_connections) || ef_construction == 0 {
+            return Err(format!("build parameters M={max_connections} ef_construction={ef_construction} are invalid"));
+        }
+        let has_costs = match reader.take(1)?[0] {
+            0 => false,
+            1 => true,
+            other => return Err(format!("cost flag {other} is neither 0 nor 1")),
+        };
+        let values = [reader.f64()?, reader.f64()?, reader.f64()?, reader.f64()?];
+        if values.iter().any(|value| !value.is_finite() || *value < 0.0) {
+            return Err("planner costs are negative or not finite".into());
+        }
+        let costs = has_costs.then_some(PlannerCosts {
+            scan_ns_per_vector: values[0].max(f64::MIN_POSITIVE),
+            walk_ns_per_evaluation: values[1].max(f64::MIN_POSITIVE),
+            walk_evaluations_unfiltered: values[2],
+            walk_growth: values[3].min(1.0),
+        });
+        let calibrated_len = reader.u64()?;
+        let slots = reader.u32()? as usize;
+        if calibrated_len > slots as u64 {
+            return Err(format!("calibrated at {calibrated_len} vectors, holds {slots}"));
+        }
+        // Every slot needs 8 bytes of table and 4 per component: check before allocating.
+        reader.ensure(slots, 8 + 4 * dimension)?;
+        let mut ordinals = Vec::with_capacity(slots);
+        let mut chunk_positions = Vec::with_capacity(slots);
+        for _ in 0..slots {
+            ordinals.push(reader.u32()?);
+            chunk_positions.push(reader.u32()?);
+        }
+        let stride = dimension.div_ceil(super::BLOCK_LANES);
+        let mut vectors = vec![Block::default(); slots * stride];
+        for slot in 0..slots {
+            let values: &mut [f32] = bytemuck::cast_slice_mut(&mut vectors[slot * stride..(slot + 1) * stride]);
+            for value in &mut values[..dimension] {
+                *value = f32::from_le_bytes(reader.array()?);
+                if !value.is_finite() {
+                    return Err(format!("vector of slot {slot} is not finite"));
+                }
+            }
+        }
+        let graph_count = reader.u32()? as usize;
+        // Each graph takes at least 12 bytes.
+        reader.ensure(graph_count, 12)?;
+        let mut sealed = Vec::with_capacity(graph_count);
+        let mut base = 0usize;
+        for number in 0..graph_count {
+            let nodes = reader.u32()? as usize;
+            if nodes == 0 || nodes > slots - base {
+                return Err(format!("graph {number} has {nodes} nodes, {} slots are left", slots - base));
+            }
+            let entry = reader.u32()?;
+            let entry = (entry != NO_ENTRY).then_some(entry);
+            let layer_count = reader.u32()? as usize;
+            if layer_count > MAX_LAYER + 1 {
+                return Err(format!("graph {number} has {layer_count} layers, at most {} exist", MAX_LAYER + 1));
+            }
+            let mut layers = Vec::with_capacity(layer_count);
+            for _ in 0..layer_count {
+                let neighbours = reader.u32()? as usize;
+                reader.ensure(nodes + 1 + neighbours, 4)?;
+                let offsets = (0..=nodes).map(|_| reader.u32()).collect::<Result<Vec<u32>, String>>()?;
+                let lists = (0..neighbours).map(|_| reader.u32()).collect::<Result<Vec<u32>, String>>()?;
+                layers.push((offsets, lists));
+            }
+            let graph = FrozenGraph::from_parts(base as Slot, nodes, entry, layers)
+                .map_err(|reason| format!("graph {number}: {reason}"))?;
+            sealed.push(graph);
+            base += nodes;
+        }
+        if base != slots {
+            return Err(format!("graphs cover {base} of {slots} slots"));
+        }
+        if reader.at != bytes.len() {
+            return Err(format!("{} trailing bytes after the last graph", bytes.len() - reader.at));
+        }
+        let mut index = VectorIndex::new(params);
+        let mut slots_by_ordinal: HashMap<DocOrdinal, Vec<Slot>> = HashMap::new();
+        for (slot, ordinal) in ordinals.iter().enumerate() {
+            slots_by_ordinal.entry(*ordinal).or_default().push(slot as Slot);
+        }
+        index.present = ordinals.iter().copied().collect::<RoaringBitmap>();
+        index.slots_by_ordinal = slots_by_ordinal;
+        index.ordinals = ordinals;
+        index.vectors = vectors;
+        index.sealed = sealed;
+        index.base = slots as Slot;
+        index.frozen = FrozenGraph::empty(index.base);
+        index.costs = costs;
+        index.calibrated_len = calibrated_len as usize;
+        Ok(DecodedVectors { index, chunk_positions, built_with: BuildParams { max_connections, ef_construction } })
+    }
+
+    /// Number of graphs a search walks (sealed ones plus the live one when it has nodes).
+    pub fn graph_count(&self) -> usize {
+        self.sealed.len() + usize::from(self.frozen.nodes() > 0)
+    }
+
+    /// Number of sealed (loaded, read-only) graphs.
+    pub fn sealed_graphs(&self) -> usize {
+        self.sealed.len()
+    }
+}
+
+fn to_u32(value: usize) -> u32 {
+    u32::try_from(value).expect("index sizes fit u32 (slots are u32)")
+}
+
+fn put_u32(out: &mut Vec<u8>, value: u32) {
+    out.extend_from_slice(&value.to_le_bytes());
+}
+
+/// A bounds-checked cursor over the image.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, length: usize) -> Result<&'a [u8], String> {
+        let end = self.at.checked_add(length).filter(|end| *end <= self.bytes.len());
+        let Some(end) = end else {
+            return Err(format!("truncated: {length} bytes wanted at offset {}, {} held", self.at, self.bytes.len()));
+        };
+        let slice = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(slice)
+    }
+
+    /// Fails unless `count` items of `each` bytes fit in what is left.
+    fn ensure(&self, count: usize, each: usize) -> Result<(), String> {
+        let left = self.bytes.len() - self.at;
+        match count.checked_mul(each) {
+            Some(needed) if needed <= left => Ok(()),
+            _ => Err(format!("truncated: {count} items of {each} bytes announced at offset {}, {left} left", self.at)),
+        }
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        Ok(self.take(N)?.try_into().expect("took N bytes"))
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    fn f64(&mut self) -> Result<f64, String> {
+        Ok(f64::from_le_bytes(self.array()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::super::tests::{brute_force, build, params, unit_vector};
+    use super::super::{GraphWalk, VectorStrategy};
+    use super::*;
+    use crate::index::Hit;
+
+    fn round_trip(index: &VectorIndex) -> VectorIndex {
+        let positions: Vec<u32> = (0..index.len() as u32).collect();
+        let decoded = VectorIndex::decode_image(&index.encode_image(&positions), *index.params()).expect("decodes");
+        assert_eq!(decoded.chunk_positions, positions);
+        decoded.index
+    }
+
+    fn bits(hits: &[Hit]) -> Vec<(Slot, u32)> {
+        hits.iter().map(|hit| (hit.slot, hit.score.to_bits())).collect()
+    }
+
+    fn recall(index: &VectorIndex, queries: &[Vec<f32>], allowed: &RoaringBitmap) -> usize {
+        queries
+            .iter()
+            .map(|query| {
+                let truth = brute_force(index, query, 10, allowed);
+                index.search(query, 10, allowed).hits.iter().filter(|hit| truth.contains(hit)).count()
+            })
+            .sum()
+    }
+
+    #[test]
+    fn decoded_graph_searches_exactly_like_its_original() {
+        let mut original = build(params(16, 0, 0.0), 3000, 2, 61);
+        original.set_planner_costs(Some(PlannerCosts {
+            scan_ns_per_vector: 1.5,
+            walk_ns_per_evaluation: 30.0,
+            walk_evaluations_unfiltered: 700.0,
+            walk_growth: 0.4,
+        }));
+        let decoded = round_trip(&original);
+        assert_eq!(decoded.planner_costs(), original.planner_costs());
+        assert_eq!(decoded.sealed_graphs(), 1);
+        let mut rng = SmallRng::seed_from_u64(62);
+        let queries: Vec<Vec<f32>> = (0..40).map(|_| unit_vector(&mut rng, 16)).collect();
+        for modulus in [1u32, 2, 7, 40] {
+            let allowed: RoaringBitmap = (0..1500u32).filter(|ordinal| ordinal % modulus == 0).collect();
+            for query in &queries {
+                let expected = original.search(query, 10, &allowed);
+                let got = decoded.search(query, 10, &allowed);
+                assert_eq!(bits(&got.hits), bits(&expected.hits), "modulus {modulus}");
+                assert_eq!(got.report, expected.report);
+            }
+            assert_eq!(recall(&decoded, &queries, &allowed), recall(&original, &queries, &allowed));
+        }
+        // The image of a decoded index is the image it came from.
+        let positions: Vec<u32> = (0..original.len() as u32).collect();
+        assert_eq!(decoded.encode_image(&positions), original.encode_image(&positions));
+    }
+
+    /// Inserts after a load go to a fresh graph; a second load seals both; every search walks
+    /// all graphs under the same scope.
+    #[test]
+    fn inserts_after_one_and_two_loads_are_found() {
+        let mut rng = SmallRng::seed_from_u64(71);
+        let mut index = build(params(8, 0, 0.0), 800, 1, 70);
+        for load in 1..=2usize {
+            index = round_trip(&index);
+            assert_eq!(index.sealed_graphs(), load);
+            let first = index.len();
+            let items: Vec<(Slot, DocOrdinal, Vec<f32>)> =
+                (first..first + 300).map(|slot| (slot as Slot, slot as DocOrdinal, unit_vector(&mut rng, 8))).collect();
+            index.insert_batch(&items).expect("insert after a load");
+            assert_eq!(index.graph_count(), load + 1);
+            let everything: RoaringBitmap = (0..index.len() as u32).collect();
+            let odd: RoaringBitmap = (0..index.len() as u32).filter(|ordinal| ordinal % 2 == 1).collect();
+            // Every vector, old or new, finds itself.
+            for slot in (0..index.len() as Slot).step_by(37) {
+                let query = index.vector(slot).to_vec();
+                let search = index.search(&query, 1, &everything);
+                assert_eq!(search.report.strategy, VectorStrategy::Graph);
+                assert_eq!(search.hits[0].slot, slot);
+            }
+            let queries: Vec<Vec<f32>> = (0..30).map(|_| unit_vector(&mut rng, 8)).collect();
+            for query in &queries {
+                let search = index.search(query, 10, &odd);
+                assert!(search.hits.iter().all(|hit| odd.contains(index.doc_ordinal(hit.slot))));
+            }
+            let found = recall(&index, &queries, &odd);
+            assert!(found >= 30 * 10 * 9 / 10, "recall {found} of 300 after {load} loads");
+        }
+        // The benchmark walks see every graph too.
+        let query = index.vector(5).to_vec();
+        let everything: RoaringBitmap = (0..index.len() as u32).collect();
+        for walk in [GraphWalk::HnswRs, GraphWalk::BestFirst, GraphWalk::Frozen] {
+            assert_eq!(index.search_with(&query, 1, &everything, walk).hits[0].slot, 5, "{walk:?}");
+        }
+    }
+
+    #[test]
+    fn every_truncation_of_a_graph_image_is_refused() {
+        let index = build(params(4, 0, 0.0), 60, 2, 81);
+        let positions: Vec<u32> = (0..60).map(|slot| if slot % 5 == 0 { NO_CHUNK } else { slot }).collect();
+        let bytes = index.encode_image(&positions);
+        assert!(VectorIndex::decode_image(&bytes, *index.params()).is_ok());
+        for length in 0..bytes.len() {
+            assert!(VectorIndex::decode_image(&bytes[..length], *index.params()).is_err(), "{length} bytes accepted");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(VectorIndex::decode_image(&longer, *index.params()).is_err());
+        let other_dimension = VectorParams { dimension: 5, ..*index.params() };
+        assert!(VectorIndex::decode_image(&bytes, other_dimension).is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Mutated images never panic the decoder, and whatever decodes keeps every search
+        /// inside its scope.
+        #[test]
+        fn mutated_graph_images_never_panic_nor_leave_the_scope(
+            seed in any::<u64>(),
+            mutations in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+            allowed_ordinals in proptest::collection::vec(0u32..60, 0..40),
+        ) {
+            let index = build(params(4, 0, 0.0), 120, 2, seed);
+            let positions: Vec<u32> = (0..120).collect();
+            let mut bytes = index.encode_image(&positions);
+            for (at, value) in &mutations {
+                let position = at.index(bytes.len());
+                bytes[position] = *value;
+            }
+            if let Ok(decoded) = VectorIndex::decode_image(&bytes, *index.params()) {
+                let decoded = decoded.index;
+                let allowed: RoaringBitmap = allowed_ordinals.into_iter().collect();
+                let mut rng = SmallRng::seed_from_u64(seed);
+                for _ in 0..4 {
+                    let query = unit_vector(&mut rng, 4);
+                    let k = rng.gen_range(1..20);
+                    for walk in [GraphWalk::Frozen, GraphWalk::BestFirst] {
+                        let search = decoded.search_with(&query, k, &allowed, walk);
+                        prop_assert!(search.hits.len() <= k);
+                        prop_assert!(search.hits.iter().all(|hit| allowed.contains(decoded.doc_ordinal(hit.slot))));
+                    }
+                }
+            }
+        }
+    }
+}
