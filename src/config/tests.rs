@@ -1,0 +1,124 @@
+//! Unit tests of `config`.
+
+use super::*;
+
+const DEFAULT: &str = include_str!("../../config/default.toml");
+
+#[test]
+fn defaults_are_valid() {
+    Settings::defaults();
+}
+
+/// Kinds were strings matched later with a fallback, so `generator.kind = "opnai"` quietly
+/// ran the extractive generator. They are enums now, and an unknown name names its key.
+#[test]
+fn kinds_and_formats_are_parsed_once_and_unknown_names_refused_naming_the_key() {
+    let settings = Settings::from_toml(
+        DEFAULT,
+        [
+            ("WARRANT__EMBEDDER__KIND".to_owned(), "minilm".to_owned()),
+            ("WARRANT__GENERATOR__KIND".to_owned(), "openai".to_owned()),
+            ("WARRANT__SERVER__LOG_FORMAT".to_owned(), "json".to_owned()),
+        ],
+    )
+    .unwrap();
+    assert_eq!(settings.embedder.kind, EmbedderKind::Minilm);
+    assert_eq!(settings.generator.kind, GeneratorKind::Openai);
+    assert_eq!(settings.server.log_format, LogFormat::Json);
+    for (variable, key) in [
+        ("WARRANT__EMBEDDER__KIND", "embedder.kind"),
+        ("WARRANT__GENERATOR__KIND", "generator.kind"),
+        ("WARRANT__SERVER__LOG_FORMAT", "server.log_format"),
+    ] {
+        let error = Settings::from_toml(DEFAULT, [(variable.to_owned(), "opnai".to_owned())]).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains(key) && message.contains("opnai"), "{variable}: {message}");
+    }
+    for kind in EmbedderKind::NAMES {
+        assert_eq!(kind.parse::<EmbedderKind>().unwrap().as_str(), *kind);
+    }
+}
+
+#[test]
+fn environment_overrides_and_rejects_unknown_keys() {
+    let settings = Settings::from_toml(DEFAULT, [("WARRANT__INDEX__SHARDS".to_owned(), "3".to_owned())]).unwrap();
+    assert_eq!(settings.index.shards, 3);
+    let unknown = Settings::from_toml(DEFAULT, [("WARRANT__INDEX__SHRADS".to_owned(), "3".to_owned())]);
+    assert!(matches!(unknown, Err(ConfigError::Parse(message)) if message.contains("shrads")));
+}
+
+#[test]
+fn out_of_range_values_are_rejected_with_the_key_named() {
+    let error = Settings::from_toml(DEFAULT, [("WARRANT__INDEX__SHARDS".to_owned(), "0".to_owned())]).unwrap_err();
+    assert!(error.to_string().contains("index.shards"));
+    let error = Settings::from_toml(DEFAULT, [("WARRANT__VERIFIER__SENTENCE_CACHE".to_owned(), "2000000".to_owned())])
+        .unwrap_err();
+    assert!(error.to_string().contains("verifier.sentence_cache"));
+    for bad in ["0", "2000000"] {
+        let error =
+            Settings::from_toml(DEFAULT, [("WARRANT__EMBEDDER__QUERY_CACHE".to_owned(), bad.to_owned())]).unwrap_err();
+        assert!(error.to_string().contains("embedder.query_cache"), "{bad}");
+    }
+}
+
+#[test]
+fn loopback_binds_are_recognized() {
+    for loopback in [
+        "127.0.0.1:8080",
+        "127.1.2.3:80",
+        "[::1]:8080",
+        "::1",
+        "127.0.0.1",
+        "localhost:8080",
+        "LOCALHOST:1",
+        "[::ffff:127.0.0.1]:80",
+    ] {
+        assert!(is_loopback_bind(loopback), "{loopback}");
+    }
+    for exposed in
+        ["0.0.0.0:8080", "[::]:8080", "10.0.0.1:8080", "192.168.1.2:80", "example.com:8080", "localhost.example:80", ""]
+    {
+        assert!(!is_loopback_bind(exposed), "{exposed}");
+    }
+}
+
+#[test]
+fn the_demo_key_serves_only_on_loopback() {
+    let defaults = Settings::defaults();
+    assert_eq!(defaults.auth.hs256_secret, DEMO_HS256_SECRET);
+    defaults.validate_for_serving().expect("the demo runs on 127.0.0.1");
+    let exposed = |overrides: &[(&str, &str)]| {
+        let mut environment = vec![("WARRANT__SERVER__BIND".to_owned(), "0.0.0.0:8080".to_owned())];
+        environment.extend(overrides.iter().map(|(key, value)| (key.to_string(), value.to_string())));
+        Settings::from_toml(DEFAULT, environment).expect("valid settings").validate_for_serving()
+    };
+    let message = exposed(&[]).unwrap_err().to_string();
+    for named in ["auth.hs256_secret", "server.bind", "0.0.0.0:8080", "WARRANT__AUTH__HS256_SECRET"] {
+        assert!(message.contains(named), "{named}: {message}");
+    }
+    exposed(&[("WARRANT__AUTH__HS256_SECRET", "a-secret-of-our-own")]).expect("own secret");
+    exposed(&[("WARRANT__AUTH__RS256_PUBLIC_KEY_FILE", "/keys/idp.pem")]).expect("hs256 off with rs256");
+    let both =
+        [("WARRANT__AUTH__RS256_PUBLIC_KEY_FILE", "/keys/idp.pem"), ("WARRANT__AUTH__ALLOW_HS256_WITH_RS256", "true")];
+    assert!(exposed(&both).is_err(), "the demo key is accepted again when hs256 is allowed beside rs256");
+}
+
+#[test]
+fn hs256_is_off_beside_rs256_unless_allowed() {
+    let mut auth = Settings::defaults().auth;
+    assert!(auth.hs256_enabled() && !auth.allow_hs256_with_rs256);
+    auth.rs256_public_key_file = "/keys/idp.pem".into();
+    assert!(!auth.hs256_enabled());
+    auth.allow_hs256_with_rs256 = true;
+    assert!(auth.hs256_enabled());
+    auth.hs256_secret.clear();
+    assert!(!auth.hs256_enabled());
+}
+
+#[test]
+fn sentence_cache_can_be_turned_off_from_the_environment() {
+    assert_eq!(Settings::defaults().verifier.sentence_cache, 16_384);
+    let settings =
+        Settings::from_toml(DEFAULT, [("WARRANT__VERIFIER__SENTENCE_CACHE".to_owned(), "0".to_owned())]).unwrap();
+    assert_eq!(settings.verifier.sentence_cache, 0);
+}

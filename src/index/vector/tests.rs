@@ -1,0 +1,347 @@
+//! Unit tests of `index/vector`.
+
+use proptest::prelude::*;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+use crate::embed::normalize;
+
+pub(super) fn params(dimension: usize, exact_scan_threshold: usize, exact_scan_max_fraction: f64) -> VectorParams {
+    VectorParams {
+        dimension,
+        max_connections: 16,
+        ef_construction: 64,
+        ef_search: 64,
+        exact_scan_threshold,
+        exact_scan_max_fraction,
+    }
+}
+
+pub(super) fn unit_vector(rng: &mut SmallRng, dimension: usize) -> Vec<f32> {
+    let mut vector: Vec<f32> = (0..dimension).map(|_| rng.gen_range(-1.0..1.0)).collect();
+    normalize(&mut vector);
+    vector
+}
+
+/// `count` vectors, `chunks_per_doc` consecutive slots per document ordinal.
+pub(super) fn build(params: VectorParams, count: usize, chunks_per_doc: usize, seed: u64) -> VectorIndex {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let items: Vec<(Slot, DocOrdinal, Vec<f32>)> = (0..count)
+        .map(|slot| (slot as Slot, (slot / chunks_per_doc) as DocOrdinal, unit_vector(&mut rng, params.dimension)))
+        .collect();
+    let mut index = VectorIndex::new(params);
+    index.insert_batch(&items).expect("valid batch");
+    index
+}
+
+/// Naive reference: score every allowed vector, sort, truncate.
+pub(super) fn brute_force(index: &VectorIndex, query: &[f32], k: usize, allowed: &RoaringBitmap) -> Vec<Hit> {
+    let mut hits: Vec<Hit> = (0..index.len() as Slot)
+        .filter(|slot| allowed.contains(index.doc_ordinal(*slot)))
+        .map(|slot| Hit { slot, score: dot(query, index.vector(slot)) })
+        .collect();
+    hits.sort_by(|left, right| right.score.total_cmp(&left.score).then(left.slot.cmp(&right.slot)));
+    hits.truncate(k);
+    hits
+}
+
+#[test]
+fn exact_scan_equals_brute_force() {
+    let index = build(params(16, usize::MAX, 1.0), 300, 3, 7);
+    let mut rng = SmallRng::seed_from_u64(8);
+    let allowed: RoaringBitmap = (0..100u32).filter(|ordinal| ordinal % 3 != 1).collect();
+    for _ in 0..20 {
+        let query = unit_vector(&mut rng, 16);
+        let search = index.search(&query, 10, &allowed);
+        assert_eq!(search.report.strategy, VectorStrategy::Exact);
+        assert_eq!(search.report.allowed, 201);
+        assert_eq!(search.report.distance_computations, 201);
+        assert_eq!(search.hits, brute_force(&index, &query, 10, &allowed));
+    }
+}
+
+#[test]
+fn graph_search_never_returns_outside_allowed() {
+    let index = build(params(16, 0, 0.0), 2000, 2, 11);
+    let mut rng = SmallRng::seed_from_u64(12);
+    for modulus in [1u32, 2, 5, 50] {
+        let allowed: RoaringBitmap = (0..1000u32).filter(|ordinal| ordinal % modulus == 0).collect();
+        for _ in 0..20 {
+            let query = unit_vector(&mut rng, 16);
+            let search = index.search(&query, 10, &allowed);
+            assert_eq!(search.report.strategy, VectorStrategy::Graph);
+            assert!(search.report.distance_computations > 0);
+            assert!(!search.hits.is_empty());
+            assert!(search.hits.iter().all(|hit| allowed.contains(index.doc_ordinal(hit.slot))));
+            assert!(search.hits.windows(2).all(|pair| pair[0].score >= pair[1].score));
+        }
+    }
+}
+
+#[test]
+fn graph_search_finds_the_query_vector_itself() {
+    let index = build(params(16, 0, 0.0), 1000, 1, 3);
+    let allowed: RoaringBitmap = (0..1000u32).filter(|ordinal| ordinal % 2 == 0).collect();
+    let query = index.vector(42).to_vec();
+    let search = index.search(&query, 5, &allowed);
+    assert_eq!(search.hits[0].slot, 42);
+    assert!((search.hits[0].score - 1.0).abs() < 1e-5);
+}
+
+#[test]
+fn nothing_allowed_does_no_work() {
+    let index = build(params(8, 10, 0.1), 50, 1, 5);
+    let allowed: RoaringBitmap = (1000..1010u32).collect();
+    let search = index.search(&[0.5; 8], 10, &allowed);
+    assert!(search.hits.is_empty());
+    assert_eq!(search.report, VectorReport { strategy: VectorStrategy::Empty, allowed: 0, distance_computations: 0 });
+}
+
+#[test]
+fn planner_switches_on_threshold_and_fraction() {
+    let index = build(params(8, 10, 0.1), 400, 2, 9);
+    let query = index.vector(0).to_vec();
+    let under_threshold: RoaringBitmap = (0..5u32).collect(); // 10 vectors
+    assert_eq!(index.search(&query, 3, &under_threshold).report.strategy, VectorStrategy::Exact);
+    let under_fraction: RoaringBitmap = (0..20u32).collect(); // 40 vectors = 10%
+    assert_eq!(index.search(&query, 3, &under_fraction).report.strategy, VectorStrategy::Exact);
+    let above_both: RoaringBitmap = (0..21u32).collect(); // 42 vectors
+    let search = index.search(&query, 3, &above_both);
+    assert_eq!(search.report.strategy, VectorStrategy::Graph);
+    assert_eq!(search.report.allowed, 41);
+}
+
+#[test]
+fn measured_planner_limit_is_where_the_costs_cross() {
+    let costs = PlannerCosts {
+        scan_ns_per_vector: 1.0,
+        walk_ns_per_evaluation: 2.0,
+        walk_evaluations_unfiltered: 100.0,
+        walk_growth: 1.0,
+    };
+    // Scan n <= walk 2 * min(10 000, 100 * 10 000 / n)  <=>  n^2 <= 2 000 000.
+    assert_eq!(costs.exact_scan_limit(10_000), 1414);
+    for allowed in [1usize, 1000, 1414] {
+        assert!(costs.scan_ns(allowed) <= costs.walk_ns(allowed, 10_000), "{allowed}");
+    }
+    assert!(costs.scan_ns(1415) > costs.walk_ns(1415, 10_000));
+    // A walk that costs more than scanning everything: always scan.
+    let slow_walk = PlannerCosts { walk_ns_per_evaluation: 1e6, ..costs };
+    assert_eq!(slow_walk.exact_scan_limit(10_000), 10_000);
+    // A scan dearer than any walk: never scan (beyond the configured threshold).
+    let slow_scan = PlannerCosts { scan_ns_per_vector: 1e9, ..costs };
+    assert_eq!(slow_scan.exact_scan_limit(10_000), 0);
+    assert_eq!(costs.exact_scan_limit(0), 0);
+}
+
+#[test]
+fn calibration_measures_costs_and_the_planner_follows_them() {
+    let small = build(params(8, 0, 0.5), CALIBRATION_MIN_LEN - 1, 1, 3);
+    assert_eq!(small.planner_costs(), None, "too small to measure");
+    let mut index = build(params(8, 0, 0.5), CALIBRATION_MIN_LEN, 1, 3);
+    let measured = index.planner_costs().expect("calibrated on insert");
+    for value in [measured.scan_ns_per_vector, measured.walk_ns_per_evaluation, measured.walk_evaluations_unfiltered] {
+        assert!(value.is_finite() && value > 0.0, "{measured:?}");
+    }
+    assert!((0.0..=1.0).contains(&measured.walk_growth), "{measured:?}");
+    // Pinned costs: the limit is where they cross, whatever the fraction says.
+    let pinned = PlannerCosts {
+        scan_ns_per_vector: 1.0,
+        walk_ns_per_evaluation: 2.0,
+        walk_evaluations_unfiltered: 100.0,
+        walk_growth: 1.0,
+    };
+    index.set_planner_costs(Some(pinned));
+    let limit = pinned.exact_scan_limit(index.len());
+    let query = index.vector(0).to_vec();
+    let at_limit: RoaringBitmap = (0..limit as u32).collect();
+    assert_eq!(index.search(&query, 5, &at_limit).report.strategy, VectorStrategy::Exact);
+    let above: RoaringBitmap = (0..=limit as u32).collect();
+    let search = index.search(&query, 5, &above);
+    assert_eq!(search.report.strategy, VectorStrategy::Graph);
+    assert!(search.hits.iter().all(|hit| above.contains(index.doc_ordinal(hit.slot))));
+}
+
+#[test]
+fn frozen_adjacency_equals_the_hnsw_rs_lists() {
+    let mut index = VectorIndex::new(params(8, 0, 0.0));
+    let mut rng = SmallRng::seed_from_u64(11);
+    // Two batches: the second refreezes a graph whose old lists changed.
+    for batch in [0..300usize, 300..700] {
+        let items: Vec<(Slot, DocOrdinal, Vec<f32>)> =
+            batch.map(|slot| (slot as Slot, slot as DocOrdinal, unit_vector(&mut rng, 8))).collect();
+        index.insert_batch(&items).expect("valid batch");
+        let top = index.graph.get_point_indexation().get_max_level_observed() as usize;
+        assert_eq!(index.frozen.top_layer(), top);
+        assert_eq!(index.frozen.entry(), index.entry);
+        for slot in 0..index.len() as Slot {
+            for layer in 0..=top + 1 {
+                assert_eq!(index.frozen.neighbours(slot, layer), index.neighbour_slots(slot, layer), "{slot} {layer}");
+            }
+        }
+    }
+}
+
+#[test]
+fn insert_validation_is_all_or_nothing() {
+    let mut index = VectorIndex::new(params(4, 10, 0.1));
+    index.insert_batch(&[(0, 7, vec![1.0, 0.0, 0.0, 0.0])]).expect("valid");
+    let good = vec![0.0, 1.0, 0.0, 0.0];
+    let wrong_dimension = [(1, 8, good.clone()), (2, 8, vec![1.0, 0.0, 0.0])];
+    assert!(matches!(index.insert_batch(&wrong_dimension), Err(IndexError::Dimension { expected: 4, got: 3 })));
+    let non_finite = [(1, 8, good.clone()), (2, 8, vec![f32::NAN, 0.0, 0.0, 0.0])];
+    assert!(matches!(index.insert_batch(&non_finite), Err(IndexError::NonFinite)));
+    let gap = [(1, 8, good.clone()), (3, 8, good.clone())];
+    assert!(matches!(index.insert_batch(&gap), Err(IndexError::SlotOrder { expected: 2, got: 3 })));
+    let restart = [(0, 8, good.clone())];
+    assert!(matches!(index.insert_batch(&restart), Err(IndexError::SlotOrder { expected: 1, got: 0 })));
+    assert_eq!(index.len(), 1);
+    let everything: RoaringBitmap = (0..100u32).collect();
+    let search = index.search(&good, 10, &everything);
+    assert_eq!(search.hits.len(), 1);
+    assert_eq!(search.hits[0].slot, 0);
+    index.insert_batch(&[(1, 8, good.clone())]).expect("valid after failures");
+    assert_eq!(index.search(&good, 10, &everything).hits[0], Hit { slot: 1, score: 1.0 });
+}
+
+#[test]
+fn insert_beyond_initial_capacity_and_in_parallel() {
+    let index = build(params(8, 0, 0.0), 3 * PARALLEL_INSERT_MIN, 1, 21);
+    assert_eq!(index.len(), 3 * PARALLEL_INSERT_MIN);
+    let query = index.vector(5).to_vec();
+    assert_eq!(index.search_unfiltered(&query, 1)[0].slot, 5);
+}
+
+#[test]
+fn best_first_walk_equals_brute_force_with_large_ef() {
+    // ef >= len: the walk cannot stop before it has seen every reachable node.
+    let mut index = build(params(16, 0, 0.0), 600, 2, 31);
+    index.set_search_tuning(600, 0, 0.0);
+    let mut rng = SmallRng::seed_from_u64(32);
+    for modulus in [2u32, 3, 7] {
+        let allowed: RoaringBitmap = (0..300u32).filter(|ordinal| ordinal % modulus == 0).collect();
+        for _ in 0..10 {
+            let query = unit_vector(&mut rng, 16);
+            let search = index.search_with(&query, 10, &allowed, GraphWalk::BestFirst);
+            assert_eq!(search.report.strategy, VectorStrategy::Graph);
+            assert_eq!(search.hits, brute_force(&index, &query, 10, &allowed));
+        }
+    }
+}
+
+#[test]
+fn best_first_walk_stops_early_and_keeps_recall() {
+    let index = build(params(16, 0, 0.0), 3000, 1, 41);
+    let mut rng = SmallRng::seed_from_u64(42);
+    let allowed: RoaringBitmap = (0..3000u32).filter(|ordinal| ordinal % 2 == 0).collect();
+    let (mut ours, mut theirs, mut found_ours, mut found_theirs) = (0, 0, 0, 0);
+    for _ in 0..30 {
+        let query = unit_vector(&mut rng, 16);
+        let truth = brute_force(&index, &query, 10, &allowed);
+        let best_first = index.search_with(&query, 10, &allowed, GraphWalk::BestFirst);
+        let hnsw_rs = index.search_with(&query, 10, &allowed, GraphWalk::HnswRs);
+        ours += best_first.report.distance_computations;
+        theirs += hnsw_rs.report.distance_computations;
+        found_ours += best_first.hits.iter().filter(|hit| truth.contains(hit)).count();
+        found_theirs += hnsw_rs.hits.iter().filter(|hit| truth.contains(hit)).count();
+    }
+    assert!(ours < theirs, "best-first {ours} vs hnsw_rs {theirs} distance evaluations");
+    assert!(found_ours + 3 >= found_theirs, "best-first found {found_ours}, hnsw_rs {found_theirs}");
+}
+
+#[test]
+fn walk_returns_every_allowed_vector_when_fewer_than_k() {
+    // Planner limits of 0 force the graph; 3 allowed vectors < k = 10: the walk keeps
+    // expanding while it holds fewer than ef results, so it finds all of them.
+    let index = build(params(8, 0, 0.0), 500, 1, 51);
+    let mut rng = SmallRng::seed_from_u64(52);
+    for _ in 0..20 {
+        let allowed: RoaringBitmap = (0..3).map(|_| rng.gen_range(0..500u32)).collect();
+        let query = unit_vector(&mut rng, 8);
+        for walk in [GraphWalk::BestFirst, GraphWalk::HnswRs, GraphWalk::Frozen] {
+            let search = index.search_with(&query, 10, &allowed, walk);
+            assert_eq!(search.hits, brute_force(&index, &query, 10, &allowed), "{walk:?}");
+        }
+    }
+    // Allowed ordinals absent from the index: nothing to find, no work.
+    let absent: RoaringBitmap = (10_000..10_050u32).collect();
+    assert_eq!(index.search(&[0.5; 8], 10, &absent).report.strategy, VectorStrategy::Empty);
+    // An empty index has no entry point.
+    let empty = VectorIndex::new(params(8, 0, 0.0));
+    assert!(empty.best_first_walk(&[0.5; 8], 10, &|_: &usize| true).is_empty());
+    assert!(empty.frozen_walk(&empty.frozen, &[0.5; 8], 10, &RoaringBitmap::new(), true).is_empty());
+}
+
+#[test]
+fn unreachable_allowed_vectors_fall_back_to_exact_scan() {
+    // hnsw_rs prunes the reverse links among identical vectors, leaving most of them without
+    // incoming edges: no walk can reach them.
+    let copies = 300usize;
+    let mut index = VectorIndex::new(VectorParams { max_connections: 4, ef_construction: 8, ..params(4, 0, 0.0) });
+    let items: Vec<(Slot, DocOrdinal, Vec<f32>)> =
+        (0..copies).map(|slot| (slot as Slot, slot as DocOrdinal, vec![0.5; 4])).collect();
+    index.insert_batch(&items).expect("valid batch");
+    let allowed: RoaringBitmap = (1..copies as u32).collect();
+    for walk in [GraphWalk::BestFirst, GraphWalk::HnswRs, GraphWalk::Frozen] {
+        let (walked, _) = index.graph_top_k(&[0.5; 4], copies, &allowed, walk);
+        assert!(walked.len() < copies - 1, "{walk:?} reached every copy: the test needs another graph");
+        let search = index.search_with(&[0.5; 4], copies, &allowed, walk);
+        assert_eq!(search.hits, brute_force(&index, &[0.5; 4], copies, &allowed), "{walk:?}");
+        assert_eq!(search.report.strategy, VectorStrategy::Exact);
+        assert_eq!(search.report.allowed, copies - 1);
+        assert!(search.report.distance_computations > copies - 1);
+    }
+}
+
+proptest! {
+    #[test]
+    fn graph_walks_never_leave_allowed(
+        seed in any::<u64>(),
+        count in 1usize..200,
+        chunks_per_doc in 1usize..4,
+        allowed_ordinals in proptest::collection::vec(0u32..80, 0..80),
+        k in 1usize..15,
+        ef in 1usize..40,
+    ) {
+        let mut index = build(params(6, 0, 0.0), count, chunks_per_doc, seed);
+        index.set_search_tuning(ef, 0, 0.0);
+        let allowed: RoaringBitmap = allowed_ordinals.into_iter().collect();
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0xbe57);
+        let query = unit_vector(&mut rng, 6);
+        let truth = brute_force(&index, &query, k, &allowed);
+        for walk in [GraphWalk::BestFirst, GraphWalk::Frozen] {
+            let search = index.search_with(&query, k, &allowed, walk);
+            prop_assert!(search.hits.len() <= k);
+            prop_assert!(search.hits.iter().all(|hit| allowed.contains(index.doc_ordinal(hit.slot))), "{:?}", walk);
+            prop_assert!(search.hits.windows(2).all(|pair| WorseFirst(pair[0]) < WorseFirst(pair[1])));
+            // Fewer than k only when fewer than k are allowed (the fallback guarantees it).
+            prop_assert_eq!(search.hits.len(), truth.len());
+            for hit in &search.hits {
+                prop_assert_eq!(hit.score, dot(&query, index.vector(hit.slot)));
+            }
+        }
+    }
+
+    #[test]
+    fn hits_are_allowed_and_exact_matches_sort_truncate(
+        seed in any::<u64>(),
+        count in 1usize..120,
+        chunks_per_doc in 1usize..4,
+        allowed_ordinals in proptest::collection::vec(0u32..60, 0..60),
+        k in 0usize..15,
+        exact_scan_threshold in 0usize..80,
+        exact_scan_max_fraction in 0.0f64..1.0,
+    ) {
+        let index = build(params(6, exact_scan_threshold, exact_scan_max_fraction), count, chunks_per_doc, seed);
+        let allowed: RoaringBitmap = allowed_ordinals.into_iter().collect();
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed);
+        let query = unit_vector(&mut rng, 6);
+        let search = index.search(&query, k, &allowed);
+        prop_assert!(search.hits.len() <= k);
+        prop_assert!(search.hits.iter().all(|hit| allowed.contains(index.doc_ordinal(hit.slot))));
+        if search.report.strategy != VectorStrategy::Graph {
+            prop_assert_eq!(search.hits, brute_force(&index, &query, k, &allowed));
+        }
+    }
+}
