@@ -169,39 +169,13 @@ pub(crate) enum BenchCommand {
         /// Batches each uploader sends.
         #[arg(long, default_value_t = 2)]
         upload_batches: usize,
-        /// Documents in the restart corpus.
-        #[arg(long, default_value_t = 3000)]
-        documents: usize,
-        /// Words per document of the restart corpus.
-        #[arg(long, default_value_t = 300)]
-        words: usize,
-        /// Random seed.
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
-        /// Print JSON (the only output format; kept for the documented form).
-        #[arg(long)]
-        json: bool,
-        /// Configuration file (shards, index, chunking, embedder.dim).
-        #[arg(long)]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        corpus: SyntheticCorpus,
     },
     /// Snapshot create and restore versus re-ingestion on a synthetic corpus (hashed embedder).
     Snapshot {
-        /// Documents in the synthetic corpus.
-        #[arg(long, default_value_t = 3000)]
-        documents: usize,
-        /// Words per document.
-        #[arg(long, default_value_t = 300)]
-        words: usize,
-        /// Random seed.
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
-        /// Print JSON (the only output format; kept for the documented form).
-        #[arg(long)]
-        json: bool,
-        /// Configuration file (shards, index, chunking, embedder.dim).
-        #[arg(long)]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        corpus: SyntheticCorpus,
     },
     /// Embedding throughput (passages/s) and query latency (cache miss p50/p99, cache hit p50) of
     /// the selected embedder on seeded synthetic texts.
@@ -345,6 +319,40 @@ pub(crate) enum EvalCommand {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+}
+
+/// The synthetic corpus (and output and configuration flags) of `bench durability` and
+/// `bench snapshot`.
+#[cfg(feature = "lab")]
+#[derive(clap::Args)]
+pub(crate) struct SyntheticCorpus {
+    /// Documents in the synthetic corpus (about three chunks each).
+    #[arg(long, default_value_t = 3000)]
+    pub(crate) documents: usize,
+    /// Words per document.
+    #[arg(long, default_value_t = 300)]
+    pub(crate) words: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 7)]
+    pub(crate) seed: u64,
+    /// Print JSON (the only output format; kept for the documented form).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Configuration file (shards, index, chunking, embedder.dim).
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+}
+
+#[cfg(feature = "lab")]
+impl SyntheticCorpus {
+    /// The corpus as the benchmarks take it.
+    pub(crate) fn bench_config(&self) -> warrant::bench::snapshot::SnapshotBenchConfig {
+        warrant::bench::snapshot::SnapshotBenchConfig {
+            documents: self.documents,
+            words_per_document: self.words,
+            seed: self.seed,
+        }
+    }
 }
 
 /// `--embedder` of the lab commands: a local embedder (`hashed` or `minilm`).

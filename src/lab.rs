@@ -14,22 +14,16 @@ use crate::cli::{BenchCommand, EvalCommand};
 /// `warrant bench …`.
 pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
     match command {
-        BenchCommand::Snapshot { documents, words, seed, json: _, config } => {
-            bench_snapshot(config, documents, words, seed).await
-        }
+        BenchCommand::Snapshot { corpus } => bench_snapshot(corpus.config.clone(), corpus.bench_config()).await,
         BenchCommand::Durability {
             acl_changes,
             batches,
             batch_documents,
             uploaders,
             upload_batches,
-            documents,
-            words,
-            seed,
-            json: _,
-            config,
+            corpus: synthetic,
         } => {
-            let corpus = warrant::bench::snapshot::SnapshotBenchConfig { documents, words_per_document: words, seed };
+            let (config, corpus) = (synthetic.config.clone(), synthetic.bench_config());
             let run = warrant::bench::durability::DurabilityBenchConfig {
                 acl_changes,
                 batches,
@@ -382,12 +376,14 @@ pub(crate) async fn bench_durability(
     Ok(())
 }
 
-pub(crate) async fn bench_snapshot(config: Option<PathBuf>, documents: usize, words: usize, seed: u64) -> Result<()> {
+pub(crate) async fn bench_snapshot(
+    config: Option<PathBuf>,
+    corpus: warrant::bench::snapshot::SnapshotBenchConfig,
+) -> Result<()> {
     let settings = Settings::load(config.as_deref()).context("loading configuration")?;
     let directory = tempfile::tempdir().context("creating a temporary directory")?;
-    let config = warrant::bench::snapshot::SnapshotBenchConfig { documents, words_per_document: words, seed };
     let report =
-        warrant::bench::snapshot::run(&settings, &config, directory.path()).await.map_err(anyhow::Error::msg)?;
+        warrant::bench::snapshot::run(&settings, &corpus, directory.path()).await.map_err(anyhow::Error::msg)?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }

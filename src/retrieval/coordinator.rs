@@ -109,12 +109,14 @@ pub async fn retrieve(
     if scope.is_empty() {
         return Ok(Retrieved::default());
     }
+    let RetrievalQuery { text, vector, lexical_candidates, vector_candidates } = query;
+    let has_vector = vector.is_some();
     let fan_out_message = FanOut {
-        text: Arc::from(query.text.as_str()),
-        vector: query.vector.as_deref().map(Arc::from),
+        text: Arc::from(text.as_str()),
+        vector: vector.map(Arc::from),
         allowed: scope.shared_bitmap(),
-        lexical_k: query.lexical_candidates,
-        vector_k: query.vector_candidates,
+        lexical_k: lexical_candidates,
+        vector_k: vector_candidates,
     };
     let results = fan_out(shards, fan_out_message).await?;
     // Defence in depth: a hit whose chunk belongs to another tenant than the scope's can only
@@ -134,15 +136,15 @@ pub async fn retrieve(
             .collect()
     };
     let mut lists = Vec::with_capacity(2);
-    if query.lexical_candidates > 0 {
+    if lexical_candidates > 0 {
         lists.push((Retriever::Lexical, to_scored(results.lexical)));
     }
-    if query.vector.is_some() {
+    if has_vector {
         lists.push((Retriever::Vector, to_scored(results.vector)));
     }
     let fused = reciprocal_rank_fusion(lists, rrf_k);
     debug_assert!(fused.iter().all(|candidate| scope.allows(candidate.chunk.doc_ordinal)));
-    let candidates = reranker.rerank(&query.text, fused);
+    let candidates = reranker.rerank(&text, fused);
     Ok(Retrieved { candidates, vector_reports: results.vector_reports })
 }
 
