@@ -345,6 +345,10 @@ fn default_generator_max_tokens() -> u32 {
     384
 }
 
+fn default_true() -> bool {
+    true
+}
+
 /// Support verifier thresholds.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -357,6 +361,12 @@ pub struct VerifierSettings {
     /// (keyed by chunk id, so never shared across tenants); 0 turns the cache off. Each entry
     /// holds one vector (`embedder.dim` × 4 bytes).
     pub sentence_cache: usize,
+    /// Embed every chunk's sentences at ingestion and keep their vectors with the chunk (in
+    /// memory, the store and snapshots, `i8`: `embedder.dim` + 20 bytes a sentence), so an
+    /// answer embeds only its claims. Only with a semantic embedder (the verifier uses none
+    /// with the hashed one). Costs about one more embedding pass over the text at ingestion.
+    #[serde(default = "default_true")]
+    pub sentence_vectors: bool,
 }
 
 /// Demo corpus settings.

@@ -89,7 +89,7 @@ async fn minilm_or_fallback(settings: &Settings) -> Arc<dyn Embedder> {
 /// the SciFact claim labels (identical precision/recall for `min_similarity` 0.0..0.2, worse
 /// above), so with the hashed embedder the verifier decides on lexical signals alone.
 fn semantic(embedder: &Arc<dyn Embedder>) -> Option<Arc<dyn Embedder>> {
-    (!embedder.name().starts_with("hashed")).then(|| Arc::clone(embedder))
+    embedder.semantic().then(|| Arc::clone(embedder))
 }
 
 /// The verifier's embedder under `settings` (for `warrant eval verifier`).

@@ -15,7 +15,11 @@
 //! citation neither helps a claim pass nor rides along with one. A single cited text is judged
 //! exactly as before (this is what the SciFact calibration measures).
 //!
-//! Sentence vectors are kept across requests in a bounded LRU keyed by (cited chunk id, SHA-256
+//! A cited chunk's sentence vectors made at ingestion ([`CitedText::sentence_vectors`]) are used
+//! first, so with a store that has them only the claim is embedded, and not even the claim when
+//! it repeats a cited sentence word for word (the vector of a sentence the caller may read).
+//! Sentences without a stored vector (chunks ingested without them, a truncated last sentence)
+//! are kept across requests in a bounded LRU keyed by (cited chunk id, SHA-256
 //! of the sentence's exact text): a chunk id is tenant-bound, and a lookup happens only while a
 //! citation of that chunk is verified, which `super::validate` does only for chunks of the
 //! caller's final context that the ACL still allows, so an entry is only ever served to a caller
@@ -36,11 +40,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use lru::LruCache;
-use sha2::{Digest, Sha256};
 
 use super::text::{SentenceSpan, content_terms, direction, has_negation, sentences};
 use super::verifier::{CitedText, ClaimSupport, SourceSupport, SupportVerifier};
-use crate::domain::ChunkId;
+use crate::domain::{ChunkId, SentenceVectors, sentence_digest};
 use crate::embed::{Embedder, dot};
 
 /// Most sentences compared per claim (bounds the cost of very long cited texts).
@@ -73,15 +76,13 @@ type SentenceCache = LruCache<SentenceKey, Arc<[f32]>>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct SentenceKey {
     chunk: ChunkId,
+    /// [`sentence_digest`] of the sentence.
     sentence: [u8; 16],
 }
 
 impl SentenceKey {
     fn new(chunk: ChunkId, sentence: &str) -> Self {
-        let digest = Sha256::digest(sentence.as_bytes());
-        let mut bytes = [0u8; 16];
-        bytes.copy_from_slice(&digest[..16]);
-        Self { chunk, sentence: bytes }
+        Self { chunk, sentence: sentence_digest(sentence) }
     }
 }
 
@@ -197,11 +198,39 @@ impl LexicalSupportVerifier {
             })
             .collect();
 
-        let mut known = self.cached_vectors(compared.iter().flatten().map(|(_, key)| *key));
-        // One batch: the claim first, then each distinct text still missing (a sentence equal
-        // to the claim or shared by two cited texts is embedded once).
-        let mut texts = vec![claim.to_owned()];
-        let mut batch_index: HashMap<&str, usize> = HashMap::from([(claim, 0)]);
+        // Vectors kept from ingestion first: a compared sentence found in its chunk's stored
+        // vectors, and the claim when it is word for word a sentence of a cited chunk (the
+        // extractive generator's claims are), which then needs no embedding at all.
+        let dimension = embedder.dimension();
+        let stored = |vectors: &SentenceVectors, digest: &[u8; 16]| {
+            vectors.vector(digest).filter(|vector| vector.len() == dimension).map(Arc::<[f32]>::from)
+        };
+        let mut known: HashMap<SentenceKey, Arc<[f32]>> = HashMap::new();
+        for (source, text_sentences) in cited.iter().zip(&compared) {
+            let Some(vectors) = source.sentence_vectors else { continue };
+            for &(_, key) in text_sentences {
+                if let Some(vector) = stored(vectors, &key.sentence) {
+                    known.insert(key, vector);
+                }
+            }
+        }
+        let claim_digest = sentence_digest(claim);
+        let stored_claim = cited
+            .iter()
+            .filter_map(|source| source.sentence_vectors)
+            .find_map(|vectors| stored(vectors, &claim_digest));
+        metrics::counter!("warrant_verifier_sentence_cache_total", "result" => "stored").increment(known.len() as u64);
+        let cached =
+            self.cached_vectors(compared.iter().flatten().map(|(_, key)| *key).filter(|key| !known.contains_key(key)));
+        known.extend(cached);
+        // One batch: the claim first (unless stored), then each distinct text still missing (a
+        // sentence equal to the claim or shared by two cited texts is embedded once).
+        let mut texts = Vec::new();
+        let mut batch_index: HashMap<&str, usize> = HashMap::new();
+        if stored_claim.is_none() {
+            texts.push(claim.to_owned());
+            batch_index.insert(claim, 0);
+        }
         let mut missing: HashMap<SentenceKey, usize> = HashMap::new();
         for &(sentence, key) in compared.iter().flatten() {
             if known.contains_key(&key) || missing.contains_key(&key) {
@@ -213,23 +242,34 @@ impl LexicalSupportVerifier {
             });
             missing.insert(key, index);
         }
-        let vectors: Vec<Arc<[f32]>> = match embedder.embed(&texts).await {
-            Ok(vectors) if vectors.len() == texts.len() => vectors.into_iter().map(Arc::from).collect(),
-            Ok(vectors) => {
-                tracing::warn!(expected = texts.len(), got = vectors.len(), "verifier embedder returned a wrong count");
-                return None;
-            }
-            Err(error) => {
-                tracing::warn!(code = error.code(), "verifier embedder failed; deciding on coverage alone");
-                return None;
+        let vectors: Vec<Arc<[f32]>> = if texts.is_empty() {
+            Vec::new()
+        } else {
+            match embedder.embed(&texts).await {
+                Ok(vectors) if vectors.len() == texts.len() => vectors.into_iter().map(Arc::from).collect(),
+                Ok(vectors) => {
+                    tracing::warn!(
+                        expected = texts.len(),
+                        got = vectors.len(),
+                        "verifier embedder returned a wrong count"
+                    );
+                    return None;
+                }
+                Err(error) => {
+                    tracing::warn!(code = error.code(), "verifier embedder failed; deciding on coverage alone");
+                    return None;
+                }
             }
         };
         let fresh: Vec<(SentenceKey, Arc<[f32]>)> =
             missing.into_iter().map(|(key, index)| (key, Arc::clone(&vectors[index]))).collect();
-        self.remember(&fresh, embedder.dimension());
+        self.remember(&fresh, dimension);
         known.extend(fresh);
 
-        let claim_vector = &vectors[0];
+        let claim_vector = match &stored_claim {
+            Some(vector) => vector,
+            None => &vectors[0],
+        };
         let cosine = |vector: &[f32]| {
             if vector.len() == claim_vector.len() { dot(claim_vector, vector) } else { 0.0 }
         };
@@ -490,6 +530,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn stored_sentence_vectors_leave_only_the_claim_to_embed_and_nothing_for_a_verbatim_claim() {
+        let fake = FakeCountingEmbedder::new(FakeMode::Answer);
+        let verifier = counted(&fake, 0);
+        let text = "Hotel stays are reimbursed up to 180 euros per night. Taxis need a receipt.";
+        let split: Vec<String> = sentences(text).iter().map(|span| span.slice(text).to_owned()).collect();
+        let vectors = block_on(fake.inner.embed(&split)).expect("embeds");
+        let stored = SentenceVectors::quantize(split.iter().map(String::as_str).zip(vectors.iter().map(Vec::as_slice)));
+        let chunk = ChunkId::derive("tenant", "doc", 1, 0, text.len(), text);
+        let plain = [CitedText { chunk, text, sentence_vectors: None }];
+        let kept = [CitedText { chunk, text, sentence_vectors: Some(&stored) }];
+
+        let claim = "Hotel stays are reimbursed up to 180 euros.";
+        let embedded = block_on(verifier.verify(claim, &plain));
+        assert_eq!(fake.take(), vec![3], "claim and both sentences");
+        let from_store = block_on(verifier.verify(claim, &kept));
+        assert_eq!(fake.take(), vec![1], "the claim alone");
+        assert!(embedded.supported && from_store.supported);
+        assert!((embedded.score - from_store.score).abs() < 0.01, "{} vs {}", embedded.score, from_store.score);
+        assert_eq!(embedded.sources[0].quote, from_store.sources[0].quote);
+
+        let verbatim = block_on(verifier.verify("Taxis need a receipt.", &kept));
+        assert!(fake.take().is_empty(), "a claim that is a cited sentence needs no embedding");
+        assert!(verbatim.supported);
+
+        // Vectors of other sentences never stand in: lookups are by the exact text's digest.
+        let other = SentenceVectors::quantize([("Another sentence.", vectors[0].as_slice())]);
+        block_on(verifier.verify(claim, &[CitedText { chunk, text, sentence_vectors: Some(&other) }]));
+        assert_eq!(fake.take(), vec![3]);
+    }
+
     /// A verifier over `embedder` with a sentence cache of `capacity`.
     fn counted(embedder: &Arc<FakeCountingEmbedder>, capacity: usize) -> LexicalSupportVerifier {
         let embedder: Arc<dyn Embedder> = Arc::clone(embedder) as Arc<dyn Embedder>;
@@ -501,7 +572,11 @@ mod tests {
         texts
             .iter()
             .enumerate()
-            .map(|(index, text)| CitedText { chunk: ChunkId::derive("tenant", "doc", 1, index, index, text), text })
+            .map(|(index, text)| CitedText {
+                chunk: ChunkId::derive("tenant", "doc", 1, index, index, text),
+                text,
+                sentence_vectors: None,
+            })
             .collect()
     }
 
@@ -655,8 +730,13 @@ mod tests {
     fn the_same_sentence_under_another_chunk_id_is_embedded_again() {
         let embedder = FakeCountingEmbedder::new(FakeMode::Answer);
         let verifier = counted(&embedder, 64);
-        let of_tenant =
-            |tenant: &str| [CitedText { chunk: ChunkId::derive(tenant, "policy", 1, 0, 80, POLICY), text: POLICY }];
+        let of_tenant = |tenant: &str| {
+            [CitedText {
+                chunk: ChunkId::derive(tenant, "policy", 1, 0, 80, POLICY),
+                text: POLICY,
+                sentence_vectors: None,
+            }]
+        };
         let claim = "Engineers get 25 days of vacation.";
         block_on(verifier.verify(claim, &of_tenant("acme")));
         block_on(verifier.verify(claim, &of_tenant("globex")));
@@ -717,7 +797,7 @@ mod tests {
             for (claim, sources) in &calls {
                 let cited: Vec<CitedText<'_>> = sources
                     .iter()
-                    .map(|(chunk, text)| CitedText { chunk: ChunkId::from_bytes([*chunk as u8; 16]), text })
+                    .map(|(chunk, text)| CitedText { chunk: ChunkId::from_bytes([*chunk as u8; 16]), text, sentence_vectors: None })
                     .collect();
                 prop_assert_eq!(block_on(cached.verify(claim, &cited)), block_on(plain.verify(claim, &cited)));
                 prop_assert_eq!(block_on(cached.signals(claim, &cited)), block_on(plain.signals(claim, &cited)));

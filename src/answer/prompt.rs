@@ -358,6 +358,7 @@ mod tests {
             end,
             title: "T".into(),
             text: text.into(),
+            sentence_vectors: None,
         })
     }
 

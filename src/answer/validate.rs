@@ -436,7 +436,11 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
             let texts: Vec<CitedText<'_>> = cited
                 .iter()
                 .zip(&evidence)
-                .map(|((source, _), text)| CitedText { chunk: source.chunk.id, text })
+                .map(|((source, _), text)| CitedText {
+                    chunk: source.chunk.id,
+                    text,
+                    sentence_vectors: source.chunk.sentence_vectors.as_deref(),
+                })
                 .collect();
             let support = context.verifier.verify(text, &texts).await;
             // A citation counts only if the verifier says it supports part of the claim on its

@@ -14,7 +14,7 @@
 
 use async_trait::async_trait;
 
-use crate::domain::ChunkId;
+use crate::domain::{ChunkId, SentenceVectors};
 
 /// One cited text and the chunk it was shown from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +24,10 @@ pub struct CitedText<'a> {
     pub chunk: ChunkId,
     /// The text shown for the chunk: its text, or a prefix of it when the prompt budget cut it.
     pub text: &'a str,
+    /// The chunk's sentence vectors from ingestion, when it has them: a verifier may use the
+    /// vector of any sentence of `text` found there (by the digest of its exact text) instead
+    /// of embedding it.
+    pub sentence_vectors: Option<&'a SentenceVectors>,
 }
 
 /// How one cited text relates to a claim.

@@ -6,10 +6,13 @@
 //! text — a sentence over either bound is split where a token starts, inside a long word every
 //! [`MAX_TOKEN_CHARS`] characters; consecutive chunks start strictly later.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::document::Document;
 use super::ids::{ChunkId, DocOrdinal};
+use super::sentences::SentenceVectors;
 use super::tokens::{MAX_TOKEN_CHARS, TokenCounter, count_tokens_in};
 
 /// Chunking parameters, in tokens of [`super::tokens::count_tokens`].
@@ -65,6 +68,12 @@ pub struct Chunk {
     pub title: String,
     /// The chunk text, exactly `doc.text[start..end]` in characters.
     pub text: String,
+    /// Vectors of the chunk's sentences, made at ingestion (see [`SentenceVectors`]); `None`
+    /// where they were not made (the hashed embedder, the setting off, data written before
+    /// them): the verifier then embeds the sentences it compares. Stored beside the chunk (a
+    /// store table and a snapshot file of their own), never inside the chunk's encoding.
+    #[serde(skip)]
+    pub sentence_vectors: Option<Arc<SentenceVectors>>,
 }
 
 /// A span of characters `[start, end)` with its token count.
@@ -183,6 +192,7 @@ pub fn chunk_document(document: &Document, doc_ordinal: DocOrdinal, config: &Chu
             end,
             title: document.title.clone(),
             text,
+            sentence_vectors: None,
         });
         if last + 1 >= sentences.len() {
             break;

@@ -1,6 +1,6 @@
-//! Plain domain types shared by every layer: identities, documents, chunks, principals and the
-//! one token-counting rule, and the JSON Schema fragments of the input rules (`schema`). No IO
-//! lives here.
+//! Plain domain types shared by every layer: identities, documents, chunks, principals, the
+//! one token-counting rule, the one sentence splitter and the sentence vectors kept from
+//! ingestion, and the JSON Schema fragments of the input rules (`schema`). No IO lives here.
 //!
 //! Invariants kept by this module:
 //! - a [`ChunkId`] is derived only from content and provenance (tenant, doc_id, version,
@@ -14,9 +14,11 @@ mod document;
 mod ids;
 mod principal;
 pub mod schema;
+pub(crate) mod sentences;
 pub mod tokens;
 
 pub use chunk::{Chunk, ChunkingConfig, chunk_document};
 pub use document::{DocAcl, Document};
 pub use ids::{ChunkId, DocOrdinal};
 pub use principal::{Principal, Role};
+pub use sentences::{SentenceVectors, sentence_digest};

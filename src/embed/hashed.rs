@@ -56,6 +56,11 @@ impl Embedder for HashedEmbedder {
         self.dimension
     }
 
+    /// Feature hashing sees shared words only; the verifier's lexical signals already do.
+    fn semantic(&self) -> bool {
+        false
+    }
+
     async fn embed(&self, texts: &[String]) -> EmbedResult<Vec<Vec<f32>>> {
         // A query embeds inline; a document batch (about half a millisecond per passage) runs on
         // the blocking pool so it never stalls the async thread that serves other requests (a

@@ -61,6 +61,12 @@ pub trait Embedder: Send + Sync {
     fn name(&self) -> &str;
     /// Vector dimension.
     fn dimension(&self) -> usize;
+    /// Whether vectors capture meaning (a trained model), not only shared words (feature
+    /// hashing): only then does the support verifier compare claims and sentences with them,
+    /// and only then are sentence vectors made at ingestion.
+    fn semantic(&self) -> bool {
+        true
+    }
     /// Embeds a batch of texts (documents or queries), one vector per text, in order.
     async fn embed(&self, texts: &[String]) -> EmbedResult<Vec<Vec<f32>>>;
 }

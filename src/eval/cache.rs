@@ -147,6 +147,10 @@ impl Embedder for CachingEmbedder {
         self.inner.dimension()
     }
 
+    fn semantic(&self) -> bool {
+        self.inner.semantic()
+    }
+
     async fn embed(&self, texts: &[String]) -> EmbedResult<Vec<Vec<f32>>> {
         let keys: Vec<Key> = texts.iter().map(|text| key(text)).collect();
         let mut vectors: Vec<Option<Vec<f32>>> = {

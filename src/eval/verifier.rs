@@ -228,7 +228,7 @@ pub async fn evaluate_rows(rows: &[ClaimRow], verifier: &dyn SupportVerifier, ev
     let mut report = VerifierReport::default();
     for row in rows {
         let text = row.evidence_text(evidence);
-        let cited = CitedText { chunk: ClaimRow::abstract_id(&text), text: &text };
+        let cited = CitedText { chunk: ClaimRow::abstract_id(&text), text: &text, sentence_vectors: None };
         let verdict = verifier.verify(&row.claim, &[cited]).await;
         report.record(&row.label, row.is_support(), verdict.supported);
     }
@@ -289,7 +289,7 @@ pub async fn sweep(
     let mut measured: Vec<(&ClaimRow, SupportSignals)> = Vec::with_capacity(rows.len());
     for row in &rows {
         let text = row.evidence_text(evidence);
-        let cited = CitedText { chunk: ClaimRow::abstract_id(&text), text: &text };
+        let cited = CitedText { chunk: ClaimRow::abstract_id(&text), text: &text, sentence_vectors: None };
         measured.push((row, measuring.signals(&row.claim, &[cited]).await));
     }
     let similarities = if has_embedder { similarities.to_vec() } else { vec![-1.0] };

@@ -438,6 +438,7 @@ impl PostgresBackend {
                 end: row.get::<_, i32>(6) as usize,
                 title: row.get(7),
                 text: row.get(8),
+                sentence_vectors: None,
             };
             hits.push(ScoredChunk { chunk: Arc::new(chunk), score: row.get(9) });
         }

@@ -58,6 +58,9 @@ pub struct EngineParams {
     /// Threads of each shard actor (a `SyncArbiter`): `index.threads_per_shard`, or sized from
     /// the available parallelism when that is 0.
     pub threads_per_shard: usize,
+    /// Embed each chunk's sentences at ingestion (`verifier.sentence_vectors`; the engine turns
+    /// it off for an embedder that is not [`Embedder::semantic`]).
+    pub sentence_vectors: bool,
 }
 
 impl EngineParams {
@@ -83,6 +86,7 @@ impl EngineParams {
                 settings.index.threads_per_shard,
                 settings.index.shards,
             ),
+            sentence_vectors: settings.verifier.sentence_vectors,
         }
     }
 }
@@ -197,12 +201,14 @@ impl Engine {
     }
 
     fn assemble(
-        params: EngineParams,
+        mut params: EngineParams,
         embedder: Arc<dyn Embedder>,
         acl: Arc<AclStore>,
         shards: Option<Vec<Arc<Shard>>>,
         store: Option<Arc<Store>>,
     ) -> RetrievalResult<Arc<Self>> {
+        // The verifier compares sentences only with a semantic embedder's vectors.
+        params.sentence_vectors &= embedder.semantic();
         if embedder.dimension() != params.vector.dimension {
             return Err(RetrievalError::Index(IndexError::Dimension {
                 expected: params.vector.dimension,

@@ -86,6 +86,7 @@ mod tests {
                 end: 0,
                 title: String::new(),
                 text,
+                sentence_vectors: None,
             }),
             score,
             lexical: None,

@@ -4,7 +4,7 @@
 //!
 //! See [`super::engine`] for the write-path invariants.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -13,7 +13,8 @@ use roaring::RoaringBitmap;
 use serde::Deserialize;
 
 use crate::acl::{AclError, AclMutation, AclStore};
-use crate::domain::{Chunk, ChunkingConfig, DocAcl, Document, chunk_document, schema};
+use crate::domain::sentences::sentences;
+use crate::domain::{Chunk, ChunkingConfig, DocAcl, Document, SentenceVectors, chunk_document, schema};
 use crate::index::IndexError;
 use crate::index::shard::{IndexChunks, PurgeOrdinals, Shard};
 use crate::storage::{Commit, EncodedDocument, STORE_FILE, StorageError, Store, WriteStep};
@@ -122,10 +123,11 @@ impl Engine {
         };
         self.fault(WriteStep::Embed)?;
         let vectors = Arc::new(self.embed_texts(texts).await?);
+        let sentences = Arc::new(self.sentence_vectors(&provisional).await?);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.try_upsert(tenant, &inputs, &provisional, &vectors).await {
+            match self.try_upsert(tenant, &inputs, &provisional, (&vectors, &sentences)).await {
                 Err(RetrievalError::Acl(AclError::StaleVersion { .. } | AclError::Conflict))
                     if attempt < MAX_UPSERT_ATTEMPTS && inputs.iter().all(|input| input.version.is_none()) =>
                 {
@@ -142,7 +144,7 @@ impl Engine {
         tenant: &str,
         inputs: &[DocumentInput],
         provisional: &Arc<Vec<Vec<Chunk>>>,
-        vectors: &Arc<Vec<Vec<f32>>>,
+        (vectors, sentences): (&Arc<Vec<Vec<f32>>>, &Arc<BatchSentences>),
     ) -> RetrievalResult<UpsertOutcome> {
         let acl = self.acl();
         let snapshot = acl.load();
@@ -164,10 +166,11 @@ impl Engine {
         let count = u32::try_from(documents.len()).map_err(|_| invalid("", "batch too large"))?;
         let ordinals = acl.reserve_ordinals(count)?;
         let (documents, rows) = {
-            let (provisional, vectors, chunking) = (Arc::clone(provisional), Arc::clone(vectors), self.params.chunking);
+            let (provisional, chunking) = (Arc::clone(provisional), self.params.chunking);
+            let (vectors, sentences) = (Arc::clone(vectors), Arc::clone(sentences));
             let (ordinals, encode) = (ordinals.clone(), self.store.is_some());
             off_thread(documents.len(), move || {
-                let rows = batch_rows(&documents, ordinals, &provisional, &vectors, &chunking, encode);
+                let rows = batch_rows(&documents, ordinals, &provisional, (&vectors, &sentences), &chunking, encode);
                 (documents, rows)
             })
             .await
@@ -364,6 +367,36 @@ impl Engine {
         Ok(vectors)
     }
 
+    /// The sentence vectors of every provisional chunk, in order, when the engine makes them
+    /// ([`super::EngineParams::sentence_vectors`]; empty otherwise): each distinct sentence of
+    /// the batch is embedded once (overlapping chunks share sentences).
+    async fn sentence_vectors(&self, provisional: &[Vec<Chunk>]) -> RetrievalResult<BatchSentences> {
+        if !self.params.sentence_vectors {
+            return Ok(Vec::new());
+        }
+        let chunks: Vec<&Chunk> = provisional.iter().flatten().collect();
+        let split: Vec<Vec<&str>> = chunks
+            .iter()
+            .map(|chunk| sentences(&chunk.text).iter().map(|span| span.slice(&chunk.text)).collect())
+            .collect();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut texts = Vec::new();
+        for sentence in split.iter().flatten() {
+            index.entry(sentence).or_insert_with(|| {
+                texts.push((*sentence).to_owned());
+                texts.len() - 1
+            });
+        }
+        let vectors = self.embed_texts(texts).await?;
+        Ok(split
+            .iter()
+            .map(|sentences| {
+                let items = sentences.iter().map(|sentence| (*sentence, vectors[index[sentence]].as_slice()));
+                Some(Arc::new(SentenceVectors::quantize(items)))
+            })
+            .collect())
+    }
+
     async fn index_chunks(&self, items: Vec<(Chunk, Vec<f32>)>) -> RetrievalResult<()> {
         let core = self.core.load_full();
         let mut per_shard: Vec<Vec<(Chunk, Vec<f32>)>> = vec![Vec::new(); core.shards.len()];
@@ -421,6 +454,9 @@ pub(crate) fn embedding_text(chunk: &Chunk) -> String {
     if chunk.title.is_empty() { chunk.text.clone() } else { format!("{}\n{}", chunk.title, chunk.text) }
 }
 
+/// The sentence vectors of a batch's chunks, in chunk order (empty when none are made).
+type BatchSentences = Vec<Option<Arc<SentenceVectors>>>;
+
 /// Documents of a batch below which its CPU work stays on the calling task.
 const OFF_THREAD_DOCUMENTS: usize = 8;
 
@@ -446,12 +482,13 @@ struct BatchRows {
 }
 
 /// Chunks `documents` under `ordinals`, checks the cut is the one that was embedded
-/// (`provisional`), pairs chunks with `vectors` and encodes the store rows when `encode`.
+/// (`provisional`), pairs chunks with `vectors` (and `sentences`, when made) and encodes the
+/// store rows when `encode`.
 fn batch_rows(
     documents: &[Document],
     ordinals: std::ops::Range<crate::domain::DocOrdinal>,
     provisional: &[Vec<Chunk>],
-    vectors: &[Vec<f32>],
+    (vectors, sentences): (&[Vec<f32>], &[Option<Arc<SentenceVectors>>]),
     chunking: &ChunkingConfig,
     encode: bool,
 ) -> RetrievalResult<BatchRows> {
@@ -468,10 +505,17 @@ fn batch_rows(
     }
     let chunk_count = chunks.iter().map(Vec::len).sum();
     let mut vectors_left = vectors.iter();
+    let mut sentences_left = sentences.iter();
     let items: Vec<Vec<(Chunk, Vec<f32>)>> = chunks
         .into_iter()
         .map(|document| {
-            document.into_iter().map(|chunk| (chunk, vectors_left.next().cloned().unwrap_or_default())).collect()
+            document
+                .into_iter()
+                .map(|mut chunk| {
+                    chunk.sentence_vectors = sentences_left.next().cloned().flatten();
+                    (chunk, vectors_left.next().cloned().unwrap_or_default())
+                })
+                .collect()
         })
         .collect();
     let encoded = if encode {

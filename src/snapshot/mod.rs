@@ -14,7 +14,10 @@
 //!   [`crate::index::vector`]'s image: every slot's ordinal, chunk position and vector, each
 //!   graph's CSR adjacency), little-endian and versioned;
 //! - `shard-NNNN.lexical.bin`: the lexical index image (`WRNTLEXI`: the committed tantivy
-//!   segment files).
+//!   segment files);
+//! - `shard-NNNN.sentences.bin` (optional; written when a chunk of the shard has sentence
+//!   vectors): bincode 2 of one optional [`crate::domain::SentenceVectors`] per chunk, in the
+//!   order of the chunks file.
 //!
 //! Restore reads the indexes instead of rebuilding them: the loaded graphs stay sealed and a
 //! fresh graph takes later inserts; slots whose chunks were superseded or deleted stay in the
@@ -89,6 +92,11 @@ pub fn graph_file(shard: usize) -> String {
 /// File holding the lexical index image of shard `shard` (format version 2).
 pub fn lexical_file(shard: usize) -> String {
     format!("shard-{shard:04}.lexical.bin")
+}
+
+/// File holding the sentence vectors of shard `shard`'s chunks (format version 2, optional).
+pub fn sentences_file(shard: usize) -> String {
+    format!("shard-{shard:04}.sentences.bin")
 }
 
 /// The embedder a snapshot's vectors were made with.

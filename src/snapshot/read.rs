@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::acl::{AclChange, AclSnapshot, AclStore};
 use crate::config::Settings;
-use crate::domain::Chunk;
+use crate::domain::{Chunk, SentenceVectors};
 use crate::embed::Embedder;
 use crate::index::shard::{Shard, ShardImageError};
 use crate::index::vector::VectorParams;
@@ -20,7 +20,7 @@ use crate::retrieval::{Engine, EngineParams};
 
 use super::{
     ACL_FILE, CHANGES_FILE, FORMAT_VERSION, MANIFEST, Manifest, OLDEST_FORMAT_VERSION, SnapshotError, SnapshotResult,
-    chunks_file, graph_file, lexical_file, vectors_file,
+    chunks_file, graph_file, lexical_file, sentences_file, vectors_file,
 };
 
 /// Largest manifest accepted, in bytes (it lists a few files per shard).
@@ -67,6 +67,7 @@ pub(crate) fn read_manifest(directory: &Path) -> SnapshotResult<Manifest> {
     }
     let manifest: Manifest = serde_json::from_value(value).map_err(|error| invalid(MANIFEST, error))?;
     let mut expected: BTreeSet<String> = [ACL_FILE.to_owned(), CHANGES_FILE.to_owned()].into();
+    let mut optional: BTreeSet<String> = BTreeSet::new();
     for shard in 0..manifest.shards {
         expected.insert(chunks_file(shard));
         if manifest.format_version == 1 {
@@ -74,6 +75,7 @@ pub(crate) fn read_manifest(directory: &Path) -> SnapshotResult<Manifest> {
         } else {
             expected.insert(graph_file(shard));
             expected.insert(lexical_file(shard));
+            optional.insert(sentences_file(shard));
         }
     }
     let listed: BTreeSet<String> = manifest.files.iter().map(|file| file.name.clone()).collect();
@@ -83,7 +85,7 @@ pub(crate) fn read_manifest(directory: &Path) -> SnapshotResult<Manifest> {
     if let Some(missing) = expected.difference(&listed).next() {
         return Err(invalid(MANIFEST, format!("the file list lacks {missing}")));
     }
-    if let Some(extra) = listed.difference(&expected).next() {
+    if let Some(extra) = listed.difference(&expected).find(|name| !optional.contains(*name)) {
         return Err(invalid(MANIFEST, format!("the file list names an unknown file {extra:?}")));
     }
     if !(1..=256).contains(&manifest.shards) {
@@ -224,9 +226,22 @@ fn load_shards(
     let mut total = 0;
     for shard in 0..manifest.shards {
         let chunk_name = chunks_file(shard);
-        let chunks: Vec<Chunk> = decode(&chunk_name, &take(&chunk_name))?;
+        let mut chunks: Vec<Chunk> = decode(&chunk_name, &take(&chunk_name))?;
         if let Some(chunk) = chunks.iter().find(|chunk| chunk.doc_ordinal >= manifest.next_ordinal) {
             return Err(invalid(&chunk_name, format!("chunk of ordinal {} beyond next_ordinal", chunk.doc_ordinal)));
+        }
+        let sentence_name = sentences_file(shard);
+        if manifest.files.iter().any(|file| file.name == sentence_name) {
+            let sentences: Vec<Option<SentenceVectors>> = decode(&sentence_name, &take(&sentence_name))?;
+            if sentences.len() != chunks.len() {
+                return Err(invalid(
+                    &sentence_name,
+                    format!("holds {} entries for {} chunks", sentences.len(), chunks.len()),
+                ));
+            }
+            for (chunk, vectors) in chunks.iter_mut().zip(sentences) {
+                chunk.sentence_vectors = vectors.map(Arc::new);
+            }
         }
         total += chunks.len();
         parts.push((chunks, take(&graph_file(shard)), take(&lexical_file(shard))));

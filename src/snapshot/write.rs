@@ -15,13 +15,13 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::acl::{AclChange, AclSnapshot};
-use crate::domain::{Chunk, ChunkingConfig};
+use crate::domain::{Chunk, ChunkingConfig, SentenceVectors};
 use crate::index::shard::{ChunkPositions, ShardImage};
 use crate::retrieval::Engine;
 
 use super::{
     ACL_FILE, CHANGES_FILE, EmbedderInfo, FORMAT_VERSION, FileEntry, MANIFEST, Manifest, SnapshotError, SnapshotResult,
-    chunks_file, graph_file, lexical_file, rfc3339, vectors_file,
+    chunks_file, graph_file, lexical_file, rfc3339, sentences_file, vectors_file,
 };
 
 /// Serializes snapshot creation inside one process (ids, temporary directories, pruning).
@@ -197,6 +197,12 @@ fn write_captured(
                 files.push(write_file(&temporary, &chunks_file(shard), &encode(&chunks_file(shard), &chunks)?)?);
                 files.push(write_file(&temporary, &graph_file(shard), &image.graph)?);
                 files.push(write_file(&temporary, &lexical_file(shard), &image.lexical)?);
+                if chunks.iter().any(|chunk| chunk.sentence_vectors.is_some()) {
+                    let name = sentences_file(shard);
+                    let sentences: Vec<Option<&SentenceVectors>> =
+                        chunks.iter().map(|chunk| chunk.sentence_vectors.as_deref()).collect();
+                    files.push(write_file(&temporary, &name, &encode(&name, &sentences)?)?);
+                }
             }
             CapturedShard::Vectors(items) => {
                 let chunks: Vec<&Chunk> = items.iter().map(|(chunk, _)| chunk.as_ref()).collect();

@@ -20,13 +20,17 @@
 //! - `chunks`: document ordinal (u32) → bincode of the live version's chunks;
 //! - `vectors`: document ordinal (u32) → their embeddings, little-endian `f32`, chunk after chunk;
 //! - `staged`: document ordinal (u32) → empty: rows of a document batch written ahead of its
-//!   publication ([`Store::stage`]), not yet live.
+//!   publication ([`Store::stage`]), not yet live;
+//! - `sentences`: document ordinal (u32) → bincode of its chunks' sentence vectors (one
+//!   optional [`crate::domain::SentenceVectors`] per chunk, in chunk order); absent for a
+//!   document ingested without them, and in files written before the table existed (such a
+//!   file opens as it is: its chunks have none).
 //!
 //! Invariants:
 //! - one published ACL change (a document batch whose rows were staged, a delete, a grant, a
 //!   revoke) is exactly one write transaction, committed before the change is published in
 //!   memory and before it is acknowledged;
-//! - `chunks`/`vectors` hold exactly the live document versions plus the staged ones: the
+//! - `chunks`/`vectors`/`sentences` hold exactly the live document versions plus the staged ones: the
 //!   transaction that tombstones an ordinal (delete, superseding upsert) removes its rows, and
 //!   the one that publishes a staged batch removes its `staged` marks. Staging writes a large
 //!   batch's rows in small transactions outside the engine's writer lock, so a revoke never
@@ -44,7 +48,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Tab
 use roaring::RoaringBitmap;
 
 use crate::acl::{AclChange, AclMutation, AclSnapshot, AclStore, new_lineage};
-use crate::domain::{Chunk, DocOrdinal};
+use crate::domain::{Chunk, DocOrdinal, SentenceVectors};
 
 /// The database file inside the data directory.
 pub const STORE_FILE: &str = "warrant.redb";
@@ -56,6 +60,7 @@ const CHANGES: TableDefinition<u64, &[u8]> = TableDefinition::new("changes");
 const CHUNKS: TableDefinition<u32, &[u8]> = TableDefinition::new("chunks");
 const VECTORS: TableDefinition<u32, &[u8]> = TableDefinition::new("vectors");
 const STAGED: TableDefinition<u32, &[u8]> = TableDefinition::new("staged");
+const SENTENCES: TableDefinition<u32, &[u8]> = TableDefinition::new("sentences");
 
 /// Errors of the storage layer. Each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +139,8 @@ pub struct EncodedDocument {
     pub chunks: Vec<u8>,
     /// Its vectors, little-endian f32.
     pub vectors: Vec<u8>,
+    /// bincode of its chunks' sentence vectors; empty when no chunk has any.
+    pub sentences: Vec<u8>,
 }
 
 impl EncodedDocument {
@@ -147,7 +154,51 @@ impl EncodedDocument {
         for value in items.iter().flat_map(|(_, vector)| vector.iter()) {
             vectors.extend_from_slice(&value.to_le_bytes());
         }
-        Self { ordinal, chunks, vectors }
+        let sentences = if items.iter().any(|(chunk, _)| chunk.sentence_vectors.is_some()) {
+            let per_chunk: Vec<Option<&SentenceVectors>> =
+                items.iter().map(|(chunk, _)| chunk.sentence_vectors.as_deref()).collect();
+            encode(&per_chunk)
+        } else {
+            Vec::new()
+        };
+        Self { ordinal, chunks, vectors, sentences }
+    }
+}
+
+/// The per-document tables (`chunks`, `vectors`, `sentences`) inside one write transaction.
+struct DocumentRows<'txn> {
+    chunks: redb::Table<'txn, u32, &'static [u8]>,
+    vectors: redb::Table<'txn, u32, &'static [u8]>,
+    sentences: redb::Table<'txn, u32, &'static [u8]>,
+}
+
+impl<'txn> DocumentRows<'txn> {
+    fn open(txn: &'txn redb::WriteTransaction, file: &str) -> StorageResult<Self> {
+        Ok(Self {
+            chunks: txn.open_table(CHUNKS).map_err(|error| io(file, error))?,
+            vectors: txn.open_table(VECTORS).map_err(|error| io(file, error))?,
+            sentences: txn.open_table(SENTENCES).map_err(|error| io(file, error))?,
+        })
+    }
+
+    /// Writes one document version's rows (replacing any under its ordinal).
+    fn insert(&mut self, document: &EncodedDocument, file: &str) -> StorageResult<()> {
+        self.chunks.insert(document.ordinal, document.chunks.as_slice()).map_err(|error| io(file, error))?;
+        self.vectors.insert(document.ordinal, document.vectors.as_slice()).map_err(|error| io(file, error))?;
+        if document.sentences.is_empty() {
+            self.sentences.remove(document.ordinal).map_err(|error| io(file, error))?;
+        } else {
+            self.sentences.insert(document.ordinal, document.sentences.as_slice()).map_err(|error| io(file, error))?;
+        }
+        Ok(())
+    }
+
+    /// Deletes one ordinal's rows.
+    fn remove(&mut self, ordinal: DocOrdinal, file: &str) -> StorageResult<()> {
+        self.chunks.remove(ordinal).map_err(|error| io(file, error))?;
+        self.vectors.remove(ordinal).map_err(|error| io(file, error))?;
+        self.sentences.remove(ordinal).map_err(|error| io(file, error))?;
+        Ok(())
     }
 }
 
@@ -290,17 +341,14 @@ impl Store {
             for batch in log.chunk_by(|a, b| a.epoch == b.epoch) {
                 changes.insert(batch[0].epoch, encode_changes(batch).as_slice()).map_err(|error| io(file, error))?;
             }
-            let mut chunk_rows = txn.open_table(CHUNKS).map_err(|error| io(file, error))?;
-            let mut vector_rows = txn.open_table(VECTORS).map_err(|error| io(file, error))?;
+            let mut rows = DocumentRows::open(&txn, file)?;
             let mut by_ordinal: std::collections::BTreeMap<DocOrdinal, Vec<(&Chunk, &[f32])>> = Default::default();
             for (chunk, vector) in chunks {
                 by_ordinal.entry(chunk.doc_ordinal).or_default().push((chunk.as_ref(), vector.as_slice()));
             }
             for (ordinal, mut items) in by_ordinal {
                 items.sort_by_key(|(chunk, _)| chunk.ordinal);
-                let document = EncodedDocument::encode(ordinal, &items);
-                chunk_rows.insert(ordinal, document.chunks.as_slice()).map_err(|error| io(file, error))?;
-                vector_rows.insert(ordinal, document.vectors.as_slice()).map_err(|error| io(file, error))?;
+                rows.insert(&EncodedDocument::encode(ordinal, &items), file)?;
             }
         }
         txn.commit().map_err(|error| io(file, error))?;
@@ -322,8 +370,7 @@ impl Store {
             meta.insert("next_ordinal", 0u32.to_le_bytes().as_slice()).map_err(|error| io(file, error))?;
             meta.insert("embedder", embedder.as_bytes()).map_err(|error| io(file, error))?;
             txn.open_table(CHANGES).map_err(|error| io(file, error))?;
-            txn.open_table(CHUNKS).map_err(|error| io(file, error))?;
-            txn.open_table(VECTORS).map_err(|error| io(file, error))?;
+            DocumentRows::open(&txn, file)?;
         }
         txn.commit().map_err(|error| io(file, error))
     }
@@ -336,12 +383,10 @@ impl Store {
         let txn = self.db.begin_write().map_err(|error| io(file, error))?;
         {
             let mut staged = txn.open_table(STAGED).map_err(|error| io(file, error))?;
-            let mut chunks = txn.open_table(CHUNKS).map_err(|error| io(file, error))?;
-            let mut vectors = txn.open_table(VECTORS).map_err(|error| io(file, error))?;
+            let mut rows = DocumentRows::open(&txn, file)?;
             for document in documents {
                 staged.insert(document.ordinal, [].as_slice()).map_err(|error| io(file, error))?;
-                chunks.insert(document.ordinal, document.chunks.as_slice()).map_err(|error| io(file, error))?;
-                vectors.insert(document.ordinal, document.vectors.as_slice()).map_err(|error| io(file, error))?;
+                rows.insert(document, file)?;
             }
         }
         txn.commit().map_err(|error| io(file, error))
@@ -354,12 +399,10 @@ impl Store {
         let txn = self.db.begin_write().map_err(|error| io(file, error))?;
         {
             let mut staged = txn.open_table(STAGED).map_err(|error| io(file, error))?;
-            let mut chunks = txn.open_table(CHUNKS).map_err(|error| io(file, error))?;
-            let mut vectors = txn.open_table(VECTORS).map_err(|error| io(file, error))?;
+            let mut rows = DocumentRows::open(&txn, file)?;
             for ordinal in ordinals {
                 if staged.remove(ordinal).map_err(|error| io(file, error))?.is_some() {
-                    chunks.remove(ordinal).map_err(|error| io(file, error))?;
-                    vectors.remove(ordinal).map_err(|error| io(file, error))?;
+                    rows.remove(ordinal, file)?;
                 }
             }
         }
@@ -434,6 +477,11 @@ impl Store {
         }
         let chunk_rows = txn.open_table(CHUNKS).map_err(|error| corrupted(file, error))?;
         let vector_rows = txn.open_table(VECTORS).map_err(|error| corrupted(file, error))?;
+        let sentence_rows = match txn.open_table(SENTENCES) {
+            Ok(table) => Some(table),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(error) => return Err(corrupted(file, error)),
+        };
         let mut chunks = Vec::new();
         let mut found = RoaringBitmap::new();
         for row in chunk_rows.iter().map_err(|error| io(file, error))? {
@@ -448,7 +496,23 @@ impl Store {
             if ordinal >= next_ordinal {
                 return Err(corrupted(file, format!("holds ordinal {ordinal} beyond next_ordinal {next_ordinal}")));
             }
-            let document: Vec<Chunk> = decode(file, &format!("chunks of ordinal {ordinal}"), bytes.value())?;
+            let mut document: Vec<Chunk> = decode(file, &format!("chunks of ordinal {ordinal}"), bytes.value())?;
+            if let Some(row) = sentence_rows
+                .as_ref()
+                .map(|rows| rows.get(ordinal))
+                .transpose()
+                .map_err(|error| io(file, error))?
+                .flatten()
+            {
+                let what = format!("sentence vectors of ordinal {ordinal}");
+                let sentences: Vec<Option<SentenceVectors>> = decode(file, &what, row.value())?;
+                if sentences.len() != document.len() {
+                    return Err(corrupted(file, format!("{what} do not match its chunks")));
+                }
+                for (chunk, vectors) in document.iter_mut().zip(sentences) {
+                    chunk.sentence_vectors = vectors.map(std::sync::Arc::new);
+                }
+            }
             let vectors = vector_rows
                 .get(ordinal)
                 .map_err(|error| io(file, error))?
@@ -485,15 +549,12 @@ impl Store {
                 let mut changes = txn.open_table(CHANGES).map_err(|error| io(file, error))?;
                 changes.insert(epoch, encode_changes(commit.changes).as_slice()).map_err(|error| io(file, error))?;
             }
-            let mut chunks = txn.open_table(CHUNKS).map_err(|error| io(file, error))?;
-            let mut vectors = txn.open_table(VECTORS).map_err(|error| io(file, error))?;
+            let mut rows = DocumentRows::open(&txn, file)?;
             for ordinal in commit.removed {
-                chunks.remove(ordinal).map_err(|error| io(file, error))?;
-                vectors.remove(ordinal).map_err(|error| io(file, error))?;
+                rows.remove(ordinal, file)?;
             }
             for document in commit.added {
-                chunks.insert(document.ordinal, document.chunks.as_slice()).map_err(|error| io(file, error))?;
-                vectors.insert(document.ordinal, document.vectors.as_slice()).map_err(|error| io(file, error))?;
+                rows.insert(document, file)?;
             }
             if !commit.published.is_empty() {
                 let mut staged = txn.open_table(STAGED).map_err(|error| io(file, error))?;

@@ -69,6 +69,7 @@ fn labeled(label: &str, ordinal: u32, text: &str) -> LabeledSource {
         end,
         title: label.into(),
         text: text.into(),
+        sentence_vectors: None,
     };
     LabeledSource { label: label.into(), chunk: Arc::new(chunk), shown: text.into() }
 }

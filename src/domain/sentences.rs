@@ -1,0 +1,228 @@
+//! Sentences of a text, and the vectors of a chunk's sentences kept from ingestion.
+//!
+//! [`sentences`] is the one sentence splitter of the server: the extractive generator, the
+//! quote matcher and the support verifier split with it, and the write path splits each chunk
+//! with it to embed its sentences once ([`SentenceVectors`]), so the verifier embeds only claims.
+//!
+//! Invariants: the splitter is total on arbitrary Unicode (no byte slicing inside a character,
+//! no panics) and its spans carry byte and character offsets that delimit the same substring;
+//! a [`SentenceVectors`] entry is found only by the digest of its sentence's exact text, so a
+//! lookup with any other text (a truncated last sentence, another chunk's text) misses.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// One sentence of a text: `text[byte_start..byte_end]`, which is also the characters
+/// `char_start..char_end` (Unicode scalar values). Surrounding whitespace is trimmed; never empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SentenceSpan {
+    /// First byte.
+    pub byte_start: usize,
+    /// One past the last byte.
+    pub byte_end: usize,
+    /// First character.
+    pub char_start: usize,
+    /// One past the last character.
+    pub char_end: usize,
+}
+
+impl SentenceSpan {
+    /// The sentence's text inside `text` (the text it was split from).
+    pub fn slice<'a>(&self, text: &'a str) -> &'a str {
+        &text[self.byte_start..self.byte_end]
+    }
+}
+
+const TERMINATORS: [char; 6] = ['.', '!', '?', '。', '！', '？'];
+const CLOSERS: [char; 7] = ['"', '\'', ')', ']', '»', '”', '’'];
+
+/// Splits `text` into sentences. A sentence ends at a newline, or at `.`/`!`/`?` (plus any
+/// closing quotes or brackets) when the text ends there or the next non-space character is not a
+/// lowercase letter (so `e.g. the` stays whole). A period glued to a capitalized word after a
+/// lowercase one (`cells.Examples`, common in scraped abstracts) also ends a sentence.
+pub(crate) fn sentences(text: &str) -> Vec<SentenceSpan> {
+    let characters: Vec<(usize, char)> = text.char_indices().collect();
+    let count = characters.len();
+    let mut boundaries = Vec::new(); // exclusive character indexes where a sentence ends
+    let mut index = 0;
+    while index < count {
+        let character = characters[index].1;
+        if character == '\n' {
+            boundaries.push(index + 1);
+            index += 1;
+            continue;
+        }
+        if !TERMINATORS.contains(&character) {
+            index += 1;
+            continue;
+        }
+        let mut after = index + 1;
+        while after < count && CLOSERS.contains(&characters[after].1) {
+            after += 1;
+        }
+        let ends = match characters.get(after).map(|&(_, next)| next) {
+            None => true,
+            Some(next) if next.is_whitespace() => {
+                let following = characters[after..].iter().map(|&(_, c)| c).find(|c| !c.is_whitespace());
+                !following.is_some_and(char::is_lowercase)
+            }
+            Some(next) => {
+                character == '.'
+                    && next.is_uppercase()
+                    && index >= 2
+                    && characters[index - 1].1.is_lowercase()
+                    && characters[index - 2].1.is_lowercase()
+            }
+        };
+        if ends {
+            boundaries.push(after);
+        }
+        index = after.max(index + 1);
+    }
+    boundaries.push(count);
+
+    let byte_at = |char_index: usize| characters.get(char_index).map_or(text.len(), |&(byte, _)| byte);
+    let mut spans = Vec::with_capacity(boundaries.len());
+    let mut start = 0;
+    for end in boundaries {
+        let mut first = start;
+        let mut last = end.min(count);
+        while first < last && characters[first].1.is_whitespace() {
+            first += 1;
+        }
+        while last > first && characters[last - 1].1.is_whitespace() {
+            last -= 1;
+        }
+        if first < last {
+            spans.push(SentenceSpan {
+                byte_start: byte_at(first),
+                byte_end: byte_at(last),
+                char_start: first,
+                char_end: last,
+            });
+        }
+        start = end;
+    }
+    spans
+}
+
+/// The first 16 bytes of the SHA-256 of a sentence's exact text: the key of its vector.
+pub fn sentence_digest(sentence: &str) -> [u8; 16] {
+    let digest = Sha256::digest(sentence.as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    bytes
+}
+
+/// The vectors of one chunk's sentences, made at ingestion by the engine's embedder.
+///
+/// Each vector is scalar-quantized to `i8` with its own scale (largest magnitude / 127): one
+/// byte per dimension plus 20 bytes of digest and scale, a quarter of `f32`. For a unit vector
+/// the error per component is at most half a step (`scale / 2`, about 0.001 for MiniLM's
+/// vectors), which moves a cosine with another unit vector by about 0.001 at most in practice
+/// (measured in the tests: below 0.002 on MiniLM-like vectors); verifier thresholds are
+/// calibrated in steps of 0.05.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentenceVectors {
+    entries: Vec<SentenceVector>,
+}
+
+/// One quantized sentence vector.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct SentenceVector {
+    /// [`sentence_digest`] of the sentence.
+    digest: [u8; 16],
+    /// `f32` bits of the step: component `i` is `values[i] * scale`.
+    scale: u32,
+    values: Vec<i8>,
+}
+
+impl SentenceVectors {
+    /// Quantizes `(sentence, vector)` pairs; a sentence seen before keeps its first vector.
+    pub fn quantize<'a>(items: impl IntoIterator<Item = (&'a str, &'a [f32])>) -> Self {
+        let mut entries: Vec<SentenceVector> = Vec::new();
+        for (sentence, vector) in items {
+            let digest = sentence_digest(sentence);
+            if entries.iter().any(|entry| entry.digest == digest) {
+                continue;
+            }
+            let largest =
+                vector.iter().filter(|value| value.is_finite()).fold(0.0f32, |most, value| most.max(value.abs()));
+            let scale = if largest > 0.0 { largest / 127.0 } else { 0.0 };
+            let values = vector
+                .iter()
+                .map(|value| {
+                    if scale == 0.0 || !value.is_finite() {
+                        0
+                    } else {
+                        (value / scale).round().clamp(-127.0, 127.0) as i8
+                    }
+                })
+                .collect();
+            entries.push(SentenceVector { digest, scale: scale.to_bits(), values });
+        }
+        Self { entries }
+    }
+
+    /// Sentences held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no sentence is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The vector of the sentence with `digest` ([`sentence_digest`]), dequantized; `None` when
+    /// absent or when its scale is not a finite number.
+    pub fn vector(&self, digest: &[u8; 16]) -> Option<Vec<f32>> {
+        let entry = self.entries.iter().find(|entry| &entry.digest == digest)?;
+        let scale = f32::from_bits(entry.scale);
+        scale.is_finite().then(|| entry.values.iter().map(|&value| f32::from(value) * scale).collect())
+    }
+
+    /// Bytes held on the heap (for memory accounting).
+    pub fn heap_bytes(&self) -> usize {
+        self.entries.iter().map(|entry| std::mem::size_of::<SentenceVector>() + entry.values.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    fn unit(rng: &mut SmallRng, dimension: usize) -> Vec<f32> {
+        let mut vector: Vec<f32> = (0..dimension).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+        let norm = vector.iter().map(|value| value * value).sum::<f32>().sqrt();
+        vector.iter_mut().for_each(|value| *value /= norm);
+        vector
+    }
+
+    #[test]
+    fn quantized_vectors_keep_cosines_within_two_thousandths_and_are_found_by_exact_text_only() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        let mut worst = 0.0f32;
+        for _ in 0..200 {
+            let (sentence, other) = (unit(&mut rng, 384), unit(&mut rng, 384));
+            let stored = SentenceVectors::quantize([("A sentence.", sentence.as_slice())]);
+            let restored = stored.vector(&sentence_digest("A sentence.")).expect("found");
+            let exact: f32 = sentence.iter().zip(&other).map(|(a, b)| a * b).sum();
+            let approximate: f32 = restored.iter().zip(&other).map(|(a, b)| a * b).sum();
+            let own: f32 = restored.iter().zip(&sentence).map(|(a, b)| a * b).sum();
+            worst = worst.max((exact - approximate).abs()).max((1.0 - own).abs());
+        }
+        assert!(worst < 0.002, "largest cosine error {worst}");
+        let stored =
+            SentenceVectors::quantize([("A sentence.", unit(&mut rng, 8).as_slice()), ("A sentence.", &[1.0; 8])]);
+        assert_eq!(stored.len(), 1, "a repeated sentence keeps its first vector");
+        assert!(stored.vector(&sentence_digest("A sentence")).is_none());
+        assert!(stored.vector(&sentence_digest("a sentence.")).is_none());
+        let zero = SentenceVectors::quantize([("Zero.", [0.0f32; 4].as_slice()), ("Odd.", [f32::NAN, 1.0].as_slice())]);
+        assert_eq!(zero.vector(&sentence_digest("Zero.")), Some(vec![0.0; 4]));
+        assert_eq!(zero.vector(&sentence_digest("Odd.")), Some(vec![0.0, 1.0]));
+    }
+}
