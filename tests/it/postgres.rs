@@ -640,3 +640,37 @@ fn postgres_eval_retrieval_runs_the_command_path_and_stays_in_tenant() {
     assert_eq!(report.lexical.mrr_at_10, 1.0);
     assert_eq!(report.hybrid.mrr_at_10, 1.0);
 }
+
+#[actix_web::test]
+async fn postgres_migration_0003_backfills_the_lexical_totals_of_chunks_written_before_it() {
+    let Some(url) = fresh_database().await else { return };
+    let backend = node(&url).await;
+    backend.upsert("acme", vec![doc("one", "Zebra", "the lantern of copper river", &["all"])]).await.unwrap();
+    let long = (0..2_000).map(|index| format!("word{index}")).collect::<Vec<_>>().join(" ");
+    backend.upsert("acme", vec![doc("long", "", &long, &["all"])]).await.unwrap();
+    backend.upsert("globex", vec![doc("two", "Falcon", "silver winter garden harbor", &["all"])]).await.unwrap();
+    let before = [backend.lexical_totals("acme").await.unwrap(), backend.lexical_totals("globex").await.unwrap()];
+    assert!(before[0].chunks > 2 && before[1] == LexicalTotals { chunks: 1, tokens: 5 }, "{before:?}");
+
+    // Back to schema version 2 with the rows in place: undo exactly what 0003 adds (test-only DDL).
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "ALTER TABLE warrant_tenants DROP COLUMN lexical_chunks, DROP COLUMN lexical_tokens;
+             ALTER TABLE chunks DROP COLUMN search_tokens;
+             DROP FUNCTION warrant_search_tokens(tsvector);
+             DELETE FROM warrant_migrations WHERE version = 3;",
+        )
+        .await
+        .unwrap();
+
+    let applied = warrant::postgres::migrate_database(&params(&url), DIMENSION).await.unwrap();
+    assert_eq!(applied, vec![3]);
+    let backend = node(&url).await;
+    for (tenant, expected) in ["acme", "globex"].into_iter().zip(before) {
+        let kept = backend.lexical_totals(tenant).await.unwrap();
+        assert_eq!(kept, expected, "{tenant}: the backfill missed chunks written before the migration");
+        assert_eq!(kept, backend.recount_lexical_totals(tenant).await.unwrap());
+    }
+}
