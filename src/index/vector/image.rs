@@ -21,12 +21,8 @@
 //! Whatever it accepts searches like any index: a search still only returns slots whose
 //! ordinal is in the scope it is given.
 
-use std::collections::HashMap;
-
-use roaring::RoaringBitmap;
-
-use super::{Block, FrozenGraph, MAX_LAYER, PlannerCosts, VectorIndex, VectorParams};
-use crate::domain::DocOrdinal;
+use super::store::{Block, VectorStore};
+use super::{FrozenGraph, MAX_LAYER, PlannerCosts, VectorIndex, VectorParams};
 use crate::index::Slot;
 
 /// First bytes of a graph image.
@@ -94,7 +90,7 @@ impl VectorIndex {
         }
         out.extend_from_slice(&(self.calibrated_len as u64).to_le_bytes());
         put_u32(&mut out, to_u32(self.len()));
-        for (ordinal, position) in self.ordinals.iter().zip(chunk_positions) {
+        for (ordinal, position) in self.store.ordinals().iter().zip(chunk_positions) {
             put_u32(&mut out, *ordinal);
             put_u32(&mut out, *position);
         }
@@ -168,7 +164,7 @@ impl VectorIndex {
             ordinals.push(reader.u32()?);
             chunk_positions.push(reader.u32()?);
         }
-        let stride = dimension.div_ceil(super::BLOCK_LANES);
+        let stride = VectorStore::stride(dimension);
         let mut vectors = vec![Block::default(); slots * stride];
         for slot in 0..slots {
             let values: &mut [f32] = bytemuck::cast_slice_mut(&mut vectors[slot * stride..(slot + 1) * stride]);
@@ -215,14 +211,7 @@ impl VectorIndex {
             return Err(format!("{} trailing bytes after the last graph", bytes.len() - reader.at));
         }
         let mut index = VectorIndex::new(params);
-        let mut slots_by_ordinal: HashMap<DocOrdinal, Vec<Slot>> = HashMap::new();
-        for (slot, ordinal) in ordinals.iter().enumerate() {
-            slots_by_ordinal.entry(*ordinal).or_default().push(slot as Slot);
-        }
-        index.present = ordinals.iter().copied().collect::<RoaringBitmap>();
-        index.slots_by_ordinal = slots_by_ordinal;
-        index.ordinals = ordinals;
-        index.vectors = vectors;
+        index.store = VectorStore::from_rows(dimension, vectors, ordinals);
         index.sealed = sealed;
         index.base = slots as Slot;
         index.frozen = FrozenGraph::empty(index.base);
@@ -298,10 +287,12 @@ mod tests {
     use proptest::prelude::*;
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
+    use roaring::RoaringBitmap;
 
     use super::super::tests::{brute_force, build, params, unit_vector};
     use super::super::{GraphWalk, VectorStrategy};
     use super::*;
+    use crate::domain::DocOrdinal;
     use crate::index::Hit;
 
     fn round_trip(index: &VectorIndex) -> VectorIndex {

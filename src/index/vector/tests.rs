@@ -270,7 +270,7 @@ fn walk_returns_every_allowed_vector_when_fewer_than_k() {
     // An empty index has no entry point.
     let empty = VectorIndex::new(params(8, 0, 0.0));
     assert!(empty.best_first_walk(&[0.5; 8], 10, &|_: &usize| true).is_empty());
-    assert!(empty.frozen_walk(&empty.frozen, &[0.5; 8], 10, &RoaringBitmap::new(), true).is_empty());
+    assert!(empty.frozen_walk(&empty.frozen, &[0.5; 8], 10, &RoaringBitmap::new(), true).0.is_empty());
 }
 
 #[test]
@@ -284,7 +284,7 @@ fn unreachable_allowed_vectors_fall_back_to_exact_scan() {
     index.insert_batch(&items).expect("valid batch");
     let allowed: RoaringBitmap = (1..copies as u32).collect();
     for walk in [GraphWalk::BestFirst, GraphWalk::HnswRs, GraphWalk::Frozen] {
-        let (walked, _) = index.graph_top_k(&[0.5; 4], copies, &allowed, walk);
+        let (walked, _) = index.graph_top_k_with(&[0.5; 4], copies, &allowed, walk);
         assert!(walked.len() < copies - 1, "{walk:?} reached every copy: the test needs another graph");
         let search = index.search_with(&[0.5; 4], copies, &allowed, walk);
         assert_eq!(search.hits, brute_force(&index, &[0.5; 4], copies, &allowed), "{walk:?}");

@@ -1,0 +1,152 @@
+//! The flat vector storage of a [`VectorIndex`](super::VectorIndex): every slot's vector in one
+//! array of 64-byte aligned rows, its document ordinal, and the slots of every ordinal.
+//!
+//! Invariants kept by this module:
+//! - slots are dense and append-only (`0..len`): slot `s` owns the first `dimension` values of
+//!   row `s` (`vectors[s * stride..(s + 1) * stride]`, the rest of the row is zero padding) and
+//!   `ordinals[s]`;
+//! - `slots_by_ordinal` and `present` hold exactly the ordinals of `ordinals`, each with its slots
+//!   in ascending order.
+
+use std::collections::HashMap;
+
+use roaring::RoaringBitmap;
+
+use crate::domain::DocOrdinal;
+use crate::index::Slot;
+
+/// Lanes of one cache line of f32: the vector store's unit of alignment.
+const BLOCK_LANES: usize = 16;
+
+/// 64 bytes of f32, aligned to a cache line: vectors start on a cache line and never straddle
+/// one more than they must.
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(64))]
+pub(super) struct Block([f32; BLOCK_LANES]);
+
+/// The vectors and ordinals of one index's slots.
+pub(super) struct VectorStore {
+    /// Components of every vector.
+    dimension: usize,
+    /// Contiguous cache-line-aligned storage: slot `s` is the first `dimension` values of
+    /// `vectors[s * stride..(s + 1) * stride]` (the rest of the row is zero padding).
+    vectors: Vec<Block>,
+    /// Blocks per vector.
+    stride: usize,
+    /// Document ordinal of every slot.
+    ordinals: Vec<DocOrdinal>,
+    /// Slots of every document ordinal present (a document has several chunks).
+    slots_by_ordinal: HashMap<DocOrdinal, Vec<Slot>>,
+    /// The ordinals present, for cheap intersection with `allowed`.
+    present: RoaringBitmap,
+}
+
+impl VectorStore {
+    /// An empty store of `dimension`-component vectors.
+    pub(super) fn new(dimension: usize) -> Self {
+        Self {
+            dimension,
+            vectors: Vec::new(),
+            stride: Self::stride(dimension),
+            ordinals: Vec::new(),
+            slots_by_ordinal: HashMap::new(),
+            present: RoaringBitmap::new(),
+        }
+    }
+
+    /// The store of decoded rows: `vectors` holds [`Self::stride`] blocks per slot, `ordinals`
+    /// one ordinal per slot.
+    pub(super) fn from_rows(dimension: usize, vectors: Vec<Block>, ordinals: Vec<DocOrdinal>) -> Self {
+        debug_assert_eq!(vectors.len(), ordinals.len() * Self::stride(dimension), "one row per slot");
+        let mut slots_by_ordinal: HashMap<DocOrdinal, Vec<Slot>> = HashMap::new();
+        for (slot, ordinal) in ordinals.iter().enumerate() {
+            slots_by_ordinal.entry(*ordinal).or_default().push(slot as Slot);
+        }
+        let present = ordinals.iter().copied().collect::<RoaringBitmap>();
+        Self { dimension, vectors, stride: Self::stride(dimension), ordinals, slots_by_ordinal, present }
+    }
+
+    /// Blocks per row of a `dimension`-component vector.
+    pub(super) fn stride(dimension: usize) -> usize {
+        dimension.div_ceil(BLOCK_LANES)
+    }
+
+    /// Number of slots.
+    pub(super) fn len(&self) -> usize {
+        self.ordinals.len()
+    }
+
+    /// Number of distinct document ordinals.
+    pub(super) fn documents(&self) -> usize {
+        self.slots_by_ordinal.len()
+    }
+
+    /// Document ordinal of every slot.
+    pub(super) fn ordinals(&self) -> &[DocOrdinal] {
+        &self.ordinals
+    }
+
+    /// Reserves room for `additional` more slots.
+    pub(super) fn reserve(&mut self, additional: usize) {
+        self.vectors.reserve(additional * self.stride);
+        self.ordinals.reserve(additional);
+    }
+
+    /// Appends `vector` (exactly `dimension` components) of a chunk of `ordinal` as slot `len()`.
+    pub(super) fn push(&mut self, ordinal: DocOrdinal, vector: &[f32]) {
+        let slot = Slot::try_from(self.len()).expect("slot space exhausted");
+        let row = self.vectors.len();
+        self.vectors.resize(row + self.stride, Block::default());
+        let values: &mut [f32] = bytemuck::cast_slice_mut(&mut self.vectors[row..]);
+        values[..self.dimension].copy_from_slice(vector);
+        self.ordinals.push(ordinal);
+        self.slots_by_ordinal.entry(ordinal).or_default().push(slot);
+        self.present.insert(ordinal);
+    }
+
+    /// The stored vector of `slot` (panics when out of range).
+    #[inline]
+    pub(super) fn vector(&self, slot: Slot) -> &[f32] {
+        let start = slot as usize * self.stride;
+        let row: &[f32] = bytemuck::cast_slice(&self.vectors[start..start + self.stride]);
+        &row[..self.dimension]
+    }
+
+    /// The document ordinal of `slot` (panics when out of range).
+    #[inline]
+    pub(super) fn ordinal(&self, slot: Slot) -> DocOrdinal {
+        self.ordinals[slot as usize]
+    }
+
+    /// Whether every ordinal present is in `allowed` (a filter would then be a no-op).
+    pub(super) fn everything_allowed(&self, allowed: &RoaringBitmap) -> bool {
+        self.present.is_subset(allowed)
+    }
+
+    /// Collects the allowed slots while there are at most `limit` of them; `None` once the
+    /// count exceeds `limit` (the search then walks the graph).
+    pub(super) fn allowed_slots_up_to(&self, allowed: &RoaringBitmap, limit: usize) -> Option<Vec<Slot>> {
+        let mut slots = Vec::new();
+        let mut push = |ordinal_slots: &Vec<Slot>| {
+            slots.extend_from_slice(ordinal_slots);
+            slots.len() <= limit
+        };
+        // Iterate the smaller side of `allowed ∩ present`.
+        let within_limit = if allowed.len() <= self.present.len() {
+            allowed.iter().filter_map(|ordinal| self.slots_by_ordinal.get(&ordinal)).all(&mut push)
+        } else {
+            self.present
+                .iter()
+                .filter(|ordinal| allowed.contains(*ordinal))
+                .filter_map(|ordinal| self.slots_by_ordinal.get(&ordinal))
+                .all(&mut push)
+        };
+        within_limit.then_some(slots)
+    }
+
+    /// Bytes held by the vector rows and the ordinals (not the per-document maps).
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.vectors.capacity() * std::mem::size_of::<Block>()
+            + self.ordinals.capacity() * std::mem::size_of::<DocOrdinal>()
+    }
+}

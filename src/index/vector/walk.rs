@@ -1,0 +1,147 @@
+//! The filtered graph walk of a [`VectorIndex`] search (HNSW, Malkov & Yashunin 2018): greedy
+//! descent of the upper layers, then a best-first search of layer 0 that may expand every node
+//! (keeping the graph connected) but only lets allowed nodes into the result set, and stops by
+//! the standard rule once the closest unexpanded candidate is farther than the worst of the `ef`
+//! allowed results. It reads the [`FrozenGraph`] adjacency arrays (no lock, copy or allocation
+//! per neighbour list) and scores with the SIMD dot; every graph of the index (the sealed ones
+//! and the live one) is walked under the same scope and the hits merged into one top-k.
+//!
+//! Invariants kept by this module:
+//! - a walk returns only slots whose ordinal is in `allowed` (unless told everything is);
+//! - a walk counts every distance evaluation it makes and returns the count with its hits.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use roaring::RoaringBitmap;
+
+use super::{VectorIndex, WorseFirst, sort_best_first};
+use crate::index::distance::dot;
+use crate::index::frozen::FrozenGraph;
+use crate::index::{Hit, Slot};
+
+impl VectorIndex {
+    /// Filtered HNSW walk of every graph of the index, merged into one top-k; returns the hits
+    /// and the distance evaluations it made.
+    pub(super) fn graph_top_k(&self, query: &[f32], k: usize, allowed: &RoaringBitmap) -> (Vec<Hit>, usize) {
+        let ef = self.params.ef_search.max(k);
+        // When every vector is allowed the filter is a no-op: the walk does not consult it.
+        let everything_allowed = self.store.everything_allowed(allowed);
+        let (mut hits, distance_computations) = self.walk_every_graph(query, ef, allowed, everything_allowed);
+        debug_assert!(hits.iter().all(|hit| allowed.contains(self.store.ordinal(hit.slot))));
+        sort_best_first(&mut hits);
+        hits.truncate(k);
+        (hits, distance_computations)
+    }
+
+    /// Every graph walked with [`VectorIndex::frozen_walk`], hits unordered, with the distance
+    /// evaluations made.
+    pub(super) fn walk_every_graph(
+        &self,
+        query: &[f32],
+        ef: usize,
+        allowed: &RoaringBitmap,
+        everything: bool,
+    ) -> (Vec<Hit>, usize) {
+        let mut evaluations = 0;
+        let hits = self
+            .sealed
+            .iter()
+            .chain(std::iter::once(&self.frozen))
+            .flat_map(|graph| {
+                let (graph_hits, made) = self.frozen_walk(graph, query, ef, allowed, everything);
+                evaluations += made;
+                graph_hits
+            })
+            .collect();
+        (hits, evaluations)
+    }
+
+    /// Filtered HNSW search with early termination over the frozen adjacency arrays of `graph`
+    /// (one of this index's graphs, walked in its local ids): greedy descent from the entry
+    /// point through the upper layers, then best-first search of layer 0 in which every node
+    /// may be expanded but only allowed nodes enter the (at most `ef`) results. A node becomes
+    /// a candidate while fewer than `ef` results are held or it is closer than the worst result;
+    /// the walk stops when the closest candidate is farther than the worst of `ef` results. When
+    /// `everything_allowed` the filter is not consulted (the plain HNSW search, early
+    /// termination included). Returns the allowed hits found, unordered, scored by `dot`, with
+    /// their slots, and the distance evaluations made.
+    pub(super) fn frozen_walk(
+        &self,
+        graph: &FrozenGraph,
+        query: &[f32],
+        ef: usize,
+        allowed: &RoaringBitmap,
+        everything_allowed: bool,
+    ) -> (Vec<Hit>, usize) {
+        let Some(mut current) = graph.entry() else {
+            return (Vec::new(), 0);
+        };
+        let base = graph.base();
+        debug_assert!(base as usize + graph.nodes() <= self.len(), "a graph covers stored slots only");
+        let vector = |node: Slot| self.vector(base + node);
+        let is_allowed = |node: Slot| everything_allowed || allowed.contains(self.store.ordinal(base + node));
+        let mut evaluations = 1usize;
+        let mut current_score = dot(query, vector(current));
+        for layer in (1..=graph.top_layer()).rev() {
+            loop {
+                let mut moved = false;
+                for &neighbour in graph.neighbours(current, layer) {
+                    evaluations += 1;
+                    let score = dot(query, vector(neighbour));
+                    if score > current_score {
+                        (current, current_score) = (neighbour, score);
+                        moved = true;
+                    }
+                }
+                if !moved {
+                    break;
+                }
+            }
+        }
+        let mut visited = vec![0u64; graph.nodes().div_ceil(64)];
+        visited[current as usize / 64] |= 1 << (current % 64);
+        let start = Hit { slot: current, score: current_score };
+        // Best candidate on top.
+        let mut candidates = BinaryHeap::with_capacity(ef * 4);
+        candidates.push(Reverse(WorseFirst(start)));
+        // Worst retained result on top.
+        let mut results: BinaryHeap<WorseFirst> = BinaryHeap::with_capacity(ef + 1);
+        let mut fresh: Vec<Slot> = Vec::with_capacity(2 * self.params.max_connections);
+        if is_allowed(current) {
+            results.push(WorseFirst(start));
+        }
+        while let Some(Reverse(WorseFirst(candidate))) = candidates.pop() {
+            if results.len() >= ef && results.peek().is_some_and(|worst| candidate.score < worst.0.score) {
+                break;
+            }
+            // Unvisited neighbours first, then their scores: the vector reads of one list are
+            // independent of each other, so the CPU overlaps their cache misses.
+            fresh.clear();
+            for &neighbour in graph.neighbours(candidate.slot, 0) {
+                let (word, bit) = (neighbour as usize / 64, 1u64 << (neighbour % 64));
+                if visited[word] & bit == 0 {
+                    visited[word] |= bit;
+                    fresh.push(neighbour);
+                }
+            }
+            evaluations += fresh.len();
+            for &neighbour in &fresh {
+                let hit = Hit { slot: neighbour, score: dot(query, vector(neighbour)) };
+                let admit = results.len() < ef || results.peek().is_some_and(|worst| WorseFirst(hit) < *worst);
+                if !admit {
+                    continue;
+                }
+                candidates.push(Reverse(WorseFirst(hit)));
+                if is_allowed(neighbour) {
+                    results.push(WorseFirst(hit));
+                    if results.len() > ef {
+                        results.pop();
+                    }
+                }
+            }
+        }
+        let hits = results.into_iter().map(|WorseFirst(hit)| Hit { slot: base + hit.slot, ..hit }).collect();
+        (hits, evaluations)
+    }
+}
