@@ -20,6 +20,7 @@
 //!   returned, so at every commit they equal a recount of the tenant's chunks.
 //! - All SQL is in [`sql`], as constants with bind parameters.
 
+mod migrate;
 pub mod sql;
 
 use std::str::FromStr;
@@ -41,15 +42,8 @@ use crate::retrieval::{
 };
 use crate::storage::StorageError;
 
-/// The versioned migrations, in order: (version, name, SQL with `@DIMENSION@`).
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[
-    (1, "0001_init", include_str!("../../migrations/0001_init.sql")),
-    (2, "0002_readers_by_principal", include_str!("../../migrations/0002_readers_by_principal.sql")),
-    (3, "0003_lexical_statistics", include_str!("../../migrations/0003_lexical_statistics.sql")),
-];
-
-/// Largest dimension pgvector's HNSW index accepts for `vector`.
-const MAX_DIMENSION: usize = 2000;
+use migrate::check_dimension;
+pub use migrate::{MIGRATIONS, migrate, migrate_database};
 
 /// Connection and search parameters of the backend.
 #[derive(Clone, Debug)]
@@ -532,49 +526,6 @@ fn build_pool(params: &PostgresParams) -> RetrievalResult<Pool> {
         .map_err(database)
 }
 
-/// `warrant db migrate`: applies the pending migrations for vectors of `dimension` and returns
-/// the versions it applied (empty when the database is current).
-pub async fn migrate_database(params: &PostgresParams, dimension: usize) -> RetrievalResult<Vec<i32>> {
-    check_dimension(dimension)?;
-    let pool = build_pool(params)?;
-    let mut client = pool.get().await.map_err(database)?;
-    migrate(&mut client, dimension).await
-}
-
-fn check_dimension(dimension: usize) -> RetrievalResult<()> {
-    if (1..=MAX_DIMENSION).contains(&dimension) {
-        return Ok(());
-    }
-    Err(RetrievalError::Storage(StorageError::Corrupted {
-        file: "postgres".into(),
-        reason: format!("embedder dimension {dimension} is outside 1..={MAX_DIMENSION}"),
-    }))
-}
-
-/// Applies the migrations not yet recorded in `warrant_migrations`, each in its own transaction,
-/// under an advisory lock (nodes starting at once apply each migration once).
-pub async fn migrate(client: &mut deadpool_postgres::Client, dimension: usize) -> RetrievalResult<Vec<i32>> {
-    debug_assert!((1..=MAX_DIMENSION).contains(&dimension));
-    let transaction = client.transaction().await.map_err(database)?;
-    transaction.query_one(sql::LOCK_MIGRATIONS, &[]).await.map_err(database)?;
-    transaction.batch_execute(sql::CREATE_MIGRATIONS).await.map_err(database)?;
-    let applied: Vec<i32> =
-        transaction.query(sql::APPLIED_MIGRATIONS, &[]).await.map_err(database)?.iter().map(|row| row.get(0)).collect();
-    let mut ran = Vec::new();
-    for (version, name, text) in MIGRATIONS {
-        if applied.contains(version) {
-            continue;
-        }
-        // The dimension is an integer from the embedder (validated above), not request input.
-        let statements = text.replace("@DIMENSION@", &dimension.to_string());
-        transaction.batch_execute(&statements).await.map_err(database)?;
-        transaction.execute(sql::RECORD_MIGRATION, &[version, name]).await.map_err(database)?;
-        ran.push(*version);
-    }
-    transaction.commit().await.map_err(database)?;
-    Ok(ran)
-}
-
 impl PostgresParams {
     /// Parameters from the settings, with the connection URL read from the environment variable
     /// `storage.postgres.url_env` names.
@@ -607,15 +558,6 @@ mod tests {
     use crate::config::{Settings, StorageBackend};
 
     #[test]
-    fn migrations_are_numbered_in_order_and_name_their_files() {
-        for (index, (version, name, text)) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(*version as usize, index + 1);
-            assert!(name.starts_with(&format!("{version:04}_")), "{name}");
-            assert!(text.contains("@DIMENSION@") || index > 0, "the first migration sizes the vectors");
-        }
-    }
-
-    #[test]
     fn the_backend_is_embedded_unless_configured_and_postgres_needs_its_url_variable() {
         let defaults = Settings::defaults();
         assert_eq!(defaults.storage.backend, StorageBackend::Embedded);
@@ -629,12 +571,5 @@ mod tests {
         assert_eq!(settings.storage.postgres.iterative_scan, IterativeScan::StrictOrder);
         let error = PostgresParams::from_settings(&settings).expect_err("the variable is not set");
         assert!(error.to_string().contains("WARRANT_TEST_VARIABLE_NEVER_SET"), "{error}");
-    }
-
-    #[test]
-    fn a_dimension_pgvector_cannot_index_is_refused() {
-        assert!(check_dimension(384).is_ok());
-        assert!(check_dimension(0).is_err());
-        assert!(check_dimension(MAX_DIMENSION + 1).is_err());
     }
 }

@@ -35,6 +35,7 @@ pub(crate) enum GraphWalk {
 
 impl GraphWalk {
     /// Stable name for benchmark rows.
+    #[cfg(feature = "lab")]
     pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Self::HnswRs => "hnsw_rs",

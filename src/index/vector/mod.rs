@@ -44,7 +44,9 @@ mod walk;
 
 pub use image::{BuildParams, DecodedVectors, GRAPH_MAGIC, GRAPH_VERSION, NO_CHUNK};
 #[cfg(any(test, feature = "lab"))]
-pub(crate) use lab::{GraphWalk, distance_count};
+pub(crate) use lab::GraphWalk;
+#[cfg(feature = "lab")]
+pub(crate) use lab::distance_count;
 pub use planner::{CALIBRATION_MIN_LEN, PlannerCosts};
 use store::VectorStore;
 

@@ -1,0 +1,145 @@
+//! Validation of the [`Settings`]: the range and cross-field rules every configuration must
+//! pass ([`Settings::validate`], run by every constructor), and the start-up rule of `serve`
+//! ([`Settings::validate_for_serving`]) with the loopback test it needs.
+//!
+//! Invariant kept by this module: every problem found names its key, and all of them are
+//! reported at once.
+
+use super::{ConfigError, ConfigResult, DEMO_HS256_SECRET, Settings};
+
+impl Settings {
+    /// Checks ranges and cross-field rules.
+    pub fn validate(&self) -> ConfigResult<()> {
+        let mut problems = Vec::new();
+        let mut check = |ok: bool, message: &str| {
+            if !ok {
+                problems.push(message.to_owned());
+            }
+        };
+        check((1..=256).contains(&self.index.shards), "index.shards must be in 1..=256");
+        check(self.index.threads_per_shard <= 256, "index.threads_per_shard must be in 0..=256 (0: from the cores)");
+        check((4..=256).contains(&self.index.hnsw_max_connections), "index.hnsw_max_connections must be in 4..=256");
+        check((8..=4096).contains(&self.index.hnsw_ef_construction), "index.hnsw_ef_construction must be in 8..=4096");
+        check((1..=4096).contains(&self.index.hnsw_ef_search), "index.hnsw_ef_search must be in 1..=4096");
+        check(
+            (0.0..=1.0).contains(&self.index.exact_scan_max_fraction),
+            "index.exact_scan_max_fraction must be in 0..=1",
+        );
+        check((8..=4096).contains(&self.chunking.max_tokens), "chunking.max_tokens must be in 8..=4096");
+        check(
+            self.chunking.overlap_tokens < self.chunking.max_tokens,
+            "chunking.overlap_tokens must be below max_tokens",
+        );
+        check(
+            (1..=1000).contains(&self.retrieval.lexical_candidates),
+            "retrieval.lexical_candidates must be in 1..=1000",
+        );
+        check(
+            (1..=1000).contains(&self.retrieval.vector_candidates),
+            "retrieval.vector_candidates must be in 1..=1000",
+        );
+        check(self.retrieval.rrf_k > 0.0 && self.retrieval.rrf_k.is_finite(), "retrieval.rrf_k must be positive");
+        check(self.retrieval.max_chunks_per_doc >= 1, "retrieval.max_chunks_per_doc must be at least 1");
+        check(self.retrieval.context_token_budget >= 16, "retrieval.context_token_budget must be at least 16");
+        check(
+            (1..=self.retrieval.top_k_max).contains(&self.retrieval.top_k_default),
+            "retrieval.top_k_default must be in 1..=top_k_max",
+        );
+        check(self.retrieval.top_k_max <= 100, "retrieval.top_k_max must be at most 100");
+        check(self.answer.deadline_ms >= 1, "answer.deadline_ms must be positive");
+        check(
+            self.answer.deadline_ms <= self.answer.max_deadline_ms,
+            "answer.deadline_ms must not exceed max_deadline_ms",
+        );
+        check(self.answer.prompt_token_budget >= 64, "answer.prompt_token_budget must be at least 64");
+        check((-1.0..=1.0).contains(&self.answer.min_vector_score), "answer.min_vector_score must be in -1..=1");
+        check(self.answer.min_source_tokens >= 1, "answer.min_source_tokens must be at least 1");
+        check((1..=10_000).contains(&self.server.max_question_chars), "server.max_question_chars must be in 1..=10000");
+        check(self.server.max_body_bytes >= 1024, "server.max_body_bytes must be at least 1024");
+        check(self.server.max_in_flight >= 1, "server.max_in_flight must be at least 1");
+        check(self.server.workers <= 1024, "server.workers must be in 0..=1024 (0: one per core)");
+        check(self.server.max_batch_documents >= 1, "server.max_batch_documents must be at least 1");
+        check((8..=8192).contains(&self.embedder.dim), "embedder.dim must be in 8..=8192");
+        check(self.embedder.batch_size >= 1, "embedder.batch_size must be at least 1");
+        check((1..=1_000_000).contains(&self.embedder.query_cache), "embedder.query_cache must be in 1..=1000000");
+        check(self.generator.max_claims >= 1, "generator.max_claims must be at least 1");
+        check((16..=32_768).contains(&self.generator.max_tokens), "generator.max_tokens must be in 16..=32768");
+        check((0.0..=1.0).contains(&self.verifier.min_coverage), "verifier.min_coverage must be in 0..=1");
+        check((-1.0..=1.0).contains(&self.verifier.min_similarity), "verifier.min_similarity must be in -1..=1");
+        check(self.verifier.sentence_cache <= 1_000_000, "verifier.sentence_cache must be in 0..=1000000");
+        check(!self.snapshots.dir.trim().is_empty(), "snapshots.dir must not be empty");
+        check(
+            (1..=1024).contains(&self.server.admin_document_batches_per_tenant),
+            "server.admin_document_batches_per_tenant must be in 1..=1024",
+        );
+        check(
+            (1..=1024).contains(&self.server.admin_acl_changes_per_tenant),
+            "server.admin_acl_changes_per_tenant must be in 1..=1024",
+        );
+        check((1..=1000).contains(&self.snapshots.retain), "snapshots.retain must be in 1..=1000");
+        check((10..=60_000).contains(&self.replica.poll_interval_ms), "replica.poll_interval_ms must be in 10..=60000");
+        check(
+            self.replica.max_lag_ms > self.replica.poll_interval_ms && self.replica.max_lag_ms <= 3_600_000,
+            "replica.max_lag_ms must be above poll_interval_ms and at most 3600000",
+        );
+        if !self.replica.follow.is_empty() {
+            check(
+                self.replica.follow.starts_with("http://") || self.replica.follow.starts_with("https://"),
+                "replica.follow must be an http:// or https:// url",
+            );
+            check(
+                !self.replica.token_env.is_empty(),
+                "replica.token_env must name a variable when replica.follow is set",
+            );
+        }
+        check(self.storage.checkpoint_changes >= 1, "storage.checkpoint_changes must be at least 1");
+        check((1..=256).contains(&self.storage.postgres.pool_size), "storage.postgres.pool_size must be in 1..=256");
+        check((1..=1000).contains(&self.storage.postgres.ef_search), "storage.postgres.ef_search must be in 1..=1000");
+        check(
+            !self.storage.postgres.url_env.trim().is_empty(),
+            "storage.postgres.url_env must name an environment variable",
+        );
+        check(
+            (1..=86_400).contains(&self.storage.checkpoint_interval_seconds),
+            "storage.checkpoint_interval_seconds must be in 1..=86400",
+        );
+        if problems.is_empty() { Ok(()) } else { Err(ConfigError::Invalid(problems.join("; "))) }
+    }
+
+    /// The start-up rule of `serve`, on top of [`Settings::validate`]: the published demo HS256
+    /// secret is accepted only by a server bound to loopback, so a reachable deployment can never
+    /// verify tokens that anyone could have signed.
+    pub fn validate_for_serving(&self) -> ConfigResult<()> {
+        let demo_key_accepted = self.auth.hs256_enabled() && self.auth.hs256_secret == DEMO_HS256_SECRET;
+        if demo_key_accepted && !is_loopback_bind(&self.server.bind) {
+            return Err(ConfigError::Invalid(format!(
+                "refusing to serve on {bind}: auth.hs256_secret is the published demo key, which anyone can use to \
+                 sign admin tokens, and server.bind is not a loopback address (127.0.0.0/8, ::1, localhost); set \
+                 WARRANT__AUTH__HS256_SECRET to a secret of your own (for example `openssl rand -hex 32`), or set \
+                 auth.rs256_public_key_file (hs256 is then off unless auth.allow_hs256_with_rs256 = true), or bind \
+                 server.bind to 127.0.0.1 to run the demo",
+                bind = self.server.bind
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `bind` (`host:port`, `[v6]:port` or a bare host) names only loopback interfaces:
+/// 127.0.0.0/8, ::1 (also as an IPv4-mapped address) or `localhost`. Unspecified addresses
+/// (`0.0.0.0`, `::`) and any other host name are not loopback.
+pub fn is_loopback_bind(bind: &str) -> bool {
+    let bind = bind.trim();
+    if let Ok(address) = bind.parse::<std::net::SocketAddr>() {
+        return address.ip().to_canonical().is_loopback();
+    }
+    if let Ok(ip) = bind.parse::<std::net::IpAddr>() {
+        return ip.to_canonical().is_loopback();
+    }
+    let host = bind.rsplit_once(':').map_or(bind, |(host, _)| host);
+    let host = host.strip_prefix('[').and_then(|inner| inner.strip_suffix(']')).unwrap_or(host);
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.to_canonical().is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost") || host.eq_ignore_ascii_case("localhost."),
+    }
+}
