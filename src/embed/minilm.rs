@@ -1,5 +1,5 @@
 //! Sentence embeddings from a sentence-transformers BERT model (all-MiniLM-L6-v2 by default) run
-//! on the CPU with candle.
+//! on the CPU by the encoder in [`super::bert`] (weights read with candle).
 //!
 //! The pipeline reproduces sentence-transformers exactly: WordPiece tokens truncated at
 //! `max_seq_length` (256 for all-MiniLM-L6-v2; the bundled tokenizer.json says 128 and is
@@ -15,20 +15,21 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use candle_transformers::models::bert::Config as BertConfig;
 use serde::Deserialize;
 use tokenizers::{Tokenizer, TruncationParams};
 
+use super::bert::BertEncoder;
 use super::{EmbedError, EmbedResult, Embedder, normalize};
 
 /// Tokens per text (special tokens included) when the model directory does not say otherwise;
 /// sentence-transformers' `max_seq_length` of all-MiniLM-L6-v2.
 pub const DEFAULT_MAX_TOKENS: usize = 256;
 
-/// Texts run through the encoder at once. Texts are sorted by length first, so each micro-batch
-/// pads to a similar length.
+/// Texts run through the encoder at once (bounds its buffers: 32 texts of 256 tokens need ~70 MB).
+/// Texts are sorted by length first, so the encoder's two halves of a micro-batch get similar work.
 const MICRO_BATCH: usize = 32;
 
 /// `sentence_bert_config.json`: the sequence length sentence-transformers truncates at.
@@ -55,9 +56,8 @@ pub struct MiniLmEmbedder {
 
 /// Weights and tokenizer; all CPU work happens here.
 struct Encoder {
-    model: BertModel,
+    model: BertEncoder,
     tokenizer: Tokenizer,
-    pad_id: u32,
     dimension: usize,
 }
 
@@ -77,11 +77,10 @@ impl MiniLmEmbedder {
         let tokenizer_path = model_dir.join("tokenizer.json");
         let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
             .map_err(|error| EmbedError::Model(format!("invalid {}: {error}", tokenizer_path.display())))?;
-        let pad_id = tokenizer.get_padding().map_or(config.pad_token_id as u32, |padding| padding.pad_id);
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: max_tokens, ..TruncationParams::default() }))
             .map_err(|error| EmbedError::Model(format!("cannot set truncation: {error}")))?;
-        // Padding is done per micro-batch in `Encoder::forward`, to the longest text only.
+        // No padding: the encoder packs the tokens of a batch.
         tokenizer.with_padding(None);
 
         let weights_path = model_dir.join("model.safetensors");
@@ -89,12 +88,12 @@ impl MiniLmEmbedder {
             .map_err(|error| EmbedError::Model(format!("cannot read {}: {error}", weights_path.display())))?;
         let variables = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .map_err(|error| EmbedError::Model(format!("invalid {}: {error}", weights_path.display())))?;
-        let model = BertModel::load(variables, &config)
+        let model = BertEncoder::load(variables, &config)
             .map_err(|error| EmbedError::Model(format!("cannot load BERT weights: {error}")))?;
 
         let dir_name = model_dir.file_name().map_or_else(|| "model".into(), |name| name.to_string_lossy());
         Ok(Self {
-            encoder: Arc::new(Encoder { model, tokenizer, pad_id, dimension: config.hidden_size }),
+            encoder: Arc::new(Encoder { model, tokenizer, dimension: config.hidden_size }),
             name: format!("minilm:{dir_name}"),
         })
     }
@@ -140,7 +139,7 @@ impl Encoder {
             .map_err(|error| EmbedError::Provider(format!("tokenization failed: {error}")))?;
         let token_ids: Vec<&[u32]> = encodings.iter().map(|encoding| encoding.get_ids()).collect();
 
-        // Longest first: similar lengths share a micro-batch, so little compute goes to padding.
+        // Longest first: similar lengths share a micro-batch.
         let mut order: Vec<usize> = (0..token_ids.len()).collect();
         order.sort_by_key(|&index| std::cmp::Reverse(token_ids[index].len()));
 
@@ -148,7 +147,8 @@ impl Encoder {
         for batch in order.chunks(MICRO_BATCH) {
             let batch_ids: Vec<&[u32]> = batch.iter().map(|&index| token_ids[index]).collect();
             let pooled = self
-                .forward(&batch_ids)
+                .model
+                .mean_pooled(&batch_ids)
                 .map_err(|error| EmbedError::Provider(format!("bert forward failed: {error}")))?;
             for (&index, mut vector) in batch.iter().zip(pooled) {
                 if vector.len() != self.dimension {
@@ -159,32 +159,6 @@ impl Encoder {
             }
         }
         Ok(vectors)
-    }
-
-    /// Mean-pooled (not yet normalized) encoder output of one micro-batch, padded to its longest
-    /// sequence.
-    fn forward(&self, batch: &[&[u32]]) -> candle_core::Result<Vec<Vec<f32>>> {
-        let rows = batch.len();
-        let columns = batch.iter().map(|ids| ids.len()).max().unwrap_or(0);
-        let mut ids = Vec::with_capacity(rows * columns);
-        let mut mask = Vec::with_capacity(rows * columns);
-        for sequence in batch {
-            ids.extend_from_slice(sequence);
-            ids.extend(std::iter::repeat_n(self.pad_id, columns - sequence.len()));
-            mask.extend(std::iter::repeat_n(1u32, sequence.len()));
-            mask.extend(std::iter::repeat_n(0u32, columns - sequence.len()));
-        }
-        let device = &self.model.device;
-        let input_ids = Tensor::from_vec(ids, (rows, columns), device)?;
-        let attention_mask = Tensor::from_vec(mask, (rows, columns), device)?;
-        let token_type_ids = input_ids.zeros_like()?;
-
-        let hidden = self.model.forward(&input_ids, &token_type_ids, Some(&attention_mask))?;
-        let weights = attention_mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let summed = hidden.broadcast_mul(&weights)?.sum(1)?;
-        // Every sequence holds at least [CLS] and [SEP], so no count is zero.
-        let counts = weights.sum(1)?;
-        summed.broadcast_div(&counts)?.to_vec2()
     }
 }
 
@@ -248,6 +222,32 @@ mod tests {
         assert!(dot(&alone[0], &batched[1]) > 0.999_999, "padding changed the vector");
         assert!((dot(&batched[0], &batched[0]) - 1.0).abs() < 1e-5);
         assert!(dot(&batched[0], &batched[1]) > 0.3, "related texts should be similar");
+    }
+
+    /// Vectors of tests/golden/minilm_candle.json were made by the previous implementation
+    /// (candle's `BertModel`); the packed encoder must agree with them, embedded alone or together.
+    #[test]
+    fn vectors_match_the_candle_bert_golden_file() {
+        #[derive(Deserialize)]
+        struct Golden {
+            texts: Vec<String>,
+            vectors: Vec<Vec<f32>>,
+        }
+        let Some(embedder) = load_or_skip() else { return };
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/minilm_candle.json");
+        let golden: Golden = serde_json::from_str(&fs::read_to_string(path).expect("golden file")).expect("parses");
+        let together = embedder.embed_blocking(&golden.texts).expect("embeds");
+        let mut lowest = f32::INFINITY;
+        for ((text, expected), batched) in golden.texts.iter().zip(&golden.vectors).zip(&together) {
+            let alone = embedder.embed_blocking(&[text]).expect("embeds");
+            for actual in [batched, &alone[0]] {
+                assert!((dot(actual, actual) - 1.0).abs() < 1e-5, "unit norm");
+                let cosine = dot(actual, expected);
+                assert!(cosine > 0.9999, "cosine {cosine} to the candle vector of {text:?}");
+                lowest = lowest.min(cosine);
+            }
+        }
+        eprintln!("lowest cosine to the candle vectors: {lowest:.7}");
     }
 
     /// Speed numbers, not assertions: `cargo test --release --lib embed::minilm -- --ignored --nocapture`.

@@ -6,6 +6,7 @@
 //! unit L2 norm (or is all zeros for text without features), so cosine similarity is a dot
 //! product everywhere downstream.
 
+mod bert;
 mod hashed;
 mod minilm;
 pub mod model;
