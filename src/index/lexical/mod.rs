@@ -307,28 +307,16 @@ impl LexicalIndex {
         }
 
         let text_query = self.text_query(&terms);
-        // A scope holding at least half of the live docs is checked inside the pruned walk of the
-        // plain disjunction (block-max WAND: only docs that can still enter the top k are
-        // scored); a smaller one is intersected with the postings, which then skips the docs
-        // outside it.
-        if allowed_docs as u64 * 2 >= snapshot.searcher.num_docs() {
-            let hits = match statistics {
-                Some(statistics) => {
-                    let provider = GivenStatistics { statistics, fields: self.fields };
-                    pruned_top_k(snapshot, text_query.as_ref(), k, &scope, &provider)
-                }
-                None => {
-                    let provider = ScopeStatistics { searcher: &snapshot.searcher, scope: &scope, fields: self.fields };
-                    pruned_top_k(snapshot, text_query.as_ref(), k, &scope, &provider)
-                }
-            }
-            .map_err(lexical)?;
-            return Ok(LexicalSearch { hits, allowed_docs });
-        }
-        let query: Box<dyn Query> = Box::new(BooleanQuery::new(vec![
-            (Occur::Must, text_query),
-            (Occur::Must, Box::new(ScopeQuery { docs: Arc::clone(&scope.docs) })),
-        ]));
+        // A scope holding every live doc restricts nothing: skip the clause so tantivy can use
+        // its dynamic pruning (block-max WAND) on the plain disjunction.
+        let query: Box<dyn Query> = if allowed_docs as u64 == snapshot.searcher.num_docs() {
+            text_query
+        } else {
+            Box::new(BooleanQuery::new(vec![
+                (Occur::Must, text_query),
+                (Occur::Must, Box::new(ScopeQuery { docs: Arc::clone(&scope.docs) })),
+            ]))
+        };
 
         let columns = Arc::clone(&snapshot.columns);
         let collector = TopDocs::with_limit(k).tweak_score(move |segment: &SegmentReader| {
@@ -375,99 +363,6 @@ impl LexicalIndex {
     /// The underlying tantivy index (diagnostics).
     pub fn tantivy_index(&self) -> &Index {
         &self.index
-    }
-}
-
-/// The top `k` docs of `query` inside `scope` (score descending, ties by ascending slot),
-/// scored with `provider`'s statistics.
-///
-/// Candidates come from tantivy's pruned walk (`Weight::for_each_pruning`: block-max WAND for a
-/// disjunction of terms). The scope is checked for every doc the walk scores, so its threshold
-/// only rises with docs inside the scope: a doc outside never displaces one inside. The walk
-/// sums a doc's term scores in whatever order its pivoting reaches them, which can differ from
-/// the plain union's sum by an ulp, so the walk only *selects*: the threshold it is handed is
-/// [`near`] below the k-th score, every doc it passed within that margin of the final k-th score
-/// is kept, and those are scored again with the union scorer the unpruned search uses, which
-/// orders them. The result is the unpruned search's, bit for bit.
-fn pruned_top_k(
-    snapshot: &Snapshot,
-    query: &dyn Query,
-    k: usize,
-    scope: &scope::Scope,
-    provider: &dyn Bm25StatisticsProvider,
-) -> tantivy::Result<Vec<Hit>> {
-    use std::collections::BinaryHeap;
-    use tantivy::{DocSet, TERMINATED};
-    let enable = tantivy::query::EnableScoring::enabled_from_statistics_provider(provider, &snapshot.searcher);
-    let weight = query.weight(enable)?;
-    // The k best walk scores so far (lowest on top), for the threshold only.
-    let mut best: BinaryHeap<Reverse<OrderedScore>> = BinaryHeap::with_capacity(k + 1);
-    let threshold = |best: &BinaryHeap<Reverse<OrderedScore>>| match best.peek() {
-        Some(Reverse(OrderedScore(worst))) if best.len() == k => near(*worst),
-        _ => Score::MIN,
-    };
-    // Every in-scope doc the walk passed: (segment, doc, walk score).
-    let mut passed: Vec<(usize, DocId, Score)> = Vec::new();
-    for (segment, reader) in snapshot.searcher.segment_readers().iter().enumerate() {
-        let Some(docs) = scope.docs.get(&reader.segment_id()) else { continue };
-        let start = threshold(&best);
-        weight.for_each_pruning(start, reader, &mut |doc, score| {
-            // The scope's bitset holds only live docs, so this also skips deleted ones.
-            if doc < docs.max_value() && docs.contains(doc) {
-                passed.push((segment, doc, score));
-                best.push(Reverse(OrderedScore(score)));
-                if best.len() > k {
-                    best.pop();
-                }
-            }
-            threshold(&best)
-        })?;
-    }
-    let cut = threshold(&best);
-    let mut candidates: Vec<(usize, DocId)> =
-        passed.into_iter().filter(|&(_, _, score)| score > cut).map(|(segment, doc, _)| (segment, doc)).collect();
-    candidates.sort_unstable();
-    let mut hits = Vec::with_capacity(candidates.len());
-    for group in candidates.chunk_by(|left, right| left.0 == right.0) {
-        let reader = &snapshot.searcher.segment_readers()[group[0].0];
-        let slots = snapshot.columns.get(&reader.segment_id());
-        let mut scorer = weight.scorer(reader, 1.0)?;
-        for &(_, doc) in group {
-            if scorer.doc() < doc && scorer.seek(doc) == TERMINATED {
-                break;
-            }
-            if scorer.doc() == doc {
-                let slot = slots.and_then(|columns| columns.slots.get(doc as usize)).copied().unwrap_or(Slot::MAX);
-                hits.push(Hit { slot, score: scorer.score() });
-            }
-        }
-    }
-    hits.sort_by(|left, right| right.score.total_cmp(&left.score).then(left.slot.cmp(&right.slot)));
-    hits.truncate(k);
-    Ok(hits)
-}
-
-/// A score a little below `score`: far more than the rounding of a sum of a few term scores
-/// (relative 1e-5 against ~1e-7), far less than any difference that orders two docs.
-fn near(score: Score) -> Score {
-    score - score.abs() * 1e-5 - Score::EPSILON
-}
-
-/// A score with a total order (BM25 scores are finite).
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct OrderedScore(Score);
-
-impl Eq for OrderedScore {}
-
-impl PartialOrd for OrderedScore {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for OrderedScore {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
     }
 }
 
