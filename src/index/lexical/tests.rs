@@ -666,3 +666,39 @@ fn measure_filtered_vs_unfiltered() {
         );
     }
 }
+
+/// Over many posting blocks and two segments, a top-k is exactly the head of the full ranking
+/// (scores bit for bit, ties by slot), inside the scope, for a whole scope and a partial one.
+#[test]
+fn top_k_over_many_blocks_is_the_head_of_the_full_ranking() {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    const VOCABULARY: [&str; 12] =
+        ["amber", "birch", "cedar", "delta", "ember", "fjord", "grove", "heath", "inlet", "jade", "knoll", "lagoon"];
+    let mut rng = SmallRng::seed_from_u64(11);
+    let rows: Vec<Row> = (0..1_200u32)
+        .map(|slot| {
+            let words: Vec<&str> = (0..rng.gen_range(3..12)).map(|_| VOCABULARY[rng.gen_range(0..12)]).collect();
+            (slot, slot / 2, String::new(), words.join(" "))
+        })
+        .collect();
+    let index = index_with(&[rows[..700].to_vec(), rows[700..].to_vec()]);
+    let ordinal_of: HashMap<Slot, DocOrdinal> = rows.iter().map(|row| (row.0, row.1)).collect();
+    let most: RoaringBitmap = (0..600u32).filter(|ordinal| ordinal % 5 != 0).collect();
+    for scope in [everything(), most] {
+        for query in ["amber birch", "cedar delta ember", "jade", "knoll lagoon amber fjord"] {
+            let full = index.search(query, 10_000, &scope).expect("search");
+            assert!(full.hits.len() > 100, "{query}: {}", full.hits.len());
+            for k in [1, 5, 10] {
+                let top = index.search(query, k, &scope).expect("search");
+                let head: Vec<(Slot, u32)> =
+                    full.hits.iter().take(k).map(|hit| (hit.slot, hit.score.to_bits())).collect();
+                let got: Vec<(Slot, u32)> = top.hits.iter().map(|hit| (hit.slot, hit.score.to_bits())).collect();
+                assert_eq!(got, head, "{query}, k = {k}");
+                assert!(top.hits.iter().all(|hit| scope.contains(ordinal_of[&hit.slot])));
+            }
+            let expected = model(&index, &rows, query, |row| scope.contains(row.1));
+            assert_matches_model(&full.hits, &expected);
+        }
+    }
+}
