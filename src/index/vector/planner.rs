@@ -118,7 +118,15 @@ impl VectorIndex {
         let ef = self.params.ef_search.max(1);
         let queries: Vec<Slot> =
             (0..CALIBRATION_QUERIES).map(|number| (number * len / CALIBRATION_QUERIES) as Slot).collect();
-        let scan_slots: Vec<Slot> = (0..len.min(CALIBRATION_SCAN_LEN) as Slot).collect();
+        // Each query scans slots spread over the whole index, as a scope's are, and other slots
+        // than the query before it (so they come cold from memory, as in use): one run of
+        // consecutive slots, the same for every query, measured a fifth of the cost per vector
+        // of a scan in use (89 ns against ~500 ns at 50,000 x 384) and sent 10 % scopes to a
+        // scan 5x slower than the walk.
+        let stride = (len / CALIBRATION_SCAN_LEN).max(1);
+        let scan_slots = |number: usize| -> Vec<Slot> {
+            (number % stride..len).step_by(stride).take(CALIBRATION_SCAN_LEN).map(|slot| slot as Slot).collect()
+        };
         // Every tenth slot's ordinal: a scope of about 10%.
         let tenth: RoaringBitmap = (0..len as Slot).step_by(10).map(|slot| self.store.ordinal(slot)).collect();
         let median = |mut values: Vec<f64>| {
@@ -129,11 +137,12 @@ impl VectorIndex {
         let mut walk_ns = Vec::with_capacity(queries.len());
         let mut unfiltered = Vec::with_capacity(queries.len());
         let mut filtered = Vec::with_capacity(queries.len());
-        for &slot in &queries {
+        for (number, &slot) in queries.iter().enumerate() {
             let query = self.vector(slot).to_vec();
+            let scanned = scan_slots(number);
             let started = std::time::Instant::now();
-            std::hint::black_box(self.exact_top_k(&query, 10, &scan_slots));
-            scan_ns.push(started.elapsed().as_nanos() as f64 / scan_slots.len() as f64);
+            std::hint::black_box(self.exact_top_k(&query, 10, &scanned));
+            scan_ns.push(started.elapsed().as_nanos() as f64 / scanned.len() as f64);
             // The filtered walk starts from another vector (half a spacing on), so it does not
             // find the unfiltered walk's vectors in the cache: a walk's reads are cold in use.
             let other = self.vector(((slot as usize + len / (2 * CALIBRATION_QUERIES)) % len) as Slot).to_vec();
