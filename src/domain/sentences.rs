@@ -181,11 +181,6 @@ impl SentenceVectors {
         let scale = f32::from_bits(entry.scale);
         scale.is_finite().then(|| entry.values.iter().map(|&value| f32::from(value) * scale).collect())
     }
-
-    /// Bytes held on the heap (for memory accounting).
-    pub fn heap_bytes(&self) -> usize {
-        self.entries.iter().map(|entry| std::mem::size_of::<SentenceVector>() + entry.values.len()).sum()
-    }
 }
 
 #[cfg(test)]

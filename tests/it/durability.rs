@@ -861,10 +861,11 @@ async fn revoke(http: &reqwest::Client, base: &str, admin: &str, doc_id: &str) {
     assert_eq!(status, 200, "revoke {doc_id}: {reply}");
 }
 
-/// Every sentence vector of `engine`'s chunks, by chunk id (chunks without any are left out).
-fn sentence_vectors(engine: &Engine) -> BTreeMap<String, Arc<warrant::domain::SentenceVectors>> {
-    engine
-        .shards()
+/// Every sentence vector of the chunks of `shards`, by chunk id (chunks without any are left out).
+fn sentence_vectors(
+    shards: &[Arc<warrant::index::shard::Shard>],
+) -> BTreeMap<String, Arc<warrant::domain::SentenceVectors>> {
+    shards
         .iter()
         .flat_map(|shard| shard.export())
         .filter_map(|(chunk, _)| Some((chunk.id.to_string(), chunk.sentence_vectors.clone()?)))
@@ -885,7 +886,7 @@ async fn sentence_vectors_are_made_once_at_ingestion_and_kept_through_restarts_a
     engine.upsert("acme", vec![doc("hotel", "Hotels", text, &["all"])]).await.unwrap();
     // One text for the chunk, then each distinct sentence once (the repeated one is not).
     assert_eq!(counting.take(), 1 + 2);
-    let made = sentence_vectors(&engine);
+    let made = sentence_vectors(&engine.shards());
     assert_eq!(made.len(), 1, "the one chunk has its sentence vectors");
     let vectors = made.values().next().unwrap();
     assert_eq!(vectors.len(), 2);
@@ -897,30 +898,24 @@ async fn sentence_vectors_are_made_once_at_ingestion_and_kept_through_restarts_a
     drop(engine);
 
     let (engine, _) = Engine::open(params.clone(), counting.clone(), directory.path()).await.unwrap();
-    assert_eq!(sentence_vectors(&engine), made, "a restart keeps them (nothing re-embedded)");
+    assert_eq!(sentence_vectors(&engine.shards()), made, "a restart keeps them (nothing re-embedded)");
     assert_eq!(counting.take(), 1, "only the check above embedded");
     let root = tempfile::tempdir().unwrap();
     let created = warrant::snapshot::create(&engine, root.path(), 1).await.unwrap();
     let restored = warrant::snapshot::restore(&created.path, "fake-counting", settings.embedder.dim, params.vector)
         .expect("the snapshot restores");
-    let from_snapshot: BTreeMap<String, Arc<warrant::domain::SentenceVectors>> = restored
-        .shards
-        .iter()
-        .flat_map(|shard| shard.export())
-        .filter_map(|(chunk, _)| Some((chunk.id.to_string(), chunk.sentence_vectors.clone()?)))
-        .collect();
-    assert_eq!(from_snapshot, made, "a snapshot keeps them");
+    assert_eq!(sentence_vectors(&restored.shards), made, "a snapshot keeps them");
 
     // The hashed embedder is not semantic: the verifier does not embed with it, so nothing is made.
     let plain = Engine::start(params.clone(), Arc::new(HashedEmbedder::new(settings.embedder.dim))).unwrap();
     plain.upsert("acme", vec![doc("hotel", "Hotels", text, &["all"])]).await.unwrap();
-    assert!(sentence_vectors(&plain).is_empty());
+    assert!(sentence_vectors(&plain.shards()).is_empty());
     // Nor with the setting off.
     let mut off = settings.clone();
     off.verifier.sentence_vectors = false;
     let params = EngineParams::from_settings(&off, off.embedder.dim);
     let quiet = Engine::start(params, counting.clone()).unwrap();
     quiet.upsert("acme", vec![doc("hotel", "Hotels", text, &["all"])]).await.unwrap();
-    assert!(sentence_vectors(&quiet).is_empty());
+    assert!(sentence_vectors(&quiet.shards()).is_empty());
     assert_eq!(counting.take(), 1);
 }
