@@ -3,7 +3,8 @@
 //! one way to start it.
 //!
 //! Invariants: nothing is served before [`build_state`] has returned (the engine is started,
-//! restored or recovered whole); the demo corpus is loaded only into a new engine.
+//! restored or recovered whole, or the database connected and migrated); the demo corpus is
+//! loaded only into a new engine or an empty database.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -14,11 +15,11 @@ use serde::Deserialize;
 use tokio::sync::Semaphore;
 
 use crate::answer::{AnswerPipeline, PipelineSettings};
-use crate::config::Settings;
+use crate::config::{Settings, StorageBackend};
 use crate::http::AppState;
 use crate::http::auth::Authenticator;
 use crate::providers::Providers;
-use crate::retrieval::{DocumentInput, Engine, EngineParams};
+use crate::retrieval::{DocumentInput, Engine, EngineParams, ReadSide, WriteSide};
 
 /// Errors that stop the server from starting.
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +84,7 @@ struct DemoCorpus {
 }
 
 /// Loads a demo corpus file (documents grouped per tenant, one batch per tenant).
-pub async fn load_corpus(engine: &Engine, path: &Path) -> Result<usize, StartError> {
+pub async fn load_corpus(writer: &dyn WriteSide, path: &Path) -> Result<usize, StartError> {
     let demo_error = |reason: String| StartError::Demo { path: path.display().to_string(), reason };
     let text = std::fs::read_to_string(path).map_err(|error| demo_error(error.to_string()))?;
     let corpus: DemoCorpus = serde_json::from_str(&text).map_err(|error| demo_error(error.to_string()))?;
@@ -99,7 +100,7 @@ pub async fn load_corpus(engine: &Engine, path: &Path) -> Result<usize, StartErr
     }
     let mut total = 0;
     for (tenant, documents) in per_tenant {
-        total += engine.upsert(&tenant, documents).await?.documents;
+        total += writer.upsert(&tenant, documents).await?.documents;
     }
     Ok(total)
 }
@@ -180,10 +181,44 @@ pub async fn start_engine(
     Ok((engine, recovery.created))
 }
 
-/// The answer pipeline over `engine` with the configured generator and verifier.
-pub fn pipeline(settings: &Settings, engine: Arc<Engine>, providers: &Providers) -> AnswerPipeline {
+/// A started backend: its two sides, the embedded engine when it is the backend, and whether
+/// it is new (nothing restored, recovered or in the database: the demo corpus may be loaded).
+pub struct Backend {
+    /// Scope, retrieval, authorization, documents.
+    pub reader: Arc<dyn ReadSide>,
+    /// Document batches and ACL changes.
+    pub writer: Arc<dyn WriteSide>,
+    /// The embedded engine (`None` on PostgreSQL).
+    pub engine: Option<Arc<Engine>>,
+    /// Whether it is new.
+    pub fresh: bool,
+}
+
+/// Starts the configured backend: the embedded engine ([`start_engine`]) or a connection pool
+/// to PostgreSQL (migrations applied, the embedder checked against the database's).
+pub async fn start_backend(
+    settings: &Settings,
+    embedder: Arc<dyn crate::embed::Embedder>,
+) -> Result<Backend, StartError> {
+    match settings.storage.backend {
+        StorageBackend::Embedded => {
+            let (engine, fresh) = start_engine(settings, embedder).await?;
+            Ok(Backend { reader: engine.clone(), writer: engine.clone(), engine: Some(engine), fresh })
+        }
+        StorageBackend::Postgres => {
+            let params = crate::postgres::PostgresParams::from_settings(settings)?;
+            let backend = crate::postgres::PostgresBackend::connect(params, embedder).await?;
+            let fresh = backend.is_empty().await?;
+            tracing::info!(lineage = %backend.lineage(), empty = fresh, "postgres backend connected");
+            Ok(Backend { reader: backend.clone(), writer: backend, engine: None, fresh })
+        }
+    }
+}
+
+/// The answer pipeline over a backend's read side with the configured generator and verifier.
+pub fn pipeline(settings: &Settings, reader: Arc<dyn ReadSide>, providers: &Providers) -> AnswerPipeline {
     AnswerPipeline::new(
-        engine,
+        reader,
         Arc::clone(&providers.generator),
         Arc::clone(&providers.verifier),
         PipelineSettings::from_settings(settings),
@@ -202,19 +237,37 @@ pub(crate) async fn build_state_with(
     settings: Arc<Settings>,
     providers: Providers,
 ) -> Result<(web::Data<AppState>, bool), StartError> {
+    let backend = start_backend(&settings, Arc::clone(&providers.embedder)).await?;
+    let fresh = backend.fresh;
+    Ok((build_state_on(settings, providers, backend)?, fresh))
+}
+
+/// The shared state around an already started `backend` (what [`build_state`] does after
+/// [`start_backend`]; also for embedding warrant on a backend built elsewhere). Must run inside
+/// an actix System.
+pub fn build_state_on(
+    settings: Arc<Settings>,
+    providers: Providers,
+    backend: Backend,
+) -> Result<web::Data<AppState>, StartError> {
     let authenticator = Authenticator::from_settings(&settings.auth)?;
-    let (engine, fresh) = start_engine(&settings, Arc::clone(&providers.embedder)).await?;
-    let replica = (!settings.replica.follow.is_empty()).then(|| {
-        let status =
-            Arc::new(crate::replica::ReplicaStatus::new(std::time::Duration::from_millis(settings.replica.max_lag_ms)));
-        crate::replica::spawn_follower(Arc::clone(&engine), &settings, Arc::clone(&status));
-        status
-    });
-    if engine.store().is_some() {
-        crate::snapshot::checkpoint::spawn(Arc::clone(&engine), Arc::clone(&settings));
+    let Backend { reader, writer, engine, fresh: _ } = backend;
+    let mut replica = None;
+    if let Some(engine) = &engine {
+        if !settings.replica.follow.is_empty() {
+            let lag = std::time::Duration::from_millis(settings.replica.max_lag_ms);
+            let status = Arc::new(crate::replica::ReplicaStatus::new(lag));
+            crate::replica::spawn_follower(Arc::clone(engine), &settings, Arc::clone(&status));
+            replica = Some(status);
+        }
+        if engine.store().is_some() {
+            crate::snapshot::checkpoint::spawn(Arc::clone(engine), Arc::clone(&settings));
+        }
     }
-    let pipeline = Arc::new(pipeline(&settings, Arc::clone(&engine), &providers));
+    let pipeline = Arc::new(pipeline(&settings, Arc::clone(&reader), &providers));
     let state = web::Data::new(AppState {
+        reader,
+        writer,
         engine,
         pipeline,
         authenticator,
@@ -229,5 +282,5 @@ pub(crate) async fn build_state_with(
         ready: AtomicBool::new(false),
         replica,
     });
-    Ok((state, fresh))
+    Ok(state)
 }

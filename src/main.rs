@@ -119,13 +119,6 @@ async fn serve(config: Option<PathBuf>, restore: Option<PathBuf>, follow: Option
     }
     settings.validate().context("checking configuration")?;
     settings.validate_for_serving().context("checking configuration")?;
-    if settings.storage.backend == warrant::config::StorageBackend::Postgres {
-        bail!(
-            "storage.backend = \"postgres\" is not served over HTTP yet: the HTTP server runs the embedded backend \
-             only; the postgres backend is a library (warrant::postgres) and `warrant db migrate` (README, \
-             \"Running on PostgreSQL\")"
-        );
-    }
     let settings = Arc::new(settings);
     warrant::telemetry::init_tracing(settings.server.log_format == warrant::config::LogFormat::Json);
     let providers = warrant::providers::from_settings(&settings).await.context("building providers")?;
@@ -141,7 +134,7 @@ async fn snapshot_create(config: Option<PathBuf>, corpus: Option<PathBuf>, dir: 
     let params = warrant::retrieval::EngineParams::from_settings(&settings, providers.embedder.dimension());
     let engine = warrant::retrieval::Engine::start(params, providers.embedder).context("starting the engine")?;
     let corpus = corpus.unwrap_or_else(|| PathBuf::from(&settings.demo.corpus));
-    let documents = warrant::app::load_corpus(&engine, &corpus).await.context("loading the corpus")?;
+    let documents = warrant::app::load_corpus(engine.as_ref(), &corpus).await.context("loading the corpus")?;
     let root = dir.unwrap_or_else(|| PathBuf::from(&settings.snapshots.dir));
     let created =
         warrant::snapshot::create(&engine, &root, settings.snapshots.retain).await.context("writing the snapshot")?;

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use crate::config::{AnswerSettings, Settings};
 use crate::domain::Principal;
-use crate::retrieval::Engine;
+use crate::retrieval::ReadSide;
 
 use super::AnswerResult;
 use super::generator::Generator;
@@ -121,7 +121,7 @@ impl StageClock {
 
 /// The answer pipeline with its providers.
 pub struct AnswerPipeline {
-    engine: Arc<Engine>,
+    reader: Arc<dyn ReadSide>,
     generator: Arc<dyn Generator>,
     verifier: Arc<dyn SupportVerifier>,
     settings: PipelineSettings,
@@ -192,19 +192,19 @@ impl RequestState {
 }
 
 impl AnswerPipeline {
-    /// A pipeline over an engine and providers.
+    /// A pipeline over a backend's read side and providers.
     pub fn new(
-        engine: Arc<Engine>,
+        reader: Arc<dyn ReadSide>,
         generator: Arc<dyn Generator>,
         verifier: Arc<dyn SupportVerifier>,
         settings: PipelineSettings,
     ) -> Self {
-        Self { engine, generator, verifier, settings }
+        Self { reader, generator, verifier, settings }
     }
 
-    /// The engine.
-    pub fn engine(&self) -> &Arc<Engine> {
-        &self.engine
+    /// The backend's read side.
+    pub fn reader(&self) -> &Arc<dyn ReadSide> {
+        &self.reader
     }
 
     /// The generator.
@@ -251,8 +251,8 @@ impl AnswerPipeline {
         k: Option<usize>,
     ) -> AnswerResult<RetrieveResponse> {
         let k = k.unwrap_or(self.settings.top_k_default).clamp(1, self.settings.top_k_max);
-        let scope = self.engine.scope(principal);
-        let retrieved = self.engine.retrieve(&scope, query).await?;
+        let scope = self.reader.scope(principal).await?;
+        let retrieved = self.reader.retrieve(&scope, query).await?;
         let short = retrieved.candidates.len() < k;
         let vector_search = retrieved
             .vector_reports

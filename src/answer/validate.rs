@@ -22,9 +22,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::acl::AclSnapshot;
 use crate::config::ClaimPolicy;
 use crate::domain::{Chunk, Principal};
+use crate::retrieval::Authorization;
 
 use super::generator::SourceForModel;
 use super::instructions::mask_instructions;
@@ -158,8 +158,8 @@ pub struct ValidationContext<'a> {
     pub retrieved: &'a [Arc<Chunk>],
     /// The caller.
     pub principal: &'a Principal,
-    /// The ACL snapshot current at validation time.
-    pub acl: &'a AclSnapshot,
+    /// What the caller may read at validation time.
+    pub acl: &'a dyn Authorization,
     /// Support verifier.
     pub verifier: &'a dyn SupportVerifier,
     /// Drop bad claims or fail the attempt.
@@ -253,7 +253,7 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
             claim_problems.push(Problem { claim: number, rejection, label, quote: None });
         }
         for (source, _) in &cited {
-            if !context.acl.allows(context.principal, source.chunk.doc_ordinal) {
+            if !context.acl.allows(context.principal, &source.chunk) {
                 claim_problems.push(Problem {
                     claim: number,
                     rejection: Rejection::SourceRevoked,
@@ -419,7 +419,7 @@ fn reason_of(problems: &[Problem]) -> AbstentionReason {
 pub fn recheck_authorization(
     verdict: Verdict,
     principal: &Principal,
-    acl: &AclSnapshot,
+    acl: &dyn Authorization,
     policy: ClaimPolicy,
 ) -> Verdict {
     let Verdict::Answered { claims, problems: earlier } = verdict else { return verdict };
@@ -429,7 +429,7 @@ pub fn recheck_authorization(
         let lost: Vec<Problem> = claim
             .citations
             .iter()
-            .filter(|citation| !acl.allows(principal, citation.chunk.doc_ordinal))
+            .filter(|citation| !acl.allows(principal, &citation.chunk))
             .map(|citation| Problem {
                 claim: claim.number,
                 rejection: Rejection::SourceRevoked,

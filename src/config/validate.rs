@@ -93,6 +93,15 @@ impl Settings {
             );
         }
         check(self.storage.checkpoint_changes >= 1, "storage.checkpoint_changes must be at least 1");
+        if self.storage.backend == super::StorageBackend::Postgres {
+            // Replicas and restores are the embedded engine's; a database replicates itself.
+            check(
+                self.replica.follow.is_empty() && self.snapshots.restore.is_empty(),
+                "storage.backend = \"postgres\" keeps all state in the database: replica.follow and \
+                 snapshots.restore apply to the embedded backend only (run more warrant nodes on the database, or \
+                 use its read replicas)",
+            );
+        }
         check((1..=256).contains(&self.storage.postgres.pool_size), "storage.postgres.pool_size must be in 1..=256");
         check((1..=1000).contains(&self.storage.postgres.ef_search), "storage.postgres.ef_search must be in 1..=1000");
         check(

@@ -351,7 +351,7 @@ pub async fn evaluate(
     let mut report = AnswersReport::of(
         &dataset.name,
         pipeline.generator().name(),
-        pipeline.engine().embedder().name(),
+        pipeline.reader().embedder_name(),
         options.seed,
         per_query,
     );

@@ -160,7 +160,7 @@ fn admit(state: &AppState, tenant: &str, kind: WriteKind) -> Result<tokio::sync:
 /// Applies one ACL mutation: durable, then published, then acknowledged.
 async fn publish(state: &AppState, mutation: AclMutation) -> Result<HttpResponse, ApiError> {
     let _permit = admit(state, mutation.tenant(), WriteKind::Acl)?;
-    let acl_epoch = state.engine.mutate(mutation).await?;
+    let acl_epoch = state.writer.mutate(mutation).await?;
     Ok(json(&EpochOut { acl_epoch }))
 }
 
@@ -195,7 +195,7 @@ pub async fn upsert_documents(
         return Err(ApiError::bad_request("batch_too_large", format!("at most {max} documents per request")));
     }
     let _permit = admit(&state, &principal.tenant, WriteKind::Documents)?;
-    let outcome = state.engine.upsert(&principal.tenant, documents).await?;
+    let outcome = state.writer.upsert(&principal.tenant, documents).await?;
     Ok(json(&UpsertOut { acl_epoch: outcome.acl_epoch, documents: outcome.documents, chunks: outcome.chunks }))
 }
 
@@ -277,6 +277,7 @@ pub async fn grant(
     responses((status = 200, description = "changes after `since`", body = ChangesOut),
               (status = 400, description = "`invalid_query`: `since` is not an unsigned integer, or an unknown parameter", body = ErrorBody),
               Unauthenticated, Forbidden,
+              (status = 409, description = "`backend_unsupported`: the server runs on the postgres backend, which replicates and backs up through the database", body = ErrorBody),
               (status = 410, description = "`changes_compacted`: changes after `since` were compacted into a checkpoint; re-bootstrap from a snapshot", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn changes(
@@ -288,7 +289,7 @@ pub async fn changes(
     if !all_tenants && !principal.has_role(Role::Admin) {
         return Err(ApiError::forbidden("admin or replica role required"));
     }
-    let acl = state.engine.acl();
+    let acl = state.engine()?.acl();
     let changes = acl
         .changes_since(query.since)?
         .into_iter()
@@ -311,6 +312,7 @@ pub struct SnapshotOut {
 /// server was restored from is never pruned.
 #[utoipa::path(post, path = "/v1/admin/snapshots",
     responses((status = 200, description = "written", body = SnapshotOut), Unauthenticated, Forbidden,
+              (status = 409, description = "`backend_unsupported`: the server runs on the postgres backend, which replicates and backs up through the database", body = ErrorBody),
               (status = 500, description = "the snapshot could not be written (details are only logged)", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn create_snapshot(
@@ -323,7 +325,7 @@ pub async fn create_snapshot(
     let settings = &state.settings.snapshots;
     let protected = (!settings.restore.is_empty()).then(|| std::path::Path::new(&settings.restore));
     let created = crate::snapshot::create_protecting(
-        &state.engine,
+        state.engine()?,
         std::path::Path::new(&settings.dir),
         settings.retain,
         protected,

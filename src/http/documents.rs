@@ -62,18 +62,13 @@ pub async fn document(
 ) -> Result<HttpResponse, ApiError> {
     let doc_id = path.into_inner();
     let generation = state.ensure_fresh()?;
-    let engine = &state.engine;
-    let snapshot = engine.acl().load();
-    let entry = snapshot
-        .entry(&principal.tenant, &doc_id)
-        .filter(|entry| snapshot.allows(&principal, entry.ordinal))
+    let document = state
+        .reader
+        .document(&principal, &doc_id)
+        .await?
         .ok_or_else(|| ApiError::not_found("not_found", "no such document"))?;
-    let shard = engine.shard_of(&principal.tenant, &doc_id);
-    let chunks = engine
-        .shards()
-        .get(shard)
-        .map(|shard| shard.chunks_of(entry.ordinal))
-        .unwrap_or_default()
+    let chunks = document
+        .chunks
         .iter()
         .map(|chunk| DocumentChunk {
             chunk_id: chunk.id.to_string(),
@@ -83,10 +78,10 @@ pub async fn document(
         })
         .collect();
     let body = DocumentOut {
-        doc_id: entry.doc_id.clone(),
-        doc_version: entry.version,
-        title: entry.title.clone(),
-        acl_epoch: snapshot.epoch(),
+        doc_id: document.doc_id,
+        doc_version: document.version,
+        title: document.title,
+        acl_epoch: document.acl_epoch,
         chunks,
     };
     state.ensure_same_state(generation)?;

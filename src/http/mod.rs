@@ -36,6 +36,7 @@ use tokio::sync::Semaphore;
 
 use crate::answer::AnswerPipeline;
 use crate::config::Settings;
+use crate::retrieval::{Engine, ReadSide, WriteSide};
 
 use auth::Authenticator;
 use error::ApiError;
@@ -64,9 +65,13 @@ pub const ROUTES: &[(&str, &str)] = &[
 
 /// Shared state of all handlers.
 pub struct AppState {
-    /// The engine: its write side for the admin API, its state for documents, ops and replicas.
-    pub engine: Arc<crate::retrieval::Engine>,
-    /// The answer pipeline (the engine's read side, the generator and the verifier).
+    /// The backend's read side (documents, readiness; the pipeline holds the same one).
+    pub reader: Arc<dyn ReadSide>,
+    /// The backend's write side (the admin API).
+    pub writer: Arc<dyn WriteSide>,
+    /// The embedded engine, when it is the backend: snapshots, the replica feed, index sizes.
+    pub engine: Option<Arc<Engine>>,
+    /// The answer pipeline (the read side, the generator and the verifier).
     pub pipeline: Arc<AnswerPipeline>,
     /// Token verifier.
     pub authenticator: Authenticator,
@@ -105,6 +110,18 @@ impl AppState {
             Some(status) if status.generation() != generation || !status.is_fresh(Instant::now()) => Err(stale()),
             _ => Ok(()),
         }
+    }
+
+    /// The embedded engine, or 409 `backend_unsupported` for what only it offers (snapshots and
+    /// the replica feed: a PostgreSQL deployment replicates and backs up through the database).
+    pub fn engine(&self) -> Result<&Arc<Engine>, ApiError> {
+        self.engine.as_ref().ok_or_else(|| {
+            ApiError::new(
+                actix_web::http::StatusCode::CONFLICT,
+                "backend_unsupported",
+                "this server's storage backend does not offer this operation; use the database's own tools",
+            )
+        })
     }
 
     /// Refuses writes on a replica (its state comes only from the primary).

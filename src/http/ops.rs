@@ -10,13 +10,14 @@ use super::{AppState, json};
 /// `/readyz` body.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Readiness {
-    /// `ready`, `starting`, or `replica_stale` (a replica past its lag bound).
+    /// `ready`, `starting`, `replica_stale` (a replica past its lag bound), or
+    /// `backend_unavailable` (the database behind a PostgreSQL backend does not answer).
     pub status: &'static str,
     /// Active embedder.
     pub embedder: String,
     /// Active generator.
     pub generator: String,
-    /// Current ACL epoch.
+    /// Current ACL epoch (the highest tenant epoch on a PostgreSQL backend).
     pub acl_epoch: u64,
     /// Lineage of the epoch (epochs are comparable only within one lineage).
     pub lineage: String,
@@ -41,24 +42,31 @@ pub async fn healthz() -> HttpResponse {
 /// Indexes are loaded.
 #[utoipa::path(get, path = "/readyz", responses(
     (status = 200, description = "ready", body = Readiness),
-    (status = 503, description = "starting, or a replica that cannot confirm its ACL state is fresh", body = Readiness)))]
+    (status = 503, description = "starting, a replica that cannot confirm its ACL state is fresh, or a database backend that does not answer", body = Readiness)))]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     let replica = state.replica.as_ref().map(|status| status.report());
     let stale = replica.as_ref().is_some_and(|report| !report.fresh);
-    let ready = state.ready.load(Ordering::SeqCst) && !stale;
-    let engine = &state.engine;
+    let acl_state = state.reader.acl_state().await;
+    let reachable = acl_state.is_ok();
+    let ready = state.ready.load(Ordering::SeqCst) && !stale && reachable;
+    let (acl_epoch, lineage) = acl_state.unwrap_or_else(|error| {
+        tracing::warn!(code = error.code(), "readiness could not read the acl state");
+        (0, String::new())
+    });
     let body = Readiness {
         status: if stale {
             "replica_stale"
+        } else if !reachable {
+            "backend_unavailable"
         } else if ready {
             "ready"
         } else {
             "starting"
         },
-        embedder: engine.embedder().name().to_owned(),
+        embedder: state.reader.embedder_name().to_owned(),
         generator: state.pipeline.generator().name().to_owned(),
-        acl_epoch: engine.acl().epoch(),
-        lineage: engine.acl().lineage().to_owned(),
+        acl_epoch,
+        lineage,
         replica,
     };
     if ready { json(&body) } else { HttpResponse::ServiceUnavailable().json(body) }
@@ -68,13 +76,15 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 #[utoipa::path(get, path = "/metrics",
     responses((status = 200, description = "prometheus text exposition 0.0.4", body = String, content_type = "text/plain")))]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    let engine = &state.engine;
-    let stats = engine.stats();
-    metrics::gauge!("warrant_index_chunks").set(stats.iter().map(|shard| shard.chunks).sum::<usize>() as f64);
-    metrics::gauge!("warrant_index_vectors").set(stats.iter().map(|shard| shard.vectors).sum::<usize>() as f64);
-    metrics::gauge!("warrant_index_lexical_docs").set(stats.iter().map(|shard| shard.lexical_docs).sum::<u64>() as f64);
-    metrics::gauge!("warrant_acl_epoch").set(engine.acl().epoch() as f64);
-    metrics::gauge!("warrant_live_documents").set(engine.acl().load().live_documents() as f64);
+    if let Some(engine) = &state.engine {
+        let stats = engine.stats();
+        metrics::gauge!("warrant_index_chunks").set(stats.iter().map(|shard| shard.chunks).sum::<usize>() as f64);
+        metrics::gauge!("warrant_index_vectors").set(stats.iter().map(|shard| shard.vectors).sum::<usize>() as f64);
+        metrics::gauge!("warrant_index_lexical_docs")
+            .set(stats.iter().map(|shard| shard.lexical_docs).sum::<u64>() as f64);
+        metrics::gauge!("warrant_acl_epoch").set(engine.acl().epoch() as f64);
+        metrics::gauge!("warrant_live_documents").set(engine.acl().load().live_documents() as f64);
+    }
     if let Some(status) = &state.replica {
         status.report();
     }

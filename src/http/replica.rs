@@ -30,7 +30,7 @@ fn require_replica(principal: &crate::domain::Principal) -> Result<(), ApiError>
 /// The newest usable snapshot, written now when there is none.
 async fn usable_snapshot(state: &AppState) -> Result<(PathBuf, Manifest), ApiError> {
     let _one_at_a_time = state.replica_snapshot.lock().await;
-    let engine = &state.engine;
+    let engine = state.engine()?;
     let acl = engine.acl();
     let root = PathBuf::from(&state.settings.snapshots.dir);
     let lineage = acl.lineage().to_owned();
@@ -64,6 +64,7 @@ fn unavailable() -> ApiError {
 #[utoipa::path(get, path = "/v1/replica/snapshot",
     responses((status = 200, description = "snapshot manifest (format in snapshot/mod.rs)", body = Object),
               Unauthenticated, Forbidden,
+              (status = 409, description = "`backend_unsupported`: the server runs on the postgres backend, which replicates and backs up through the database", body = ErrorBody),
               (status = 500, description = "the snapshot could not be written (details are only logged)", body = ErrorBody),
               (status = 503, description = "`snapshot_unavailable`: retry later", body = ErrorBody)),
     security(("bearer" = [])))]

@@ -38,7 +38,7 @@ pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), 
         .map_err(|reason| StartError::Demo { path: settings.demo.users.clone(), reason })?;
     let (state, fresh) = build_state_with(Arc::clone(&settings), providers).await?;
     if fresh && settings.demo.load {
-        let count = load_corpus(&state.engine, Path::new(&settings.demo.corpus)).await?;
+        let count = load_corpus(state.writer.as_ref(), Path::new(&settings.demo.corpus)).await?;
         tracing::info!(documents = count, corpus = %settings.demo.corpus, "demo corpus loaded");
     }
     state.ready.store(true, Ordering::SeqCst);
@@ -54,7 +54,7 @@ pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), 
     for address in server.addrs() {
         eprintln!("warrant listening on http://{address}");
     }
-    eprintln!("embedder: {}", state.engine.embedder().name());
+    eprintln!("embedder: {}", state.reader.embedder_name());
     if settings.demo.load {
         eprintln!(
             "try:\n  TOKEN=$(cargo run -q --release -- token --tenant acme --sub alice --groups everyone,engineering)\n  \
@@ -65,6 +65,8 @@ pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), 
     }
     server.run().await?;
     // Graceful shutdown: the next start loads the indexes instead of rebuilding them.
-    state.engine.write_indexes().await;
+    if let Some(engine) = &state.engine {
+        engine.write_indexes().await;
+    }
     Ok(())
 }

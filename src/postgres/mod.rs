@@ -21,6 +21,7 @@
 //! - All SQL is in [`sql`], as constants with bind parameters.
 
 mod migrate;
+mod sides;
 pub mod sql;
 
 use std::str::FromStr;
@@ -393,15 +394,20 @@ impl PostgresBackend {
 
     /// Hybrid retrieval of `text` for `principal` (embeds the query, then [`Self::search`]).
     pub async fn retrieve(&self, principal: &Principal, text: &str) -> RetrievalResult<Retrieved> {
+        let query = self.query(text).await?;
+        RetrievalRepository::retrieve(self, &self.scope(principal), &query).await
+    }
+
+    /// The retrieval query of `text`: its embedding and the configured candidate counts.
+    async fn query(&self, text: &str) -> RetrievalResult<RetrievalQuery> {
         let mut vectors = self.embedder.embed(&[text.to_owned()]).await?;
         let vector = vectors.pop().ok_or(crate::embed::EmbedError::Shape { expected: 1, got: 0 })?;
-        let query = RetrievalQuery {
+        Ok(RetrievalQuery {
             text: text.to_owned(),
             vector: Some(vector),
             lexical_candidates: self.params.lexical_candidates,
             vector_candidates: self.params.vector_candidates,
-        };
-        RetrievalRepository::retrieve(self, &self.scope(principal), &query).await
+        })
     }
 
     async fn search(

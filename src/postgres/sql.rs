@@ -98,6 +98,39 @@ pub const LEXICAL_SEARCH: &str = "WITH q AS (
     ORDER BY s.score DESC, m.chunk_id
     LIMIT $5";
 
+/// The live, readable document versions among some documents, and the tenant's epoch: $1 tenant,
+/// $2 user, $3 groups, $4 document ids. The answer pipeline asks it of the sources it may cite,
+/// at validation and once more before it answers, so a revoke any node committed in between is
+/// enforced (a chunk is authorized when its `doc_ordinal` is among those returned).
+pub const READABLE_VERSIONS: &str =
+    "SELECT coalesce((SELECT t.acl_epoch FROM warrant_tenants t WHERE t.tenant_id = $1), 0),
+    array(SELECT v.doc_ordinal FROM documents d
+        JOIN document_versions v ON v.tenant_id = d.tenant_id AND v.doc_id = d.doc_id AND v.version = d.live_version
+        WHERE d.tenant_id = $1 AND d.doc_id = ANY($4::text[])
+          AND EXISTS (SELECT 1 FROM document_readers r
+            WHERE r.tenant_id = $1 AND r.doc_id = d.doc_id
+              AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[])))))";
+
+/// A readable document's live version with its chunks in document order, and the tenant's epoch:
+/// $1 tenant, $2 user, $3 groups, $4 document id. No row: absent, deleted or not readable.
+pub const DOCUMENT_READ: &str = "SELECT v.version, v.title, c.chunk_id, c.chunk_ordinal, c.doc_ordinal,
+        c.start_char, c.end_char, c.body,
+        coalesce((SELECT t.acl_epoch FROM warrant_tenants t WHERE t.tenant_id = $1), 0)
+    FROM documents d
+    JOIN document_versions v ON v.tenant_id = d.tenant_id AND v.doc_id = d.doc_id AND v.version = d.live_version
+    JOIN chunks c ON c.tenant_id = d.tenant_id AND c.doc_id = d.doc_id AND c.version = d.live_version
+    WHERE d.tenant_id = $1 AND d.doc_id = $4
+      AND EXISTS (SELECT 1 FROM document_readers r
+        WHERE r.tenant_id = $1 AND r.doc_id = d.doc_id
+          AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
+    ORDER BY c.start_char, c.chunk_ordinal";
+
+/// The highest tenant epoch (readiness; no tenant data).
+pub const HIGHEST_EPOCH: &str = "SELECT coalesce(max(acl_epoch), 0)::bigint FROM warrant_tenants";
+
+/// Whether the database holds any document (the demo corpus is loaded only into an empty one).
+pub const ANY_DOCUMENT: &str = "SELECT EXISTS (SELECT 1 FROM documents)";
+
 /// Creates the tenant row if absent: $1 tenant.
 pub const TENANT_ENSURE: &str =
     "INSERT INTO warrant_tenants (tenant_id) VALUES ($1) ON CONFLICT (tenant_id) DO NOTHING";
@@ -177,37 +210,53 @@ pub const CHANGE_INSERT: &str =
 mod tests {
     use super::*;
 
-    /// Every statement on tenant data, with whether it reads chunks (and so must carry the ACL).
-    const TENANT_STATEMENTS: &[(&str, bool)] = &[
-        (VECTOR_SEARCH, true),
-        (LEXICAL_SEARCH, true),
-        (TENANT_ENSURE, false),
-        (TENANT_LOCK, false),
-        (TENANT_EPOCH, false),
-        (TENANT_SET_EPOCH, false),
-        (DOCUMENT_HEAD, false),
-        (DOCUMENT_UPSERT_HEAD, false),
-        (DOCUMENT_DELETE_HEAD, false),
-        (VERSION_INSERT, false),
-        (CHUNKS_DELETE, false),
-        (CHUNK_INSERT, false),
-        (READERS_DELETE_ALL, false),
-        (READERS_DELETE, false),
-        (READERS_INSERT, false),
-        (CHANGE_INSERT, false),
-        (LEXICAL_TOTALS, false),
-        (LEXICAL_TOTALS_RECOUNTED, false),
+    /// What a statement on tenant data reads for a principal, and so which checks it must carry.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Reads {
+        /// A search: the ACL and a bound on the rows (`LIMIT $5`).
+        Search,
+        /// Documents or chunks for one principal: the ACL.
+        ForPrincipal,
+        /// Nothing for a principal (writes, totals).
+        Nothing,
+    }
+    use Reads::{ForPrincipal, Nothing, Search};
+
+    /// Every statement on tenant data, with what it reads.
+    const TENANT_STATEMENTS: &[(&str, Reads)] = &[
+        (VECTOR_SEARCH, Search),
+        (LEXICAL_SEARCH, Search),
+        (READABLE_VERSIONS, ForPrincipal),
+        (DOCUMENT_READ, ForPrincipal),
+        (TENANT_ENSURE, Nothing),
+        (TENANT_LOCK, Nothing),
+        (TENANT_EPOCH, Nothing),
+        (TENANT_SET_EPOCH, Nothing),
+        (DOCUMENT_HEAD, Nothing),
+        (DOCUMENT_UPSERT_HEAD, Nothing),
+        (DOCUMENT_DELETE_HEAD, Nothing),
+        (VERSION_INSERT, Nothing),
+        (CHUNKS_DELETE, Nothing),
+        (CHUNK_INSERT, Nothing),
+        (READERS_DELETE_ALL, Nothing),
+        (READERS_DELETE, Nothing),
+        (READERS_INSERT, Nothing),
+        (CHANGE_INSERT, Nothing),
+        (LEXICAL_TOTALS, Nothing),
+        (LEXICAL_TOTALS_RECOUNTED, Nothing),
     ];
 
     #[test]
     fn every_tenant_statement_is_bound_to_the_tenant_and_retrieval_carries_the_acl() {
-        for (statement, retrieves) in TENANT_STATEMENTS {
+        for (statement, reads) in TENANT_STATEMENTS {
             let bound = statement.contains("tenant_id = $1") || statement.contains("VALUES ($1");
             let inserts_from_select = statement.contains("SELECT $1,");
             assert!(bound || inserts_from_select, "not bound to the tenant: {statement}");
-            if *retrieves {
+            if *reads != Nothing {
                 assert!(statement.contains("r.tenant_id = $1"), "ACL not in the tenant: {statement}");
                 assert!(statement.contains("r.name = $2") && statement.contains("ANY($3::text[])"), "{statement}");
+            }
+            if *reads == Search {
                 assert!(statement.contains("LIMIT $5"), "unbounded: {statement}");
             }
         }

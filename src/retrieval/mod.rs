@@ -5,6 +5,7 @@
 //!
 //! Nothing above this module knows about shards, tantivy or hnsw_rs.
 
+pub mod backend;
 mod coordinator;
 mod engine;
 pub mod fusion;
@@ -16,6 +17,7 @@ mod write_tests;
 
 use async_trait::async_trait;
 
+pub use backend::{Authorization, DocumentView, ReadSide, ReadableVersions, WriteSide};
 pub use coordinator::{Coordinator, EmbeddedRepository, FanOut, Retrieve};
 pub use engine::{Engine, EngineParams, Recovery, shard_of};
 pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};

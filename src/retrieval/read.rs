@@ -5,9 +5,12 @@ use std::sync::Arc;
 
 use lru::LruCache;
 
-use crate::acl::AuthorizationScope;
-use crate::domain::Principal;
+use async_trait::async_trait;
 
+use crate::acl::AuthorizationScope;
+use crate::domain::{Chunk, Principal};
+
+use super::backend::{Authorization, DocumentView, ReadSide};
 use super::engine::Engine;
 use super::{RetrievalQuery, RetrievalResult, Retrieved};
 
@@ -62,5 +65,53 @@ impl Engine {
             vector_candidates: self.params.vector_candidates,
         };
         self.repository().retrieve(scope, &query).await
+    }
+}
+
+#[async_trait]
+impl ReadSide for Engine {
+    async fn scope(&self, principal: &Principal) -> RetrievalResult<AuthorizationScope> {
+        Ok(Engine::scope(self, principal))
+    }
+
+    async fn retrieve(&self, scope: &AuthorizationScope, text: &str) -> RetrievalResult<Retrieved> {
+        Engine::retrieve(self, scope, text).await
+    }
+
+    /// The current ACL snapshot: it answers for every chunk, not only `_chunks`.
+    async fn authorization(
+        &self,
+        _principal: &Principal,
+        _chunks: &[Arc<Chunk>],
+    ) -> RetrievalResult<Arc<dyn Authorization>> {
+        Ok(self.acl().load())
+    }
+
+    async fn document(&self, principal: &Principal, doc_id: &str) -> RetrievalResult<Option<DocumentView>> {
+        let core = self.core.load();
+        let snapshot = core.acl.load();
+        let Some(entry) =
+            snapshot.entry(&principal.tenant, doc_id).filter(|entry| snapshot.allows(principal, entry.ordinal))
+        else {
+            return Ok(None);
+        };
+        let shard = super::shard_of(&principal.tenant, doc_id, core.shards.len());
+        let chunks = core.shards.get(shard).map(|shard| shard.chunks_of(entry.ordinal)).unwrap_or_default();
+        Ok(Some(DocumentView {
+            doc_id: entry.doc_id.clone(),
+            version: entry.version,
+            title: entry.title.clone(),
+            acl_epoch: snapshot.epoch(),
+            chunks,
+        }))
+    }
+
+    fn embedder_name(&self) -> &str {
+        self.embedder.name()
+    }
+
+    async fn acl_state(&self) -> RetrievalResult<(u64, String)> {
+        let acl = self.acl();
+        Ok((acl.epoch(), acl.lineage().to_owned()))
     }
 }

@@ -577,3 +577,14 @@ pub(crate) fn validate_batch(inputs: &[DocumentInput]) -> RetrievalResult<()> {
     }
     Ok(())
 }
+
+#[async_trait::async_trait]
+impl super::backend::WriteSide for Engine {
+    async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
+        Engine::upsert(self, tenant, inputs).await
+    }
+
+    async fn mutate(&self, mutation: AclMutation) -> RetrievalResult<u64> {
+        Engine::mutate(self, mutation).await
+    }
+}

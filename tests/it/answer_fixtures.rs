@@ -26,9 +26,19 @@ use warrant::answer::verifier::{CitedText, ClaimSupport, SupportVerifier};
 use warrant::answer::{AnswerPipeline, AnswerRequest, PipelineSettings};
 use warrant::config::{ClaimPolicy, Settings};
 use warrant::domain::{DocAcl, Document, chunk_document};
-use warrant::retrieval::{DocumentInput, Engine};
+use warrant::embed::HashedEmbedder;
+use warrant::retrieval::{DocumentInput, ReadSide, WriteSide};
 
 use crate::support::{engine, principal};
+
+/// The backend a fixture runs on.
+#[derive(Clone)]
+pub enum Backend {
+    /// The embedded engine (3 shards).
+    Embedded,
+    /// PostgreSQL: a fresh database per fixture, made by this function.
+    Postgres(fn() -> futures::future::BoxFuture<'static, String>),
+}
 
 #[derive(Deserialize, Clone)]
 struct CorpusDocument {
@@ -163,7 +173,7 @@ fn fixtures_dir() -> PathBuf {
 struct FixtureGenerator {
     inner: ScriptedGenerator,
     steps: Vec<Step>,
-    engine: Arc<Engine>,
+    writer: Arc<dyn WriteSide>,
     tenant: String,
     chunk_ids: BTreeMap<String, String>,
     calls: Mutex<usize>,
@@ -183,7 +193,7 @@ impl Generator for FixtureGenerator {
         };
         let step = &self.steps[(call - 1).min(self.steps.len() - 1)];
         for action in &step.before_reply {
-            apply(&self.engine, &self.tenant, action).await;
+            apply(self.writer.as_ref(), &self.tenant, action).await;
         }
         let raw = self.inner.generate(request).await?;
         Ok(self.resolve(&raw, request))
@@ -217,7 +227,7 @@ impl FixtureGenerator {
 struct FixtureVerifier {
     inner: LexicalSupportVerifier,
     spec: VerifierSpec,
-    engine: Arc<Engine>,
+    writer: Arc<dyn WriteSide>,
     tenant: String,
     calls: Mutex<usize>,
 }
@@ -236,7 +246,7 @@ impl SupportVerifier for FixtureVerifier {
         };
         if call == 1 {
             for action in &self.spec.first_call_actions {
-                apply(&self.engine, &self.tenant, action).await;
+                apply(self.writer.as_ref(), &self.tenant, action).await;
             }
         }
         if let Some(ms) = self.spec.delay_ms {
@@ -246,14 +256,14 @@ impl SupportVerifier for FixtureVerifier {
     }
 }
 
-async fn apply(engine: &Engine, tenant: &str, action: &Action) {
+async fn apply(writer: &dyn WriteSide, tenant: &str, action: &Action) {
     let mutation = match action {
         Action::Delete(doc_id) => AclMutation::Delete { tenant: tenant.into(), doc_id: doc_id.clone() },
         Action::Revoke { doc_id } => {
             AclMutation::Revoke { tenant: tenant.into(), doc_id: doc_id.clone(), groups: None, users: None }
         }
     };
-    engine.mutate(mutation).await.expect("fixture action applies");
+    writer.mutate(mutation).await.expect("fixture action applies");
 }
 
 fn script(steps: &[Step]) -> Vec<ScriptStep> {
@@ -298,15 +308,43 @@ struct Run {
     response: AnswerResponse,
     prompts: Vec<GenerationRequest>,
     corpus: Vec<CorpusDocument>,
-    engine: Arc<Engine>,
+    /// After the answer: the live version of each cited document the principal may still read.
+    readable: BTreeMap<String, u64>,
+    /// After the answer: the principal's ACL epoch.
+    epoch: u64,
 }
 
-async fn run(fixture: &Fixture) -> Run {
+async fn sides(backend: &Backend, settings: &Settings) -> (Arc<dyn ReadSide>, Arc<dyn WriteSide>) {
+    match backend {
+        Backend::Embedded => {
+            let engine = engine(settings);
+            (engine.clone(), engine)
+        }
+        Backend::Postgres(database) => {
+            let params = warrant::postgres::PostgresParams {
+                url: database().await,
+                pool_size: 4,
+                ef_search: 100,
+                iterative_scan: warrant::postgres::IterativeScan::RelaxedOrder,
+                max_scan_tuples: 20_000,
+                chunking: settings.chunking,
+                rrf_k: settings.retrieval.rrf_k,
+                lexical_candidates: settings.retrieval.lexical_candidates,
+                vector_candidates: settings.retrieval.vector_candidates,
+            };
+            let embedder = Arc::new(HashedEmbedder::new(settings.embedder.dim));
+            let backend = warrant::postgres::PostgresBackend::connect(params, embedder).await.expect("connects");
+            (backend.clone(), backend)
+        }
+    }
+}
+
+async fn run(fixture: &Fixture, backend: &Backend) -> Run {
     let mut settings = crate::support::settings(3);
     // The fixtures' default policy is the strict one unless a case says otherwise.
     settings.answer.claim_policy = ClaimPolicy::FailAnswer;
     apply_settings(&mut settings, &fixture.settings);
-    let engine = engine(&settings);
+    let (reader, writer) = sides(backend, &settings).await;
     let base: Corpus =
         serde_json::from_str(&std::fs::read_to_string(fixtures_dir().join("_corpus.json")).unwrap()).unwrap();
     let corpus: Vec<CorpusDocument> = base.documents.into_iter().chain(fixture.documents.iter().cloned()).collect();
@@ -321,10 +359,10 @@ async fn run(fixture: &Fixture) -> Run {
         });
     }
     for (tenant, documents) in per_tenant {
-        engine.upsert(&tenant, documents).await.unwrap();
+        writer.upsert(&tenant, documents).await.unwrap();
     }
     for action in &fixture.setup {
-        apply(&engine, &fixture.principal.tenant, action).await;
+        apply(writer.as_ref(), &fixture.principal.tenant, action).await;
     }
     let chunk_ids = corpus
         .iter()
@@ -344,7 +382,7 @@ async fn run(fixture: &Fixture) -> Run {
     let generator = Arc::new(FixtureGenerator {
         inner: ScriptedGenerator::new(script(&fixture.generator)),
         steps: fixture.generator.clone(),
-        engine: Arc::clone(&engine),
+        writer: Arc::clone(&writer),
         tenant: fixture.principal.tenant.clone(),
         chunk_ids,
         calls: Mutex::new(0),
@@ -353,16 +391,16 @@ async fn run(fixture: &Fixture) -> Run {
         inner: LexicalSupportVerifier::new(
             settings.verifier.min_coverage,
             settings.verifier.min_similarity,
-            Some(Arc::clone(engine.embedder())),
+            Some(Arc::new(HashedEmbedder::new(settings.embedder.dim))),
         )
         .with_sentence_cache(settings.verifier.sentence_cache),
         spec: fixture.verifier.clone(),
-        engine: Arc::clone(&engine),
+        writer: Arc::clone(&writer),
         tenant: fixture.principal.tenant.clone(),
         calls: Mutex::new(0),
     });
     let pipeline = AnswerPipeline::new(
-        Arc::clone(&engine),
+        Arc::clone(&reader),
         generator.clone(),
         verifier,
         PipelineSettings::from_settings(&settings),
@@ -378,7 +416,17 @@ async fn run(fixture: &Fixture) -> Run {
         deadline_ms: fixture.request.deadline_ms,
     };
     let response = pipeline.answer(&who, request, format!("fixture-{}", fixture.name)).await.expect("no server fault");
-    Run { response, prompts: generator.inner.calls(), corpus, engine }
+    let mut readable = BTreeMap::new();
+    for claim in response.answer.iter().flat_map(|answer| &answer.claims) {
+        for citation in &claim.citations {
+            let document = reader.document(&who, &citation.chunk.doc_id).await.expect("backend answers");
+            if let Some(document) = document {
+                readable.insert(document.doc_id, document.version);
+            }
+        }
+    }
+    let epoch = reader.scope(&who).await.expect("backend answers").epoch();
+    Run { response, prompts: generator.inner.calls(), corpus, readable, epoch }
 }
 
 fn check(fixture: &Fixture, run: &Run) {
@@ -466,12 +514,6 @@ fn check(fixture: &Fixture, run: &Run) {
     if let Some(count) = expect.claims {
         assert_eq!(claims.len(), count, "{name}: claims");
     }
-    let acl = run.engine.acl().load();
-    let who = principal(
-        &fixture.principal.tenant,
-        &fixture.principal.user,
-        &fixture.principal.groups.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
     let mut cited_docs = Vec::new();
     for claim in &claims {
         assert!(!claim.citations.is_empty(), "{name}: uncited claim");
@@ -488,13 +530,16 @@ fn check(fixture: &Fixture, run: &Run) {
                 .take(citation.chunk.end - citation.chunk.start)
                 .collect();
             assert!(!chunk.is_empty() && chunk.contains(&citation.quote), "{name}: quote not in chunk");
-            let entry = acl.entry(&fixture.principal.tenant, &citation.chunk.doc_id).expect("live document");
-            assert!(acl.allows(&who, entry.ordinal), "{name}: cited document not authorized");
+            assert_eq!(
+                run.readable.get(&citation.chunk.doc_id),
+                Some(&citation.chunk.doc_version),
+                "{name}: cited document not live and authorized"
+            );
             assert!(
                 run.prompts.iter().any(|p| p.sources.iter().any(|s| s.label == citation.label)),
                 "{name}: label not in context"
             );
-            assert_eq!(response.acl_epoch, acl.epoch(), "{name}: epoch");
+            assert_eq!(response.acl_epoch, run.epoch, "{name}: epoch");
             cited_docs.push(citation.chunk.doc_id.clone());
         }
     }
@@ -513,6 +558,11 @@ fn check(fixture: &Fixture, run: &Run) {
 
 #[actix_web::test]
 async fn every_answer_fixture_holds() {
+    every_answer_fixture_holds_on(Backend::Embedded).await;
+}
+
+/// Runs every fixture on `backend`; fails naming each fixture that did not hold.
+pub async fn every_answer_fixture_holds_on(backend: Backend) {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -527,14 +577,14 @@ async fn every_answer_fixture_holds() {
     for path in paths {
         let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
             .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-        let first = run(&fixture).await;
+        let first = run(&fixture, &backend).await;
         // Check every case even when one fails (its panic message is printed), then name them all.
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&fixture, &first))).is_err() {
             failed.push(fixture.name.clone());
             continue;
         }
         if fixture.expect.deterministic_prompt {
-            let second = run(&fixture).await;
+            let second = run(&fixture, &backend).await;
             let users = |run: &Run| run.prompts.iter().map(|p| p.user.clone()).collect::<Vec<_>>();
             if users(&first) != users(&second) {
                 eprintln!("{}: selection is not deterministic", fixture.name);

@@ -105,7 +105,7 @@ proptest! {
                 seen: Mutex::new(Vec::new()),
             });
             let verifier = Arc::new(LexicalSupportVerifier::new(settings.verifier.min_coverage, settings.verifier.min_similarity, None));
-            let pipeline = AnswerPipeline::new(Arc::clone(&engine), generator.clone(), verifier, PipelineSettings::from_settings(&settings));
+            let pipeline = AnswerPipeline::new(engine.clone(), generator.clone(), verifier, PipelineSettings::from_settings(&settings));
             let names: Vec<String> = groups.iter().map(|g| format!("g{g}")).collect();
             let who = principal("acme", "u", &names.iter().map(String::as_str).collect::<Vec<_>>());
             let question: Vec<&str> = query.iter().map(|w| WORDS[*w]).collect();

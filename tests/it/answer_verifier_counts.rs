@@ -91,9 +91,12 @@ fn run(generator: Arc<dyn Generator>, policy: ClaimPolicy, capacity: usize, roun
         let mut settings = settings(2);
         settings.answer.claim_policy = policy;
         let engine = engine(&settings);
-        warrant::app::load_corpus(&engine, &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json"))
-            .await
-            .expect("demo corpus");
+        warrant::app::load_corpus(
+            engine.as_ref(),
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json"),
+        )
+        .await
+        .expect("demo corpus");
         let counting = FakeCountingEmbedder::new(384);
         let verifier = LexicalSupportVerifier::new(
             settings.verifier.min_coverage,

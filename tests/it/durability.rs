@@ -293,7 +293,7 @@ async fn a_storage_failure_answers_503_acknowledges_nothing_and_reads_go_on() {
     let epoch = body["acl_epoch"].as_u64().unwrap();
 
     // The disk "fails" at the commit of every write from now on.
-    let engine = &state.engine;
+    let engine = state.engine.as_ref().expect("the embedded engine");
     engine.inject_faults(Some(Arc::new(|step| step == WriteStep::Commit)));
     let second =
         json!({"documents": [{"doc_id": "train", "text": "Trains are second class.", "acl": {"groups": ["all"]}}]});

@@ -176,7 +176,7 @@ async fn a_durable_restart_reads_the_index_set_indexes_later_writes_and_falls_ba
     let directory = tempfile::tempdir().unwrap();
     let (engine, recovery) = open_durable(&settings, directory.path()).await;
     assert!(matches!(recovery.indexes, warrant::storage::indexes::IndexSetOutcome::Rebuilt { .. }));
-    warrant::app::load_corpus(&engine, &super::snapshots::demo_corpus()).await.expect("demo corpus");
+    warrant::app::load_corpus(engine.as_ref(), &super::snapshots::demo_corpus()).await.expect("demo corpus");
     engine.checkpoint(engine.acl().epoch()).await.expect("checkpoint");
     assert_eq!(index_sets(directory.path()).len(), 1, "the checkpoint wrote an index set");
     // After the set: a new version, a delete, a revoke and a new document.

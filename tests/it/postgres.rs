@@ -674,3 +674,106 @@ async fn postgres_migration_0003_backfills_the_lexical_totals_of_chunks_written_
         assert_eq!(kept, backend.recount_lexical_totals(tenant).await.unwrap());
     }
 }
+
+/// Every `fixtures/answer` case, on the postgres backend (a fresh database per case): the
+/// pipeline, validation and re-authorization run on the backend's read side, and the fixtures'
+/// admin actions during generation and verification go through its write side.
+#[actix_web::test]
+async fn postgres_every_answer_fixture_holds() {
+    if std::env::var("WARRANT_TEST_DATABASE_URL").is_err() {
+        let _ = fresh_database().await; // prints the skip notice
+        return;
+    }
+    let database = || -> futures::future::BoxFuture<'static, String> {
+        Box::pin(async { fresh_database().await.expect("test database") })
+    };
+    crate::answer_fixtures::every_answer_fixture_holds_on(crate::answer_fixtures::Backend::Postgres(database)).await;
+}
+
+/// A node of the HTTP service on the postgres backend at `url` (what `warrant serve` builds with
+/// `storage.backend = "postgres"`).
+async fn http_node(url: &str) -> actix_web::web::Data<warrant::http::AppState> {
+    let mut settings = crate::support::settings(1);
+    settings.storage.backend = warrant::config::StorageBackend::Postgres;
+    let providers = crate::support::hashed_providers(&settings, None);
+    let backend = PostgresBackend::connect(params(url), Arc::clone(&providers.embedder)).await.expect("connects");
+    let backend = warrant::app::Backend { reader: backend.clone(), writer: backend, engine: None, fresh: true };
+    let state = warrant::app::build_state_on(Arc::new(settings), providers, backend).expect("state");
+    state.ready.store(true, Ordering::SeqCst);
+    state
+}
+
+/// `call!(service, METHOD, path, token, body)`: one request to an in-process service →
+/// (status, JSON body).
+macro_rules! call {
+    ($service:expr, $method:expr, $path:expr, $token:expr, $body:expr) => {{
+        let mut request = actix_web::test::TestRequest::default()
+            .method($method)
+            .uri($path)
+            .insert_header(("authorization", format!("Bearer {}", $token)));
+        let body: Option<serde_json::Value> = $body;
+        if let Some(body) = body {
+            request = request.set_json(body);
+        }
+        let response = actix_web::test::call_service($service, request.to_request()).await;
+        let status = response.status().as_u16();
+        let bytes = actix_web::test::read_body(response).await;
+        (status, serde_json::from_slice::<serde_json::Value>(&bytes).unwrap_or(serde_json::Value::Null))
+    }};
+}
+
+/// `warrant serve` on postgres, two nodes on one database: a write through one node is served
+/// by the other; a revoke through one is enforced by the other's next answer, retrieval and
+/// document read; another tenant's near-duplicate never appears; what only the embedded engine
+/// offers answers 409 `backend_unsupported`.
+#[actix_web::test]
+async fn postgres_two_http_nodes_serve_answers_and_enforce_a_revoke_from_either() {
+    use actix_web::http::Method;
+    use serde_json::json;
+    let Some(url) = fresh_database().await else { return };
+    let first = actix_web::test::init_service(warrant::http::server::app(http_node(&url).await)).await;
+    let second = actix_web::test::init_service(warrant::http::server::app(http_node(&url).await)).await;
+    let token = crate::snapshots::token;
+    let (acme_admin, globex_admin) = (token("acme", "root", &[], "admin"), token("globex", "root", &[], "admin"));
+    let alice = token("acme", "alice", &["travel"], "");
+    let text = "Hotel stays are reimbursed up to 180 euros per night in London.";
+    let upload = |text: &str| json!({"documents": [{"doc_id": "hotels", "title": "Hotels", "text": text, "acl": {"groups": ["travel"]}}]});
+    let (status, body) = call!(&first, Method::PUT, "/v1/admin/documents", &acme_admin, Some(upload(text)));
+    assert_eq!(status, 200, "{body}");
+    let written_epoch = body["acl_epoch"].as_u64().unwrap();
+    let other = upload(&text.replace("180", "140"));
+    let (status, body) = call!(&first, Method::PUT, "/v1/admin/documents", &globex_admin, Some(other));
+    assert_eq!(status, 200, "{body}");
+
+    let question = json!({"question": "How much are hotel stays reimbursed per night in London?"});
+    let (status, answer) = call!(&second, Method::POST, "/v1/answer", &alice, Some(question.clone()));
+    assert_eq!((status, answer["status"].as_str()), (200, Some("answered")), "{answer}");
+    let claims = answer["answer"]["claims"].as_array().unwrap();
+    assert!(claims.iter().all(|claim| claim["text"].as_str().unwrap().contains("180")), "{answer}");
+    assert!(!answer.to_string().contains("140"), "another tenant's text: {answer}");
+    assert_eq!(answer["acl_epoch"].as_u64(), Some(written_epoch), "the tenant's epoch");
+    let (status, document) = call!(&second, Method::GET, "/v1/documents/hotels", &alice, None);
+    assert_eq!(status, 200, "{document}");
+    assert_eq!(document["chunks"][0]["text"].as_str(), Some(text));
+
+    let revoke = json!({"doc_id": "hotels", "groups": ["travel"]});
+    let (status, body) = call!(&second, Method::POST, "/v1/admin/acl/revoke", &acme_admin, Some(revoke));
+    assert_eq!(status, 200, "{body}");
+    assert!(body["acl_epoch"].as_u64().unwrap() > written_epoch);
+    // Acknowledged by the second node: the first enforces it on its very next requests.
+    let (status, answer) = call!(&first, Method::POST, "/v1/answer", &alice, Some(question));
+    assert_eq!((status, answer["status"].as_str()), (200, Some("abstained")), "{answer}");
+    assert!(!answer.to_string().contains("180"), "{answer}");
+    let (status, retrieved) = call!(&first, Method::POST, "/v1/retrieve", &alice, Some(json!({"query": "hotel"})));
+    assert_eq!((status, retrieved["chunks"].as_array().map(Vec::len)), (200, Some(0)), "{retrieved}");
+    let (status, _) = call!(&first, Method::GET, "/v1/documents/hotels", &alice, None);
+    assert_eq!(status, 404);
+
+    let operator = token("acme", "ops", &[], "operator");
+    let (status, body) = call!(&first, Method::POST, "/v1/admin/snapshots", &operator, None);
+    assert_eq!((status, body["code"].as_str()), (409, Some("backend_unsupported")), "{body}");
+    let (status, body) = call!(&first, Method::GET, "/v1/admin/acl/changes?since=0", &acme_admin, None);
+    assert_eq!((status, body["code"].as_str()), (409, Some("backend_unsupported")), "{body}");
+    let (status, body) = call!(&first, Method::GET, "/readyz", &alice, None);
+    assert_eq!((status, body["status"].as_str()), (200, Some("ready")), "{body}");
+}

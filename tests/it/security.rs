@@ -81,12 +81,8 @@ async fn a_two_million_letter_word_yields_bounded_chunks_and_a_bounded_prompt() 
     )]));
     let verifier =
         Arc::new(LexicalSupportVerifier::new(settings.verifier.min_coverage, settings.verifier.min_similarity, None));
-    let pipeline = AnswerPipeline::new(
-        Arc::clone(&engine),
-        generator.clone(),
-        verifier,
-        PipelineSettings::from_settings(&settings),
-    );
+    let pipeline =
+        AnswerPipeline::new(engine.clone(), generator.clone(), verifier, PipelineSettings::from_settings(&settings));
     let request = AnswerRequest { question: "How is overtime paid?".into(), top_k: None, deadline_ms: None };
     pipeline.answer(&who, request, "long-word".into()).await.unwrap();
     let calls = generator.calls();

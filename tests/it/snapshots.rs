@@ -73,7 +73,7 @@ pub(crate) async fn retrieve_all(engine: &Engine, principals: &[Principal]) -> V
 
 pub(crate) async fn demo_engine_with_history(settings: &Settings) -> Arc<Engine> {
     let engine = engine(settings);
-    load_corpus(&engine, &demo_corpus()).await.expect("demo corpus");
+    load_corpus(engine.as_ref(), &demo_corpus()).await.expect("demo corpus");
     // History beyond plain ingestion: a new version (tombstones the old) and a revocation.
     engine
         .upsert("acme", vec![doc("laptop-faq", "Laptop FAQ", "Laptops are replaced every four years.", &["everyone"])])
@@ -126,7 +126,7 @@ async fn snapshot_round_trip_gives_identical_retrieval() {
 async fn snapshots_beyond_retain_are_pruned_oldest_first() {
     let settings = settings(2, 32);
     let engine = engine(&settings);
-    load_corpus(&engine, &demo_corpus()).await.expect("demo corpus");
+    load_corpus(engine.as_ref(), &demo_corpus()).await.expect("demo corpus");
     let root = tempfile::tempdir().unwrap();
     let mut ids = Vec::new();
     for _ in 0..4 {

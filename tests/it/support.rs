@@ -34,7 +34,7 @@ pub fn hashed_providers(settings: &Settings, generator: Option<Arc<dyn Generator
 pub async fn demo_state(settings: Arc<Settings>, providers: Providers) -> actix_web::web::Data<AppState> {
     let state = build_state(settings, providers).await.expect("state");
     let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json");
-    load_corpus(&state.engine, &corpus).await.expect("demo corpus");
+    load_corpus(state.writer.as_ref(), &corpus).await.expect("demo corpus");
     state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
     state
 }

@@ -20,7 +20,7 @@ use crate::answer::validate::{
     validate,
 };
 use crate::domain::{Chunk, Principal};
-use crate::retrieval::{Candidate, Retrieved, SelectionLimits, select_context};
+use crate::retrieval::{Authorization, Candidate, Retrieved, SelectionLimits, select_context};
 
 /// Time kept back from the generation stage for validation and response building.
 const VALIDATION_RESERVE: Duration = Duration::from_millis(25);
@@ -74,7 +74,7 @@ enum Outcome {
     /// Claims to answer with, and the citations rejected on the way.
     Answered(Vec<ValidClaim>, Vec<Problem>),
     /// The attempt failed with this reason; the ACL snapshot it was re-checked against.
-    Failed(AbstentionReason, Vec<Problem>, Arc<crate::acl::AclSnapshot>),
+    Failed(AbstentionReason, Vec<Problem>, Arc<dyn Authorization>),
 }
 
 /// The repair rule after a failed attempt, as a pure decision.
@@ -149,7 +149,7 @@ impl<'a> Run<'a> {
     }
 
     pub(super) async fn drive(&mut self) -> Result<(Vec<ValidClaim>, Vec<Problem>), Halt> {
-        let scope = self.scope();
+        let scope = self.scope().await?;
         let retrieved = self.retrieve(&scope).await?;
         let grounding = self.ground(retrieved)?;
         let mut attempt = Attempt { number: 1, sources: grounding.prompt.for_model.clone(), repair: None };
@@ -168,18 +168,34 @@ impl<'a> Run<'a> {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
-    fn scope(&mut self) -> AuthorizationScope {
+    async fn scope(&mut self) -> Result<AuthorizationScope, Halt> {
         let stage = Instant::now();
-        let scope = self.pipeline.engine.scope(self.principal);
-        self.state.acl_epoch = scope.epoch();
+        let scope = tokio::time::timeout(self.time_left(), self.pipeline.reader.scope(self.principal)).await;
         self.state.clock.record("scope", stage);
-        scope
+        let Ok(scope) = scope else {
+            return abstain(AbstentionReason::DeadlineExceeded, &["scope_timeout"]);
+        };
+        let scope = scope?;
+        self.state.acl_epoch = scope.epoch();
+        Ok(scope)
+    }
+
+    /// What the principal may read now, of the sources in the final context (bounded by what is
+    /// left of the deadline; a backend that does not answer in time ends the request).
+    async fn authorization(&mut self, grounding: &Grounding) -> Result<Arc<dyn Authorization>, Halt> {
+        let chunks: Vec<Arc<Chunk>> = grounding.prompt.sources.iter().map(|source| Arc::clone(&source.chunk)).collect();
+        let view =
+            tokio::time::timeout(self.time_left(), self.pipeline.reader.authorization(self.principal, &chunks)).await;
+        let Ok(view) = view else {
+            return abstain(AbstentionReason::DeadlineExceeded, &["authorization_timeout"]);
+        };
+        Ok(view?)
     }
 
     async fn retrieve(&mut self, scope: &AuthorizationScope) -> Result<Retrieved, Halt> {
         let stage = Instant::now();
         let budget = self.time_left().min(Duration::from_millis(self.pipeline.settings.answer.retrieval_budget_ms));
-        let retrieved = tokio::time::timeout(budget, self.pipeline.engine.retrieve(scope, &self.question)).await;
+        let retrieved = tokio::time::timeout(budget, self.pipeline.reader.retrieve(scope, &self.question)).await;
         self.state.clock.record("retrieval", stage);
         let Ok(retrieved) = retrieved else {
             return abstain(AbstentionReason::DeadlineExceeded, &["retrieval_timeout"]);
@@ -262,12 +278,18 @@ impl<'a> Run<'a> {
 
         let stage = Instant::now();
         let policy = self.pipeline.settings.answer.claim_policy;
-        let acl_at_validation = self.pipeline.engine.acl().load();
+        let acl_at_validation = match self.authorization(grounding).await {
+            Ok(view) => view,
+            Err(halt) => {
+                self.state.clock.record(validation_stage, stage);
+                return Err(halt);
+            }
+        };
         let context = ValidationContext {
             sources: &grounding.prompt.sources,
             retrieved: &grounding.retrieved,
             principal: self.principal,
-            acl: &acl_at_validation,
+            acl: acl_at_validation.as_ref(),
             verifier: self.pipeline.verifier.as_ref(),
             policy,
         };
@@ -277,12 +299,18 @@ impl<'a> Run<'a> {
             self.state.clock.record(validation_stage, stage);
             return abstain(AbstentionReason::DeadlineExceeded, &["validation_timeout"]);
         };
-        // The last await is behind us: authorize against the current snapshot once more, so a
-        // revoke that landed while the verifier awaited is not missed. Nothing awaits between
-        // here and the response.
-        let acl = self.pipeline.engine.acl().load();
+        // The verifier's awaits are behind us: authorize once more against the backend's current
+        // state, so a revoke acknowledged while the verifier awaited is not missed. Nothing else
+        // awaits between this view and the response.
+        let acl = match self.authorization(grounding).await {
+            Ok(view) => view,
+            Err(halt) => {
+                self.state.clock.record(validation_stage, stage);
+                return Err(halt);
+            }
+        };
         self.state.acl_epoch = acl.epoch();
-        let verdict = recheck_authorization(verdict, self.principal, &acl, policy);
+        let verdict = recheck_authorization(verdict, self.principal, acl.as_ref(), policy);
         self.state.clock.record(validation_stage, stage);
         match verdict {
             Verdict::Answered { claims, problems } => Ok(Outcome::Answered(claims, problems)),
@@ -299,14 +327,14 @@ impl<'a> Run<'a> {
         failed: &Attempt,
         reason: AbstentionReason,
         problems: &[Problem],
-        acl: &crate::acl::AclSnapshot,
+        acl: &Arc<dyn Authorization>,
     ) -> Result<Attempt, Halt> {
         let prompt = &grounding.prompt;
         let still_authorized: Vec<SourceForModel> = prompt
             .sources
             .iter()
             .zip(&prompt.for_model)
-            .filter(|(source, _)| acl.allows(self.principal, source.chunk.doc_ordinal))
+            .filter(|(source, _)| acl.allows(self.principal, &source.chunk))
             .map(|(_, shown)| shown.clone())
             .collect();
         let min_repair = Duration::from_millis(self.pipeline.settings.answer.min_repair_ms);

@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use futures::executor::block_on;
 
 use super::*;
+use crate::acl::AclSnapshot;
 use crate::answer::verifier::ClaimSupport;
 
 /// FAKE verifier: every claim is supported.
@@ -121,7 +122,7 @@ fn verdict_with(raw: &str, revoke_s2: bool) -> Verdict {
         sources: &sources,
         retrieved: &retrieved,
         principal: &principal,
-        acl: &acl,
+        acl: acl.as_ref(),
         verifier: &verifier,
         policy: ClaimPolicy::FailAnswer,
     };
