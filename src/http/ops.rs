@@ -22,7 +22,7 @@ pub struct Readiness {
     pub lineage: String,
     /// Replica freshness (absent on a primary).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub replica: Option<crate::replica::ReplicaReport>,
+    pub replica: Option<super::contract::replica::ReplicaReport>,
 }
 
 /// `/healthz` body.
@@ -43,7 +43,7 @@ pub async fn healthz() -> HttpResponse {
     (status = 200, description = "ready", body = Readiness),
     (status = 503, description = "starting, or a replica that cannot confirm its ACL state is fresh", body = Readiness)))]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    let replica = state.replica.as_ref().map(|status| status.report());
+    let replica = state.replica.as_ref().map(|status| super::contract::replica::ReplicaReport::from(status.report()));
     let stale = replica.as_ref().is_some_and(|report| !report.fresh);
     let ready = state.ready.load(Ordering::SeqCst) && !stale;
     let engine = &state.engine;

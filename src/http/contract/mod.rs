@@ -1,6 +1,7 @@
 //! The HTTP contract types: the wire shapes of the values other layers produce, with their
 //! OpenAPI schema (`utoipa` derives). The OpenAPI document is this layer's concern, so the
-//! answer types carry no schema; handlers convert them to these with `From`.
+//! answer types and the replica's freshness carry no schema; handlers convert them to these with
+//! `From`.
 //!
 //! Invariants: a mirror type serializes exactly as the layer type it mirrors, with the same field
 //! names, order and serde attributes, and keeps the same Rust name, which is its schema name in
@@ -8,3 +9,4 @@
 //! `_`, so a field or variant added to a layer type fails to compile until the contract follows.
 
 pub mod answer;
+pub mod replica;
