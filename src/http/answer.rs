@@ -24,10 +24,11 @@ use utoipa::ToSchema;
 
 use crate::answer::response::AnswerResponse;
 use crate::answer::{Admission, Answer, AnswerRequest, RequestActor, StageEvent};
-use crate::domain::schema;
+use crate::domain::schema::optional_integer;
 
 use super::auth::Authenticated;
 use super::contract;
+use super::contract::schema;
 use super::error::{ApiError, ErrorBody};
 use super::openapi::{EngineUnavailable, JsonBodyRejected, Unauthenticated};
 use super::{AppState, RequestId, json};
@@ -41,11 +42,11 @@ pub struct AnswerBodyIn {
     #[schema(min_length = 1, example = "How much are hotel stays reimbursed per night in London?")]
     pub question: String,
     /// Chunks in the context (clamped to 1..=`retrieval.top_k_max`).
-    #[serde(default, deserialize_with = "schema::optional_integer")]
+    #[serde(default, deserialize_with = "optional_integer")]
     #[schema(schema_with = top_k_schema)]
     pub top_k: Option<u64>,
     /// Request deadline in ms (clamped to 1..=`answer.max_deadline_ms`).
-    #[serde(default, deserialize_with = "schema::optional_integer")]
+    #[serde(default, deserialize_with = "optional_integer")]
     #[schema(schema_with = deadline_schema)]
     pub deadline_ms: Option<u64>,
 }
@@ -58,7 +59,7 @@ pub struct RetrieveBodyIn {
     #[schema(min_length = 1, example = "hotel stays reimbursed")]
     pub query: String,
     /// Chunks wanted (clamped to 1..=`retrieval.top_k_max`).
-    #[serde(default, deserialize_with = "schema::optional_integer")]
+    #[serde(default, deserialize_with = "optional_integer")]
     #[schema(schema_with = k_schema)]
     pub k: Option<u64>,
 }
