@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
 use crate::acl::AclChange;
@@ -52,8 +52,8 @@ pub struct ReplicaStatus {
     generation: AtomicU64,
 }
 
-/// Freshness as reported by `/readyz`.
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+/// Freshness as reported by `/readyz` (sent as `crate::http::contract::replica::ReplicaReport`).
+#[derive(Clone, Debug, PartialEq)]
 pub struct ReplicaReport {
     /// Whether the replica may answer (within its lag bound).
     pub fresh: bool,

@@ -1,16 +1,17 @@
-//! Wire types of `/v1/answer` and `/v1/retrieve` responses (see the HTTP contract).
+//! What `/v1/answer` and `/v1/retrieve` return (see the HTTP contract). These types serialize as
+//! the wire JSON; the HTTP layer sends mirrors of them that carry the OpenAPI schema
+//! (`crate::http::contract::answer`), and its tests hold the two to the same JSON.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use utoipa::ToSchema;
 
 use crate::domain::Chunk;
 
 use super::validate::AbstentionReason;
 
 /// `answered` or `abstained`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AnswerStatus {
     /// Claims with validated citations.
@@ -21,7 +22,7 @@ pub enum AnswerStatus {
 
 /// Where a chunk comes from: identity and source coordinates (shared by citations and
 /// retrieved chunks; serialized flat into both).
-#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ChunkRef {
     /// Canonical chunk id.
     pub chunk_id: String,
@@ -51,7 +52,7 @@ impl From<&Chunk> for ChunkRef {
 }
 
 /// A citation resolved server-side.
-#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CitationOut {
     /// Label the generator used (`S1`…).
     pub label: String,
@@ -69,7 +70,7 @@ pub struct CitationOut {
 }
 
 /// One claim with its citations.
-#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ClaimOut {
     /// Claim text.
     pub text: String,
@@ -78,14 +79,14 @@ pub struct ClaimOut {
 }
 
 /// The answer body.
-#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AnswerBody {
     /// Validated claims.
     pub claims: Vec<ClaimOut>,
 }
 
 /// Why the server abstained, with safe diagnostic codes.
-#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Abstention {
     /// Reason code.
     pub reason: AbstentionReason,
@@ -94,7 +95,7 @@ pub struct Abstention {
 }
 
 /// Request metrics.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, ToSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct AnswerMetrics {
     /// Milliseconds per stage.
     pub stages_ms: BTreeMap<String, f64>,
@@ -109,7 +110,7 @@ pub struct AnswerMetrics {
 }
 
 /// Response of `POST /v1/answer`.
-#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AnswerResponse {
     /// Request id (also in logs).
     pub request_id: String,
@@ -126,7 +127,7 @@ pub struct AnswerResponse {
 }
 
 /// One chunk of a `/v1/retrieve` response.
-#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RetrievedChunk {
     /// The chunk's provenance.
     #[serde(flatten)]
@@ -140,7 +141,7 @@ pub struct RetrievedChunk {
 }
 
 /// Response of `POST /v1/retrieve`.
-#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RetrieveResponse {
     /// Chunks, best first.
     pub chunks: Vec<RetrievedChunk>,
@@ -154,7 +155,7 @@ pub struct RetrieveResponse {
 }
 
 /// One shard's vector search report.
-#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct VectorSearchOut {
     /// Shard number.
     pub shard: usize,

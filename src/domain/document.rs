@@ -1,25 +1,15 @@
 use serde::{Deserialize, Serialize};
 
 /// Who may read a document inside its tenant.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DocAcl {
     /// Groups whose members may read the document.
     #[serde(default)]
-    #[schema(schema_with = groups_schema)]
     pub groups: Vec<String>,
     /// Users who may read the document.
     #[serde(default)]
-    #[schema(schema_with = users_schema)]
     pub users: Vec<String>,
-}
-
-fn groups_schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
-    super::schema::acl_names(false, "groups whose members may read the document (names 1..=256 characters, not blank)")
-}
-
-fn users_schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
-    super::schema::acl_names(false, "users who may read the document (names 1..=256 characters, not blank)")
 }
 
 /// One document of one tenant.

@@ -1,6 +1,7 @@
 //! Plain domain types shared by every layer: identities, documents, chunks, principals, the
 //! one token-counting rule, the one sentence splitter and the sentence vectors kept from
-//! ingestion, and the JSON Schema fragments of the input rules (`schema`). No IO lives here.
+//! ingestion, and the input rules the wire types share with validation (`schema`). No IO lives
+//! here.
 //!
 //! Invariants kept by this module:
 //! - a [`ChunkId`] is derived only from content and provenance (tenant, doc_id, version,

@@ -10,11 +10,13 @@ use utoipa::openapi::{Ref, RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
 use crate::acl::{AclChange, AclMutation};
-use crate::domain::{Role, schema};
-use crate::retrieval::DocumentInput;
+use crate::domain::Role;
+use crate::domain::schema::{MAX_ACL_NAME_CHARS, query_integer};
 
 use super::admission::WriteKind;
 use super::auth::{Admin, Authenticated};
+use super::contract::admin::DocumentInput;
+use super::contract::schema;
 use super::error::{ApiError, ErrorBody};
 use super::openapi::{EngineUnavailable, Forbidden, JsonBodyRejected, Unauthenticated, WriteUnavailable};
 use super::{AppState, json};
@@ -128,7 +130,7 @@ pub struct UpsertOut {
 #[into_params(parameter_in = Query)]
 pub struct ChangesQuery {
     /// Return changes with epoch greater than this.
-    #[serde(default, deserialize_with = "schema::query_integer")]
+    #[serde(default, deserialize_with = "query_integer")]
     #[param(schema_with = since_schema)]
     pub since: u64,
 }
@@ -166,7 +168,7 @@ async fn publish(state: &AppState, mutation: AclMutation) -> Result<HttpResponse
 
 /// Checks ACL names (1..=256 characters, not blank).
 fn check_names(names: &[String]) -> Result<(), ApiError> {
-    if names.iter().any(|name| name.trim().is_empty() || name.chars().count() > schema::MAX_ACL_NAME_CHARS) {
+    if names.iter().any(|name| name.trim().is_empty() || name.chars().count() > MAX_ACL_NAME_CHARS) {
         return Err(ApiError::bad_request("invalid_acl_name", "acl names must be 1..=256 characters"));
     }
     Ok(())
@@ -186,7 +188,8 @@ pub async fn upsert_documents(
     body: web::Json<UpsertBody>,
 ) -> Result<HttpResponse, ApiError> {
     state.ensure_writable()?;
-    let documents = body.into_inner().documents;
+    let documents: Vec<crate::retrieval::DocumentInput> =
+        body.into_inner().documents.into_iter().map(Into::into).collect();
     if documents.is_empty() {
         return Err(ApiError::bad_request("empty_batch", "documents must not be empty"));
     }

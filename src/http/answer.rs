@@ -24,9 +24,11 @@ use utoipa::ToSchema;
 
 use crate::answer::response::AnswerResponse;
 use crate::answer::{Admission, Answer, AnswerRequest, RequestActor, StageEvent};
-use crate::domain::schema;
+use crate::domain::schema::optional_integer;
 
 use super::auth::Authenticated;
+use super::contract;
+use super::contract::schema;
 use super::error::{ApiError, ErrorBody};
 use super::openapi::{EngineUnavailable, JsonBodyRejected, Unauthenticated};
 use super::{AppState, RequestId, json};
@@ -40,11 +42,11 @@ pub struct AnswerBodyIn {
     #[schema(min_length = 1, example = "How much are hotel stays reimbursed per night in London?")]
     pub question: String,
     /// Chunks in the context (clamped to 1..=`retrieval.top_k_max`).
-    #[serde(default, deserialize_with = "schema::optional_integer")]
+    #[serde(default, deserialize_with = "optional_integer")]
     #[schema(schema_with = top_k_schema)]
     pub top_k: Option<u64>,
     /// Request deadline in ms (clamped to 1..=`answer.max_deadline_ms`).
-    #[serde(default, deserialize_with = "schema::optional_integer")]
+    #[serde(default, deserialize_with = "optional_integer")]
     #[schema(schema_with = deadline_schema)]
     pub deadline_ms: Option<u64>,
 }
@@ -57,7 +59,7 @@ pub struct RetrieveBodyIn {
     #[schema(min_length = 1, example = "hotel stays reimbursed")]
     pub query: String,
     /// Chunks wanted (clamped to 1..=`retrieval.top_k_max`).
-    #[serde(default, deserialize_with = "schema::optional_integer")]
+    #[serde(default, deserialize_with = "optional_integer")]
     #[schema(schema_with = k_schema)]
     pub k: Option<u64>,
 }
@@ -107,7 +109,7 @@ fn clamp_u64(value: Option<u64>) -> Option<usize> {
     responses((status = 200, description = "answered or abstained; with `Accept: text/event-stream`, server-sent \
                 events `stage` ({stage, ms}) as stages end, `claim` (a validated claim with its citations) per claim \
                 of the final answer, then `answer` (this envelope) or `error` ({code, message})",
-               content((crate::answer::response::AnswerResponse = "application/json"), (String = "text/event-stream"))),
+               content((contract::answer::AnswerResponse = "application/json"), (String = "text/event-stream"))),
               JsonBodyRejected, Unauthenticated, EngineUnavailable),
     security(("bearer" = [])))]
 pub async fn answer(
@@ -147,7 +149,7 @@ pub async fn answer(
     drop(waiting);
     let response = reply.map_err(|_| request_actor_gone())??;
     state.ensure_same_state(generation)?;
-    Ok(json(&response))
+    Ok(json(&contract::answer::AnswerResponse::from(response)))
 }
 
 /// Whether the request accepts `text/event-stream` (any `Accept` value naming it).
@@ -206,6 +208,7 @@ impl EventStream {
                             .and_then(|response| stream.state.ensure_same_state(stream.generation).map(|()| response));
                         match outcome {
                             Ok(response) => {
+                                let response = contract::answer::AnswerResponse::from(response);
                                 for claim in response.answer.iter().flat_map(|answer| &answer.claims) {
                                     pending.push_back(event("claim", claim));
                                 }
@@ -225,7 +228,7 @@ impl EventStream {
 
 /// Returns the fused, authorized chunks for a query. 400 codes: `empty_query`, `query_too_long`.
 #[utoipa::path(post, path = "/v1/retrieve", request_body = RetrieveBodyIn,
-    responses((status = 200, description = "authorized chunks, best first", body = crate::answer::response::RetrieveResponse),
+    responses((status = 200, description = "authorized chunks, best first", body = contract::answer::RetrieveResponse),
               JsonBodyRejected, Unauthenticated, EngineUnavailable),
     security(("bearer" = [])))]
 pub async fn retrieve(
@@ -239,5 +242,5 @@ pub async fn retrieve(
     let _permit = admit(&state)?;
     let response = state.pipeline.retrieve(&principal, &query, clamp_u64(body.k)).await?;
     state.ensure_same_state(generation)?;
-    Ok(json(&response))
+    Ok(json(&contract::answer::RetrieveResponse::from(response)))
 }

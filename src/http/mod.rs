@@ -15,6 +15,7 @@ pub mod admission;
 pub mod answer;
 pub mod auth;
 pub mod console;
+pub mod contract;
 pub mod documents;
 pub mod error;
 pub mod openapi;

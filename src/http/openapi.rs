@@ -6,15 +6,15 @@
 //! declares `bearer` security and [`Unauthenticated`], every route that needs a role also
 //! [`Forbidden`], every route that reads a JSON body [`JsonBodyRejected`]; every error response
 //! is an [`ErrorBody`]; request schemas declare the constraints the handlers enforce (the patterns
-//! come from [`crate::domain::schema`]). `tests/it/openapi.rs` checks these against the running
+//! come from [`super::contract::schema`]). `tests/it/openapi.rs` checks these against the running
 //! app, and `tests/schemathesis.sh` (CI) holds a real server to the whole document.
 
 use utoipa::openapi::{OpenApi as Document, RefOr, Schema};
 use utoipa::{IntoResponses, OpenApi};
 
 use crate::config::Settings;
-use crate::domain::schema::trimmed_length_pattern;
 
+use super::contract::schema::trimmed_length_pattern;
 use super::error::ErrorBody;
 
 /// 401: the route needs a bearer token (listed by every route with `security(("bearer" = []))`).

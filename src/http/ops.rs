@@ -23,7 +23,7 @@ pub struct Readiness {
     pub lineage: String,
     /// Replica freshness (absent on a primary).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub replica: Option<crate::replica::ReplicaReport>,
+    pub replica: Option<super::contract::replica::ReplicaReport>,
 }
 
 /// `/healthz` body.
@@ -44,7 +44,7 @@ pub async fn healthz() -> HttpResponse {
     (status = 200, description = "ready", body = Readiness),
     (status = 503, description = "starting, a replica that cannot confirm its ACL state is fresh, or a database backend that does not answer", body = Readiness)))]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    let replica = state.replica.as_ref().map(|status| status.report());
+    let replica = state.replica.as_ref().map(|status| super::contract::replica::ReplicaReport::from(status.report()));
     let stale = replica.as_ref().is_some_and(|report| !report.fresh);
     let acl_state = state.reader.acl_state().await;
     let reachable = acl_state.is_ok();

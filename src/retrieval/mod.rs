@@ -22,7 +22,7 @@ pub use coordinator::{Coordinator, EmbeddedRepository, FanOut, Retrieve};
 pub use engine::{Engine, EngineParams, Recovery, shard_of};
 pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};
 pub use select::{Selection, SelectionLimits, select_context};
-pub use write::{DocumentInput, FaultHook, UpsertOutcome};
+pub use write::{DocumentInput, FaultHook, MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, UpsertOutcome};
 pub(crate) use write::{embedding_text, to_document, validate_batch};
 
 use crate::acl::{AclError, AuthorizationScope};

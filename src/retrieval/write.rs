@@ -23,27 +23,25 @@ use super::engine::{Engine, shard_of};
 use super::{RetrievalError, RetrievalResult};
 
 /// Longest accepted document id, in characters.
-const MAX_DOC_ID_CHARS: usize = 256;
+pub const MAX_DOC_ID_CHARS: usize = 256;
 /// Longest accepted document text, in characters.
-const MAX_TEXT_CHARS: usize = 2_000_000;
+pub const MAX_TEXT_CHARS: usize = 2_000_000;
 
 /// Longest accepted title, in characters.
 const MAX_TITLE_CHARS: usize = 1000;
 
-/// A document as an admin submits it (the tenant comes from the caller, never from here). The
-/// schema declares what `validate_batch` enforces, except that a `doc_id` appears once a batch.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+/// A document as an admin submits it (the tenant comes from the caller, never from here),
+/// checked by `validate_batch`. Its OpenAPI schema is the HTTP layer's, on the mirror
+/// `crate::http::contract::admin::DocumentInput`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct DocumentInput {
     /// Tenant-scoped id: 1..=256 characters, not blank, no control characters.
-    #[schema(schema_with = doc_id_schema)]
     pub doc_id: String,
     /// Display title, at most 1000 characters.
     #[serde(default)]
-    #[schema(max_length = 1000)]
     pub title: String,
     /// Full text: 1..=2,000,000 characters, not blank.
-    #[schema(schema_with = text_schema)]
     pub text: String,
     /// Readers.
     #[serde(default)]
@@ -51,20 +49,7 @@ pub struct DocumentInput {
     /// Explicit version (at least 1); must be greater than the stored one. Default: stored + 1
     /// (or 1).
     #[serde(default, deserialize_with = "schema::optional_integer")]
-    #[schema(schema_with = version_schema)]
     pub version: Option<u64>,
-}
-
-fn doc_id_schema() -> utoipa::openapi::Object {
-    schema::identifier(MAX_DOC_ID_CHARS, "tenant-scoped id: 1..=256 characters, not blank, no control characters")
-}
-
-fn text_schema() -> utoipa::openapi::Object {
-    schema::not_blank(MAX_TEXT_CHARS, "full text: 1..=2000000 characters, not blank")
-}
-
-fn version_schema() -> utoipa::openapi::Object {
-    schema::unsigned(1, true, "explicit version, greater than the stored one; default: stored + 1 (or 1)")
 }
 
 /// Result of an upsert batch.

@@ -6,7 +6,7 @@
 //! codes are stable (they are part of the contract).
 
 /// Abstention reason codes of the HTTP contract.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AbstentionReason {
     /// Nothing authorized and relevant was retrieved.
