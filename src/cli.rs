@@ -367,7 +367,9 @@ fn lab_embedder(name: &str) -> Result<warrant::config::EmbedderKind, String> {
 
 #[cfg(test)]
 mod tests {
-    use clap::{CommandFactory, Parser};
+    use clap::CommandFactory;
+    #[cfg(feature = "lab")]
+    use clap::Parser;
 
     use super::*;
 

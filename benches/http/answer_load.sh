@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# HTTP load on POST /v1/answer, binaries side by side: each round starts every binary in turn on
+# the demo corpus (hashed embedder, extractive generator, a fresh data directory,
+# `server.workers` = WORKERS, max_in_flight 512), 3 s of warm-up, then `wrk -t2 -cCONNECTIONS
+# -dDURATION --latency` with the README's hotel question and alice's token. Prints per round and
+# binary: answers/s, p50/p99, server CPU seconds over the window and CPU ms per answer (utime +
+# stime from /proc). Needs wrk and curl.
+#
+#   benches/http/answer_load.sh /tmp/warrant-before target/release/warrant   # ROUNDS=3 DURATION=15s
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ "$#" -ge 1 ] || { echo "usage: $0 BINARY [BINARY ...]" >&2; exit 2; }
+PORT="${PORT:-18470}"
+ROUNDS="${ROUNDS:-3}"
+DURATION="${DURATION:-15s}"
+CONNECTIONS="${CONNECTIONS:-32}"
+WORKERS="${WORKERS:-2}"
+export WARRANT__EMBEDDER__KIND=hashed WARRANT__SERVER__WORKERS="$WORKERS" WARRANT__SERVER__MAX_IN_FLIGHT=512
+export WARRANT__SERVER__BIND="127.0.0.1:$PORT" RUST_LOG=warn
+URL="http://127.0.0.1:$PORT"
+WORK="$(mktemp -d)"
+PID=""
+trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
+TICK=$(getconf CLK_TCK)
+echo "round binary answers/s p50_ms p99_ms cpu_s cpu_ms_per_answer load_average"
+for round in $(seq 1 "$ROUNDS"); do
+  for binary in "$@"; do
+    rm -rf "$WORK/data"
+    WARRANT__STORAGE__DIR="$WORK/data" "$binary" serve >"$WORK/server.log" 2>&1 &
+    PID=$!
+    for _ in $(seq 1 600); do
+      curl -fs "$URL/readyz" >/dev/null 2>&1 && break
+      kill -0 "$PID" 2>/dev/null || { cat "$WORK/server.log"; exit 1; }
+      sleep 0.2
+    done
+    export TOKEN="$("$binary" token --tenant acme --sub alice --groups everyone,engineering)"
+    wrk -t2 -c"$CONNECTIONS" -d3s -s benches/http/answer.lua "$URL" >/dev/null
+    before=$(awk '{print $14 + $15}' "/proc/$PID/stat")
+    wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency -s benches/http/answer.lua "$URL" >"$WORK/wrk.txt"
+    after=$(awk '{print $14 + $15}' "/proc/$PID/stat")
+    kill -TERM "$PID"; wait "$PID" || true; PID=""
+    python3 - "$WORK/wrk.txt" "$round" "$binary" "$(( after - before ))" "$TICK" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+def ms(label):
+    value, unit = re.search(rf"^\s*{label}\s+([\d.]+)(us|ms|s)\s*$", text, re.M).groups()
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+requests = int(re.search(r"(\d+) requests in", text).group(1))
+errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+cpu_s = int(sys.argv[4]) / int(sys.argv[5])
+print(f"{sys.argv[2]} {sys.argv[3]} {rps:.0f} {ms('50%'):.2f} {ms('99%'):.2f} {cpu_s:.1f} "
+      f"{cpu_s * 1000 / max(requests, 1):.3f} {sys.argv[6]}" + (f" NON-2XX {errors.group(1)}" if errors else ""))
+PY
+  done
+done

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# HTTP load on POST /v1/retrieve with the postgres backend: DOCS one-chunk documents (hashed
+# embedder) in one database, served by 1 and then 2 warrant nodes on that database, ROUNDS
+# interleaved rounds. With 2 nodes, one wrk per node with half the connections each. Prints per
+# round: nodes, requests/s (sum), latency p50/p99 (the worse node's), and CPU per request of the
+# warrant nodes and of PostgreSQL (utime + stime over the wrk window, from /proc). Needs wrk,
+# python3, curl, psql and a PostgreSQL with pgvector (`tests/postgres.sh start` starts one).
+#
+#   benches/http/retrieve_load_postgres.sh          # DOCS=100000 ROUNDS=3 DURATION=20s
+#   DOCS=20000 ROUNDS=1 benches/http/retrieve_load_postgres.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN="${BIN:-${CARGO_TARGET_DIR:-target}/release/warrant}"
+DOCS="${DOCS:-100000}"
+BASE="${DATABASE_URL:-postgres://warrant@127.0.0.1:54329/postgres}"
+DATABASE="warrant_load_$DOCS"
+PORT="${PORT:-18490}"
+DURATION="${DURATION:-20s}"
+ROUNDS="${ROUNDS:-3}"
+CONNECTIONS="${CONNECTIONS:-4}"
+export WARRANT_LOAD_DATABASE_URL="${BASE%/*}/$DATABASE"
+export WARRANT__STORAGE__BACKEND=postgres WARRANT__STORAGE__POSTGRES__URL_ENV=WARRANT_LOAD_DATABASE_URL
+export WARRANT__EMBEDDER__KIND=hashed WARRANT__DEMO__LOAD=false RUST_LOG=warn
+HERE=benches/http
+WORK="$(mktemp -d)"
+PIDS=()
+trap 'for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
+
+start() { # $1: node count
+  PIDS=()
+  for node in $(seq 0 $(( $1 - 1 ))); do
+    WARRANT__SERVER__BIND="127.0.0.1:$(( PORT + node ))" "$BIN" serve >"$WORK/server$node.log" 2>&1 &
+    PIDS+=($!)
+  done
+  for node in $(seq 0 $(( $1 - 1 ))); do
+    for attempt in $(seq 1 600); do
+      curl -fs "http://127.0.0.1:$(( PORT + node ))/readyz" >/dev/null 2>&1 && break
+      kill -0 "${PIDS[$node]}" 2>/dev/null || { cat "$WORK/server$node.log"; exit 1; }
+      [ "$attempt" = 600 ] && { echo "node $node did not become ready" >&2; exit 1; }
+      sleep 0.5
+    done
+  done
+}
+stop() { for pid in "${PIDS[@]}"; do kill -TERM "$pid"; wait "$pid" || true; done; PIDS=(); }
+ticks() { # utime + stime of the given pids
+  local total=0
+  for pid in "$@"; do total=$(( total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0) )); done
+  echo "$total"
+}
+
+exists=$(psql "$BASE" -Atc "SELECT 1 FROM pg_database WHERE datname = '$DATABASE'")
+[ "$exists" = 1 ] || psql "$BASE" -qc "CREATE DATABASE $DATABASE"
+ADMIN="$("$BIN" token --tenant bench --sub loader --groups all --admin)"
+export TOKEN="$("$BIN" token --tenant bench --sub reader --groups all --ttl-seconds 86400)"
+export QUERIES="$WORK/queries.txt"
+python3 "$HERE/corpus.py" queries 1000 >"$QUERIES"
+
+loaded=$(psql "$WARRANT_LOAD_DATABASE_URL" -Atc "SELECT count(*) FROM chunks" 2>/dev/null || echo 0)
+if [ "$loaded" -lt "$DOCS" ]; then
+  start 1
+  started=$(date +%s)
+  python3 "$HERE/corpus.py" load "http://127.0.0.1:$PORT" "$ADMIN" "$DOCS"
+  echo "loaded $DOCS documents in $(( $(date +%s) - started )) s"
+  stop
+fi
+TICK=$(getconf CLK_TCK)
+echo "round nodes requests/s p50_ms p99_ms warrant_cpu_ms_per_request postgres_cpu_ms_per_request load_average"
+for round in $(seq 1 "$ROUNDS"); do
+  for nodes in 1 2; do
+    start "$nodes"
+    per_node=$(( CONNECTIONS / nodes ))
+    warm=()
+    for node in $(seq 0 $(( nodes - 1 ))); do
+      wrk -t1 -c"$per_node" -d2s --timeout "${WRK_TIMEOUT:-30s}" -s "$HERE/retrieve.lua" "http://127.0.0.1:$(( PORT + node ))" >/dev/null &
+      warm+=($!)
+    done
+    wait "${warm[@]}"
+    database_pids=$(pgrep -x postgres | tr '\n' ' ')
+    warrant_before=$(ticks "${PIDS[@]}")
+    # shellcheck disable=SC2086
+    postgres_before=$(ticks $database_pids)
+    wrk_pids=()
+    for node in $(seq 0 $(( nodes - 1 ))); do
+      wrk -t1 -c"$per_node" -d"$DURATION" --timeout "${WRK_TIMEOUT:-30s}" --latency -s "$HERE/retrieve.lua" "http://127.0.0.1:$(( PORT + node ))" \
+        >"$WORK/wrk$node.txt" &
+      wrk_pids+=($!)
+    done
+    wait "${wrk_pids[@]}"
+    warrant_after=$(ticks "${PIDS[@]}")
+    # shellcheck disable=SC2086
+    postgres_after=$(ticks $database_pids)
+    stop
+    python3 - "$WORK" "$nodes" "$round" "$(( warrant_after - warrant_before ))" "$(( postgres_after - postgres_before ))" \
+      "$TICK" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
+import re, sys
+work, nodes, round_, warrant, postgres, tick, load = sys.argv[1:]
+def ms(text, label):
+    value, unit = re.search(rf"^\s*{label}\s+([\d.]+)(us|ms|s)\s*$", text, re.M).groups()
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+rps = requests = 0
+p50 = p99 = 0.0
+errors = 0
+for node in range(int(nodes)):
+    text = open(f"{work}/wrk{node}.txt").read()
+    rps += float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    requests += int(re.search(r"(\d+) requests in", text).group(1))
+    p50, p99 = max(p50, ms(text, "50%")), max(p99, ms(text, "99%"))
+    found = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    errors += int(found.group(1)) if found else 0
+per_request = lambda ticks: int(ticks) * 1000 / int(tick) / max(requests, 1)
+print(f"{round_} {nodes} {rps:.0f} {p50:.2f} {p99:.2f} {per_request(warrant):.3f} {per_request(postgres):.3f} {load}"
+      + (f" NON-2XX {errors}" if errors else ""))
+PY
+  done
+done
