@@ -289,6 +289,7 @@ mod tests {
                 .collect(),
             schema: output_schema(),
             repair: None,
+            previous: None,
             timeout: Duration::from_secs(1),
         }
     }

@@ -14,6 +14,9 @@ pub struct SourceForModel {
     pub text: String,
 }
 
+/// The longest previous output shown back on a repair attempt, in characters.
+pub const MAX_PREVIOUS_CHARS: usize = 4000;
+
 /// Everything a generator needs for one call.
 #[derive(Clone, Debug)]
 pub struct GenerationRequest {
@@ -29,6 +32,11 @@ pub struct GenerationRequest {
     pub schema: serde_json::Value,
     /// Problems found in the previous attempt, when this is the repair attempt.
     pub repair: Option<String>,
+    /// On the repair attempt, the rejected output of the previous one (at most
+    /// [`MAX_PREVIOUS_CHARS`]), shown back so the model can fix its own answer instead of
+    /// starting blind. `None` on the first attempt, and when a source shown to the previous
+    /// attempt is no longer authorized (its output may quote that source).
+    pub previous: Option<String>,
     /// Time the generator may take.
     pub timeout: Duration,
 }

@@ -488,10 +488,8 @@ fn quote_of(shown: &str, span: Option<(usize, usize)>) -> (String, (usize, usize
 /// not offered either. No other source text appears.
 pub fn repair_instruction(problems: &[Problem], sources: &[SourceForModel]) -> String {
     let labels: Vec<&str> = sources.iter().map(|source| source.label.as_str()).collect();
-    let mut lines = vec![format!(
-        "Your previous answer was rejected. Answer again with the same JSON schema. Valid citation labels are: {}.",
-        labels.join(", ")
-    )];
+    let mut lines =
+        vec![format!("Your previous answer needs fixing. Valid citation labels are: {}.", labels.join(", "))];
     for problem in problems {
         let subject = if problem.claim == 0 { "the output".to_owned() } else { format!("claim {}", problem.claim) };
         let detail = match problem.rejection {

@@ -163,6 +163,9 @@ struct Expect {
     context_max: Option<usize>,
     #[serde(default)]
     deterministic_prompt: bool,
+    /// Whether the repair attempt was shown the rejected output of the first one.
+    #[serde(default)]
+    repair_previous: Option<bool>,
 }
 
 fn fixtures_dir() -> PathBuf {
@@ -177,6 +180,8 @@ struct FixtureGenerator {
     tenant: String,
     chunk_ids: BTreeMap<String, String>,
     calls: Mutex<usize>,
+    /// Every output returned, placeholders resolved.
+    outputs: Mutex<Vec<String>>,
 }
 
 #[async_trait]
@@ -196,7 +201,9 @@ impl Generator for FixtureGenerator {
             apply(self.writer.as_ref(), &self.tenant, action).await;
         }
         let raw = self.inner.generate(request).await?;
-        Ok(self.resolve(&raw, request))
+        let output = self.resolve(&raw, request);
+        self.outputs.lock().unwrap().push(output.clone());
+        Ok(output)
     }
 }
 
@@ -307,6 +314,7 @@ fn apply_settings(settings: &mut Settings, overrides: &BTreeMap<String, Value>) 
 struct Run {
     response: AnswerResponse,
     prompts: Vec<GenerationRequest>,
+    outputs: Vec<String>,
     corpus: Vec<CorpusDocument>,
     /// After the answer: the live version of each cited document the principal may still read.
     readable: BTreeMap<String, u64>,
@@ -386,6 +394,7 @@ async fn run(fixture: &Fixture, backend: &Backend) -> Run {
         tenant: fixture.principal.tenant.clone(),
         chunk_ids,
         calls: Mutex::new(0),
+        outputs: Mutex::new(Vec::new()),
     });
     let verifier = Arc::new(FixtureVerifier {
         inner: LexicalSupportVerifier::new(
@@ -426,7 +435,8 @@ async fn run(fixture: &Fixture, backend: &Backend) -> Run {
         }
     }
     let epoch = reader.scope(&who).await.expect("backend answers").epoch();
-    Run { response, prompts: generator.inner.calls(), corpus, readable, epoch }
+    let outputs = generator.outputs.lock().unwrap().clone();
+    Run { response, prompts: generator.inner.calls(), outputs, corpus, readable, epoch }
 }
 
 fn check(fixture: &Fixture, run: &Run) {
@@ -504,6 +514,13 @@ fn check(fixture: &Fixture, run: &Run) {
         let repair = run.prompts.get(1).and_then(|p| p.repair.clone()).unwrap_or_default();
         assert!(!repair.is_empty(), "{name}: no repair attempt");
         assert!(!repair.contains(text.as_str()), "{name}: repair prompt contains {text:?}: {repair}");
+    }
+    if let Some(shown) = expect.repair_previous {
+        let previous = run.prompts.get(1).map(|prompt| prompt.previous.clone());
+        assert_eq!(previous.as_ref().map(Option::is_some), Some(shown), "{name}: previous output on repair");
+        if let Some(Some(previous)) = previous {
+            assert_eq!(Some(&previous), run.outputs.first(), "{name}: the previous output verbatim");
+        }
     }
     if let Some(max) = expect.context_max {
         assert!(metrics.context <= max, "{name}: context {}", metrics.context);

@@ -136,6 +136,7 @@ fn generation_request(timeout: Duration) -> GenerationRequest {
         sources: Vec::new(),
         schema: output_schema(),
         repair: None,
+        previous: None,
         timeout,
     }
 }

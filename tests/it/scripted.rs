@@ -100,6 +100,7 @@ mod tests {
             sources: Vec::new(),
             schema: serde_json::json!({}),
             repair: None,
+            previous: None,
             timeout: Duration::from_secs(1),
         }
     }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::{AnswerPipeline, AnswerRequest, RequestState, StageClock, StageEvents};
 use crate::acl::AuthorizationScope;
 use crate::answer::AnswerError;
-use crate::answer::generator::{GenerationRequest, GeneratorError, SourceForModel, output_schema};
+use crate::answer::generator::{GenerationRequest, GeneratorError, MAX_PREVIOUS_CHARS, SourceForModel, output_schema};
 use crate::answer::prompt::{Prompt, build_prompt, render_user};
 use crate::answer::response::AnswerMetrics;
 use crate::answer::validate::{
@@ -67,6 +67,7 @@ struct Attempt {
     number: u32,
     sources: Vec<SourceForModel>,
     repair: Option<String>,
+    previous: Option<String>,
 }
 
 /// What validating an attempt's output settled.
@@ -74,7 +75,7 @@ enum Outcome {
     /// Claims to answer with, and the citations rejected on the way.
     Answered(Vec<ValidClaim>, Vec<Problem>),
     /// The attempt failed with this reason; the ACL snapshot it was re-checked against.
-    Failed(AbstentionReason, Vec<Problem>, Arc<dyn Authorization>),
+    Failed(AbstentionReason, Vec<Problem>, Arc<dyn Authorization>, String),
 }
 
 /// The repair rule after a failed attempt, as a pure decision.
@@ -152,13 +153,14 @@ impl<'a> Run<'a> {
         let scope = self.scope().await?;
         let retrieved = self.retrieve(&scope).await?;
         let grounding = self.ground(retrieved)?;
-        let mut attempt = Attempt { number: 1, sources: grounding.prompt.for_model.clone(), repair: None };
+        let mut attempt =
+            Attempt { number: 1, sources: grounding.prompt.for_model.clone(), repair: None, previous: None };
         loop {
             match self.attempt(&grounding, &attempt).await? {
                 Outcome::Answered(claims, problems) => return Ok((claims, problems)),
-                Outcome::Failed(reason, problems, acl) => {
+                Outcome::Failed(reason, problems, acl, raw) => {
                     self.state.reject(&problems);
-                    attempt = self.plan_repair(&grounding, &attempt, reason, &problems, &acl)?;
+                    attempt = self.plan_repair(&grounding, &attempt, reason, &problems, &acl, &raw)?;
                 }
             }
         }
@@ -262,6 +264,7 @@ impl<'a> Run<'a> {
             sources: attempt.sources.clone(),
             schema: output_schema(),
             repair: attempt.repair.clone(),
+            previous: attempt.previous.clone(),
             timeout: remaining,
         };
         let stage = Instant::now();
@@ -315,7 +318,7 @@ impl<'a> Run<'a> {
         match verdict {
             Verdict::Answered { claims, problems } => Ok(Outcome::Answered(claims, problems)),
             Verdict::Unanswerable => abstain(AbstentionReason::InsufficientEvidence, &[]),
-            Verdict::Failed { reason, problems } => Ok(Outcome::Failed(reason, problems, acl)),
+            Verdict::Failed { reason, problems } => Ok(Outcome::Failed(reason, problems, acl, raw)),
         }
     }
 
@@ -328,6 +331,7 @@ impl<'a> Run<'a> {
         reason: AbstentionReason,
         problems: &[Problem],
         acl: &Arc<dyn Authorization>,
+        raw: &str,
     ) -> Result<Attempt, Halt> {
         let prompt = &grounding.prompt;
         let still_authorized: Vec<SourceForModel> = prompt
@@ -339,11 +343,19 @@ impl<'a> Run<'a> {
             .collect();
         let min_repair = Duration::from_millis(self.pipeline.settings.answer.min_repair_ms);
         match repair_decision(failed.number, reason, self.time_left(), min_repair, still_authorized.len()) {
-            RepairDecision::Repair => Ok(Attempt {
-                number: failed.number + 1,
-                repair: Some(repair_instruction(problems, &still_authorized)),
-                sources: still_authorized,
-            }),
+            RepairDecision::Repair => {
+                // The rejected output goes back to the model only if every source it was written
+                // from is still authorized: it may quote any source it saw.
+                let shown_still_authorized =
+                    failed.sources.iter().all(|shown| still_authorized.iter().any(|kept| kept.label == shown.label));
+                let previous = shown_still_authorized.then(|| raw.chars().take(MAX_PREVIOUS_CHARS).collect());
+                Ok(Attempt {
+                    number: failed.number + 1,
+                    repair: Some(repair_instruction(problems, &still_authorized)),
+                    previous,
+                    sources: still_authorized,
+                })
+            }
             RepairDecision::Abstain { reason, no_time } => {
                 let mut codes = diagnostics(problems);
                 if no_time {
