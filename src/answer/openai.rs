@@ -122,8 +122,9 @@ impl OpenAiCompatibleGenerator {
 }
 
 /// The final user message of a repair attempt: what to fix, then a reminder that an answer the
-/// sources support is still wanted (small models read a bare rejection as a cue to give up:
-/// 8 of 9 repairs answered `answerable: false` in BENCHMARKS.md's held-out run).
+/// sources support is still wanted. (Written because repairs almost always came back
+/// `answerable: false`; on Qwen2.5-1.5B this wording and the rejected output shown back did not
+/// change that, BENCHMARKS.md "The held-out slice on a quiet machine".)
 fn repair_message(problems: &str) -> String {
     format!(
         "{problems}\n\
