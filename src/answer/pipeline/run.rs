@@ -74,7 +74,8 @@ struct Attempt {
 enum Outcome {
     /// Claims to answer with, and the citations rejected on the way.
     Answered(Vec<ValidClaim>, Vec<Problem>),
-    /// The attempt failed with this reason; the ACL snapshot it was re-checked against.
+    /// The attempt failed with this reason and these problems; the authorization view it was
+    /// re-checked against, and the rejected output (shown back on a repair).
     Failed(AbstentionReason, Vec<Problem>, Arc<dyn Authorization>, String),
 }
 
@@ -183,8 +184,22 @@ impl<'a> Run<'a> {
     }
 
     /// What the principal may read now, of the sources in the final context (bounded by what is
-    /// left of the deadline; a backend that does not answer in time ends the request).
-    async fn authorization(&mut self, grounding: &Grounding) -> Result<Arc<dyn Authorization>, Halt> {
+    /// left of the deadline; a backend that does not answer in time ends the request, and the
+    /// validation stage begun at `started` is recorded as `stage` before it ends).
+    async fn authorization(
+        &mut self,
+        grounding: &Grounding,
+        stage: &'static str,
+        started: Instant,
+    ) -> Result<Arc<dyn Authorization>, Halt> {
+        let view = self.current_authorization(grounding).await;
+        if view.is_err() {
+            self.state.clock.record(stage, started);
+        }
+        view
+    }
+
+    async fn current_authorization(&mut self, grounding: &Grounding) -> Result<Arc<dyn Authorization>, Halt> {
         let chunks: Vec<Arc<Chunk>> = grounding.prompt.sources.iter().map(|source| Arc::clone(&source.chunk)).collect();
         let view =
             tokio::time::timeout(self.time_left(), self.pipeline.reader.authorization(self.principal, &chunks)).await;
@@ -281,13 +296,7 @@ impl<'a> Run<'a> {
 
         let stage = Instant::now();
         let policy = self.pipeline.settings.answer.claim_policy;
-        let acl_at_validation = match self.authorization(grounding).await {
-            Ok(view) => view,
-            Err(halt) => {
-                self.state.clock.record(validation_stage, stage);
-                return Err(halt);
-            }
-        };
+        let acl_at_validation = self.authorization(grounding, validation_stage, stage).await?;
         let context = ValidationContext {
             sources: &grounding.prompt.sources,
             retrieved: &grounding.retrieved,
@@ -305,13 +314,7 @@ impl<'a> Run<'a> {
         // The verifier's awaits are behind us: authorize once more against the backend's current
         // state, so a revoke acknowledged while the verifier awaited is not missed. Nothing else
         // awaits between this view and the response.
-        let acl = match self.authorization(grounding).await {
-            Ok(view) => view,
-            Err(halt) => {
-                self.state.clock.record(validation_stage, stage);
-                return Err(halt);
-            }
-        };
+        let acl = self.authorization(grounding, validation_stage, stage).await?;
         self.state.acl_epoch = acl.epoch();
         let verdict = recheck_authorization(verdict, self.principal, acl.as_ref(), policy);
         self.state.clock.record(validation_stage, stage);
