@@ -151,11 +151,12 @@ pub async fn start_engine(
         let vector = params.vector;
         let owned = directory;
         let data = data.to_owned();
+        let cache_bytes = params.store_cache_bytes;
         let (restored, store) = tokio::task::spawn_blocking(move || {
             let restored = crate::snapshot::restore(&owned, &name, dimension, vector).map_err(snapshot_error)?;
             let acl = restored.acl.relabeled(crate::acl::new_lineage());
             let chunks: Vec<_> = restored.shards.iter().flat_map(|shard| shard.export()).collect();
-            let store = crate::storage::Store::seed(&data, &name, dimension, &acl, &chunks)
+            let store = crate::storage::Store::seed(&data, &name, dimension, &acl, &chunks, cache_bytes)
                 .map_err(|error| StartError::Retrieval(error.into()))?;
             Ok::<_, StartError>((crate::snapshot::Restored { acl, ..restored }, store))
         })

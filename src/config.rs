@@ -85,6 +85,11 @@ pub struct StorageSettings {
     /// Epochs of change log kept behind the newest checkpoint, so replicas that lag by less can
     /// catch up from the feed; a replica further behind re-bootstraps from a snapshot.
     pub log_retention_epochs: u64,
+    /// Page cache of the store file (redb), in MiB. Every live chunk and vector is held in the
+    /// indexes already, so the store is read at open and written at commit: a small cache saves
+    /// memory without slowing either (BENCHMARKS.md, "Memory per chunk").
+    #[serde(default = "default_store_cache_mb")]
+    pub cache_mb: usize,
     /// Where documents, chunks, vectors and ACLs live: `embedded` (default: in-process shards,
     /// redb system of record) or `postgres` (PostgreSQL + pgvector shared by stateless nodes).
     #[serde(default)]
@@ -92,6 +97,10 @@ pub struct StorageSettings {
     /// PostgreSQL backend settings (used when `backend = "postgres"`).
     #[serde(default)]
     pub postgres: PostgresSettings,
+}
+
+fn default_store_cache_mb() -> usize {
+    crate::storage::DEFAULT_CACHE_MB
 }
 
 /// The storage backend, parsed once here.

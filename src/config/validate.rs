@@ -17,6 +17,7 @@ impl Settings {
             }
         };
         check((1..=256).contains(&self.index.shards), "index.shards must be in 1..=256");
+        check((1..=65_536).contains(&self.storage.cache_mb), "storage.cache_mb must be in 1..=65536");
         check(self.index.threads_per_shard <= 256, "index.threads_per_shard must be in 0..=256 (0: from the cores)");
         check((4..=256).contains(&self.index.hnsw_max_connections), "index.hnsw_max_connections must be in 4..=256");
         check((8..=4096).contains(&self.index.hnsw_ef_construction), "index.hnsw_ef_construction must be in 8..=4096");

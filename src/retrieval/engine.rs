@@ -61,6 +61,8 @@ pub struct EngineParams {
     /// Embed each chunk's sentences at ingestion (`verifier.sentence_vectors`; the engine turns
     /// it off for an embedder that is not [`Embedder::semantic`]).
     pub sentence_vectors: bool,
+    /// Page cache of the data directory's store, in bytes (`storage.cache_mb`).
+    pub store_cache_bytes: usize,
 }
 
 impl EngineParams {
@@ -87,6 +89,7 @@ impl EngineParams {
                 settings.index.shards,
             ),
             sentence_vectors: settings.verifier.sentence_vectors,
+            store_cache_bytes: settings.storage.cache_mb.saturating_mul(1 << 20),
         }
     }
 }
@@ -157,8 +160,9 @@ impl Engine {
         let directory = directory.to_owned();
         let vector = params.vector;
         let shard_count = params.shards;
+        let cache_bytes = params.store_cache_bytes;
         let (store, recovered, shards, chunk_count) = tokio::task::spawn_blocking(move || -> RetrievalResult<_> {
-            let (store, mut recovered) = Store::open(&directory, &name, dimension)?;
+            let (store, mut recovered) = Store::open(&directory, &name, dimension, cache_bytes)?;
             let chunks = std::mem::take(&mut recovered.chunks);
             let count = chunks.len();
             let (shards, indexes) = crate::storage::indexes::load_or_build(

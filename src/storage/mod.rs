@@ -55,6 +55,9 @@ pub const STORE_FILE: &str = "warrant.redb";
 /// The on-disk layout version this build writes and reads.
 pub const STORE_FORMAT: u32 = 1;
 
+/// Default page cache of the store in MiB (`storage.cache_mb`).
+pub const DEFAULT_CACHE_MB: usize = 32;
+
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const CHANGES: TableDefinition<u64, &[u8]> = TableDefinition::new("changes");
 const CHUNKS: TableDefinition<u32, &[u8]> = TableDefinition::new("chunks");
@@ -284,16 +287,23 @@ fn u32_value(file: &str, key: &str, bytes: &[u8]) -> StorageResult<u32> {
 impl Store {
     /// Opens (or creates) the store in `directory` and recovers its state. `embedder` is the
     /// configured `name/dimension`; a store made with another one is refused.
-    pub fn open(directory: &Path, embedder: &str, dimension: usize) -> StorageResult<(Self, Recovered)> {
+    pub fn open(
+        directory: &Path,
+        embedder: &str,
+        dimension: usize,
+        cache_bytes: usize,
+    ) -> StorageResult<(Self, Recovered)> {
         std::fs::create_dir_all(directory).map_err(|error| io(&directory.display().to_string(), error))?;
         let path: PathBuf = directory.join(STORE_FILE);
         let file = path.display().to_string();
         let existed = std::fs::metadata(&path).map(|metadata| metadata.len() > 0).unwrap_or(false);
         // A file redb did not write last (torn or altered) must be refused, never trusted: the
         // integrity check verifies every page checksum of the committed trees on open.
-        let db = std::panic::catch_unwind(|| redb::Builder::new().set_check_integrity_on_open(true).create(&path))
-            .map_err(|_| corrupted(&file, "the database file could not be read (redb panicked while opening it)"))?
-            .map_err(|error| open_error(&file, error))?;
+        let db = std::panic::catch_unwind(|| {
+            redb::Builder::new().set_check_integrity_on_open(true).set_cache_size(cache_bytes).create(&path)
+        })
+        .map_err(|_| corrupted(&file, "the database file could not be read (redb panicked while opening it)"))?
+        .map_err(|error| open_error(&file, error))?;
         let store = Self { db, file };
         let configured = format!("{embedder}\0{dimension}");
         if !existed {
@@ -316,6 +326,7 @@ impl Store {
         dimension: usize,
         acl: &AclStore,
         chunks: &[(std::sync::Arc<Chunk>, Vec<f32>)],
+        cache_bytes: usize,
     ) -> StorageResult<Self> {
         std::fs::create_dir_all(directory).map_err(|error| io(&directory.display().to_string(), error))?;
         let path = directory.join(STORE_FILE);
@@ -323,7 +334,8 @@ impl Store {
         if std::fs::metadata(&path).map(|metadata| metadata.len() > 0).unwrap_or(false) {
             return Err(io(&file, "a store already exists here; restore only seeds a new data directory"));
         }
-        let db = redb::Builder::new().create(&path).map_err(|error| open_error(&file, error))?;
+        let db =
+            redb::Builder::new().set_cache_size(cache_bytes).create(&path).map_err(|error| open_error(&file, error))?;
         let store = Self { db, file };
         let file = store.file.as_str();
         let snapshot = acl.load();

@@ -5,6 +5,7 @@ use crate::domain::{ChunkingConfig, DocAcl, Document, Principal, chunk_document}
 
 const EMBEDDER: &str = "hashed-test";
 const DIMENSION: usize = 4;
+const CACHE: usize = DEFAULT_CACHE_MB << 20;
 
 fn upsert(acl: &AclStore, store: &Store, tenant: &str, doc_id: &str, version: u64, text: &str) -> DocOrdinal {
     let ordinal = acl.reserve_ordinals(1).unwrap().start;
@@ -68,7 +69,7 @@ fn reader() -> Principal {
 #[test]
 fn what_was_committed_comes_back_after_reopening_with_the_same_lineage() {
     let directory = tempfile::tempdir().unwrap();
-    let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+    let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
     assert!(recovered.created);
     let acl = recovered.acl;
     let lineage = acl.lineage().to_owned();
@@ -77,7 +78,7 @@ fn what_was_committed_comes_back_after_reopening_with_the_same_lineage() {
     upsert(&acl, &store, "acme", "b", 1, "beta text");
     revoke(&acl, &store, "acme", "b");
     drop(store);
-    let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+    let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
     assert!(!recovered.created);
     let snapshot = recovered.acl.load();
     assert_eq!(recovered.acl.lineage(), lineage);
@@ -97,7 +98,7 @@ fn what_was_committed_comes_back_after_reopening_with_the_same_lineage() {
 #[test]
 fn rows_staged_but_never_published_are_deleted_on_reopening() {
     let directory = tempfile::tempdir().unwrap();
-    let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+    let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
     let acl = recovered.acl;
     let live = upsert(&acl, &store, "acme", "a", 1, "alpha text");
     let abandoned = acl.reserve_ordinals(1).unwrap().start;
@@ -115,7 +116,7 @@ fn rows_staged_but_never_published_are_deleted_on_reopening() {
     store.stage(&[EncodedDocument::encode(abandoned, &items)]).unwrap();
     drop(store);
     for _ in 0..2 {
-        let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+        let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
         assert_eq!(recovered.acl.epoch(), acl.epoch());
         assert!(recovered.chunks.iter().all(|(chunk, _)| chunk.doc_ordinal == live));
         assert!(!recovered.chunks.is_empty());
@@ -128,7 +129,7 @@ fn rows_staged_but_never_published_are_deleted_on_reopening() {
 #[test]
 fn a_checkpoint_compacts_the_log_and_recovery_replays_what_follows_it() {
     let directory = tempfile::tempdir().unwrap();
-    let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+    let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
     let acl = recovered.acl;
     upsert(&acl, &store, "acme", "a", 1, "alpha");
     upsert(&acl, &store, "acme", "b", 1, "beta");
@@ -137,7 +138,7 @@ fn a_checkpoint_compacts_the_log_and_recovery_replays_what_follows_it() {
     revoke(&acl, &store, "acme", "a");
     assert_eq!(store.change_batches().unwrap(), 2, "epoch 1 compacted, 2 and 3 kept");
     drop(store);
-    let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+    let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
     assert_eq!(recovered.checkpoint_epoch, 2);
     assert_eq!(recovered.replayed, 1);
     assert_eq!(recovered.acl.epoch(), 3);
@@ -150,8 +151,8 @@ fn a_checkpoint_compacts_the_log_and_recovery_replays_what_follows_it() {
 #[test]
 fn another_embedder_is_refused_naming_the_file() {
     let directory = tempfile::tempdir().unwrap();
-    drop(Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap());
-    let error = Store::open(directory.path(), "minilm", 384).err().unwrap();
+    drop(Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap());
+    let error = Store::open(directory.path(), "minilm", 384, CACHE).err().unwrap();
     assert!(matches!(error, StorageError::Embedder { .. }), "{error}");
     assert!(error.to_string().contains(STORE_FILE), "{error}");
 }
@@ -160,13 +161,13 @@ fn another_embedder_is_refused_naming_the_file() {
 fn a_corrupted_or_truncated_file_is_refused_naming_the_file_never_opened_with_less() {
     let directory = tempfile::tempdir().unwrap();
     {
-        let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+        let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
         for index in 0..40 {
             upsert(&recovered.acl, &store, "acme", &format!("d{index}"), 1, &"words of text ".repeat(50));
         }
     }
     let (epoch, chunks) = {
-        let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION).unwrap();
+        let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
         (recovered.acl.epoch(), recovered.chunks.len())
     };
     let path = directory.path().join(STORE_FILE);
@@ -187,7 +188,7 @@ fn a_corrupted_or_truncated_file_is_refused_naming_the_file_never_opened_with_le
     let mut refused = 0;
     for (case, bytes) in damaged.iter().enumerate() {
         std::fs::write(&path, bytes).unwrap();
-        match Store::open(directory.path(), EMBEDDER, DIMENSION) {
+        match Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE) {
             Ok((_store, recovered)) => {
                 assert_ne!(case, 9, "a truncated file is refused");
                 assert_eq!((recovered.acl.epoch(), recovered.chunks.len()), (epoch, chunks), "case {case}");
