@@ -17,7 +17,7 @@
 -- Known points to check on a real cluster:
 --   * pgvector must be installed on the coordinator and on every worker (CREATE EXTENSION runs on
 --     the workers through Citus' DDL propagation when it runs on the coordinator).
---   * The HNSW and GIN indexes are created per shard; recall and latency per shard were not
+--   * The HNSW index and the postings' (chunk_terms, migration 0004) B-trees are created per shard; recall and latency per shard were not
 --     measured. A tenant is one shard, so a very large tenant is one HNSW index on one worker.
 --   * The warrant_doc_ordinals sequence is used from the coordinator (Citus supports bigint
 --     sequences in distributed transactions); not verified.
@@ -39,6 +39,7 @@ SELECT create_distributed_table('warrant_tenants', 'tenant_id');
 SELECT create_distributed_table('documents', 'tenant_id', colocate_with => 'warrant_tenants');
 SELECT create_distributed_table('document_versions', 'tenant_id', colocate_with => 'warrant_tenants');
 SELECT create_distributed_table('chunks', 'tenant_id', colocate_with => 'warrant_tenants');
+SELECT create_distributed_table('chunk_terms', 'tenant_id', colocate_with => 'warrant_tenants');
 SELECT create_distributed_table('document_readers', 'tenant_id', colocate_with => 'warrant_tenants');
 SELECT create_distributed_table('acl_changes', 'tenant_id', colocate_with => 'warrant_tenants');
 

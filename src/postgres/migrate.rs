@@ -15,6 +15,7 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "0001_init", include_str!("../../migrations/0001_init.sql")),
     (2, "0002_readers_by_principal", include_str!("../../migrations/0002_readers_by_principal.sql")),
     (3, "0003_lexical_statistics", include_str!("../../migrations/0003_lexical_statistics.sql")),
+    (4, "0004_postings", include_str!("../../migrations/0004_postings.sql")),
 ];
 
 /// Largest dimension pgvector's HNSW index accepts for `vector`.

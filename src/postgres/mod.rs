@@ -210,6 +210,7 @@ impl PostgresBackend {
         let transaction = client.transaction().await.map_err(database)?;
         let epoch = lock_tenant(&transaction, tenant).await? + 1;
         let insert_chunk = transaction.prepare(sql::CHUNK_INSERT).await.map_err(database)?;
+        let insert_postings = transaction.prepare(sql::POSTINGS_INSERT).await.map_err(database)?;
         let mut vectors_left = vectors.into_iter();
         let mut chunk_count = 0;
         let mut totals = TotalsChange::default();
@@ -262,6 +263,7 @@ impl PostgresBackend {
                 totals.add(&transaction.query(&insert_chunk, &parameters).await.map_err(database)?);
             }
             chunk_count += chunks.len();
+            transaction.execute(&insert_postings, &[&tenant, &input.doc_id, &version_sql]).await.map_err(database)?;
             transaction.execute(sql::READERS_DELETE_ALL, &[&tenant, &input.doc_id]).await.map_err(database)?;
             add_readers(&transaction, tenant, &input.doc_id, &input.acl.groups, &input.acl.users).await?;
             let position = position as i32;

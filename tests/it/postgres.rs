@@ -424,10 +424,15 @@ async fn postgres_lexical_totals_follow_upsert_replace_delete_and_rollback() {
     let backend = node(&url).await;
     let check = |expected: LexicalTotals| {
         let backend = Arc::clone(&backend);
+        let url = url.clone();
         async move {
             let kept = backend.lexical_totals("acme").await.unwrap();
             assert_eq!(kept, backend.recount_lexical_totals("acme").await.unwrap(), "kept totals drifted");
             assert_eq!(kept, expected);
+            for tenant in ["acme", "globex"] {
+                let (postings, differences) = postings_check(&url, tenant).await;
+                assert_eq!(differences, 0, "{tenant}: the postings disagree with the chunks ({postings} postings)");
+            }
         }
     };
     // english configuration: "the" and "of" are stopwords; 4 analyzed tokens each.
@@ -460,6 +465,14 @@ async fn postgres_lexical_totals_follow_upsert_replace_delete_and_rollback() {
     check(LexicalTotals { chunks: 1, tokens: 6 }).await;
     assert_eq!(backend.lexical_totals("globex").await.unwrap(), LexicalTotals { chunks: 1, tokens: 5 });
     assert_eq!(backend.lexical_totals("nobody").await.unwrap(), LexicalTotals::default());
+}
+
+/// (postings, postings that disagree with the chunks' `search` vectors, either way) of a tenant.
+async fn postings_check(url: &str, tenant: &str) -> (i64, i64) {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let row = client.query_one(warrant::postgres::sql::POSTINGS_CHECK, &[&tenant]).await.unwrap();
+    (row.get(0), row.get(1))
 }
 
 /// Words the english configuration keeps as they are (no stopword, Snowball leaves them).
@@ -571,6 +584,30 @@ proptest! {
                 assert!(score <= previous + 1e-4, "out of order: {score} after {previous}");
                 previous = score;
             }
+            // The exhaustive statement of schema versions 1-3 (its term frequencies from each
+            // chunk's `search` vector) gives the same hits and scores as the postings.
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+            tokio::spawn(connection);
+            let groups: Vec<&str> = asking.groups.iter().map(String::as_str).collect();
+            let rows = client
+                .query(
+                    warrant::postgres::sql::LEXICAL_SEARCH_EXHAUSTIVE,
+                    &[&asking.tenant, &asking.user, &groups, &request.text, &100i64],
+                )
+                .await
+                .unwrap();
+            let reference: std::collections::BTreeMap<String, u32> =
+                rows.iter().map(|row| (row.get::<_, String>(1), row.get::<_, f32>(9).to_bits())).collect();
+            let postings: std::collections::BTreeMap<String, u32> = retrieved
+                .candidates
+                .iter()
+                .map(|candidate| (candidate.chunk.doc_id.clone(), candidate.lexical.unwrap().score.to_bits()))
+                .collect();
+            assert_eq!(postings.len(), reference.len());
+            for (doc_id, bits) in &postings {
+                let (ours, theirs) = (f32::from_bits(*bits), f32::from_bits(reference[doc_id]));
+                assert!((ours - theirs).abs() <= 1e-6 * theirs.abs().max(1.0), "{doc_id}: {ours} vs {theirs}");
+            }
         });
     }
 }
@@ -673,6 +710,44 @@ async fn postgres_migration_0003_backfills_the_lexical_totals_of_chunks_written_
         assert_eq!(kept, expected, "{tenant}: the backfill missed chunks written before the migration");
         assert_eq!(kept, backend.recount_lexical_totals(tenant).await.unwrap());
     }
+}
+
+#[actix_web::test]
+async fn postgres_migration_0004_writes_the_postings_of_chunks_written_before_it() {
+    use warrant::retrieval::{RetrievalQuery, RetrievalRepository};
+    let Some(url) = fresh_database().await else { return };
+    let backend = node(&url).await;
+    backend.upsert("acme", vec![doc("one", "Zebra", "the lantern of copper river lantern", &["all"])]).await.unwrap();
+    backend.upsert("acme", vec![doc("two", "Falcon", "copper garden", &["exec"])]).await.unwrap();
+    backend.upsert("globex", vec![doc("one", "Zebra", "lantern harbor", &["all"])]).await.unwrap();
+    let request =
+        RetrievalQuery { text: "lantern copper".into(), vector: None, lexical_candidates: 10, vector_candidates: 0 };
+    let scope = backend.scope(&principal("acme", "bob", &["all", "exec"]));
+    let scores = |retrieved: warrant::retrieval::Retrieved| -> Vec<(String, u32)> {
+        retrieved.candidates.iter().map(|c| (c.chunk.doc_id.clone(), c.lexical.unwrap().score.to_bits())).collect()
+    };
+    let before = scores(RetrievalRepository::retrieve(&*backend, &scope, &request).await.unwrap());
+    assert_eq!(before.len(), 2);
+
+    // Back to schema version 3 with the rows in place: undo exactly what 0004 adds (test-only DDL).
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "DROP TABLE chunk_terms; CREATE INDEX chunks_search_gin ON chunks USING gin (search);
+             DELETE FROM warrant_migrations WHERE version = 4;",
+        )
+        .await
+        .unwrap();
+
+    let applied = warrant::postgres::migrate_database(&params(&url), DIMENSION).await.unwrap();
+    assert_eq!(applied, vec![4]);
+    let backend = node(&url).await;
+    for tenant in ["acme", "globex"] {
+        let (postings, differences) = postings_check(&url, tenant).await;
+        assert!(postings > 0 && differences == 0, "{tenant}: {postings} postings, {differences} wrong");
+    }
+    assert_eq!(scores(RetrievalRepository::retrieve(&*backend, &scope, &request).await.unwrap()), before);
 }
 
 /// Every `fixtures/answer` case, on the postgres backend (a fresh database per case): the
