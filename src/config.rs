@@ -129,6 +129,12 @@ pub struct PostgresSettings {
     pub iterative_scan: crate::postgres::IterativeScan,
     /// `hnsw.max_scan_tuples`.
     pub max_scan_tuples: usize,
+    /// PEM file of the certificate authorities that sign the server's certificate (empty: the
+    /// Mozilla roots of `webpki-roots`). TLS is used as the URL's `sslmode` says (`disable`,
+    /// `prefer`, the default, or `require`); whenever it is used the server's certificate and
+    /// host name are verified: there is no unverified TLS.
+    #[serde(default)]
+    pub ca_file: String,
 }
 
 impl Default for PostgresSettings {
@@ -139,6 +145,7 @@ impl Default for PostgresSettings {
             ef_search: 100,
             iterative_scan: crate::postgres::IterativeScan::RelaxedOrder,
             max_scan_tuples: 20_000,
+            ca_file: String::new(),
         }
     }
 }

@@ -3,7 +3,8 @@
 # for the postgres backend's integration tests. Idempotent; runs as root (CI) or as a user that
 # can run `runuser -u postgres`.
 #
-#   tests/postgres.sh start   # prints `export WARRANT_TEST_DATABASE_URL=...` on its last line
+#   tests/postgres.sh start   # prints `export WARRANT_TEST_DATABASE_URL=... WARRANT_TEST_DATABASE_CA=...`
+#                             # on its last line (TLS is on, with a CA of its own)
 #   tests/postgres.sh stop
 #
 # pgvector: bookworm ships no pgvector package for PostgreSQL 15, so 0.8.0 is built from Debian
@@ -17,6 +18,10 @@ URL="postgres://warrant@127.0.0.1:$PORT/postgres"
 as_postgres() { if [ "$(id -un)" = postgres ]; then "$@"; else runuser -u postgres -- "$@"; fi; }
 
 install_postgres() {
+  if ! command -v openssl >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
+  fi
   if [ ! -x "$PG_BIN/initdb" ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15 >/dev/null
@@ -63,11 +68,26 @@ shared_buffers = 256MB
 max_connections = 200
 jit = off
 CONF
+    # TLS with a certificate authority of its own (what the tests verify the server against):
+    # a CA, and a server certificate for 127.0.0.1 that it signs.
+    openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj "/CN=warrant test CA" \
+      -keyout "$DATA/ca.key" -out "$DATA/ca.crt" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+      -keyout "$DATA/server.key" -out "$DATA/server.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n' >"$DATA/server.ext"
+    openssl x509 -req -in "$DATA/server.csr" -CA "$DATA/ca.crt" -CAkey "$DATA/ca.key" -CAcreateserial \
+      -days 7 -extfile "$DATA/server.ext" -out "$DATA/server.crt" 2>/dev/null
+    chown postgres:postgres "$DATA/server.key" "$DATA/server.crt" && chmod 600 "$DATA/server.key"
+    cat >>"$DATA/postgresql.conf" <<CONF
+ssl = on
+ssl_cert_file = '$DATA/server.crt'
+ssl_key_file = '$DATA/server.key'
+CONF
     as_postgres "$PG_BIN/pg_ctl" -D "$DATA" -l "$DATA/log" -w start >/dev/null
     as_postgres "$PG_BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -qc \
       "CREATE ROLE warrant LOGIN SUPERUSER" postgres >/dev/null
   fi
-  echo "export WARRANT_TEST_DATABASE_URL=$URL"
+  echo "export WARRANT_TEST_DATABASE_URL=$URL WARRANT_TEST_DATABASE_CA=$DATA/ca.crt"
 }
 
 stop() {

@@ -30,8 +30,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod};
 use pgvector::Vector;
-use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::acl::{AclError, AclMutation, AuthorizationScope};
 use crate::domain::{Chunk, ChunkId, ChunkingConfig, Principal, chunk_document};
@@ -68,6 +68,9 @@ pub struct PostgresParams {
     pub lexical_candidates: usize,
     /// Vector candidates per query.
     pub vector_candidates: usize,
+    /// PEM file of the certificate authorities trusted for the server's certificate; `None`:
+    /// the Mozilla roots (`webpki-roots`). See [`tls_connector`].
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// pgvector 0.8's iterative index scan mode.
@@ -512,9 +515,45 @@ async fn add_readers(
 }
 
 /// A bounded pool whose connections carry the HNSW session settings.
+/// The TLS connector of every connection: rustls (ring), trusting the certificate authorities of
+/// `ca_file` alone when one is given, else the Mozilla roots. Whether TLS is used is the URL's
+/// `sslmode` (tokio-postgres: `disable`, `prefer` by default, `require`); when it is, rustls
+/// verifies the server's certificate chain and that it names the host connected to, and a
+/// failure fails the connection (never a fallback to plain text or to an unverified channel).
+pub fn tls_connector(ca_file: Option<&std::path::Path>) -> RetrievalResult<MakeRustlsConnect> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            let unreadable = |reason: String| {
+                RetrievalError::Storage(StorageError::Io {
+                    file: path.display().to_string(),
+                    reason: format!("storage.postgres.ca_file: {reason}"),
+                })
+            };
+            let certificates = CertificateDer::pem_file_iter(path)
+                .map_err(|error| unreadable(error.to_string()))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|error| unreadable(error.to_string()))?;
+            if certificates.is_empty() {
+                return Err(unreadable("holds no PEM certificate".into()));
+            }
+            for certificate in certificates {
+                roots.add(certificate).map_err(|error| unreadable(error.to_string()))?;
+            }
+        }
+        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+    }
+    let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    Ok(MakeRustlsConnect::new(config))
+}
+
 fn build_pool(params: &PostgresParams) -> RetrievalResult<Pool> {
     let config = tokio_postgres::Config::from_str(&params.url).map_err(database)?;
-    let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let tls = tls_connector(params.ca_file.as_deref())?;
+    let manager = Manager::from_config(config, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     let session = (params.ef_search.to_string(), params.iterative_scan.as_str(), params.max_scan_tuples.to_string());
     Pool::builder(manager)
         .max_size(params.pool_size.max(1))
@@ -556,6 +595,7 @@ impl PostgresParams {
             rrf_k: settings.retrieval.rrf_k,
             lexical_candidates: settings.retrieval.lexical_candidates,
             vector_candidates: settings.retrieval.vector_candidates,
+            ca_file: (!postgres.ca_file.is_empty()).then(|| postgres.ca_file.clone().into()),
         })
     }
 }

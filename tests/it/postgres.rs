@@ -53,7 +53,15 @@ fn params(url: &str) -> PostgresParams {
         rrf_k: 60.0,
         lexical_candidates: 20,
         vector_candidates: 20,
+        ca_file: test_database_ca(),
     }
+}
+
+/// The certificate authority of the test server (`tests/postgres.sh` enables TLS with a CA of
+/// its own and prints `WARRANT_TEST_DATABASE_CA`), so every connection of these tests that uses
+/// TLS verifies the server against it.
+pub(crate) fn test_database_ca() -> Option<std::path::PathBuf> {
+    std::env::var_os("WARRANT_TEST_DATABASE_CA").map(Into::into)
 }
 
 async fn node(url: &str) -> Arc<PostgresBackend> {
@@ -748,6 +756,66 @@ async fn postgres_migration_0004_writes_the_postings_of_chunks_written_before_it
         assert!(postings > 0 && differences == 0, "{tenant}: {postings} postings, {differences} wrong");
     }
     assert_eq!(scores(RetrievalRepository::retrieve(&*backend, &scope, &request).await.unwrap()), before);
+}
+
+/// TLS to the database: with `sslmode=require` and the server's CA the connections are
+/// encrypted (as PostgreSQL itself reports), with `sslmode=require` and another trust store (the
+/// Mozilla roots) the node refuses to connect, and `sslmode=disable` connects in plain text.
+#[actix_web::test]
+async fn postgres_tls_is_verified_against_the_configured_ca_and_never_unverified() {
+    let Some(url) = fresh_database().await else { return };
+    let Some(ca) = test_database_ca() else {
+        let notice = "SKIPPED: postgres TLS test (set WARRANT_TEST_DATABASE_CA; tests/postgres.sh start prints it)\n";
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), notice.as_bytes());
+        return;
+    };
+    let database = url.rsplit('/').next().unwrap().to_owned();
+    // The checking session is on the server's first database, not on the one under test.
+    let server = std::env::var("WARRANT_TEST_DATABASE_URL").unwrap();
+    let (client, connection) = tokio_postgres::connect(&server, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    // Sessions of the database under test, by whether they are encrypted.
+    let sessions = |encrypted: bool| {
+        let (client, database) = (&client, database.clone());
+        async move {
+            let row = client
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+                     WHERE a.datname = $1 AND s.ssl = $2",
+                    &[&database, &encrypted],
+                )
+                .await
+                .unwrap();
+            row.get::<_, i64>(0)
+        }
+    };
+
+    let mut verified = params(&format!("{url}?sslmode=require"));
+    verified.ca_file = Some(ca.clone());
+    let backend = PostgresBackend::connect(verified, Arc::new(HashedEmbedder::new(DIMENSION))).await.expect("TLS");
+    backend.upsert("acme", vec![doc("one", "Lantern", "copper lantern", &["all"])]).await.unwrap();
+    assert!(sessions(true).await >= 1, "no encrypted session");
+    assert_eq!(sessions(false).await, 0, "a session in plain text");
+    drop(backend);
+
+    let mut other_roots = params(&format!("{url}?sslmode=require"));
+    other_roots.ca_file = None;
+    // The same parameters as the node that connected above but for the trust store: the refusal
+    // is the certificate check (the error a caller sees does not carry the database's words).
+    let refused = PostgresBackend::connect(other_roots, Arc::new(HashedEmbedder::new(DIMENSION))).await;
+    assert!(refused.is_err(), "a server certificate no trusted root signs was accepted");
+
+    let mut unreadable = params(&url);
+    unreadable.ca_file = Some("/nonexistent/ca.pem".into());
+    let refused = PostgresBackend::connect(unreadable, Arc::new(HashedEmbedder::new(DIMENSION))).await;
+    let Err(error) = refused else { panic!("a missing CA file was accepted") };
+    assert!(error.to_string().contains("ca_file"), "{error}");
+
+    let plain = params(&format!("{url}?sslmode=disable"));
+    let backend = PostgresBackend::connect(plain, Arc::new(HashedEmbedder::new(DIMENSION))).await.expect("plain");
+    assert_eq!(backend.recount_lexical_totals("acme").await.unwrap().chunks, 1);
+    tokio::time::sleep(Duration::from_millis(100)).await; // pg_stat_activity is updated asynchronously
+    assert!(sessions(false).await >= 1, "sslmode=disable did not connect in plain text");
 }
 
 /// Every `fixtures/answer` case, on the postgres backend (a fresh database per case): the
