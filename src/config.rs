@@ -87,7 +87,8 @@ pub struct StorageSettings {
     pub log_retention_epochs: u64,
     /// Page cache of the store file (redb), in MiB. Every live chunk and vector is held in the
     /// indexes already, so the store is read at open and written at commit: a small cache saves
-    /// memory without slowing either (BENCHMARKS.md, "Memory per chunk").
+    /// memory without slowing writes, and a restart reads through it a little slower
+    /// (BENCHMARKS.md, "Memory per chunk").
     #[serde(default = "default_store_cache_mb")]
     pub cache_mb: usize,
     /// Where documents, chunks, vectors and ACLs live: `embedded` (default: in-process shards,

@@ -514,7 +514,6 @@ async fn add_readers(
     Ok(added)
 }
 
-/// A bounded pool whose connections carry the HNSW session settings.
 /// The TLS connector of every connection: rustls (ring), trusting the certificate authorities of
 /// `ca_file` alone when one is given, else the Mozilla roots. Whether TLS is used is the URL's
 /// `sslmode` (tokio-postgres: `disable`, `prefer` by default, `require`); when it is, rustls
@@ -550,6 +549,7 @@ pub fn tls_connector(ca_file: Option<&std::path::Path>) -> RetrievalResult<MakeR
     Ok(MakeRustlsConnect::new(config))
 }
 
+/// A bounded pool whose connections carry the HNSW session settings, over [`tls_connector`].
 fn build_pool(params: &PostgresParams) -> RetrievalResult<Pool> {
     let config = tokio_postgres::Config::from_str(&params.url).map_err(database)?;
     let tls = tls_connector(params.ca_file.as_deref())?;

@@ -55,7 +55,7 @@ pub const VECTOR_SEARCH: &str = "SELECT c.chunk_id, c.doc_id, c.version, c.chunk
 /// are looked up in `chunk_terms`, the postings table (schema version 4): one index-only range
 /// scan per lexeme over (tenant, lexeme), each posting carrying its term frequency and its
 /// chunk's analyzed length. `readable` is the caller's readable documents (the ACL, read once
-/// through `document_readers_by_principal`), and a posting counts only when its document is
+/// per query from `document_readers`, hashed), and a posting counts only when its document is
 /// among them, so a term's document frequency is counted inside the caller's scope: documents
 /// outside it move no score. The chunk count and average length are the tenant's
 /// (`warrant_tenants.lexical_*`, kept by every write transaction, [`TENANT_SET_EPOCH`]). Chunk
@@ -99,8 +99,8 @@ pub const LEXICAL_SEARCH: &str = "WITH q AS (
 /// The lexical statement of schema versions 1-3, kept as the reference [`LEXICAL_SEARCH`] is
 /// tested against (same hits, same scores): BM25 over the GIN match, each term frequency
 /// recovered from the chunk's own `search` vector. $1 tenant, $2 user, $3 groups, $4 query text,
-/// $5 limit. Exhaustive in the rows it reads: 2.4-2.8 s at 100,000 chunks when a query term
-/// matches nearly every chunk (BENCHMARKS.md).
+/// $5 limit. Exhaustive in the rows it reads: 2.4-3.2 s at 100,000 chunks when the query's
+/// terms are in most chunks, against 1.2-1.4 s for [`LEXICAL_SEARCH`] (BENCHMARKS.md).
 ///
 /// The query's distinct lexemes (english configuration: stopwords dropped, Snowball stemming)
 /// are OR-ed; `matched` is every chunk inside the scope that holds one of them (GIN match plus
