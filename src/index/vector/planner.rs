@@ -24,7 +24,7 @@ use crate::index::{Hit, Slot};
 pub const CALIBRATION_MIN_LEN: usize = 4096;
 
 /// Queries (stored vectors, evenly spaced) timed per strategy when calibrating.
-const CALIBRATION_QUERIES: usize = 16;
+pub(super) const CALIBRATION_QUERIES: usize = 16;
 
 /// Vectors the exact scan visits per calibration query.
 const CALIBRATION_SCAN_LEN: usize = 4096;

@@ -126,6 +126,8 @@ impl VectorStore {
     /// Collects the allowed slots while there are at most `limit` of them; `None` once the
     /// count exceeds `limit` (the search then walks the graph).
     pub(super) fn allowed_slots_up_to(&self, allowed: &RoaringBitmap, limit: usize) -> Option<Vec<Slot>> {
+        #[cfg(test)]
+        SLOT_COLLECTIONS.with(|count| count.set(count.get() + 1));
         // Every present ordinal has at least one slot, so more allowed ordinals than `limit`
         // means more allowed slots than `limit`: decided on the bitmaps' containers alone.
         // (Collecting first cost a hash lookup, a cache miss, per allowed document up to the
@@ -156,4 +158,11 @@ impl VectorStore {
         self.vectors.capacity() * std::mem::size_of::<Block>()
             + self.ordinals.capacity() * std::mem::size_of::<DocOrdinal>()
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Calls of [`VectorStore::allowed_slots_up_to`] on this thread (tests: the planner's
+    /// calibration must time the slot collection a search's exact scan pays for).
+    pub(super) static SLOT_COLLECTIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }

@@ -135,6 +135,22 @@ fn measured_planner_limit_is_where_the_costs_cross() {
     assert_eq!(costs.exact_scan_limit(0), 0);
 }
 
+/// A search's exact scan first collects the scope's slots from its bitmap of document ordinals
+/// (a hash lookup per allowed document), then scans them; calibration must time both, or it
+/// measures half the cost per vector and sends scopes to a scan slower than the walk
+/// (BENCHMARKS.md, "ef_search 64 against 96").
+#[test]
+fn calibration_times_the_exact_scan_with_its_slot_collection() {
+    let collections = || super::store::SLOT_COLLECTIONS.with(std::cell::Cell::get);
+    let before = collections();
+    let index = build(params(8, 0, 0.5), CALIBRATION_MIN_LEN, 1, 3);
+    assert!(index.planner_costs().is_some(), "calibrated on insert");
+    assert!(
+        collections() - before >= super::planner::CALIBRATION_QUERIES,
+        "the calibration scanned slots it had not collected from a scope"
+    );
+}
+
 #[test]
 fn calibration_measures_costs_and_the_planner_follows_them() {
     let small = build(params(8, 0, 0.5), CALIBRATION_MIN_LEN - 1, 1, 3);
