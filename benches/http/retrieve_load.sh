@@ -60,18 +60,14 @@ for round in $(seq 1 "$ROUNDS"); do
     after=$(cpu_ticks)
     stop
     python3 - "$WORK/wrk.txt" "$round" "$cpus" "$(( after - before ))" "$TICK" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-def ms(label):
-    value, unit = re.search(rf"^\s*{label}\s+([\d.]+)(us|ms|s)\s*$", text, re.M).groups()
-    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
-requests = int(re.search(r"(\d+) requests in", text).group(1))
-errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
-cpu_ms = int(sys.argv[4]) * 1000 / int(sys.argv[5]) / max(requests, 1)
+import sys
+sys.path.insert(0, "benches/http")
+from wrk_report import parse
+wrk = parse(sys.argv[1])
+cpu_ms = int(sys.argv[4]) * 1000 / int(sys.argv[5]) / max(wrk["requests"], 1)
 cores = len(sys.argv[3].split(","))
-print(f"{sys.argv[2]} {cores} {rps:.0f} {ms('50%'):.2f} {ms('99%'):.2f} {cpu_ms:.3f} {sys.argv[6]}"
-      + (f" NON-2XX {errors.group(1)}" if errors else ""))
+print(f"{sys.argv[2]} {cores} {wrk['rps']:.0f} {wrk['p50_ms']:.2f} {wrk['p99_ms']:.2f} {cpu_ms:.3f} {sys.argv[6]}"
+      + (f" NON-2XX {wrk['errors']}" if wrk["errors"] else ""))
 PY
   done
 done

@@ -103,21 +103,16 @@ for round in $(seq 1 "$ROUNDS"); do
     stop
     python3 - "$WORK" "$nodes" "$round" "$(( warrant_after - warrant_before ))" "$(( postgres_after - postgres_before ))" \
       "$TICK" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
-import re, sys
+import sys
+sys.path.insert(0, "benches/http")
+from wrk_report import parse
 work, nodes, round_, warrant, postgres, tick, load = sys.argv[1:]
-def ms(text, label):
-    value, unit = re.search(rf"^\s*{label}\s+([\d.]+)(us|ms|s)\s*$", text, re.M).groups()
-    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
-rps = requests = 0
-p50 = p99 = 0.0
-errors = 0
-for node in range(int(nodes)):
-    text = open(f"{work}/wrk{node}.txt").read()
-    rps += float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
-    requests += int(re.search(r"(\d+) requests in", text).group(1))
-    p50, p99 = max(p50, ms(text, "50%")), max(p99, ms(text, "99%"))
-    found = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
-    errors += int(found.group(1)) if found else 0
+nodes_wrk = [parse(f"{work}/wrk{node}.txt") for node in range(int(nodes))]
+rps = sum(wrk["rps"] for wrk in nodes_wrk)
+requests = sum(wrk["requests"] for wrk in nodes_wrk)
+p50 = max(wrk["p50_ms"] for wrk in nodes_wrk)
+p99 = max(wrk["p99_ms"] for wrk in nodes_wrk)
+errors = sum(wrk["errors"] for wrk in nodes_wrk)
 per_request = lambda ticks: int(ticks) * 1000 / int(tick) / max(requests, 1)
 print(f"{round_} {nodes} {rps:.0f} {p50:.2f} {p99:.2f} {per_request(warrant):.3f} {per_request(postgres):.3f} {load}"
       + (f" NON-2XX {errors}" if errors else ""))
