@@ -8,10 +8,16 @@
 
 use std::time::Duration;
 
-/// Builds a client with `connect_timeout`; the total timeout is set per request by the caller.
-pub(crate) fn client(connect_timeout: Duration) -> Result<reqwest::Client, String> {
+/// Installs ring as the process's rustls crypto provider (once; later calls do nothing). Every
+/// TLS client of the process (outbound HTTP, PostgreSQL) needs it before its first handshake.
+pub(crate) fn install_crypto_provider() {
     // `Err` means a provider is already installed, which is all we need.
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Builds a client with `connect_timeout`; the total timeout is set per request by the caller.
+pub(crate) fn client(connect_timeout: Duration) -> Result<reqwest::Client, String> {
+    install_crypto_provider();
     reqwest::Client::builder()
         .connect_timeout(connect_timeout)
         .build()

@@ -522,7 +522,7 @@ async fn add_readers(
 pub fn tls_connector(ca_file: Option<&std::path::Path>) -> RetrievalResult<MakeRustlsConnect> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    crate::outbound::install_crypto_provider();
     let mut roots = rustls::RootCertStore::empty();
     match ca_file {
         Some(path) => {
