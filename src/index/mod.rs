@@ -12,6 +12,8 @@
 //!   in both indexes and in the shard's chunk store (a slot loaded without a chunk is dead: its
 //!   ordinal is tombstoned and ordinals are never reused, so it is outside every scope).
 
+use std::cmp::Ordering;
+
 pub mod distance;
 mod frozen;
 pub mod lexical;
@@ -28,6 +30,36 @@ pub struct Hit {
     pub slot: Slot,
     /// Retriever score: BM25 for lexical, cosine similarity for vector. Higher is better.
     pub score: f32,
+}
+
+/// A hit ordered so that the *worse* hit is greater: lower score, then higher slot. A max-heap
+/// of these keeps the worst retained hit on top.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WorseFirst(pub(crate) Hit);
+
+impl PartialEq for WorseFirst {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for WorseFirst {}
+
+impl PartialOrd for WorseFirst {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for WorseFirst {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.0.score.total_cmp(&self.0.score).then(self.0.slot.cmp(&other.0.slot))
+    }
+}
+
+/// Sorts hits best first: descending score, ties by ascending slot.
+pub(crate) fn sort_best_first(hits: &mut [Hit]) {
+    hits.sort_unstable_by_key(|hit| WorseFirst(*hit));
 }
 
 /// Errors of the index layer.

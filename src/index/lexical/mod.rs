@@ -8,10 +8,14 @@
 //!
 //! Invariants kept by this module:
 //! - user query text never reaches tantivy's query grammar: it is analyzed with the index's own
-//!   English analyzer and turned into a disjunction of term queries, so any input is safe;
+//!   English analyzer and turned into a disjunction of (term, field) clauses, so any input is safe;
 //! - a search scores only documents whose ordinal is in the `allowed` bitmap and that are alive:
-//!   the scope is a per-segment [`BitSet`] used as a zero-score required clause, so nothing
-//!   outside it is ever scored into the top-k (no post-filtering);
+//!   the scope is a per-segment [`BitSet`] that the top-k walk ([`top_k`]) checks before it
+//!   scores a doc, so nothing outside it is ever scored into the top-k (no post-filtering);
+//! - the top-k is exact although pruned (MaxScore over per-clause bounds, never dropping a
+//!   doc that could still enter), and a doc's score is the sum of its clauses' scores in clause
+//!   order: the same to the bit whatever `k` or the scope, and equal to what tantivy's own
+//!   collector computes over the same scope (the tests hold it to that);
 //! - scores depend only on documents inside the caller's scope: the BM25 statistics (document
 //!   count, average field length, document frequency of each term) are computed over the alive
 //!   docs of the scope ([`ScopeStatistics`]), never over the whole shard, so another tenant's
@@ -31,20 +35,18 @@
 //!   scores with them (two-phase, like a distributed search's DFS phase), so the scores do not
 //!   depend on how the chunks are spread over shards.
 
-use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::Arc;
 
 use roaring::RoaringBitmap;
-use tantivy::collector::TopDocs;
 use tantivy::directory::RamDirectory;
-use tantivy::query::{Bm25StatisticsProvider, BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::query::{Bm25StatisticsProvider, Bm25Weight};
+#[cfg(test)]
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{FAST, Field, INDEXED, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{
-    DocId, Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, Score, SegmentReader, TantivyDocument,
-    TantivyError, Term,
+    Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, Score, TantivyDocument, TantivyError, Term,
 };
 
 use super::{Hit, IndexError, IndexResult, Slot};
@@ -54,10 +56,11 @@ mod analysis;
 mod image;
 mod scope;
 mod statistics;
+mod top_k;
 
 use analysis::{ANALYZER, english_analyzer, token_count, unstemmed_analyzer};
 pub use image::{LEXICAL_MAGIC, LEXICAL_VERSION};
-use scope::{ScopeQuery, Snapshot};
+use scope::Snapshot;
 pub use statistics::LexicalStatistics;
 use statistics::{GivenStatistics, ScopeStatistics};
 
@@ -231,7 +234,9 @@ impl LexicalIndex {
         terms
     }
 
-    /// The disjunction of `terms` over title (boost [`TITLE_BOOST`]) and text.
+    /// The disjunction of `terms` over title (boost [`TITLE_BOOST`]) and text, as a tantivy
+    /// query (the tests' reference for the scores of [`Self::clauses`]).
+    #[cfg(test)]
     fn text_query(&self, terms: &BTreeSet<String>) -> Box<dyn Query> {
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 2);
         for term in terms {
@@ -241,6 +246,24 @@ impl LexicalIndex {
             clauses.push((Occur::Should, Box::new(text)));
         }
         Box::new(BooleanQuery::new(clauses))
+    }
+
+    /// The scored clauses of `terms`, in the order of [`Self::text_query`]: each term's title
+    /// (boost [`TITLE_BOOST`]) then its text, with the BM25 weights of `statistics`.
+    fn clauses(
+        &self,
+        terms: &BTreeSet<String>,
+        statistics: &dyn Bm25StatisticsProvider,
+    ) -> tantivy::Result<Vec<top_k::Clause>> {
+        let mut clauses = Vec::with_capacity(terms.len() * 2);
+        for term in terms {
+            for (field, boost) in [(self.fields.title, TITLE_BOOST), (self.fields.text, 1.0)] {
+                let term = Term::from_field_text(field, term);
+                let weight = Bm25Weight::for_terms(statistics, std::slice::from_ref(&term))?.boost_by(boost);
+                clauses.push(top_k::Clause { term, weight });
+            }
+        }
+        Ok(clauses)
     }
 
     /// BM25 top-`k` over title (boost [`TITLE_BOOST`]) and text, restricted to chunks whose doc
@@ -306,38 +329,13 @@ impl LexicalIndex {
             return Ok(LexicalSearch { hits: Vec::new(), allowed_docs });
         }
 
-        let text_query = self.text_query(&terms);
-        // A scope holding every live doc restricts nothing: skip the clause so tantivy can use
-        // its dynamic pruning (block-max WAND) on the plain disjunction.
-        let query: Box<dyn Query> = if allowed_docs as u64 == snapshot.searcher.num_docs() {
-            text_query
-        } else {
-            Box::new(BooleanQuery::new(vec![
-                (Occur::Must, text_query),
-                (Occur::Must, Box::new(ScopeQuery { docs: Arc::clone(&scope.docs) })),
-            ]))
-        };
-
-        let columns = Arc::clone(&snapshot.columns);
-        let collector = TopDocs::with_limit(k).tweak_score(move |segment: &SegmentReader| {
-            let slots = columns.get(&segment.segment_id()).map(Arc::clone);
-            move |doc: DocId, score: Score| {
-                let slot = slots.as_ref().and_then(|columns| columns.slots.get(doc as usize)).copied();
-                (score, Reverse(slot.unwrap_or(Slot::MAX)))
-            }
-        });
-        let top = match statistics {
-            Some(statistics) => {
-                let provider = GivenStatistics { statistics, fields: self.fields };
-                snapshot.searcher.search_with_statistics_provider(query.as_ref(), &collector, &provider)
-            }
-            None => {
-                let provider = ScopeStatistics { searcher: &snapshot.searcher, scope: &scope, fields: self.fields };
-                snapshot.searcher.search_with_statistics_provider(query.as_ref(), &collector, &provider)
-            }
+        let clauses = match statistics {
+            Some(statistics) => self.clauses(&terms, &GivenStatistics { statistics, fields: self.fields }),
+            None => self
+                .clauses(&terms, &ScopeStatistics { searcher: &snapshot.searcher, scope: &scope, fields: self.fields }),
         }
         .map_err(lexical)?;
-        let hits = top.into_iter().map(|((score, Reverse(slot)), _)| Hit { slot, score }).collect();
+        let hits = top_k::top_k(&snapshot.searcher, &snapshot.columns, &scope.docs, &clauses, k)?;
         Ok(LexicalSearch { hits, allowed_docs })
     }
 

@@ -1,27 +1,22 @@
 //! The authorization scope of a lexical search: the per-segment columns (slots, ordinals, exact
 //! token counts) read once per searcher generation, the per-segment bitsets of the alive docs whose
 //! ordinal is allowed ([`Scope`], with the scope's token totals and a cache of document
-//! frequencies), the [`Snapshot`] that pins a searcher with its columns and recent scopes, and the
-//! zero-score [`ScopeQuery`] that restricts a search to a scope.
+//! frequencies), and the [`Snapshot`] that pins a searcher with its columns and recent scopes.
 //!
 //! Invariants kept by this module:
 //! - a scope holds only alive docs whose ordinal is in the `allowed` bitmap, and its token totals
 //!   are exactly those of its docs;
 //! - a cached scope lives in the snapshot it was built over and is dropped with it, so it never
-//!   outlives its segments;
-//! - [`ScopeQuery`] matches exactly the scope's docs with score 0: as a required clause it
-//!   restricts a query without changing any score.
+//!   outlives its segments.
 
 use std::collections::{HashMap, VecDeque};
-use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use lru::LruCache;
 use roaring::RoaringBitmap;
 use tantivy::index::SegmentId;
-use tantivy::query::{BitSetDocSet, ConstScorer, EmptyScorer, EnableScoring, Explanation, Query, Scorer, Weight};
-use tantivy::{BitSet, DocId, Score, Searcher, SegmentReader, TantivyError, Term};
+use tantivy::{BitSet, DocId, Searcher, SegmentReader, Term};
 
 use super::lexical;
 use crate::domain::DocOrdinal;
@@ -206,43 +201,5 @@ impl Snapshot {
         }
         cache.push_back((allowed.clone(), Arc::clone(&scope)));
         scope
-    }
-}
-
-/// Matches exactly the documents of a precomputed per-segment bitset, with score 0, so that as
-/// a required clause it restricts a query without changing its scores.
-#[derive(Clone)]
-pub(super) struct ScopeQuery {
-    pub(super) docs: Arc<HashMap<SegmentId, BitSet>>,
-}
-
-impl fmt::Debug for ScopeQuery {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let docs: usize = self.docs.values().map(BitSet::len).sum();
-        formatter.debug_struct("ScopeQuery").field("docs", &docs).finish()
-    }
-}
-
-impl Query for ScopeQuery {
-    fn weight(&self, _enable_scoring: EnableScoring<'_>) -> tantivy::Result<Box<dyn Weight>> {
-        Ok(Box::new(self.clone()))
-    }
-}
-
-impl Weight for ScopeQuery {
-    fn scorer(&self, reader: &SegmentReader, _boost: Score) -> tantivy::Result<Box<dyn Scorer>> {
-        Ok(match self.docs.get(&reader.segment_id()) {
-            Some(docs) => Box::new(ConstScorer::new(BitSetDocSet::from(docs.clone()), 0.0)),
-            None => Box::new(EmptyScorer),
-        })
-    }
-
-    fn explain(&self, reader: &SegmentReader, doc: DocId) -> tantivy::Result<Explanation> {
-        let inside =
-            self.docs.get(&reader.segment_id()).is_some_and(|docs| doc < docs.max_value() && docs.contains(doc));
-        if !inside {
-            return Err(TantivyError::InvalidArgument(format!("document #({doc}) is outside the scope")));
-        }
-        Ok(Explanation::new("AuthorizationScope", 0.0))
     }
 }

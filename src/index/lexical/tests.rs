@@ -1,12 +1,94 @@
 //! Unit tests of `index/lexical`.
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
 
 use proptest::prelude::*;
+use tantivy::collector::TopDocs;
 use tantivy::fieldnorm::FieldNormReader;
+use tantivy::index::SegmentId;
+use tantivy::query::{BitSetDocSet, ConstScorer, EmptyScorer, EnableScoring, Explanation, Scorer, Weight};
 use tantivy::tokenizer::Token;
+use tantivy::{BitSet, DocId, SegmentReader};
 
+use super::top_k::forced;
 use super::*;
+
+/// Matches exactly the documents of a precomputed per-segment bitset, with score 0, so that as
+/// a required clause it restricts a query without changing its scores: the scope of
+/// [`tantivy_reference`].
+#[derive(Clone)]
+pub(super) struct ScopeQuery {
+    pub(super) docs: Arc<HashMap<SegmentId, BitSet>>,
+}
+
+impl fmt::Debug for ScopeQuery {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let docs: usize = self.docs.values().map(BitSet::len).sum();
+        formatter.debug_struct("ScopeQuery").field("docs", &docs).finish()
+    }
+}
+
+impl Query for ScopeQuery {
+    fn weight(&self, _enable_scoring: EnableScoring<'_>) -> tantivy::Result<Box<dyn Weight>> {
+        Ok(Box::new(self.clone()))
+    }
+}
+
+impl Weight for ScopeQuery {
+    fn scorer(&self, reader: &SegmentReader, _boost: Score) -> tantivy::Result<Box<dyn Scorer>> {
+        Ok(match self.docs.get(&reader.segment_id()) {
+            Some(docs) => Box::new(ConstScorer::new(BitSetDocSet::from(docs.clone()), 0.0)),
+            None => Box::new(EmptyScorer),
+        })
+    }
+
+    fn explain(&self, reader: &SegmentReader, doc: DocId) -> tantivy::Result<Explanation> {
+        let inside =
+            self.docs.get(&reader.segment_id()).is_some_and(|docs| doc < docs.max_value() && docs.contains(doc));
+        if !inside {
+            return Err(TantivyError::InvalidArgument(format!("document #({doc}) is outside the scope")));
+        }
+        Ok(Explanation::new("AuthorizationScope", 0.0))
+    }
+}
+
+/// The search as tantivy's collector runs it (what [`LexicalIndex::search`] did before it scored
+/// with [`top_k`]): the union of the clauses, the scope as a zero-score required clause, every
+/// doc scored, ties by slot; scored with the scope's statistics on this index.
+fn tantivy_reference(index: &LexicalIndex, query: &str, k: usize, allowed: &RoaringBitmap) -> Vec<Hit> {
+    let snapshot = &index.snapshot;
+    let terms = index.analyze(query);
+    let scope = snapshot.scope(allowed);
+    if k == 0 || scope.allowed_docs == 0 || terms.is_empty() {
+        return Vec::new();
+    }
+    let query = BooleanQuery::new(vec![
+        (Occur::Must, index.text_query(&terms)),
+        (Occur::Must, Box::new(ScopeQuery { docs: Arc::clone(&scope.docs) })),
+    ]);
+    let columns = Arc::clone(&snapshot.columns);
+    let collector = TopDocs::with_limit(k).tweak_score(move |segment: &SegmentReader| {
+        let slots = columns.get(&segment.segment_id()).map(Arc::clone);
+        move |doc: DocId, score: Score| {
+            let slot = slots.as_ref().and_then(|columns| columns.slots.get(doc as usize)).copied();
+            (score, Reverse(slot.unwrap_or(Slot::MAX)))
+        }
+    });
+    let provider = ScopeStatistics { searcher: &snapshot.searcher, scope: &scope, fields: index.fields };
+    let top = snapshot.searcher.search_with_statistics_provider(&query, &collector, &provider).expect("search");
+    top.into_iter().map(|((score, Reverse(slot)), _)| Hit { slot, score }).collect()
+}
+
+/// Runs `search` with every segment's docs reached `way` (`Some(true)`: scope first).
+fn reached<T>(way: Option<bool>, search: impl FnOnce() -> T) -> T {
+    forced::WAY.with(|cell| cell.set(way));
+    let result = search();
+    forced::WAY.with(|cell| cell.set(None));
+    result
+}
 
 /// `(slot, ordinal, title, text)` owned rows.
 type Row = (Slot, DocOrdinal, String, String);
@@ -499,6 +581,40 @@ proptest! {
         got.sort_by(|left, right| right.score.total_cmp(&left.score).then(left.slot.cmp(&right.slot)));
         // Same counts, so the same arithmetic up to the order the clause scores are summed in.
         assert_matches_model(&got, &expected.hits);
+    }
+
+    /// Both ways of reaching a segment's docs, with MaxScore pruning at any `k`, return exactly
+    /// what tantivy's collector returns over the same scope: same slots, same order, same
+    /// scores to the bit, over corpora large enough to span several posting blocks.
+    #[test]
+    fn pruned_top_k_equals_tantivys_collector_either_way(
+        rows in prop::collection::vec((0u32..60, prop::collection::vec(0usize..6, 0..10), prop::collection::vec(0usize..6, 0..3)), 1..400),
+        segments in 1usize..4,
+        allowed in prop::collection::vec(0u32..60, 0..60),
+        deleted in prop::collection::vec(0u32..60, 0..4),
+        query in prop::collection::vec(0usize..7, 1..5),
+        k in 1usize..12,
+    ) {
+        // Skewed word frequencies (word i in about 1 / (i + 1) of the texts) so that term bounds
+        // differ and pruning drops clauses; word 6 is in no text.
+        const SKEWED: [&str; 7] = ["amber", "birch", "cedar", "delta", "ember", "fjord", "grove"];
+        let words = |picks: &[usize]| -> String {
+            picks.iter().enumerate().map(|(position, &pick)| SKEWED[if position % (pick + 1) == 0 { pick } else { 0 }]).collect::<Vec<_>>().join(" ")
+        };
+        let corpus: Vec<Row> = rows.iter().enumerate().map(|(slot, (ordinal, text, title))| (slot as Slot, *ordinal, words(title), words(text))).collect();
+        let size = corpus.len().div_ceil(segments);
+        let batches: Vec<Vec<Row>> = corpus.chunks(size).map(<[Row]>::to_vec).collect();
+        let mut index = index_with(&batches);
+        index.delete_ordinals(&RoaringBitmap::from_iter(deleted)).expect("delete");
+        let query: Vec<&str> = query.iter().map(|&word| SKEWED[word]).collect();
+        let query = query.join(" ");
+        for scope in [RoaringBitmap::from_iter(allowed), RoaringBitmap::from_iter(0..60u32)] {
+            let expected = tantivy_reference(&index, &query, k, &scope);
+            for way in [None, Some(true), Some(false)] {
+                let got = reached(way, || index.search(&query, k, &scope)).expect("search");
+                assert_identical_hits(&got.hits, &expected);
+            }
+        }
     }
 
     #[test]

@@ -28,7 +28,6 @@
 //! - hits are sorted by descending cosine similarity, ties by ascending slot, and scored by the
 //!   same dot product whichever strategy found them.
 
-use std::cmp::Ordering;
 use std::sync::Arc;
 
 use hnsw_rs::anndists::dist::distances::Distance;
@@ -52,7 +51,7 @@ use store::VectorStore;
 
 use super::distance::dot;
 use super::frozen::FrozenGraph;
-use super::{Hit, IndexError, IndexResult, Slot};
+use super::{Hit, IndexError, IndexResult, Slot, WorseFirst, sort_best_first};
 use crate::domain::DocOrdinal;
 
 /// Largest `max_connections` hnsw_rs accepts (it calls `process::exit` above it).
@@ -153,36 +152,6 @@ impl Distance<f32> for Cosine {
         lab::count_distances(1);
         (1.0 - dot(left, right)).max(0.0)
     }
-}
-
-/// A hit ordered so that the *worse* hit is greater: lower score, then higher slot. A max-heap
-/// of these keeps the worst retained hit on top.
-#[derive(Clone, Copy, Debug)]
-struct WorseFirst(Hit);
-
-impl PartialEq for WorseFirst {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for WorseFirst {}
-
-impl PartialOrd for WorseFirst {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for WorseFirst {
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.0.score.total_cmp(&self.0.score).then(self.0.slot.cmp(&other.0.slot))
-    }
-}
-
-/// Sorts hits best first: descending score, ties by ascending slot.
-fn sort_best_first(hits: &mut [Hit]) {
-    hits.sort_unstable_by_key(|hit| WorseFirst(*hit));
 }
 
 /// In-memory HNSW index of one shard's chunk vectors.

@@ -1,0 +1,287 @@
+//! The scoped BM25 top-k of one lexical search, scored by warrant over tantivy's postings with
+//! MaxScore pruning (Turtle & Flood 1995) instead of by tantivy's collector, which scores every
+//! doc of the union once a tie-break is attached (`TopDocs::tweak_score`).
+//!
+//! A query is a list of clauses (term, field, BM25 weight), in the order the query was built.
+//! Per segment, the scope's docs are reached one of two ways, whichever reads less:
+//! - **postings first**: the postings of the clauses are walked doc by doc (document at a time),
+//!   each doc checked against the scope's bitset. Once `k` hits are held, the clauses whose
+//!   summed upper bounds cannot lift a doc to the worst held hit become *non-essential*: they are
+//!   no longer walked, only sought for docs an essential clause holds, and a doc is dropped as
+//!   soon as its score so far plus the bounds still unread cannot reach the worst hit;
+//! - **scope first**: when the scope holds far fewer docs than the clauses' postings, the scope's
+//!   docs are walked and every clause's postings sought (skip lists) to each.
+//!
+//! Invariants kept by this module:
+//! - only docs of the scope are scored or returned;
+//! - the hits are exactly the best `k` by (score descending, slot ascending) of every doc of the
+//!   scope holding a clause: pruning drops a doc only when an upper bound of its score is below
+//!   the worst held hit (a tie could still win on its slot, so ties are never pruned), and the
+//!   bounds carry a margin for the rounding of summing them in another order;
+//! - a doc's score is the sum of its clauses' scores in clause order, starting from 0, whichever
+//!   way the doc was reached and whatever `k` or the scope: a score is the same to the bit in
+//!   every search that scores that doc with the same statistics (it is also what tantivy's
+//!   buffered union sums, in the same order).
+
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+
+use tantivy::fieldnorm::FieldNormReader;
+use tantivy::index::SegmentId;
+use tantivy::postings::{Postings, SegmentPostings};
+use tantivy::query::{BitSetDocSet, Bm25Weight};
+use tantivy::schema::IndexRecordOption;
+use tantivy::{BitSet, DocId, DocSet, Score, Searcher, TERMINATED, Term};
+
+use super::lexical;
+use super::scope::SegmentColumns;
+use crate::index::{Hit, IndexResult, Slot, WorseFirst, sort_best_first};
+
+/// One scored clause of a query: a term of one field with its BM25 weight (boost included).
+pub(super) struct Clause {
+    pub(super) term: Term,
+    pub(super) weight: Bm25Weight,
+}
+
+impl Clause {
+    /// An upper bound of this clause's score in any doc: BM25's term-frequency factor
+    /// `tf / (tf + norm)` is below 1, so a score never exceeds the weight, which is the score of
+    /// the shortest field with the largest term frequency.
+    fn bound(&self) -> Score {
+        self.weight.score(0, u32::MAX)
+    }
+}
+
+/// A scope at least this many times smaller than the postings it would be walked against
+/// (summed over the clauses) is walked first, seeking the postings.
+const SCOPE_FIRST_RATIO: usize = 4;
+
+/// The best `k` docs of `scope` by the summed scores of `clauses` over every segment of
+/// `searcher` (see the module docs), with the slots of `columns`.
+pub(super) fn top_k(
+    searcher: &Searcher,
+    columns: &HashMap<SegmentId, Arc<SegmentColumns>>,
+    scope: &HashMap<SegmentId, BitSet>,
+    clauses: &[Clause],
+    k: usize,
+) -> IndexResult<Vec<Hit>> {
+    let mut best = Best::new(k);
+    if k == 0 || clauses.is_empty() {
+        return Ok(Vec::new());
+    }
+    let bounds: Vec<Score> = clauses.iter().map(Clause::bound).collect();
+    // Summing the bounds in another order than a score's own sum can round either way by at
+    // most one unit in the last place per addition: the margin covers it.
+    let margin = 1.0 + (clauses.len() as f64 + 1.0) * f64::from(f32::EPSILON);
+    for segment in searcher.segment_readers() {
+        let id = segment.segment_id();
+        let (Some(docs), Some(columns)) = (scope.get(&id), columns.get(&id)) else {
+            continue;
+        };
+        let mut cursors = Vec::with_capacity(clauses.len());
+        for (position, clause) in clauses.iter().enumerate() {
+            let field = clause.term.field();
+            let postings = segment
+                .inverted_index(field)
+                .and_then(|inverted| Ok(inverted.read_postings(&clause.term, IndexRecordOption::WithFreqs)?))
+                .map_err(lexical)?;
+            let Some(postings) = postings else {
+                continue;
+            };
+            let fieldnorms = segment.get_fieldnorms_reader(field).map_err(lexical)?;
+            cursors.push(Cursor { postings, fieldnorms, weight: clause.weight.clone(), bound: bounds[position] });
+        }
+        if cursors.is_empty() {
+            continue;
+        }
+        let segment_scope = SegmentScope { docs, slots: &columns.slots, margin };
+        let postings: usize = cursors.iter().map(|cursor| cursor.postings.doc_freq() as usize).sum();
+        let scope_first = docs.len().saturating_mul(cursors.len()).saturating_mul(SCOPE_FIRST_RATIO) < postings;
+        #[cfg(test)]
+        let scope_first = forced::WAY.with(|way| way.get()).unwrap_or(scope_first);
+        if scope_first {
+            segment_scope.scope_first(&mut cursors, &mut best);
+        } else {
+            segment_scope.postings_first(&mut cursors, &mut best);
+        }
+    }
+    Ok(best.into_hits())
+}
+
+/// The postings of one clause in one segment, with what scores them.
+struct Cursor {
+    postings: SegmentPostings,
+    fieldnorms: FieldNormReader,
+    weight: Bm25Weight,
+    bound: Score,
+}
+
+impl Cursor {
+    fn doc(&self) -> DocId {
+        self.postings.doc()
+    }
+
+    /// The clause's score in the doc the postings are on.
+    fn score(&self) -> Score {
+        self.weight.score(self.fieldnorms.fieldnorm_id(self.postings.doc()), self.postings.term_freq())
+    }
+
+    /// Moves to the first posted doc at or after `target` (never backwards) and returns it.
+    fn seek(&mut self, target: DocId) -> DocId {
+        if self.postings.doc() < target { self.postings.seek(target) } else { self.postings.doc() }
+    }
+}
+
+/// A doc's score: its clauses' scores summed in clause order from 0 (`parts[i]` is clause `i`'s
+/// score, 0 where the doc does not hold it: adding 0 changes no sum).
+fn sum_in_clause_order(parts: &[Score]) -> Score {
+    parts.iter().fold(0.0, |sum, part| sum + part)
+}
+
+/// One segment's docs of the scope, with their slots.
+struct SegmentScope<'a> {
+    docs: &'a BitSet,
+    slots: &'a [Slot],
+    margin: f64,
+}
+
+impl SegmentScope<'_> {
+    fn contains(&self, doc: DocId) -> bool {
+        doc < self.docs.max_value() && self.docs.contains(doc)
+    }
+
+    fn slot(&self, doc: DocId) -> Slot {
+        self.slots.get(doc as usize).copied().unwrap_or(Slot::MAX)
+    }
+
+    /// Whether a doc whose score is at most `bound` cannot enter `best`.
+    fn cannot_enter(&self, bound: f64, best: &Best) -> bool {
+        best.threshold().is_some_and(|worst| bound * self.margin < f64::from(worst))
+    }
+
+    /// Walks the scope's docs, seeking every clause's postings to each.
+    fn scope_first(&self, cursors: &mut [Cursor], best: &mut Best) {
+        let mut parts = vec![0.0; cursors.len()];
+        let mut docs = BitSetDocSet::from(self.docs.clone());
+        let mut doc = docs.doc();
+        while doc != TERMINATED {
+            let mut held = false;
+            for (part, cursor) in parts.iter_mut().zip(cursors.iter_mut()) {
+                *part = if cursor.seek(doc) == doc {
+                    held = true;
+                    cursor.score()
+                } else {
+                    0.0
+                };
+            }
+            if held {
+                best.offer(sum_in_clause_order(&parts), self.slot(doc));
+            }
+            doc = docs.advance();
+        }
+    }
+
+    /// Walks the essential clauses' postings doc by doc (MaxScore), checking each doc against
+    /// the scope and seeking the non-essential clauses only for docs that may still enter.
+    fn postings_first(&self, cursors: &mut [Cursor], best: &mut Best) {
+        // Clause positions by bound ascending; `below[i]` bounds the clauses `order[..i]`.
+        let mut order: Vec<usize> = (0..cursors.len()).collect();
+        order.sort_by(|&left, &right| cursors[left].bound.total_cmp(&cursors[right].bound).then(left.cmp(&right)));
+        let mut below = vec![0.0f64; order.len() + 1];
+        for (rank, &position) in order.iter().enumerate() {
+            below[rank + 1] = below[rank] + f64::from(cursors[position].bound);
+        }
+        // `order[..essential]` are non-essential: their bounds together cannot lift a doc into
+        // `best`, so a doc none of the others holds is never a hit.
+        let mut essential = 0;
+        let mut parts = vec![0.0; cursors.len()];
+        loop {
+            while essential < order.len() && self.cannot_enter(below[essential + 1], best) {
+                essential += 1;
+            }
+            let Some(doc) = order[essential..].iter().map(|&position| cursors[position].doc()).min() else {
+                return;
+            };
+            if doc == TERMINATED {
+                return;
+            }
+            parts.fill(0.0);
+            let mut upper = below[essential];
+            for &position in &order[essential..] {
+                let cursor = &mut cursors[position];
+                if cursor.doc() == doc {
+                    let part = cursor.score();
+                    parts[position] = part;
+                    upper += f64::from(part);
+                    cursor.postings.advance();
+                }
+            }
+            if !self.contains(doc) || self.cannot_enter(upper, best) {
+                continue;
+            }
+            // Non-essential clauses, largest bound first, while the doc may still enter.
+            let mut dropped = false;
+            for &position in order[..essential].iter().rev() {
+                let cursor = &mut cursors[position];
+                upper -= f64::from(cursor.bound);
+                if cursor.seek(doc) == doc {
+                    let part = cursor.score();
+                    parts[position] = part;
+                    upper += f64::from(part);
+                }
+                if self.cannot_enter(upper, best) {
+                    dropped = true;
+                    break;
+                }
+            }
+            if !dropped {
+                best.offer(sum_in_clause_order(&parts), self.slot(doc));
+            }
+        }
+    }
+}
+
+/// The best `k` hits offered so far, the worst on top.
+struct Best {
+    k: usize,
+    heap: BinaryHeap<WorseFirst>,
+}
+
+impl Best {
+    fn new(k: usize) -> Self {
+        Self { k, heap: BinaryHeap::with_capacity(k.min(4_096) + 1) }
+    }
+
+    /// The score of the worst held hit once `k` are held: a doc must reach it to enter.
+    fn threshold(&self) -> Option<Score> {
+        if self.heap.len() < self.k { None } else { self.heap.peek().map(|worst| worst.0.score) }
+    }
+
+    fn offer(&mut self, score: Score, slot: Slot) {
+        let hit = WorseFirst(Hit { slot, score });
+        if self.heap.len() < self.k {
+            self.heap.push(hit);
+        } else if self.heap.peek().is_some_and(|worst| hit < *worst) {
+            self.heap.pop();
+            self.heap.push(hit);
+        }
+    }
+
+    /// Best first.
+    fn into_hits(self) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = self.heap.into_iter().map(|WorseFirst(hit)| hit).collect();
+        sort_best_first(&mut hits);
+        hits
+    }
+}
+
+/// Tests choose the way a segment's docs are reached, to hold both to the same reference.
+#[cfg(test)]
+pub(super) mod forced {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// `Some(true)`: scope first; `Some(false)`: postings first; `None`: by cost.
+        pub(in crate::index::lexical) static WAY: Cell<Option<bool>> = const { Cell::new(None) };
+    }
+}
