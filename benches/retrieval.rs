@@ -58,7 +58,9 @@ fn lexical_search(criterion: &mut Criterion) {
     let items: Vec<(u32, u32, &str, &str)> =
         texts.iter().enumerate().map(|(i, t)| (i as u32, i as u32, "", t.as_str())).collect();
     index.add_batch(&items).expect("indexed");
-    for (name, fraction) in [("lexical_filtered_0.01", 0.01), ("lexical_filtered_0.5", 0.5)] {
+    for (name, fraction) in
+        [("lexical_filtered_0.01", 0.01), ("lexical_filtered_0.5", 0.5), ("lexical_filtered_1.0", 1.0)]
+    {
         let allowed = bitmap(texts.len(), fraction, 9);
         criterion.bench_function(name, |bencher| {
             bencher.iter(|| {

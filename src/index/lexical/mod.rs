@@ -40,9 +40,9 @@ use std::fmt;
 
 use roaring::RoaringBitmap;
 use tantivy::directory::RamDirectory;
-use tantivy::query::{Bm25StatisticsProvider, Bm25Weight};
-#[cfg(test)]
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::query::{
+    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, BoostQuery, EnableScoring, Occur, Query, TermQuery,
+};
 use tantivy::schema::{FAST, Field, INDEXED, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{
@@ -235,8 +235,7 @@ impl LexicalIndex {
     }
 
     /// The disjunction of `terms` over title (boost [`TITLE_BOOST`]) and text, as a tantivy
-    /// query (the tests' reference for the scores of [`Self::clauses`]).
-    #[cfg(test)]
+    /// query: the clauses of [`Self::clauses`] in the same order, for tantivy's buffered union.
     fn text_query(&self, terms: &BTreeSet<String>) -> Box<dyn Query> {
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 2);
         for term in terms {
@@ -329,13 +328,23 @@ impl LexicalIndex {
             return Ok(LexicalSearch { hits: Vec::new(), allowed_docs });
         }
 
-        let clauses = match statistics {
-            Some(statistics) => self.clauses(&terms, &GivenStatistics { statistics, fields: self.fields }),
-            None => self
-                .clauses(&terms, &ScopeStatistics { searcher: &snapshot.searcher, scope: &scope, fields: self.fields }),
-        }
-        .map_err(lexical)?;
-        let hits = top_k::top_k(&snapshot.searcher, &snapshot.columns, &scope.docs, &clauses, k)?;
+        let (given, own);
+        let provider: &dyn Bm25StatisticsProvider = match statistics {
+            Some(statistics) => {
+                given = GivenStatistics { statistics, fields: self.fields };
+                &given
+            }
+            None => {
+                own = ScopeStatistics { searcher: &snapshot.searcher, scope: &scope, fields: self.fields };
+                &own
+            }
+        };
+        let clauses = self.clauses(&terms, provider).map_err(lexical)?;
+        let union = || {
+            self.text_query(&terms)
+                .weight(EnableScoring::enabled_from_statistics_provider(provider, &snapshot.searcher))
+        };
+        let hits = top_k::top_k(&snapshot.searcher, &snapshot.columns, &scope.docs, &clauses, &union, k)?;
         Ok(LexicalSearch { hits, allowed_docs })
     }
 

@@ -13,7 +13,7 @@ use tantivy::query::{BitSetDocSet, ConstScorer, EmptyScorer, EnableScoring, Expl
 use tantivy::tokenizer::Token;
 use tantivy::{BitSet, DocId, SegmentReader};
 
-use super::top_k::forced;
+use super::top_k::{Way, forced};
 use super::*;
 
 /// Matches exactly the documents of a precomputed per-segment bitset, with score 0, so that as
@@ -82,8 +82,8 @@ fn tantivy_reference(index: &LexicalIndex, query: &str, k: usize, allowed: &Roar
     top.into_iter().map(|((score, Reverse(slot)), _)| Hit { slot, score }).collect()
 }
 
-/// Runs `search` with every segment's docs reached `way` (`Some(true)`: scope first).
-fn reached<T>(way: Option<bool>, search: impl FnOnce() -> T) -> T {
+/// Runs `search` with every segment's docs reached `way` (`None`: chosen by cost).
+fn reached<T>(way: Option<Way>, search: impl FnOnce() -> T) -> T {
     forced::WAY.with(|cell| cell.set(way));
     let result = search();
     forced::WAY.with(|cell| cell.set(None));
@@ -583,7 +583,7 @@ proptest! {
         assert_matches_model(&got, &expected.hits);
     }
 
-    /// Both ways of reaching a segment's docs, with MaxScore pruning at any `k`, return exactly
+    /// Every way of reaching a segment's docs, MaxScore pruning at any `k` included, returns exactly
     /// what tantivy's collector returns over the same scope: same slots, same order, same
     /// scores to the bit, over corpora large enough to span several posting blocks.
     #[test]
@@ -610,7 +610,7 @@ proptest! {
         let query = query.join(" ");
         for scope in [RoaringBitmap::from_iter(allowed), RoaringBitmap::from_iter(0..60u32)] {
             let expected = tantivy_reference(&index, &query, k, &scope);
-            for way in [None, Some(true), Some(false)] {
+            for way in [None, Some(Way::ScopeFirst), Some(Way::MaxScore), Some(Way::Union)] {
                 let got = reached(way, || index.search(&query, k, &scope)).expect("search");
                 assert_identical_hits(&got.hits, &expected);
             }

@@ -3,17 +3,24 @@
 //! doc of the union once a tie-break is attached (`TopDocs::tweak_score`).
 //!
 //! A query is a list of clauses (term, field, BM25 weight), in the order the query was built.
-//! Per segment, the scope's docs are reached one of two ways, whichever reads less:
-//! - **postings first**: the postings of the clauses are walked doc by doc (document at a time),
-//!   each doc checked against the scope's bitset. Once `k` hits are held, the clauses whose
-//!   summed upper bounds cannot lift a doc to the worst held hit become *non-essential*: they are
-//!   no longer walked, only sought for docs an essential clause holds, and a doc is dropped as
-//!   soon as its score so far plus the bounds still unread cannot reach the worst hit;
-//! - **scope first**: when the scope holds far fewer docs than the clauses' postings, the scope's
-//!   docs are walked and every clause's postings sought (skip lists) to each.
+//! Per segment, the scope's docs are reached one of three ways ([`Way`]):
+//! - **scope first**, when the scope holds far fewer docs than the clauses' postings: the scope's
+//!   docs are walked and every clause's postings sought (skip lists) to each;
+//! - **MaxScore**, when some clause's postings are sparse (held by under a quarter of the
+//!   segment's docs: a rarer term, or the title field, whose bounds let pruning drop the dense
+//!   clauses): the postings of the clauses are walked doc by doc
+//!   (document at a time), each doc checked against the scope's bitset before it is scored. Once
+//!   `k` hits are held, the clauses whose summed upper bounds cannot lift a doc to the worst held
+//!   hit become *non-essential*: they are no longer walked, only sought for docs an essential
+//!   clause holds, and a doc is dropped as soon as its score so far plus the bounds still unread
+//!   cannot reach the worst hit;
+//! - **union** when every clause is dense (MaxScore then prunes little, and its walk, a
+//!   data-dependent branch per clause and doc, measured twice the time of tantivy's windowed
+//!   union): tantivy's buffered union of the clauses scores them window by window, and only the
+//!   docs of the scope's bitset are offered to the top-k.
 //!
 //! Invariants kept by this module:
-//! - only docs of the scope are scored or returned;
+//! - only docs of the scope are offered to the top-k or returned;
 //! - the hits are exactly the best `k` by (score descending, slot ascending) of every doc of the
 //!   scope holding a clause: pruning drops a doc only when an upper bound of its score is below
 //!   the worst held hit (a tie could still win on its slot, so ties are never pruned), and the
@@ -29,7 +36,7 @@ use std::sync::Arc;
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::index::SegmentId;
 use tantivy::postings::{Postings, SegmentPostings};
-use tantivy::query::{BitSetDocSet, Bm25Weight};
+use tantivy::query::{BitSetDocSet, Bm25Weight, Weight};
 use tantivy::schema::IndexRecordOption;
 use tantivy::{BitSet, DocId, DocSet, Score, Searcher, TERMINATED, Term};
 
@@ -56,15 +63,45 @@ impl Clause {
 /// (summed over the clauses) is walked first, seeking the postings.
 const SCOPE_FIRST_RATIO: usize = 4;
 
+/// A clause whose postings hold at least one in this many docs of the segment is dense: when
+/// every clause is dense, MaxScore's doc-at-a-time walk (a data-dependent branch per clause and
+/// doc) costs about twice tantivy's windowed union and prunes little (measured), so the union
+/// runs instead.
+const DENSE_RATIO: usize = 4;
+
+/// How a segment's docs of the scope are reached (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Way {
+    ScopeFirst,
+    MaxScore,
+    Union,
+}
+
+impl Way {
+    /// The way for a scope of `scope_docs` docs in a segment against `cursors`.
+    fn choose(scope_docs: usize, segment_docs: usize, cursors: &[Cursor]) -> Self {
+        let postings: usize = cursors.iter().map(|cursor| cursor.postings.doc_freq() as usize).sum();
+        if scope_docs.saturating_mul(cursors.len()).saturating_mul(SCOPE_FIRST_RATIO) < postings {
+            return Way::ScopeFirst;
+        }
+        // Docs of a segment: an upper bound of any clause's postings.
+        let sparsest = cursors.iter().map(|cursor| cursor.postings.doc_freq() as usize).min().unwrap_or(0);
+        if sparsest.saturating_mul(DENSE_RATIO) < segment_docs { Way::MaxScore } else { Way::Union }
+    }
+}
+
 /// The best `k` docs of `scope` by the summed scores of `clauses` over every segment of
-/// `searcher` (see the module docs), with the slots of `columns`.
+/// `searcher` (see the module docs), with the slots of `columns`; `union` makes tantivy's
+/// weight of the same clauses with the same statistics (built once, when a segment needs it).
 pub(super) fn top_k(
     searcher: &Searcher,
     columns: &HashMap<SegmentId, Arc<SegmentColumns>>,
     scope: &HashMap<SegmentId, BitSet>,
     clauses: &[Clause],
+    union: &dyn Fn() -> tantivy::Result<Box<dyn Weight>>,
     k: usize,
 ) -> IndexResult<Vec<Hit>> {
+    let mut union_weight: Option<Box<dyn Weight>> = None;
     let mut best = Best::new(k);
     if k == 0 || clauses.is_empty() {
         return Ok(Vec::new());
@@ -95,14 +132,25 @@ pub(super) fn top_k(
             continue;
         }
         let segment_scope = SegmentScope { docs, slots: &columns.slots, margin };
-        let postings: usize = cursors.iter().map(|cursor| cursor.postings.doc_freq() as usize).sum();
-        let scope_first = docs.len().saturating_mul(cursors.len()).saturating_mul(SCOPE_FIRST_RATIO) < postings;
+        let way = Way::choose(docs.len(), segment.max_doc() as usize, &cursors);
         #[cfg(test)]
-        let scope_first = forced::WAY.with(|way| way.get()).unwrap_or(scope_first);
-        if scope_first {
-            segment_scope.scope_first(&mut cursors, &mut best);
-        } else {
-            segment_scope.postings_first(&mut cursors, &mut best);
+        let way = forced::WAY.with(|forced| forced.get()).unwrap_or(way);
+        match way {
+            Way::ScopeFirst => segment_scope.scope_first(&mut cursors, &mut best),
+            Way::MaxScore => segment_scope.postings_first(&mut cursors, &mut best),
+            Way::Union => {
+                if union_weight.is_none() {
+                    union_weight = Some(union().map_err(lexical)?);
+                }
+                let weight = union_weight.as_ref().expect("built above");
+                weight
+                    .for_each(segment, &mut |doc, score| {
+                        if segment_scope.contains(doc) {
+                            best.offer(score, segment_scope.slot(doc));
+                        }
+                    })
+                    .map_err(lexical)?;
+            }
         }
     }
     Ok(best.into_hits())
@@ -154,11 +202,6 @@ impl SegmentScope<'_> {
         self.slots.get(doc as usize).copied().unwrap_or(Slot::MAX)
     }
 
-    /// Whether a doc whose score is at most `bound` cannot enter `best`.
-    fn cannot_enter(&self, bound: f64, best: &Best) -> bool {
-        best.threshold().is_some_and(|worst| bound * self.margin < f64::from(worst))
-    }
-
     /// Walks the scope's docs, seeking every clause's postings to each.
     fn scope_first(&self, cursors: &mut [Cursor], best: &mut Best) {
         let mut parts = vec![0.0; cursors.len()];
@@ -182,7 +225,8 @@ impl SegmentScope<'_> {
     }
 
     /// Walks the essential clauses' postings doc by doc (MaxScore), checking each doc against
-    /// the scope and seeking the non-essential clauses only for docs that may still enter.
+    /// the scope before scoring it and seeking the non-essential clauses only for docs that may
+    /// still enter.
     fn postings_first(&self, cursors: &mut [Cursor], best: &mut Best) {
         // Clause positions by bound ascending; `below[i]` bounds the clauses `order[..i]`.
         let mut order: Vec<usize> = (0..cursors.len()).collect();
@@ -195,8 +239,10 @@ impl SegmentScope<'_> {
         // `best`, so a doc none of the others holds is never a hit.
         let mut essential = 0;
         let mut parts = vec![0.0; cursors.len()];
+        // What a doc's bound must reach to enter `best` (margin included), once it is full.
+        let mut floor = self.floor(best);
         loop {
-            while essential < order.len() && self.cannot_enter(below[essential + 1], best) {
+            while essential < order.len() && below[essential + 1] < floor {
                 essential += 1;
             }
             let Some(doc) = order[essential..].iter().map(|&position| cursors[position].doc()).min() else {
@@ -204,6 +250,14 @@ impl SegmentScope<'_> {
             };
             if doc == TERMINATED {
                 return;
+            }
+            if !self.contains(doc) {
+                for &position in &order[essential..] {
+                    if cursors[position].doc() == doc {
+                        cursors[position].postings.advance();
+                    }
+                }
+                continue;
             }
             parts.fill(0.0);
             let mut upper = below[essential];
@@ -216,7 +270,7 @@ impl SegmentScope<'_> {
                     cursor.postings.advance();
                 }
             }
-            if !self.contains(doc) || self.cannot_enter(upper, best) {
+            if upper < floor {
                 continue;
             }
             // Non-essential clauses, largest bound first, while the doc may still enter.
@@ -229,15 +283,22 @@ impl SegmentScope<'_> {
                     parts[position] = part;
                     upper += f64::from(part);
                 }
-                if self.cannot_enter(upper, best) {
+                if upper < floor {
                     dropped = true;
                     break;
                 }
             }
             if !dropped {
                 best.offer(sum_in_clause_order(&parts), self.slot(doc));
+                floor = self.floor(best);
             }
         }
+    }
+
+    /// The bound a doc must reach to possibly enter `best`: the worst held hit's score less
+    /// the margin once `k` are held (a tie may still enter on its slot), else nothing.
+    fn floor(&self, best: &Best) -> f64 {
+        best.threshold().map_or(f64::NEG_INFINITY, |worst| f64::from(worst) / self.margin)
     }
 }
 
@@ -281,7 +342,7 @@ pub(super) mod forced {
     use std::cell::Cell;
 
     thread_local! {
-        /// `Some(true)`: scope first; `Some(false)`: postings first; `None`: by cost.
-        pub(in crate::index::lexical) static WAY: Cell<Option<bool>> = const { Cell::new(None) };
+        /// `Some(way)`: every segment that way; `None`: chosen by cost.
+        pub(in crate::index::lexical) static WAY: Cell<Option<super::Way>> = const { Cell::new(None) };
     }
 }
