@@ -12,9 +12,10 @@
 //! - a search scores only documents whose ordinal is in the `allowed` bitmap and that are alive:
 //!   the scope is a per-segment [`BitSet`] that the top-k walk ([`top_k`]) checks before it
 //!   scores a doc, so nothing outside it is ever scored into the top-k (no post-filtering);
-//! - the top-k is exact although pruned (MaxScore over per-clause bounds, never dropping a
-//!   doc that could still enter), and a doc's score is the sum of its clauses' scores in clause
-//!   order: the same to the bit whatever `k` or the scope, and equal to what tantivy's own
+//! - the top-k is exact whichever way [`top_k`] reaches a segment's docs (the scope first,
+//!   MaxScore pruning over per-clause bounds that never drops a doc that could still enter, or
+//!   tantivy's union), and a doc's score is the sum of its clauses' scores in clause order: the
+//!   same to the bit whatever `k`, the scope or the way, and equal to what tantivy's own
 //!   collector computes over the same scope (the tests hold it to that);
 //! - scores depend only on documents inside the caller's scope: the BM25 statistics (document
 //!   count, average field length, document frequency of each term) are computed over the alive
