@@ -78,14 +78,14 @@ pub(super) enum Way {
 }
 
 impl Way {
-    /// The way for a scope of `scope_docs` docs in a segment against `cursors`.
-    fn choose(scope_docs: usize, segment_docs: usize, cursors: &[Cursor]) -> Self {
-        let postings: usize = cursors.iter().map(|cursor| cursor.postings.doc_freq() as usize).sum();
-        if scope_docs.saturating_mul(cursors.len()).saturating_mul(SCOPE_FIRST_RATIO) < postings {
+    /// The way for a scope of `scope_docs` docs in a segment of `segment_docs` docs against
+    /// clauses whose postings hold `doc_freqs` docs.
+    fn choose(scope_docs: usize, segment_docs: usize, doc_freqs: &[usize]) -> Self {
+        let postings: usize = doc_freqs.iter().sum();
+        if scope_docs.saturating_mul(doc_freqs.len()).saturating_mul(SCOPE_FIRST_RATIO) < postings {
             return Way::ScopeFirst;
         }
-        // Docs of a segment: an upper bound of any clause's postings.
-        let sparsest = cursors.iter().map(|cursor| cursor.postings.doc_freq() as usize).min().unwrap_or(0);
+        let sparsest = doc_freqs.iter().copied().min().unwrap_or(0);
         if sparsest.saturating_mul(DENSE_RATIO) < segment_docs { Way::MaxScore } else { Way::Union }
     }
 }
@@ -115,26 +115,34 @@ pub(super) fn top_k(
         let (Some(docs), Some(columns)) = (scope.get(&id), columns.get(&id)) else {
             continue;
         };
-        let mut cursors = Vec::with_capacity(clauses.len());
+        // The clauses this segment holds, found in its term dictionaries; their postings are
+        // opened only when warrant walks them (tantivy's union opens its own).
+        let mut held = Vec::with_capacity(clauses.len());
         for (position, clause) in clauses.iter().enumerate() {
-            let field = clause.term.field();
-            let postings = segment
-                .inverted_index(field)
-                .and_then(|inverted| Ok(inverted.read_postings(&clause.term, IndexRecordOption::WithFreqs)?))
-                .map_err(lexical)?;
-            let Some(postings) = postings else {
-                continue;
-            };
-            let fieldnorms = segment.get_fieldnorms_reader(field).map_err(lexical)?;
-            cursors.push(Cursor { postings, fieldnorms, weight: clause.weight.clone(), bound: bounds[position] });
+            let inverted = segment.inverted_index(clause.term.field()).map_err(lexical)?;
+            if let Some(info) = inverted.get_term_info(&clause.term).map_err(|error| lexical(error.into()))? {
+                held.push((position, inverted, info));
+            }
         }
-        if cursors.is_empty() {
+        if held.is_empty() {
             continue;
         }
         let segment_scope = SegmentScope { docs, slots: &columns.slots, margin };
-        let way = Way::choose(docs.len(), segment.max_doc() as usize, &cursors);
+        let doc_freqs: Vec<usize> = held.iter().map(|(_, _, info)| info.doc_freq as usize).collect();
+        let way = Way::choose(docs.len(), segment.max_doc() as usize, &doc_freqs);
         #[cfg(test)]
         let way = forced::WAY.with(|forced| forced.get()).unwrap_or(way);
+        let mut cursors = Vec::with_capacity(if way == Way::Union { 0 } else { held.len() });
+        if way != Way::Union {
+            for (position, inverted, info) in &held {
+                let postings = inverted
+                    .read_postings_from_terminfo(info, IndexRecordOption::WithFreqs)
+                    .map_err(|error| lexical(error.into()))?;
+                let fieldnorms = segment.get_fieldnorms_reader(clauses[*position].term.field()).map_err(lexical)?;
+                let (weight, bound) = (clauses[*position].weight.clone(), bounds[*position]);
+                cursors.push(Cursor { postings, fieldnorms, weight, bound });
+            }
+        }
         match way {
             Way::ScopeFirst => segment_scope.scope_first(&mut cursors, &mut best),
             Way::MaxScore => segment_scope.postings_first(&mut cursors, &mut best),
