@@ -101,12 +101,11 @@ pub(super) fn top_k(
     union: &dyn Fn() -> tantivy::Result<Box<dyn Weight>>,
     k: usize,
 ) -> IndexResult<Vec<Hit>> {
-    let mut union_weight: Option<Box<dyn Weight>> = None;
-    let mut best = Best::new(k);
     if k == 0 || clauses.is_empty() {
         return Ok(Vec::new());
     }
-    let bounds: Vec<Score> = clauses.iter().map(Clause::bound).collect();
+    let mut best = Best::new(k);
+    let mut union_weight: Option<Box<dyn Weight>> = None;
     // Summing the bounds in another order than a score's own sum can round either way by at
     // most one unit in the last place per addition: the margin covers it.
     let margin = 1.0 + (clauses.len() as f64 + 1.0) * f64::from(f32::EPSILON);
@@ -138,9 +137,9 @@ pub(super) fn top_k(
                 let postings = inverted
                     .read_postings_from_terminfo(info, IndexRecordOption::WithFreqs)
                     .map_err(|error| lexical(error.into()))?;
-                let fieldnorms = segment.get_fieldnorms_reader(clauses[*position].term.field()).map_err(lexical)?;
-                let (weight, bound) = (clauses[*position].weight.clone(), bounds[*position]);
-                cursors.push(Cursor { postings, fieldnorms, weight, bound });
+                let clause = &clauses[*position];
+                let fieldnorms = segment.get_fieldnorms_reader(clause.term.field()).map_err(lexical)?;
+                cursors.push(Cursor { postings, fieldnorms, weight: clause.weight.clone(), bound: clause.bound() });
             }
         }
         match way {
