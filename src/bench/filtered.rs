@@ -37,7 +37,7 @@ const CLUSTER_SPREAD: f32 = 1.0;
 const INSERT_BATCH: usize = 10_000;
 
 /// The graph walks measured side by side, in row order.
-const WALKS: [GraphWalk; 3] = [GraphWalk::HnswRs, GraphWalk::BestFirst, GraphWalk::Frozen];
+const WALKS: [GraphWalk; 4] = [GraphWalk::HnswRs, GraphWalk::BestFirst, GraphWalk::FrozenPlain, GraphWalk::Frozen];
 
 /// What to build and measure.
 #[derive(Clone, Debug)]

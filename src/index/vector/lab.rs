@@ -29,8 +29,12 @@ pub(crate) enum GraphWalk {
     BestFirst,
     /// The best-first walk over the [`FrozenGraph`](crate::index::frozen::FrozenGraph)
     /// adjacency arrays with the SIMD dot (also when every vector is allowed, instead of
-    /// hnsw_rs' own search): the walk [`VectorIndex::search`] uses.
+    /// hnsw_rs' own search), each neighbour list's rows prefetched before they are scored:
+    /// the walk [`VectorIndex::search`] uses.
     Frozen,
+    /// The same walk without the prefetch (rows read as they are scored), to measure the
+    /// prefetch side by side.
+    FrozenPlain,
 }
 
 impl GraphWalk {
@@ -41,6 +45,7 @@ impl GraphWalk {
             Self::HnswRs => "hnsw_rs",
             Self::BestFirst => "best_first",
             Self::Frozen => "frozen",
+            Self::FrozenPlain => "frozen_plain",
         }
     }
 }
@@ -99,7 +104,7 @@ impl VectorIndex {
     }
 
     /// [`VectorIndex::graph_top_k`] with the live graph walked by `walk` (the sealed ones with
-    /// the frozen walk).
+    /// the frozen walk, without the prefetch for [`GraphWalk::FrozenPlain`]).
     pub(super) fn graph_top_k_with(
         &self,
         query: &[f32],
@@ -114,7 +119,11 @@ impl VectorIndex {
         let mut distance_computations = 0;
         let mut hits: Vec<Hit> = Vec::new();
         for graph in &self.sealed {
-            let (graph_hits, made) = self.frozen_walk(graph, query, ef, allowed, everything_allowed);
+            let (graph_hits, made) = if walk == GraphWalk::FrozenPlain {
+                self.frozen_walk::<false>(graph, query, ef, allowed, everything_allowed)
+            } else {
+                self.frozen_walk::<true>(graph, query, ef, allowed, everything_allowed)
+            };
             hits.extend(graph_hits);
             distance_computations += made;
         }
@@ -141,7 +150,11 @@ impl VectorIndex {
         let base = self.base as usize;
         let filter = |node: &usize| allowed.contains(self.store.ordinal((base + *node) as Slot));
         let neighbours = if walk == GraphWalk::Frozen {
-            let (hits, evaluations) = self.frozen_walk(&self.frozen, query, ef, allowed, everything_allowed);
+            let (hits, evaluations) = self.frozen_walk::<true>(&self.frozen, query, ef, allowed, everything_allowed);
+            count_distances(evaluations);
+            return hits;
+        } else if walk == GraphWalk::FrozenPlain {
+            let (hits, evaluations) = self.frozen_walk::<false>(&self.frozen, query, ef, allowed, everything_allowed);
             count_distances(evaluations);
             return hits;
         } else if everything_allowed {

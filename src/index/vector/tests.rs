@@ -286,7 +286,25 @@ fn walk_returns_every_allowed_vector_when_fewer_than_k() {
     // An empty index has no entry point.
     let empty = VectorIndex::new(params(8, 0, 0.0));
     assert!(empty.best_first_walk(&[0.5; 8], 10, &|_: &usize| true).is_empty());
-    assert!(empty.frozen_walk(&empty.frozen, &[0.5; 8], 10, &RoaringBitmap::new(), true).0.is_empty());
+    assert!(empty.frozen_walk::<true>(&empty.frozen, &[0.5; 8], 10, &RoaringBitmap::new(), true).0.is_empty());
+}
+
+#[test]
+fn prefetching_walk_returns_what_the_plain_walk_returns() {
+    // The prefetch is only a cache hint: with and without it, the same hits, scores and
+    // distance evaluations, whether everything, half or a fifth is allowed.
+    let index = build(params(16, 0, 0.0), 2000, 2, 61);
+    let mut rng = SmallRng::seed_from_u64(62);
+    for modulus in [1u32, 2, 5] {
+        let allowed: RoaringBitmap = (0..1000u32).filter(|ordinal| ordinal % modulus == 0).collect();
+        for _ in 0..10 {
+            let query = unit_vector(&mut rng, 16);
+            let with = index.graph_top_k_with(&query, 10, &allowed, GraphWalk::Frozen);
+            let without = index.graph_top_k_with(&query, 10, &allowed, GraphWalk::FrozenPlain);
+            assert_eq!(with, without, "modulus {modulus}");
+            assert_eq!(with.0.len(), 10);
+        }
+    }
 }
 
 #[test]
@@ -326,7 +344,7 @@ proptest! {
         let mut rng = SmallRng::seed_from_u64(seed ^ 0xbe57);
         let query = unit_vector(&mut rng, 6);
         let truth = brute_force(&index, &query, k, &allowed);
-        for walk in [GraphWalk::BestFirst, GraphWalk::Frozen] {
+        for walk in [GraphWalk::BestFirst, GraphWalk::FrozenPlain, GraphWalk::Frozen] {
             let search = index.search_with(&query, k, &allowed, walk);
             prop_assert!(search.hits.len() <= k);
             prop_assert!(search.hits.iter().all(|hit| allowed.contains(index.doc_ordinal(hit.slot))), "{:?}", walk);
