@@ -60,25 +60,25 @@ pub fn simd_name() -> &'static str {
     }
 }
 
-/// f32 values in one 64-byte cache line.
-const LINE_F32S: usize = 16;
+/// Bytes in one cache line.
+const LINE_BYTES: usize = 64;
 
 /// Asks the CPU to start loading every cache line of `values` into its caches and returns at
-/// once: a hint for a row that will be read soon (the graph walk issues it for a neighbour
+/// once: a hint for memory that will be read soon (the graph walk issues it for a neighbour
 /// list's rows before scoring any of them, so their cache misses overlap instead of queueing
-/// behind each dot product). It changes no value and cannot fault; on targets other than
-/// x86-64 it does nothing.
+/// behind each dot product, and for the adjacency it will read next). It changes no value and
+/// cannot fault; on targets other than x86-64 it does nothing.
 #[inline(always)]
-pub fn prefetch(values: &[f32]) {
+pub fn prefetch<T>(values: &[T]) {
     #[cfg(target_arch = "x86_64")]
-    for line in values.chunks(LINE_F32S) {
+    for line in values.chunks((LINE_BYTES / std::mem::size_of::<T>().max(1)).max(1)) {
         // SAFETY: `prefetcht0` only hints the cache: it loads nothing into a register, never
         // faults (even on an invalid address) and has no effect a program can observe but
         // timing; the address comes from a live slice anyway. SSE, the intrinsic's one target
         // feature, is part of the x86-64 baseline every build of this crate targets.
         #[allow(unsafe_code)]
         unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast());
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.as_ptr().cast::<i8>());
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -137,7 +137,9 @@ mod tests {
         for (start, end) in [(0, 0), (0, 100), (3, 50), (17, 18), (99, 100)] {
             prefetch(&values[start..end]);
         }
-        prefetch(&[]);
+        prefetch::<f32>(&[]);
+        prefetch::<u32>(&[1, 2, 3]);
+        prefetch::<()>(&[(), ()]);
         assert!(values.iter().enumerate().all(|(position, value)| *value == position as f32));
     }
 

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use hnsw_rs::hnsw::Point;
 
 use super::Slot;
+use super::distance::prefetch;
 
 /// One layer's adjacency in compressed sparse rows.
 #[derive(Clone, Debug, Default)]
@@ -158,6 +159,23 @@ impl FrozenGraph {
             (Some(&start), Some(&end)) => &layer.neighbours[start as usize..end as usize],
             _ => &[],
         }
+    }
+
+    /// Prefetches the two offsets that locate the neighbour list of local node `slot` at
+    /// `layer` (a cache hint; nothing is read).
+    #[inline]
+    pub(crate) fn prefetch_offsets(&self, slot: Slot, layer: usize) {
+        let slot = slot as usize;
+        if let Some(pair) = self.layers.get(layer).and_then(|layer| layer.offsets.get(slot..slot + 2)) {
+            prefetch(pair);
+        }
+    }
+
+    /// Prefetches the neighbour list of local node `slot` at `layer` (reads its offsets, which
+    /// [`FrozenGraph::prefetch_offsets`] may have brought in, and hints the list's lines).
+    #[inline]
+    pub(crate) fn prefetch_neighbours(&self, slot: Slot, layer: usize) {
+        prefetch(self.neighbours(slot, layer));
     }
 
     /// Bytes held by the adjacency arrays.
