@@ -1,7 +1,8 @@
 //! Persisted indexes (snapshot format v2): a restore loads the vector graph and the lexical
 //! index from their images and answers exactly like the engine it came from; deleted and
 //! revoked documents stay invisible after it; writes after a load (and after a second load) are
-//! indexed; a file that passes its checksum but does not decode is refused naming it.
+//! indexed; a file that passes its checksum but does not decode is refused naming it; a data
+//! directory reopened with another shard count rebuilds its shards instead of loading its set.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -244,4 +245,43 @@ async fn a_durable_restart_reads_the_index_set_indexes_later_writes_and_falls_ba
     );
     let rebuilt = retrieve_all(&engine, &principals()).await;
     assert_eq!(visible_docs(&rebuilt), visible_docs(&after));
+}
+
+/// A data directory reopened with another `index.shards` (the default went from 4 to 2) does not
+/// use its index set: the shards are rebuilt from the stored rows in the new count, answer as
+/// before, and the next index set is written in that count and loaded on the following start.
+#[actix_web::test]
+async fn a_store_reopened_with_another_shard_count_rebuilds_its_shards_and_answers_the_same() {
+    let chunk_ids = |results: &[Vec<(String, String, f64)>]| -> Vec<Vec<String>> {
+        results.iter().map(|hits| hits.iter().map(|hit| hit.0.clone()).collect()).collect()
+    };
+    let directory = tempfile::tempdir().unwrap();
+    let four = settings(4, 64);
+    let (engine, _) = open_durable(&four, directory.path()).await;
+    warrant::app::load_corpus(engine.as_ref(), &super::snapshots::demo_corpus()).await.expect("demo corpus");
+    engine.checkpoint(engine.acl().epoch()).await.expect("checkpoint");
+    let before = retrieve_all(&engine, &principals()).await;
+    assert!(before.iter().any(|hits| !hits.is_empty()));
+    drop(engine);
+
+    let two = settings(2, 64);
+    let (engine, recovery) = open_durable(&two, directory.path()).await;
+    match &recovery.indexes {
+        warrant::storage::indexes::IndexSetOutcome::Rebuilt { reason } => {
+            assert!(reason.contains("shard count"), "{reason}");
+        }
+        other => panic!("an index set of 4 shards was used by a 2-shard engine: {other:?}"),
+    }
+    assert_eq!(engine.shards().len(), 2);
+    assert_eq!(chunk_ids(&retrieve_all(&engine, &principals()).await), chunk_ids(&before));
+    engine.checkpoint(engine.acl().epoch()).await.expect("checkpoint");
+    drop(engine);
+
+    let (engine, recovery) = open_durable(&two, directory.path()).await;
+    assert!(
+        matches!(recovery.indexes, warrant::storage::indexes::IndexSetOutcome::Loaded { .. }),
+        "{:?}",
+        recovery.indexes
+    );
+    assert_eq!(chunk_ids(&retrieve_all(&engine, &principals()).await), chunk_ids(&before));
 }
