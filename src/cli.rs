@@ -137,9 +137,10 @@ pub(crate) enum BenchCommand {
         /// Print one JSON object per line (the only output form; kept for the documented command).
         #[arg(long)]
         json: bool,
-        /// Also print the rows of hnsw_rs' own filtered walk and of the old best-first walk over
-        /// hnsw_rs nodes with the scalar dot (measured side by side with the production frozen
-        /// walk on the same queries).
+        /// Also print the rows of hnsw_rs' own filtered walk, of the old best-first walk over
+        /// hnsw_rs nodes with the scalar dot, and of the production walk without its cache
+        /// prefetch (`frozen_plain`), all measured side by side with the production frozen walk
+        /// on the same queries.
         #[arg(long)]
         compare_walks: bool,
         /// Configuration file (index parameters).

@@ -8,7 +8,7 @@
 //!
 //! Every selectivity is measured with every graph walk ([`GraphWalk`]: hnsw_rs' own, the old
 //! best-first walk over hnsw_rs nodes with the scalar dot, the frozen-adjacency walk with the
-//! SIMD dot) on the same allowed set and queries, interleaved query by query (rotating which
+//! SIMD dot without and with its cache prefetch) on the same allowed set and queries, interleaved query by query (rotating which
 //! walk runs first), so the rows compare like for like within one run.
 //!
 //! [`run_peer`] measures the same way on the files `shared/peers/export_vectors.py` writes
