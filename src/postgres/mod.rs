@@ -34,12 +34,12 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::acl::{AclError, AclMutation, AuthorizationScope};
-use crate::domain::{Chunk, ChunkId, ChunkingConfig, Principal, chunk_document};
+use crate::domain::{Chunk, ChunkId, ChunkingConfig, Principal, SentenceVectors, chunk_document};
 use crate::embed::Embedder;
 use crate::retrieval::fusion::{Retriever, ScoredChunk, reciprocal_rank_fusion};
 use crate::retrieval::{
-    DocumentInput, IdentityReranker, Reranker, RetrievalError, RetrievalQuery, RetrievalRepository, RetrievalResult,
-    Retrieved, UpsertOutcome, embedding_text, to_document, validate_batch,
+    BatchSentenceTexts, DocumentInput, IdentityReranker, Reranker, RetrievalError, RetrievalQuery, RetrievalRepository,
+    RetrievalResult, Retrieved, UpsertOutcome, embedding_text, to_document, validate_batch,
 };
 use crate::storage::StorageError;
 
@@ -71,6 +71,9 @@ pub struct PostgresParams {
     /// PEM file of the certificate authorities trusted for the server's certificate; `None`:
     /// the Mozilla roots (`webpki-roots`). See [`tls_connector`].
     pub ca_file: Option<std::path::PathBuf>,
+    /// Embed each chunk's sentences at ingestion and store them with it
+    /// (`verifier.sentence_vectors`; only with a semantic embedder, as the embedded engine).
+    pub sentence_vectors: bool,
 }
 
 /// pgvector 0.8's iterative index scan mode.
@@ -138,6 +141,25 @@ fn database(error: impl std::fmt::Display) -> RetrievalError {
     RetrievalError::Storage(StorageError::Io { file: "postgres".into(), reason: "database request failed".into() })
 }
 
+/// A chunk's sentence vectors as stored in `chunks.sentence_vectors`: bincode 2 (standard
+/// configuration), the embedded store's encoding.
+fn encode_sentence_vectors(vectors: &SentenceVectors) -> Vec<u8> {
+    bincode::serde::encode_to_vec(vectors, bincode::config::standard()).expect("plain data always encodes")
+}
+
+/// Decodes `chunks.sentence_vectors` (NULL: none were made); bytes that do not decode whole are
+/// a database error, never vectors of another chunk.
+fn decode_sentence_vectors(bytes: Option<&[u8]>) -> RetrievalResult<Option<Arc<SentenceVectors>>> {
+    let Some(bytes) = bytes else {
+        return Ok(None);
+    };
+    match bincode::serde::decode_from_slice::<SentenceVectors, _>(bytes, bincode::config::standard()) {
+        Ok((vectors, read)) if read == bytes.len() => Ok(Some(Arc::new(vectors))),
+        Ok(_) => Err(database("stored sentence vectors have trailing bytes")),
+        Err(error) => Err(database(format!("stored sentence vectors do not decode: {error}"))),
+    }
+}
+
 /// The postgres backend: pool, embedder and parameters. Cheap to share (`Arc`).
 pub struct PostgresBackend {
     pool: Pool,
@@ -193,14 +215,8 @@ impl PostgresBackend {
         &self.params
     }
 
-    /// Upserts a batch of documents into `tenant`, all or nothing, in one transaction.
-    pub async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
-        validate_batch(&inputs)?;
-        let provisional: Vec<Vec<Chunk>> = inputs
-            .iter()
-            .map(|input| chunk_document(&to_document(tenant, input, 1), 0, &self.params.chunking))
-            .collect();
-        let texts: Vec<String> = provisional.iter().flatten().map(embedding_text).collect();
+    /// The embeddings of `texts`, in order, in batches of 64.
+    async fn embed_all(&self, texts: &[String]) -> RetrievalResult<Vec<Vec<f32>>> {
         let mut vectors = Vec::with_capacity(texts.len());
         for batch in texts.chunks(64) {
             let embedded = self.embedder.embed(batch).await?;
@@ -209,12 +225,42 @@ impl PostgresBackend {
             }
             vectors.extend(embedded);
         }
+        Ok(vectors)
+    }
+
+    /// The encoded sentence vectors of every provisional chunk, in order (each distinct sentence
+    /// of the batch embedded once), or nothing when this backend does not make them.
+    async fn encoded_sentence_vectors(&self, provisional: &[Vec<Chunk>]) -> RetrievalResult<Vec<Option<Vec<u8>>>> {
+        if !(self.params.sentence_vectors && self.embedder.semantic()) {
+            return Ok(Vec::new());
+        }
+        let chunks: Vec<&Chunk> = provisional.iter().flatten().collect();
+        let sentences = BatchSentenceTexts::of(&chunks);
+        let vectors = self.embed_all(&sentences.texts).await?;
+        Ok(sentences
+            .quantize(&vectors)
+            .into_iter()
+            .map(|made| made.map(|vectors| encode_sentence_vectors(&vectors)))
+            .collect())
+    }
+
+    /// Upserts a batch of documents into `tenant`, all or nothing, in one transaction.
+    pub async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
+        validate_batch(&inputs)?;
+        let provisional: Vec<Vec<Chunk>> = inputs
+            .iter()
+            .map(|input| chunk_document(&to_document(tenant, input, 1), 0, &self.params.chunking))
+            .collect();
+        let texts: Vec<String> = provisional.iter().flatten().map(embedding_text).collect();
+        let vectors = self.embed_all(&texts).await?;
+        let sentence_vectors = self.encoded_sentence_vectors(&provisional).await?;
         let mut client = self.pool.get().await.map_err(database)?;
         let transaction = client.transaction().await.map_err(database)?;
         let epoch = lock_tenant(&transaction, tenant).await? + 1;
         let insert_chunk = transaction.prepare(sql::CHUNK_INSERT).await.map_err(database)?;
         let insert_postings = transaction.prepare(sql::POSTINGS_INSERT).await.map_err(database)?;
         let mut vectors_left = vectors.into_iter();
+        let mut sentences_left = sentence_vectors.into_iter();
         let mut chunk_count = 0;
         let mut totals = TotalsChange::default();
         for (position, (input, first_cut)) in inputs.iter().zip(&provisional).enumerate() {
@@ -248,9 +294,10 @@ impl PostgresBackend {
             totals.remove(&transaction.query(sql::CHUNKS_DELETE, &[&tenant, &input.doc_id]).await.map_err(database)?);
             for chunk in &chunks {
                 let vector = Vector::from(vectors_left.next().unwrap_or_default());
+                let sentences: Option<Vec<u8>> = sentences_left.next().flatten();
                 let chunk_ordinal = chunk.ordinal as i32;
                 let (start, end) = (chunk.start as i32, chunk.end as i32);
-                let parameters: [&(dyn ToSql + Sync); 11] = [
+                let parameters: [&(dyn ToSql + Sync); 12] = [
                     &tenant,
                     &chunk.doc_id,
                     &version_sql,
@@ -262,6 +309,7 @@ impl PostgresBackend {
                     &chunk.title,
                     &chunk.text,
                     &vector,
+                    &sentences,
                 ];
                 totals.add(&transaction.query(&insert_chunk, &parameters).await.map_err(database)?);
             }
@@ -443,7 +491,7 @@ impl PostgresBackend {
                 end: row.get::<_, i32>(6) as usize,
                 title: row.get(7),
                 text: row.get(8),
-                sentence_vectors: None,
+                sentence_vectors: decode_sentence_vectors(row.get(10))?,
             };
             hits.push(ScoredChunk { chunk: Arc::new(chunk), score: row.get(9) });
         }
@@ -596,6 +644,7 @@ impl PostgresParams {
             lexical_candidates: settings.retrieval.lexical_candidates,
             vector_candidates: settings.retrieval.vector_candidates,
             ca_file: (!postgres.ca_file.is_empty()).then(|| postgres.ca_file.clone().into()),
+            sentence_vectors: settings.verifier.sentence_vectors,
         })
     }
 }

@@ -94,7 +94,7 @@ impl ReadSide for PostgresBackend {
                 end: row.get::<_, i32>(6) as usize,
                 title: title.clone(),
                 text: row.get(7),
-                sentence_vectors: None,
+                sentence_vectors: super::decode_sentence_vectors(row.get(9))?,
             }));
         }
         Ok(Some(DocumentView { doc_id: doc_id.to_owned(), version, title, acl_epoch, chunks }))

@@ -39,7 +39,7 @@ pub const SESSION_SETTINGS: &str = "SELECT set_config('hnsw.ef_search', $1, fals
 /// With `hnsw.iterative_scan` the HNSW scan continues until $5 rows pass the filter (pgvector
 /// 0.8); results may be slightly out of order (`relaxed_order`) and are sorted by the caller.
 pub const VECTOR_SEARCH: &str = "SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal,
-        c.start_char, c.end_char, c.title, c.body, (1 - (c.embedding <=> $4))::real AS score
+        c.start_char, c.end_char, c.title, c.body, (1 - (c.embedding <=> $4))::real AS score, c.sentence_vectors
     FROM chunks c
     WHERE c.tenant_id = $1
       AND EXISTS (SELECT 1 FROM document_readers r
@@ -91,7 +91,7 @@ pub const LEXICAL_SEARCH: &str = "WITH q AS (
         LIMIT $5
     )
     SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal,
-        c.start_char, c.end_char, c.title, c.body, s.score::real AS score
+        c.start_char, c.end_char, c.title, c.body, s.score::real AS score, c.sentence_vectors
     FROM scores s JOIN chunks c
         ON c.tenant_id = $1 AND c.doc_id = s.doc_id AND c.version = s.version AND c.chunk_ordinal = s.chunk_ordinal
     ORDER BY s.score DESC, s.doc_id, s.version, s.chunk_ordinal";
@@ -122,7 +122,7 @@ pub const LEXICAL_SEARCH_EXHAUSTIVE: &str = "WITH q AS (
         FROM warrant_tenants t WHERE t.tenant_id = $1
     ), matched AS MATERIALIZED (
         SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal, c.start_char, c.end_char,
-            c.title, c.body, c.search_tokens, ts_filter(setweight(c.search, 'A', q.lexemes), '{a}') AS terms
+            c.title, c.body, c.sentence_vectors, c.search_tokens, ts_filter(setweight(c.search, 'A', q.lexemes), '{a}') AS terms
         FROM chunks c, q
         WHERE c.tenant_id = $1
           AND q.query IS NOT NULL
@@ -144,7 +144,7 @@ pub const LEXICAL_SEARCH_EXHAUSTIVE: &str = "WITH q AS (
         GROUP BY f.chunk_id
     )
     SELECT m.chunk_id, m.doc_id, m.version, m.chunk_ordinal, m.doc_ordinal,
-        m.start_char, m.end_char, m.title, m.body, s.score::real AS score
+        m.start_char, m.end_char, m.title, m.body, s.score::real AS score, m.sentence_vectors
     FROM matched m JOIN scores s USING (chunk_id)
     ORDER BY s.score DESC, m.chunk_id
     LIMIT $5";
@@ -166,7 +166,7 @@ pub const READABLE_VERSIONS: &str =
 /// $1 tenant, $2 user, $3 groups, $4 document id. No row: absent, deleted or not readable.
 pub const DOCUMENT_READ: &str = "SELECT v.version, v.title, c.chunk_id, c.chunk_ordinal, c.doc_ordinal,
         c.start_char, c.end_char, c.body,
-        coalesce((SELECT t.acl_epoch FROM warrant_tenants t WHERE t.tenant_id = $1), 0)
+        coalesce((SELECT t.acl_epoch FROM warrant_tenants t WHERE t.tenant_id = $1), 0), c.sentence_vectors
     FROM documents d
     JOIN document_versions v ON v.tenant_id = d.tenant_id AND v.doc_id = d.doc_id AND v.version = d.live_version
     JOIN chunks c ON c.tenant_id = d.tenant_id AND c.doc_id = d.doc_id AND c.version = d.live_version
@@ -226,10 +226,11 @@ pub const CHUNKS_DELETE: &str = "DELETE FROM chunks WHERE tenant_id = $1 AND doc
 
 /// Inserts a chunk, returning its analyzed length for the tenant's BM25 totals
 /// ([`TENANT_SET_EPOCH`]): $1 tenant, $2 doc id, $3 version, $4 chunk ordinal, $5 chunk id,
-/// $6 doc ordinal, $7 start, $8 end, $9 title, $10 text, $11 embedding.
+/// $6 doc ordinal, $7 start, $8 end, $9 title, $10 text, $11 embedding, $12 sentence vectors
+/// (encoded, or NULL).
 pub const CHUNK_INSERT: &str = "INSERT INTO chunks (tenant_id, doc_id, version, chunk_ordinal, chunk_id, doc_ordinal,
-        start_char, end_char, title, body, embedding)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+        start_char, end_char, title, body, embedding, sentence_vectors)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
     RETURNING search_tokens";
 
 /// Writes the postings of a document version's chunks (inserted just before, same transaction)

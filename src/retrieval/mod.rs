@@ -22,8 +22,8 @@ pub use coordinator::{Coordinator, EmbeddedRepository, FanOut, Retrieve};
 pub use engine::{Engine, EngineParams, Recovery, shard_of};
 pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};
 pub use select::{Selection, SelectionLimits, select_context};
+pub(crate) use write::{BatchSentenceTexts, embedding_text, to_document, validate_batch};
 pub use write::{DocumentInput, FaultHook, MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, UpsertOutcome};
-pub(crate) use write::{embedding_text, to_document, validate_batch};
 
 use crate::acl::{AclError, AuthorizationScope};
 use crate::embed::EmbedError;

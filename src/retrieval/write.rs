@@ -360,26 +360,9 @@ impl Engine {
             return Ok(Vec::new());
         }
         let chunks: Vec<&Chunk> = provisional.iter().flatten().collect();
-        let split: Vec<Vec<&str>> = chunks
-            .iter()
-            .map(|chunk| sentences(&chunk.text).iter().map(|span| span.slice(&chunk.text)).collect())
-            .collect();
-        let mut index: HashMap<&str, usize> = HashMap::new();
-        let mut texts = Vec::new();
-        for sentence in split.iter().flatten() {
-            index.entry(sentence).or_insert_with(|| {
-                texts.push((*sentence).to_owned());
-                texts.len() - 1
-            });
-        }
-        let vectors = self.embed_texts(texts).await?;
-        Ok(split
-            .iter()
-            .map(|sentences| {
-                let items = sentences.iter().map(|sentence| (*sentence, vectors[index[sentence]].as_slice()));
-                Some(Arc::new(SentenceVectors::quantize(items)))
-            })
-            .collect())
+        let sentences = BatchSentenceTexts::of(&chunks);
+        let vectors = self.embed_texts(sentences.texts.clone()).await?;
+        Ok(sentences.quantize(&vectors))
     }
 
     async fn index_chunks(&self, items: Vec<(Chunk, Vec<f32>)>) -> RetrievalResult<()> {
@@ -441,6 +424,49 @@ pub(crate) fn embedding_text(chunk: &Chunk) -> String {
 
 /// The sentence vectors of a batch's chunks, in chunk order (empty when none are made).
 type BatchSentences = Vec<Option<Arc<SentenceVectors>>>;
+
+/// The distinct sentences of a batch's chunks (overlapping chunks share sentences, so each is
+/// embedded once), for the sentence vectors both backends store with their chunks.
+pub(crate) struct BatchSentenceTexts {
+    /// Per chunk, in order: the position in `texts` of each of its sentences.
+    per_chunk: Vec<Vec<usize>>,
+    /// Every distinct sentence of the batch, in first-seen order: what to embed.
+    pub(crate) texts: Vec<String>,
+}
+
+impl BatchSentenceTexts {
+    /// The sentences of `chunks`.
+    pub(crate) fn of(chunks: &[&Chunk]) -> Self {
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut texts = Vec::new();
+        let per_chunk = chunks
+            .iter()
+            .map(|chunk| {
+                sentences(&chunk.text)
+                    .iter()
+                    .map(|span| {
+                        *index.entry(span.slice(&chunk.text)).or_insert_with(|| {
+                            texts.push(span.slice(&chunk.text).to_owned());
+                            texts.len() - 1
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        Self { per_chunk, texts }
+    }
+
+    /// Every chunk's sentence vectors, in chunk order, from `vectors` (one per text, in order).
+    pub(crate) fn quantize(&self, vectors: &[Vec<f32>]) -> BatchSentences {
+        self.per_chunk
+            .iter()
+            .map(|positions| {
+                let items = positions.iter().map(|&at| (self.texts[at].as_str(), vectors[at].as_slice()));
+                Some(Arc::new(SentenceVectors::quantize(items)))
+            })
+            .collect()
+    }
+}
 
 /// Documents of a batch below which its CPU work stays on the calling task.
 const OFF_THREAD_DOCUMENTS: usize = 8;

@@ -54,6 +54,7 @@ fn params(url: &str) -> PostgresParams {
         lexical_candidates: 20,
         vector_candidates: 20,
         ca_file: test_database_ca(),
+        sentence_vectors: true,
     }
 }
 
@@ -919,4 +920,52 @@ async fn postgres_two_http_nodes_serve_answers_and_enforce_a_revoke_from_either(
     assert_eq!((status, body["code"].as_str()), (409, Some("backend_unsupported")), "{body}");
     let (status, body) = call!(&first, Method::GET, "/readyz", &alice, None);
     assert_eq!((status, body["status"].as_str()), (200, Some("ready")), "{body}");
+}
+
+/// With a semantic embedder a chunk's sentences are embedded once at ingestion and stored with
+/// it (migration 0005), and both searches and the document read return them, so validating an
+/// answer on a PostgreSQL node embeds only its claims; with a non-semantic embedder (or the
+/// setting off) none are made and the column stays NULL.
+#[actix_web::test]
+async fn postgres_sentence_vectors_are_made_at_ingestion_and_read_back() {
+    use warrant::embed::Embedder;
+    use warrant::retrieval::ReadSide;
+    let Some(url) = fresh_database().await else { return };
+    let counting = crate::support::FakeCountingEmbedder::new(DIMENSION);
+    let backend = PostgresBackend::connect(params(&url), counting.clone()).await.expect("backend connects");
+    let text = "Hotel stays are reimbursed up to 180 euros per night. Taxis need a receipt. \
+                Hotel stays are reimbursed up to 180 euros per night.";
+    backend.upsert("acme", vec![doc("hotel", "Hotels", text, &["all"])]).await.unwrap();
+    assert_eq!(counting.take(), 1 + 2, "one text for the chunk, then each distinct sentence once");
+    let bob = principal("acme", "bob", &["all"]);
+    let expected = counting.embed(&["Taxis need a receipt.".to_owned()]).await.unwrap().remove(0);
+    let taxis = warrant::domain::sentence_digest("Taxis need a receipt.");
+    let check = |vectors: Option<&Arc<warrant::domain::SentenceVectors>>| {
+        let vectors = vectors.expect("stored with the chunk");
+        assert_eq!(vectors.len(), 2);
+        let stored = vectors.vector(&taxis).expect("the sentence's vector");
+        let cosine: f32 = stored.iter().zip(&expected).map(|(a, b)| a * b).sum();
+        assert!(cosine > 0.999, "the stored vector is the sentence's own (cosine {cosine})");
+    };
+    // Both retrievers find the one chunk; the fused candidate carries the stored vectors.
+    let retrieved = backend.retrieve(&bob, "taxis need a receipt").await.unwrap();
+    assert_eq!(retrieved.candidates.len(), 1);
+    assert_eq!(retrieved.candidates[0].retrievers().len(), 2);
+    check(retrieved.candidates[0].chunk.sentence_vectors.as_ref());
+    let lexical_only = backend.retrieve(&bob, "receipt").await.unwrap();
+    check(lexical_only.candidates[0].chunk.sentence_vectors.as_ref());
+    let document = backend.document(&bob, "hotel").await.unwrap().expect("readable");
+    check(document.chunks[0].sentence_vectors.as_ref());
+
+    // Off: a node configured without them stores none, and its chunks read back without.
+    let Some(plain_url) = fresh_database().await else { return };
+    let plain =
+        PostgresBackend::connect(PostgresParams { sentence_vectors: false, ..params(&plain_url) }, counting.clone())
+            .await
+            .expect("backend connects");
+    counting.take();
+    plain.upsert("acme", vec![doc("hotel", "Hotels", text, &["all"])]).await.unwrap();
+    assert_eq!(counting.take(), 1, "only the chunk was embedded");
+    let retrieved = plain.retrieve(&bob, "taxis need a receipt").await.unwrap();
+    assert!(retrieved.candidates[0].chunk.sentence_vectors.is_none());
 }
