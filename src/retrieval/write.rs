@@ -445,8 +445,9 @@ impl BatchSentenceTexts {
                 sentences(&chunk.text)
                     .iter()
                     .map(|span| {
-                        *index.entry(span.slice(&chunk.text)).or_insert_with(|| {
-                            texts.push(span.slice(&chunk.text).to_owned());
+                        let sentence = span.slice(&chunk.text);
+                        *index.entry(sentence).or_insert_with(|| {
+                            texts.push(sentence.to_owned());
                             texts.len() - 1
                         })
                     })

@@ -15,6 +15,7 @@ use roaring::RoaringBitmap;
 
 use super::{VectorIndex, VectorSearch, WorseFirst, sort_best_first};
 use crate::index::distance::{dot, dot_scalar};
+use crate::index::frozen::FrozenGraph;
 use crate::index::{Hit, Slot};
 
 /// How [`VectorStrategy::Graph`](super::VectorStrategy::Graph) walks the graph (a benchmark
@@ -119,11 +120,7 @@ impl VectorIndex {
         let mut distance_computations = 0;
         let mut hits: Vec<Hit> = Vec::new();
         for graph in &self.sealed {
-            let (graph_hits, made) = if walk == GraphWalk::FrozenPlain {
-                self.frozen_walk::<false>(graph, query, ef, allowed, everything_allowed)
-            } else {
-                self.frozen_walk::<true>(graph, query, ef, allowed, everything_allowed)
-            };
+            let (graph_hits, made) = self.frozen_walk_as(walk, graph, query, ef, allowed, everything_allowed);
             hits.extend(graph_hits);
             distance_computations += made;
         }
@@ -134,6 +131,24 @@ impl VectorIndex {
         sort_best_first(&mut hits);
         hits.truncate(k);
         (hits, distance_computations)
+    }
+
+    /// [`VectorIndex::frozen_walk`] of `graph`, without the prefetch for
+    /// [`GraphWalk::FrozenPlain`] (with it for every other walk).
+    fn frozen_walk_as(
+        &self,
+        walk: GraphWalk,
+        graph: &FrozenGraph,
+        query: &[f32],
+        ef: usize,
+        allowed: &RoaringBitmap,
+        everything_allowed: bool,
+    ) -> (Vec<Hit>, usize) {
+        if walk == GraphWalk::FrozenPlain {
+            self.frozen_walk::<false>(graph, query, ef, allowed, everything_allowed)
+        } else {
+            self.frozen_walk::<true>(graph, query, ef, allowed, everything_allowed)
+        }
     }
 
     /// The live graph's walk: allowed hits, unordered, scored by `dot`, global slots (the
@@ -149,12 +164,8 @@ impl VectorIndex {
     ) -> Vec<Hit> {
         let base = self.base as usize;
         let filter = |node: &usize| allowed.contains(self.store.ordinal((base + *node) as Slot));
-        let neighbours = if walk == GraphWalk::Frozen {
-            let (hits, evaluations) = self.frozen_walk::<true>(&self.frozen, query, ef, allowed, everything_allowed);
-            count_distances(evaluations);
-            return hits;
-        } else if walk == GraphWalk::FrozenPlain {
-            let (hits, evaluations) = self.frozen_walk::<false>(&self.frozen, query, ef, allowed, everything_allowed);
+        let neighbours = if matches!(walk, GraphWalk::Frozen | GraphWalk::FrozenPlain) {
+            let (hits, evaluations) = self.frozen_walk_as(walk, &self.frozen, query, ef, allowed, everything_allowed);
             count_distances(evaluations);
             return hits;
         } else if everything_allowed {
