@@ -151,6 +151,15 @@ pub(crate) enum BenchCommand {
         /// beside pgvector's best figures (`--vectors` and `--queries` are then ignored).
         #[arg(long)]
         vectors_file: Option<PathBuf>,
+        /// Fractions of the vectors allowed, one row each (synthetic data only: the peer's
+        /// files carry ground truth for their own five).
+        #[arg(long, value_delimiter = ',', default_value = "0.001,0.01,0.1,0.5,1.0")]
+        selectivities: Vec<f64>,
+        /// Hits asked of each search, and of the ground truth its recall is measured against
+        /// (synthetic data only; the rows' `recall_at_10` is then recall at this k; the
+        /// server's default `retrieval.vector_candidates` is 30).
+        #[arg(long, default_value_t = 10)]
+        k: usize,
     },
     /// Durable writes (ACL changes with fsync, document batches) and restart from the data
     /// directory versus re-ingestion, side by side with an in-memory engine (hashed embedder).

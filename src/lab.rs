@@ -34,11 +34,21 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
             };
             bench_durability(config, run).await
         }
-        BenchCommand::Filtered { vectors, dim, queries, seed, json: _, compare_walks, config, vectors_file } => {
+        BenchCommand::Filtered {
+            vectors,
+            dim,
+            queries,
+            seed,
+            json: _,
+            compare_walks,
+            config,
+            vectors_file,
+            selectivities,
+            k,
+        } => {
             use warrant::bench::filtered::{self, PeerData};
             let settings = Settings::load(config.as_deref())?;
             let params = warrant::retrieval::EngineParams::from_settings(&settings, dim).vector;
-            let selectivities = vec![0.001, 0.01, 0.1, 0.5, 1.0];
             let resident_before = filtered::resident_bytes();
             let started = std::time::Instant::now();
             let (rows, index_len, own_bytes) = if let Some(directory) = vectors_file {
@@ -46,13 +56,17 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
                 let index = filtered::build_peer_index(&data, params);
                 let build_seconds = started.elapsed().as_secs_f64();
                 print_build_line(build_seconds, &index, &data.queries, resident_before, data.base.len() * dim * 4);
-                (filtered::run_peer(&directory, &data, &index, &selectivities)?, index.len(), index.own_heap_bytes())
+                (
+                    filtered::run_peer(&directory, &data, &index, &filtered::PEER_SELECTIVITIES)?,
+                    index.len(),
+                    index.own_heap_bytes(),
+                )
             } else {
                 let config = filtered::FilteredBenchConfig {
                     vectors,
                     dim,
                     queries,
-                    k: 10,
+                    k,
                     seed,
                     selectivities,
                     params,
