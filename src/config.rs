@@ -224,7 +224,9 @@ pub struct IndexSettings {
     pub hnsw_max_connections: usize,
     /// HNSW ef at construction.
     pub hnsw_ef_construction: usize,
-    /// HNSW ef at search (raised to the candidate count when smaller).
+    /// HNSW ef at search, the result pool of an unfiltered walk (raised to the candidate count
+    /// when smaller); a walk under a scope holding a fraction s of a shard's documents keeps
+    /// `hnsw_ef_search * sqrt(s)`, at least the candidate count.
     pub hnsw_ef_search: usize,
     /// Selectivity planner: when the scope allows at most this many vectors in a shard, the
     /// shard scans exactly those vectors instead of walking the graph.

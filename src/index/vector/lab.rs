@@ -113,10 +113,10 @@ impl VectorIndex {
         allowed: &RoaringBitmap,
         walk: GraphWalk,
     ) -> (Vec<Hit>, usize) {
-        let ef = self.params.ef_search.max(k);
         // With a filter hnsw_rs never stops its layer-0 walk early; when every vector is allowed
         // the filter is a no-op, so take the plain walk.
         let everything_allowed = self.store.everything_allowed(allowed);
+        let ef = self.walk_ef(k, allowed, everything_allowed);
         let mut distance_computations = 0;
         let mut hits: Vec<Hit> = Vec::new();
         for graph in &self.sealed {

@@ -72,7 +72,8 @@ pub struct VectorParams {
     pub max_connections: usize,
     /// HNSW candidate list size at construction.
     pub ef_construction: usize,
-    /// HNSW candidate list size at search (raised to k when smaller).
+    /// HNSW result pool of an unfiltered search (raised to k when smaller); a filtered walk
+    /// keeps `ef_search * sqrt(selectivity)` (`walk_ef`).
     pub ef_search: usize,
     /// Scan exactly when at most this many vectors are allowed.
     pub exact_scan_threshold: usize,
@@ -87,7 +88,7 @@ impl VectorParams {
             dimension,
             max_connections: 16,
             ef_construction: 200,
-            ef_search: 64,
+            ef_search: 96,
             exact_scan_threshold: 4096,
             exact_scan_max_fraction: 0.2,
         }

@@ -26,6 +26,9 @@ pub const CALIBRATION_MIN_LEN: usize = 4096;
 /// Queries (stored vectors, evenly spaced) timed per strategy when calibrating.
 pub(super) const CALIBRATION_QUERIES: usize = 16;
 
+/// Hits asked of each calibration search.
+const CALIBRATION_K: usize = 10;
+
 /// Vectors the exact scan visits per calibration query.
 const CALIBRATION_SCAN_LEN: usize = 4096;
 
@@ -119,7 +122,6 @@ impl VectorIndex {
         if len == 0 {
             return;
         }
-        let ef = self.params.ef_search.max(1);
         let queries: Vec<Slot> =
             (0..CALIBRATION_QUERIES).map(|number| (number * len / CALIBRATION_QUERIES) as Slot).collect();
         // Each query scans slots spread over the whole index, as a scope's are, and other slots
@@ -154,7 +156,7 @@ impl VectorIndex {
             let scope = scan_scope(number);
             let started = std::time::Instant::now();
             let scanned = self.store.allowed_slots_up_to(&scope, usize::MAX).unwrap_or_default();
-            std::hint::black_box(self.exact_top_k(&query, 10, &scanned));
+            std::hint::black_box(self.exact_top_k(&query, CALIBRATION_K, &scanned));
             scan_ns.push(started.elapsed().as_nanos() as f64 / scanned.len().max(1) as f64);
             // The filtered walk starts from another vector (half a spacing on), so it does not
             // find the unfiltered walk's vectors in the cache: a walk's reads are cold in use.
@@ -163,6 +165,7 @@ impl VectorIndex {
                 [(&query, &RoaringBitmap::new(), true, &mut unfiltered), (&other, &tenth, false, &mut filtered)]
             {
                 let started = std::time::Instant::now();
+                let ef = self.walk_ef(CALIBRATION_K, allowed, everything);
                 let (_, made) = std::hint::black_box(self.walk_every_graph(walk_query, ef, allowed, everything));
                 let nanos = started.elapsed().as_nanos() as f64;
                 let made = made.max(1) as f64;

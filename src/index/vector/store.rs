@@ -118,6 +118,15 @@ impl VectorStore {
         self.ordinals[slot as usize]
     }
 
+    /// Fraction of the documents present that `allowed` holds (0 when none is present).
+    pub(super) fn selectivity(&self, allowed: &RoaringBitmap) -> f64 {
+        let present = self.present.len();
+        if present == 0 {
+            return 0.0;
+        }
+        allowed.intersection_len(&self.present) as f64 / present as f64
+    }
+
     /// Whether every ordinal present is in `allowed` (a filter would then be a no-op).
     pub(super) fn everything_allowed(&self, allowed: &RoaringBitmap) -> bool {
         self.present.is_subset(allowed)

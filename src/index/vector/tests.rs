@@ -308,6 +308,51 @@ fn prefetching_walk_returns_what_the_plain_walk_returns() {
 }
 
 #[test]
+fn a_filtered_walk_shrinks_its_ef_with_the_square_root_of_its_scope() {
+    // 1,000 documents of two chunks; ef_search 64.
+    let index = build(params(8, 0, 0.0), 2000, 2, 71);
+    let everything: RoaringBitmap = (0..1000u32).collect();
+    assert_eq!(index.walk_ef(10, &everything, true), 64);
+    // A quarter of this index's documents, and documents of other shards (absent here), which
+    // must not count: 64 * sqrt(0.25).
+    let quarter: RoaringBitmap = (0..1000u32).filter(|ordinal| ordinal % 4 == 0).chain(5000..9000).collect();
+    assert_eq!(index.walk_ef(10, &quarter, false), 32);
+    // 1 %: 64 * 0.1 rounds up to 7, below k.
+    let hundredth: RoaringBitmap = (0..1000u32).step_by(100).collect();
+    assert_eq!(index.walk_ef(10, &hundredth, false), 10);
+    // k above ef_search: k, whatever the scope.
+    assert_eq!(index.walk_ef(100, &quarter, false), 100);
+    assert_eq!(index.walk_ef(100, &everything, true), 100);
+}
+
+#[test]
+fn a_small_scope_walks_fewer_nodes_and_keeps_its_recall() {
+    // A 10 % scope walked with the shrunk ef against the fixed ef_search: fewer evaluations,
+    // and (nearly) the same hits.
+    let index = build(params(16, 0, 0.0), 4000, 1, 81);
+    let mut rng = SmallRng::seed_from_u64(82);
+    let allowed: RoaringBitmap = (0..4000u32).filter(|ordinal| ordinal % 10 == 3).collect();
+    let (mut shrunk_evaluations, mut fixed_evaluations, mut shrunk_found, mut fixed_found) = (0, 0, 0, 0);
+    for _ in 0..30 {
+        let query = unit_vector(&mut rng, 16);
+        let truth = brute_force(&index, &query, 10, &allowed);
+        let (shrunk, made) = index.graph_top_k(&query, 10, &allowed);
+        shrunk_evaluations += made;
+        shrunk_found += shrunk.iter().filter(|hit| truth.contains(hit)).count();
+        let (mut fixed, made) = index.walk_every_graph(&query, 64, &allowed, false);
+        sort_best_first(&mut fixed);
+        fixed.truncate(10);
+        fixed_evaluations += made;
+        fixed_found += fixed.iter().filter(|hit| truth.contains(hit)).count();
+    }
+    assert!(
+        shrunk_evaluations * 10 < fixed_evaluations * 8,
+        "shrunk ef {shrunk_evaluations} against fixed {fixed_evaluations} evaluations"
+    );
+    assert!(shrunk_found * 100 >= fixed_found * 97, "shrunk ef found {shrunk_found}, fixed {fixed_found} of 300");
+}
+
+#[test]
 fn unreachable_allowed_vectors_fall_back_to_exact_scan() {
     // hnsw_rs prunes the reverse links among identical vectors, leaving most of them without
     // incoming edges: no walk can reach them.

@@ -20,18 +20,44 @@ use crate::index::distance::{dot, prefetch};
 use crate::index::frozen::FrozenGraph;
 use crate::index::{Hit, Slot};
 
+/// Exponent of the selectivity a filtered walk's `ef` is scaled by ([`VectorIndex::walk_ef`]);
+/// measured against 0 (a fixed `ef`) and 1 in BENCHMARKS.md.
+pub(super) const FILTERED_EF_EXPONENT: f64 = 0.5;
+
 impl VectorIndex {
     /// Filtered HNSW walk of every graph of the index, merged into one top-k; returns the hits
     /// and the distance evaluations it made.
     pub(super) fn graph_top_k(&self, query: &[f32], k: usize, allowed: &RoaringBitmap) -> (Vec<Hit>, usize) {
-        let ef = self.params.ef_search.max(k);
         // When every vector is allowed the filter is a no-op: the walk does not consult it.
         let everything_allowed = self.store.everything_allowed(allowed);
+        let ef = self.walk_ef(k, allowed, everything_allowed);
         let (mut hits, distance_computations) = self.walk_every_graph(query, ef, allowed, everything_allowed);
         debug_assert!(hits.iter().all(|hit| allowed.contains(self.store.ordinal(hit.slot))));
         sort_best_first(&mut hits);
         hits.truncate(k);
         (hits, distance_computations)
+    }
+
+    /// The size of the result pool (`ef`) of a walk of this index under `allowed`, returning
+    /// `k` hits: `ef_search` (at least `k`) when every vector is allowed; at selectivity `s`
+    /// (the fraction of this index's documents `allowed` holds) `ef_search * s^`
+    /// [`FILTERED_EF_EXPONENT`], still at least `k`.
+    ///
+    /// A filtered walk keeps `ef` *allowed* results and stops only when its closest candidate
+    /// is farther than the worst of them, so it scores about `ef / s` nodes: with a fixed `ef`
+    /// the pool of a 10 % scope is filled from outside the query's neighbourhood and its
+    /// evaluations grow 1.5-3.9x while its recall is already 1.000 (BENCHMARKS.md, "A filtered walk's
+    /// `ef` shrinks with its scope"). Shrinking `ef` by the square root of `s` still lets the
+    /// walk score more nodes the smaller the scope (`ef_search / sqrt(s)`), which is what keeps
+    /// a sparse scope's recall, without leaving the neighbourhood.
+    pub(super) fn walk_ef(&self, k: usize, allowed: &RoaringBitmap, everything: bool) -> usize {
+        let ef = self.params.ef_search.max(k);
+        if everything {
+            return ef;
+        }
+        let selectivity = self.store.selectivity(allowed);
+        // Float-to-int `as` saturates; the product is at most `ef`.
+        ((ef as f64 * selectivity.powf(FILTERED_EF_EXPONENT)).ceil() as usize).clamp(k, ef)
     }
 
     /// Every graph walked with [`VectorIndex::frozen_walk`], hits unordered, with the distance
