@@ -257,9 +257,16 @@ pub(crate) enum EvalCommand {
         /// cites), not the whole abstract; rows without rationale keep the abstract.
         #[arg(long)]
         quoted: bool,
-        /// Configuration file (verifier thresholds).
+        /// Configuration file (verifier thresholds, `verifier.kind`).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Judge only a seeded random sample of this many rows (a model judge takes seconds a
+        /// row on a CPU); not with `--sweep`.
+        #[arg(long, conflicts_with = "sweep")]
+        sample: Option<usize>,
+        /// Seed of `--sample`.
+        #[arg(long, default_value_t = 13)]
+        seed: u64,
     },
     /// nDCG@10, Recall@10/100 and MRR@10 of lexical, vector and hybrid retrieval on a BEIR-style
     /// dataset folder (corpus.jsonl, queries.jsonl, qrels.tsv), asked per tenant.

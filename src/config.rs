@@ -371,6 +371,60 @@ pub struct VerifierSettings {
     /// with the hashed one). Costs about one more embedding pass over the text at ingestion.
     #[serde(default = "default_true")]
     pub sentence_vectors: bool,
+    /// `lexical` (the checks above alone) or `judge` (those first; a cited text they do not
+    /// find supporting, but whose coverage reaches `judge.min_coverage`, is put to a language
+    /// model).
+    #[serde(default = "default_verifier_kind")]
+    pub kind: VerifierKind,
+    /// The model a `judge` verifier asks.
+    #[serde(default)]
+    pub judge: JudgeSettings,
+}
+
+/// The language model of `verifier.kind = "judge"`: an OpenAI-compatible chat completions API.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeSettings {
+    /// OpenAI-compatible base URL, e.g. `http://127.0.0.1:18080/v1`.
+    #[serde(default)]
+    pub base_url: String,
+    /// Model name.
+    #[serde(default)]
+    pub model: String,
+    /// Name of the environment variable holding the API key.
+    #[serde(default)]
+    pub api_key_env: String,
+    /// Most time one judgement may take, ms; a judgement not back by then is a rejection.
+    #[serde(default = "default_judge_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Least fraction of the claim's content words a cited text must hold before the model is
+    /// asked about it (a floor that no wording of the source can talk the model past).
+    #[serde(default = "default_judge_min_coverage")]
+    pub min_coverage: f64,
+}
+
+impl Default for JudgeSettings {
+    fn default() -> Self {
+        Self {
+            base_url: String::new(),
+            model: String::new(),
+            api_key_env: String::new(),
+            timeout_ms: default_judge_timeout_ms(),
+            min_coverage: default_judge_min_coverage(),
+        }
+    }
+}
+
+fn default_verifier_kind() -> VerifierKind {
+    VerifierKind::Lexical
+}
+
+fn default_judge_timeout_ms() -> u64 {
+    10_000
+}
+
+fn default_judge_min_coverage() -> f64 {
+    0.5
 }
 
 /// Demo corpus settings.
@@ -495,6 +549,16 @@ named_kinds!(
         Extractive => "extractive",
         /// An OpenAI-compatible chat completions API.
         Openai => "openai",
+    }
+);
+
+named_kinds!(
+    /// `verifier.kind`: how citations are checked for support.
+    VerifierKind, "verifier.kind" {
+        /// Content-word coverage, polarity and (with a semantic embedder) similarity.
+        Lexical => "lexical",
+        /// The lexical checks, then a language model for what they reject.
+        Judge => "judge",
     }
 );
 

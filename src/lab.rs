@@ -213,7 +213,7 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
             })
             .await
         }
-        EvalCommand::Verifier { data, sweep, quoted, config } => {
+        EvalCommand::Verifier { data, sweep, quoted, config, sample, seed } => {
             use warrant::eval::verifier::Evidence;
             let evidence = if quoted { Evidence::Quoted } else { Evidence::Abstract };
             let settings = Settings::load(config.as_deref())?;
@@ -222,15 +222,15 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
                 if sweep {
                     return print_verifier_sweep(&data, embedder, evidence).await;
                 }
-                let verifier = warrant::answer::lexical_verifier::LexicalSupportVerifier::new(
-                    settings.verifier.min_coverage,
-                    settings.verifier.min_similarity,
-                    embedder,
-                )
-                .with_sentence_cache(settings.verifier.sentence_cache);
-                let report =
-                    warrant::eval::verifier::evaluate(&data, &verifier, evidence).await.map_err(anyhow::Error::msg)?;
+                let verifier = warrant::providers::verifier(&settings, embedder)?;
+                let mut rows = warrant::eval::verifier::read_rows(&data).map_err(anyhow::Error::msg)?;
+                if let Some(sample) = sample {
+                    warrant::eval::verifier::sample_rows(&mut rows, sample, seed);
+                }
+                let report = warrant::eval::verifier::evaluate_rows(&rows, verifier.as_ref(), evidence).await;
                 let summary = serde_json::json!({
+                    "verifier": verifier.name(),
+                    "rows": rows.len(),
                     "min_coverage": settings.verifier.min_coverage,
                     "min_similarity": settings.verifier.min_similarity,
                     "precision": report.precision(),

@@ -2,16 +2,17 @@
 //!
 //! Embedded defaults need no paid service (hashed or MiniLM embeddings, the extractive
 //! generator, the lexical/semantic verifier); OpenAI-compatible providers are chosen with
-//! `kind = "openai"`.
+//! `kind = "openai"`, and a language model as the verifier's judge with `verifier.kind = "judge"`.
 
 use std::sync::Arc;
 
 use crate::answer::extractive::ExtractiveGenerator;
 use crate::answer::generator::Generator;
+use crate::answer::judge_verifier::JudgeSupportVerifier;
 use crate::answer::lexical_verifier::LexicalSupportVerifier;
 use crate::answer::openai::OpenAiCompatibleGenerator;
 use crate::answer::verifier::SupportVerifier;
-use crate::config::{EmbedderKind, GeneratorKind, Settings};
+use crate::config::{EmbedderKind, GeneratorKind, Settings, VerifierKind};
 use crate::embed::{Embedder, HashedEmbedder, MiniLmEmbedder, OpenAiCompatibleEmbedder};
 
 /// Providers chosen for a run.
@@ -107,13 +108,24 @@ pub async fn from_settings(settings: &Settings) -> Result<Providers, ProviderErr
         ),
         GeneratorKind::Extractive => Arc::new(ExtractiveGenerator::new(settings.generator.max_claims)),
     };
-    let verifier = Arc::new(
-        LexicalSupportVerifier::new(
-            settings.verifier.min_coverage,
-            settings.verifier.min_similarity,
-            semantic(&embedder),
-        )
-        .with_sentence_cache(settings.verifier.sentence_cache),
-    );
+    let verifier = verifier(settings, semantic(&embedder))?;
     Ok(Providers { embedder, generator, verifier })
+}
+
+/// The configured support verifier (`verifier.kind`) over the verifier's embedder
+/// ([`verifier_embedder`]).
+pub fn verifier(
+    settings: &Settings,
+    embedder: Option<Arc<dyn Embedder>>,
+) -> Result<Arc<dyn SupportVerifier>, ProviderError> {
+    let config = &settings.verifier;
+    let lexical = LexicalSupportVerifier::new(config.min_coverage, config.min_similarity, embedder)
+        .with_sentence_cache(config.sentence_cache);
+    Ok(match config.kind {
+        VerifierKind::Lexical => Arc::new(lexical),
+        VerifierKind::Judge => Arc::new(
+            JudgeSupportVerifier::from_settings(lexical, &config.judge)
+                .map_err(|reason| ProviderError::Invalid { kind: "verifier", reason })?,
+        ),
+    })
 }

@@ -5,6 +5,7 @@
 pub mod extractive;
 pub mod generator;
 mod instructions;
+pub mod judge_verifier;
 pub mod lexical_verifier;
 pub mod normalize;
 pub mod openai;

@@ -122,3 +122,32 @@ fn sentence_cache_can_be_turned_off_from_the_environment() {
         Settings::from_toml(DEFAULT, [("WARRANT__VERIFIER__SENTENCE_CACHE".to_owned(), "0".to_owned())]).unwrap();
     assert_eq!(settings.verifier.sentence_cache, 0);
 }
+
+#[test]
+fn a_judge_verifier_needs_its_model_and_takes_it_from_the_environment() {
+    let judge = |pairs: &[(&str, &str)]| {
+        let mut environment = vec![("WARRANT__VERIFIER__KIND".to_owned(), "judge".to_owned())];
+        environment.extend(pairs.iter().map(|(key, value)| ((*key).to_owned(), (*value).to_owned())));
+        Settings::from_toml(DEFAULT, environment)
+    };
+    let message = judge(&[]).unwrap_err().to_string();
+    assert!(message.contains("verifier.judge.base_url") && message.contains("verifier.judge.model"), "{message}");
+    let settings = judge(&[
+        ("WARRANT__VERIFIER__JUDGE__BASE_URL", "http://127.0.0.1:18080/v1"),
+        ("WARRANT__VERIFIER__JUDGE__MODEL", "qwen"),
+    ])
+    .unwrap();
+    assert_eq!(settings.verifier.kind, VerifierKind::Judge);
+    assert_eq!(settings.verifier.judge.model, "qwen");
+    assert_eq!(settings.verifier.judge.min_coverage, 0.5);
+    let message = judge(&[
+        ("WARRANT__VERIFIER__JUDGE__BASE_URL", "http://127.0.0.1:18080/v1"),
+        ("WARRANT__VERIFIER__JUDGE__MODEL", "qwen"),
+        ("WARRANT__VERIFIER__JUDGE__MIN_COVERAGE", "1.5"),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(message.contains("verifier.judge.min_coverage"), "{message}");
+    // The default stays lexical and needs nothing.
+    assert_eq!(Settings::defaults().verifier.kind, VerifierKind::Lexical);
+}

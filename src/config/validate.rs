@@ -68,6 +68,16 @@ impl Settings {
         check((0.0..=1.0).contains(&self.verifier.min_coverage), "verifier.min_coverage must be in 0..=1");
         check((-1.0..=1.0).contains(&self.verifier.min_similarity), "verifier.min_similarity must be in -1..=1");
         check(self.verifier.sentence_cache <= 1_000_000, "verifier.sentence_cache must be in 0..=1000000");
+        if self.verifier.kind == super::VerifierKind::Judge {
+            let judge = &self.verifier.judge;
+            check(!judge.base_url.is_empty(), "verifier.judge.base_url must be set when verifier.kind is judge");
+            check(!judge.model.is_empty(), "verifier.judge.model must be set when verifier.kind is judge");
+        }
+        check(
+            (1..=600_000).contains(&self.verifier.judge.timeout_ms),
+            "verifier.judge.timeout_ms must be in 1..=600000",
+        );
+        check((0.0..=1.0).contains(&self.verifier.judge.min_coverage), "verifier.judge.min_coverage must be in 0..=1");
         check(!self.snapshots.dir.trim().is_empty(), "snapshots.dir must not be empty");
         check(
             (1..=1024).contains(&self.server.admin_document_batches_per_tenant),

@@ -213,6 +213,21 @@ pub fn read_rows(path: &Path) -> Result<Vec<ClaimRow>, String> {
         .collect()
 }
 
+/// Keeps a seeded random sample of `count` of `rows` (all of them when there are no more), in
+/// their file order.
+pub fn sample_rows(rows: &mut Vec<ClaimRow>, count: usize, seed: u64) {
+    use rand::SeedableRng;
+    use rand::seq::index::sample;
+    if count >= rows.len() {
+        return;
+    }
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let mut kept: Vec<usize> = sample(&mut rng, rows.len(), count).into_vec();
+    kept.sort_unstable();
+    let mut taken = std::mem::take(rows).into_iter().map(Some).collect::<Vec<_>>();
+    rows.extend(kept.into_iter().filter_map(|index| taken[index].take()));
+}
+
 /// Judges every row of `path` with `verifier` and counts the outcomes.
 pub async fn evaluate(
     path: &Path,
@@ -328,6 +343,29 @@ mod tests {
         let mut file = tempfile::NamedTempFile::new().expect("temp file");
         file.write_all(FIXTURE.as_bytes()).expect("write fixture");
         file
+    }
+
+    #[test]
+    fn a_sample_is_seeded_keeps_file_order_and_never_grows() {
+        let file = fixture();
+        let rows = read_rows(file.path()).expect("rows");
+        let claims = |rows: &[ClaimRow]| rows.iter().map(|row| row.claim.clone()).collect::<Vec<_>>();
+        let sampled = |count: usize, seed: u64| {
+            let mut rows = rows.clone();
+            sample_rows(&mut rows, count, seed);
+            claims(&rows)
+        };
+        for seed in 0..8 {
+            let two = sampled(2, seed);
+            assert_eq!(two, sampled(2, seed), "seeded");
+            assert_eq!(two.len(), 2);
+            let positions: Vec<usize> =
+                two.iter().map(|claim| claims(&rows).iter().position(|c| c == claim).unwrap()).collect();
+            assert!(positions[0] < positions[1], "file order: {positions:?}");
+        }
+        assert_eq!(sampled(3, 1), claims(&rows));
+        assert_eq!(sampled(10, 1), claims(&rows));
+        assert!(sampled(0, 1).is_empty());
     }
 
     #[test]
