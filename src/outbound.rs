@@ -1,5 +1,6 @@
-//! Outbound HTTP for OpenAI-compatible providers (generators, embedders): one way to build a
-//! `reqwest` client and to read API keys, shared so that both get the same TLS setup.
+//! Outbound HTTP for OpenAI-compatible providers (generators, embedders, the verifier's judge):
+//! one way to build a `reqwest` client, to read API keys and to read a chat completion, shared so
+//! that all get the same TLS setup and the same care with provider bodies.
 //!
 //! Invariants: the rustls crypto provider (ring) is installed before any client is built
 //! (reqwest is compiled without a provider of its own and panics otherwise); API keys are only
@@ -36,6 +37,40 @@ pub(crate) fn api_key_from_env(variable: &str) -> Option<String> {
 /// `{base_url}/{path}` with one slash between them.
 pub(crate) fn endpoint(base_url: &str, path: &str) -> String {
     format!("{}/{path}", base_url.trim_end_matches('/'))
+}
+
+#[derive(serde::Deserialize)]
+struct Completion {
+    choices: Vec<Choice>,
+}
+
+#[derive(serde::Deserialize)]
+struct Choice {
+    message: Message,
+}
+
+#[derive(serde::Deserialize)]
+struct Message {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+/// `choices[0].message.content` of a chat-completions body, or why there is none (a fixed
+/// reason: provider bodies may echo prompt text, so none of theirs is ever copied).
+pub(crate) fn chat_content(body: &[u8]) -> Result<String, &'static str> {
+    let completion: Completion = serde_json::from_slice(body).map_err(|_| "malformed response body")?;
+    let Some(choice) = completion.choices.into_iter().next() else {
+        return Err("response has no choices");
+    };
+    if choice.message.refusal.is_some_and(|refusal| !refusal.is_empty()) {
+        return Err("model refused the request");
+    }
+    match choice.message.content {
+        Some(content) if !content.trim().is_empty() => Ok(content),
+        _ => Err("response has no content"),
+    }
 }
 
 /// The error and its causes on one line, without the URL.

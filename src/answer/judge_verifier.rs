@@ -223,22 +223,6 @@ fn transport_error(error: reqwest::Error) -> JudgeError {
 }
 
 #[derive(Deserialize)]
-struct Completion {
-    choices: Vec<Choice>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    message: Message,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    #[serde(default)]
-    content: Option<String>,
-}
-
-#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Verdict {
     verdict: String,
@@ -247,14 +231,7 @@ struct Verdict {
 /// The verdict of a chat-completions body: `true` for "yes", `false` for "no", an error for
 /// anything else.
 fn verdict_of(body: &[u8]) -> Result<bool, JudgeError> {
-    let completion: Completion =
-        serde_json::from_slice(body).map_err(|_| JudgeError::Unusable("malformed response body"))?;
-    let content = completion
-        .choices
-        .into_iter()
-        .next()
-        .and_then(|choice| choice.message.content)
-        .ok_or(JudgeError::Unusable("no content"))?;
+    let content = outbound::chat_content(body).map_err(JudgeError::Unusable)?;
     let verdict: Verdict =
         serde_json::from_str(content.trim()).map_err(|_| JudgeError::Unusable("content is not a verdict"))?;
     match verdict.verdict.as_str() {

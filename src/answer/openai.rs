@@ -12,7 +12,6 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Deserialize;
 use serde_json::json;
 
 use super::generator::{GenerationRequest, Generator, GeneratorError};
@@ -144,38 +143,9 @@ fn transport_error(error: reqwest::Error) -> GeneratorError {
     }
 }
 
-#[derive(Deserialize)]
-struct Completion {
-    choices: Vec<Choice>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    message: Message,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    refusal: Option<String>,
-}
-
 /// `choices[0].message.content` of a chat-completions body.
 fn content_of(body: &[u8]) -> Result<String, GeneratorError> {
-    let completion: Completion =
-        serde_json::from_slice(body).map_err(|_| GeneratorError::Refused("malformed response body".into()))?;
-    let Some(choice) = completion.choices.into_iter().next() else {
-        return Err(GeneratorError::Refused("response has no choices".into()));
-    };
-    if choice.message.refusal.is_some_and(|refusal| !refusal.is_empty()) {
-        return Err(GeneratorError::Refused("model refused the request".into()));
-    }
-    match choice.message.content {
-        Some(content) if !content.trim().is_empty() => Ok(content),
-        _ => Err(GeneratorError::Refused("response has no content".into())),
-    }
+    outbound::chat_content(body).map_err(|reason| GeneratorError::Refused(reason.into()))
 }
 
 #[async_trait]
