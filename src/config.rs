@@ -424,7 +424,7 @@ fn default_judge_timeout_ms() -> u64 {
 }
 
 fn default_judge_min_coverage() -> f64 {
-    0.5
+    0.25
 }
 
 /// Demo corpus settings.

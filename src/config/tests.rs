@@ -139,7 +139,7 @@ fn a_judge_verifier_needs_its_model_and_takes_it_from_the_environment() {
     .unwrap();
     assert_eq!(settings.verifier.kind, VerifierKind::Judge);
     assert_eq!(settings.verifier.judge.model, "qwen");
-    assert_eq!(settings.verifier.judge.min_coverage, 0.5);
+    assert_eq!(settings.verifier.judge.min_coverage, 0.25);
     let message = judge(&[
         ("WARRANT__VERIFIER__JUDGE__BASE_URL", "http://127.0.0.1:18080/v1"),
         ("WARRANT__VERIFIER__JUDGE__MODEL", "qwen"),
