@@ -50,6 +50,10 @@ fn describe() {
         "warrant_verifier_sentence_cache_total",
         "verifier sentence-vector cache lookups by result (hit, miss)"
     );
+    metrics::describe_counter!(
+        "warrant_verifier_judge_calls_total",
+        "cited texts put to the verifier's language model by outcome (yes, no, below_floor, timeout, unreachable, status, unusable)"
+    );
     // Make the contract's series visible before the first request.
     metrics::gauge!("warrant_acl_epoch").set(0.0);
     metrics::gauge!("warrant_in_flight_requests").set(0.0);
