@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::lexical_verifier::LexicalSupportVerifier;
+use super::lexical_verifier::{LexicalSupportVerifier, SupportSignals};
 use super::verifier::{CitedText, ClaimSupport, SourceSupport, SupportVerifier};
 use crate::config::JudgeSettings;
 use crate::outbound;
@@ -177,11 +177,17 @@ impl JudgeSupportVerifier {
         tokio::time::timeout(self.timeout, call).await.unwrap_or(Err(JudgeError::Timeout))
     }
 
-    /// The model's verdict on one cited text the lexical verifier rejected: asked only when the
-    /// text passes the floor (coverage and numbers); every failure is a "no".
-    async fn judge_source(&self, claim: &str, source: CitedText<'_>) -> SourceSupport {
-        let signals = self.lexical.signals(claim, &[source]).await;
-        let quote = signals.sources.first().map_or((0, 0), |measured| measured.quote);
+    /// The model's verdict on cited text `index`, which the lexical verifier rejected; `signals`
+    /// are that text's own. Asked only when the text passes the floor (coverage and numbers);
+    /// every failure is a "no".
+    async fn judge_source(
+        &self,
+        claim: &str,
+        source: CitedText<'_>,
+        index: usize,
+        signals: &SupportSignals,
+    ) -> SourceSupport {
+        let quote = signals.sources.get(index).map_or((0, 0), |measured| measured.quote);
         let rejected = SourceSupport { supports: false, score: signals.coverage, quote };
         if signals.coverage < self.min_coverage || signals.missing_number {
             metrics::counter!("warrant_verifier_judge_calls_total", "outcome" => "below_floor").increment(1);
@@ -252,13 +258,13 @@ impl SupportVerifier for JudgeSupportVerifier {
     /// one of them is, and the texts judged "no" are left out of it. The model is not asked
     /// whether several texts support the claim only together: stricter than the lexical rule.
     async fn verify(&self, claim: &str, cited: &[CitedText<'_>]) -> ClaimSupport {
-        let lexical = self.lexical.verify(claim, cited).await;
+        let (lexical, each) = self.lexical.verify_each(claim, cited).await;
         if lexical.supported {
             return lexical;
         }
         let mut sources = Vec::with_capacity(cited.len());
-        for source in cited {
-            sources.push(self.judge_source(claim, *source).await);
+        for (index, (source, signals)) in cited.iter().zip(&each).enumerate() {
+            sources.push(self.judge_source(claim, *source, index, signals).await);
         }
         let supported = sources.iter().any(|source| source.supports);
         let score = sources.iter().filter(|source| source.supports).map(|source| source.score).fold(0.0f32, f32::max);

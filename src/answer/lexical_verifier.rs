@@ -450,6 +450,27 @@ impl SupportVerifier for LexicalSupportVerifier {
     /// judged, with the same thresholds, against the texts that do.
     async fn verify(&self, claim: &str, cited: &[CitedText<'_>]) -> ClaimSupport {
         let measured = self.measure(claim, cited).await;
+        self.verdict(claim, cited, &measured)
+    }
+}
+
+impl LexicalSupportVerifier {
+    /// The verdict of [`SupportVerifier::verify`], and the signals of every cited text taken on
+    /// its own, from one measurement (what a verifier that judges further reads, e.g. the
+    /// judge's floor).
+    pub async fn verify_each(&self, claim: &str, cited: &[CitedText<'_>]) -> (ClaimSupport, Vec<SupportSignals>) {
+        let measured = self.measure(claim, cited).await;
+        let each = (0..cited.len())
+            .map(|index| {
+                let only: Vec<bool> = (0..cited.len()).map(|other| other == index).collect();
+                measured.signals(claim, cited, &only)
+            })
+            .collect();
+        (self.verdict(claim, cited, &measured), each)
+    }
+
+    /// [`SupportVerifier::verify`] on measured texts.
+    fn verdict(&self, claim: &str, cited: &[CitedText<'_>], measured: &Measured) -> ClaimSupport {
         let single = cited.len() <= 1;
         let included: Vec<bool> = (0..cited.len()).map(|index| single || measured.supports_part(index)).collect();
         let signals = measured.signals(claim, cited, &included);

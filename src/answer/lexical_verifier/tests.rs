@@ -345,3 +345,24 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn each_texts_own_signals_are_those_it_has_alone_and_the_verdict_is_verifys() {
+    let verifier = LexicalSupportVerifier::new(0.9, 0.2, None);
+    let claim = "Aspirin lowers the risk of heart attacks in adults by 40 percent.";
+    let texts = cited(&[
+        "In adults, aspirin cut the risk of a heart attack.",
+        "The weather was mild. Aspirin lowered heart attack risk by 40 percent in adults.",
+    ]);
+    let (verdict, each) = block_on(verifier.verify_each(claim, &texts));
+    assert_eq!(verdict, block_on(verifier.verify(claim, &texts)));
+    assert_eq!(each.len(), 2);
+    for (index, signals) in each.iter().enumerate() {
+        let alone = block_on(verifier.signals(claim, &texts[index..=index]));
+        assert_eq!(signals.coverage, alone.coverage, "text {index}");
+        assert_eq!(signals.missing_number, alone.missing_number, "text {index}");
+        assert_eq!(signals.sources[index].quote, alone.sources[0].quote, "text {index}");
+    }
+    // The first text lacks the claim's number, the second has it.
+    assert!(each[0].missing_number && !each[1].missing_number);
+}
