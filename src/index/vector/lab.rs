@@ -13,6 +13,7 @@ use std::collections::BinaryHeap;
 
 use roaring::RoaringBitmap;
 
+use super::store::ScopeReach;
 use super::{VectorIndex, VectorSearch, WorseFirst, sort_best_first};
 use crate::index::distance::{dot, dot_scalar};
 use crate::index::frozen::FrozenGraph;
@@ -87,7 +88,9 @@ impl VectorIndex {
         if walk == GraphWalk::Frozen {
             return self.search(query, k, allowed);
         }
-        self.planned_search(query, k, allowed, |query, k, allowed| self.graph_top_k_with(query, k, allowed, walk))
+        self.planned_search(query, k, allowed, |query, k, allowed, reach| {
+            self.graph_top_k_with(query, k, allowed, reach, walk)
+        })
     }
 
     /// Plain HNSW search with no filter (benchmark baseline only): the frozen walk with the
@@ -111,12 +114,13 @@ impl VectorIndex {
         query: &[f32],
         k: usize,
         allowed: &RoaringBitmap,
+        reach: ScopeReach,
         walk: GraphWalk,
     ) -> (Vec<Hit>, usize) {
         // With a filter hnsw_rs never stops its layer-0 walk early; when every vector is allowed
         // the filter is a no-op, so take the plain walk.
-        let everything_allowed = self.store.everything_allowed(allowed);
-        let ef = self.walk_ef(k, allowed, everything_allowed);
+        let everything_allowed = reach.everything();
+        let ef = self.walk_ef(k, reach);
         let mut distance_computations = 0;
         let mut hits: Vec<Hit> = Vec::new();
         for graph in &self.sealed {

@@ -332,7 +332,7 @@ impl VectorIndex {
     /// Top-k among vectors whose document ordinal is in `allowed`; never returns anything
     /// outside it. `query` must have `dimension` components (otherwise: no hits, `Empty`).
     pub fn search(&self, query: &[f32], k: usize, allowed: &RoaringBitmap) -> VectorSearch {
-        self.planned_search(query, k, allowed, |query, k, allowed| self.graph_top_k(query, k, allowed))
+        self.planned_search(query, k, allowed, |query, k, allowed, reach| self.graph_top_k(query, k, allowed, reach))
     }
 }
 

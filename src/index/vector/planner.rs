@@ -15,6 +15,7 @@ use std::collections::BinaryHeap;
 
 use roaring::RoaringBitmap;
 
+use super::store::ScopeReach;
 use super::{VectorIndex, VectorReport, VectorSearch, VectorStrategy, WorseFirst};
 use crate::index::distance::{dot, prefetch};
 use crate::index::{Hit, Slot};
@@ -155,18 +156,22 @@ impl VectorIndex {
             let query = self.vector(slot).to_vec();
             let scope = scan_scope(number);
             let started = std::time::Instant::now();
-            let scanned = self.store.allowed_slots_up_to(&scope, usize::MAX).unwrap_or_default();
+            let reach = self.store.reach(&scope);
+            let scanned = self.store.allowed_slots_up_to(&scope, reach, usize::MAX).unwrap_or_default();
             std::hint::black_box(self.exact_top_k(&query, CALIBRATION_K, &scanned));
             scan_ns.push(started.elapsed().as_nanos() as f64 / scanned.len().max(1) as f64);
             // The filtered walk starts from another vector (half a spacing on), so it does not
             // find the unfiltered walk's vectors in the cache: a walk's reads are cold in use.
             let other = self.vector(((slot as usize + len / (2 * CALIBRATION_QUERIES)) % len) as Slot).to_vec();
-            for (walk_query, allowed, everything, evaluations) in
-                [(&query, &RoaringBitmap::new(), true, &mut unfiltered), (&other, &tenth, false, &mut filtered)]
+            for (walk_query, allowed, evaluations) in
+                [(&query, &RoaringBitmap::new(), &mut unfiltered), (&other, &tenth, &mut filtered)]
             {
                 let started = std::time::Instant::now();
-                let ef = self.walk_ef(CALIBRATION_K, allowed, everything);
-                let (_, made) = std::hint::black_box(self.walk_every_graph(walk_query, ef, allowed, everything));
+                // The empty bitmap stands for "unfiltered": the walk never consults it.
+                let reach = if allowed.is_empty() { self.store.reach_everything() } else { self.store.reach(allowed) };
+                let ef = self.walk_ef(CALIBRATION_K, reach);
+                let (_, made) =
+                    std::hint::black_box(self.walk_every_graph(walk_query, ef, allowed, reach.everything()));
                 let nanos = started.elapsed().as_nanos() as f64;
                 let made = made.max(1) as f64;
                 evaluations.push(made);
@@ -199,14 +204,15 @@ impl VectorIndex {
         query: &[f32],
         k: usize,
         allowed: &RoaringBitmap,
-        graph_top_k: impl FnOnce(&[f32], usize, &RoaringBitmap) -> (Vec<Hit>, usize),
+        graph_top_k: impl FnOnce(&[f32], usize, &RoaringBitmap, ScopeReach) -> (Vec<Hit>, usize),
     ) -> VectorSearch {
         debug_assert_eq!(query.len(), self.dimension(), "query dimension");
         if k == 0 || query.len() != self.dimension() || self.is_empty() {
             return empty_search(0);
         }
         let limit = self.exact_scan_limit();
-        match self.store.allowed_slots_up_to(allowed, limit) {
+        let reach = self.store.reach(allowed);
+        match self.store.allowed_slots_up_to(allowed, reach, limit) {
             Some(slots) if slots.is_empty() => empty_search(0),
             Some(slots) => VectorSearch {
                 hits: self.exact_top_k(query, k, &slots),
@@ -217,9 +223,9 @@ impl VectorIndex {
                 },
             },
             None => {
-                let (hits, walked) = graph_top_k(query, k, allowed);
+                let (hits, walked) = graph_top_k(query, k, allowed, reach);
                 if hits.len() < k
-                    && let Some(slots) = self.store.allowed_slots_up_to(allowed, usize::MAX)
+                    && let Some(slots) = self.store.allowed_slots_up_to(allowed, reach, usize::MAX)
                     && slots.len() > hits.len()
                 {
                     return VectorSearch {

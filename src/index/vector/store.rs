@@ -24,6 +24,27 @@ const BLOCK_LANES: usize = 16;
 #[repr(C, align(64))]
 pub(super) struct Block([f32; BLOCK_LANES]);
 
+/// How many of a store's documents a scope allows, against how many it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ScopeReach {
+    /// Documents present and allowed.
+    pub(super) allowed: u64,
+    /// Documents present.
+    pub(super) present: u64,
+}
+
+impl ScopeReach {
+    /// Whether every document present is allowed (a filter would then be a no-op).
+    pub(super) fn everything(self) -> bool {
+        self.allowed == self.present
+    }
+
+    /// Fraction of the documents present that are allowed (0 when none is present).
+    pub(super) fn selectivity(self) -> f64 {
+        if self.present == 0 { 0.0 } else { self.allowed as f64 / self.present as f64 }
+    }
+}
+
 /// The vectors and ordinals of one index's slots.
 pub(super) struct VectorStore {
     /// Components of every vector.
@@ -118,30 +139,33 @@ impl VectorStore {
         self.ordinals[slot as usize]
     }
 
-    /// Fraction of the documents present that `allowed` holds (0 when none is present).
-    pub(super) fn selectivity(&self, allowed: &RoaringBitmap) -> f64 {
-        let present = self.present.len();
-        if present == 0 {
-            return 0.0;
-        }
-        allowed.intersection_len(&self.present) as f64 / present as f64
+    /// How much of this store `allowed` reaches: one count of `allowed ∩ present` on the
+    /// bitmaps' containers, taken once per search and read by every decision after it.
+    pub(super) fn reach(&self, allowed: &RoaringBitmap) -> ScopeReach {
+        ScopeReach { allowed: allowed.intersection_len(&self.present), present: self.present.len() }
     }
 
-    /// Whether every ordinal present is in `allowed` (a filter would then be a no-op).
-    pub(super) fn everything_allowed(&self, allowed: &RoaringBitmap) -> bool {
-        self.present.is_subset(allowed)
+    /// The reach of a scope holding every document present (an unfiltered search).
+    pub(super) fn reach_everything(&self) -> ScopeReach {
+        ScopeReach { allowed: self.present.len(), present: self.present.len() }
     }
 
     /// Collects the allowed slots while there are at most `limit` of them; `None` once the
-    /// count exceeds `limit` (the search then walks the graph).
-    pub(super) fn allowed_slots_up_to(&self, allowed: &RoaringBitmap, limit: usize) -> Option<Vec<Slot>> {
+    /// count exceeds `limit` (the search then walks the graph). `reach` is `allowed`'s.
+    pub(super) fn allowed_slots_up_to(
+        &self,
+        allowed: &RoaringBitmap,
+        reach: ScopeReach,
+        limit: usize,
+    ) -> Option<Vec<Slot>> {
         #[cfg(test)]
         SLOT_COLLECTIONS.with(|count| count.set(count.get() + 1));
+        debug_assert_eq!(reach, self.reach(allowed), "the reach of another scope");
         // Every present ordinal has at least one slot, so more allowed ordinals than `limit`
         // means more allowed slots than `limit`: decided on the bitmaps' containers alone.
         // (Collecting first cost a hash lookup, a cache miss, per allowed document up to the
         // limit: 42 % of a /v1/retrieve's CPU at 100,000 chunks, see BENCHMARKS.md.)
-        if allowed.intersection_len(&self.present) > limit as u64 {
+        if reach.allowed > limit as u64 {
             return None;
         }
         let mut slots = Vec::new();

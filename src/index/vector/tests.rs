@@ -299,8 +299,9 @@ fn prefetching_walk_returns_what_the_plain_walk_returns() {
         let allowed: RoaringBitmap = (0..1000u32).filter(|ordinal| ordinal % modulus == 0).collect();
         for _ in 0..10 {
             let query = unit_vector(&mut rng, 16);
-            let with = index.graph_top_k_with(&query, 10, &allowed, GraphWalk::Frozen);
-            let without = index.graph_top_k_with(&query, 10, &allowed, GraphWalk::FrozenPlain);
+            let with = index.graph_top_k_with(&query, 10, &allowed, index.store.reach(&allowed), GraphWalk::Frozen);
+            let without =
+                index.graph_top_k_with(&query, 10, &allowed, index.store.reach(&allowed), GraphWalk::FrozenPlain);
             assert_eq!(with, without, "modulus {modulus}");
             assert_eq!(with.0.len(), 10);
         }
@@ -312,17 +313,17 @@ fn a_filtered_walk_shrinks_its_ef_with_the_square_root_of_its_scope() {
     // 1,000 documents of two chunks; ef_search 64.
     let index = build(params(8, 0, 0.0), 2000, 2, 71);
     let everything: RoaringBitmap = (0..1000u32).collect();
-    assert_eq!(index.walk_ef(10, &everything, true), 64);
+    assert_eq!(index.walk_ef(10, index.store.reach(&everything)), 64);
     // A quarter of this index's documents, and documents of other shards (absent here), which
     // must not count: 64 * sqrt(0.25).
     let quarter: RoaringBitmap = (0..1000u32).filter(|ordinal| ordinal % 4 == 0).chain(5000..9000).collect();
-    assert_eq!(index.walk_ef(10, &quarter, false), 32);
+    assert_eq!(index.walk_ef(10, index.store.reach(&quarter)), 32);
     // 1 %: 64 * 0.1 rounds up to 7, below k.
     let hundredth: RoaringBitmap = (0..1000u32).step_by(100).collect();
-    assert_eq!(index.walk_ef(10, &hundredth, false), 10);
+    assert_eq!(index.walk_ef(10, index.store.reach(&hundredth)), 10);
     // k above ef_search: k, whatever the scope.
-    assert_eq!(index.walk_ef(100, &quarter, false), 100);
-    assert_eq!(index.walk_ef(100, &everything, true), 100);
+    assert_eq!(index.walk_ef(100, index.store.reach(&quarter)), 100);
+    assert_eq!(index.walk_ef(100, index.store.reach(&everything)), 100);
 }
 
 #[test]
@@ -336,7 +337,7 @@ fn a_small_scope_walks_fewer_nodes_and_keeps_its_recall() {
     for _ in 0..30 {
         let query = unit_vector(&mut rng, 16);
         let truth = brute_force(&index, &query, 10, &allowed);
-        let (shrunk, made) = index.graph_top_k(&query, 10, &allowed);
+        let (shrunk, made) = index.graph_top_k(&query, 10, &allowed, index.store.reach(&allowed));
         shrunk_evaluations += made;
         shrunk_found += shrunk.iter().filter(|hit| truth.contains(hit)).count();
         let (mut fixed, made) = index.walk_every_graph(&query, 64, &allowed, false);
@@ -363,7 +364,7 @@ fn unreachable_allowed_vectors_fall_back_to_exact_scan() {
     index.insert_batch(&items).expect("valid batch");
     let allowed: RoaringBitmap = (1..copies as u32).collect();
     for walk in [GraphWalk::BestFirst, GraphWalk::HnswRs, GraphWalk::Frozen] {
-        let (walked, _) = index.graph_top_k_with(&[0.5; 4], copies, &allowed, walk);
+        let (walked, _) = index.graph_top_k_with(&[0.5; 4], copies, &allowed, index.store.reach(&allowed), walk);
         assert!(walked.len() < copies - 1, "{walk:?} reached every copy: the test needs another graph");
         let search = index.search_with(&[0.5; 4], copies, &allowed, walk);
         assert_eq!(search.hits, brute_force(&index, &[0.5; 4], copies, &allowed), "{walk:?}");

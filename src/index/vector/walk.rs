@@ -15,6 +15,7 @@ use std::collections::BinaryHeap;
 
 use roaring::RoaringBitmap;
 
+use super::store::ScopeReach;
 use super::{VectorIndex, WorseFirst, sort_best_first};
 use crate::index::distance::{dot, prefetch};
 use crate::index::frozen::FrozenGraph;
@@ -27,10 +28,16 @@ pub(super) const FILTERED_EF_EXPONENT: f64 = 0.5;
 impl VectorIndex {
     /// Filtered HNSW walk of every graph of the index, merged into one top-k; returns the hits
     /// and the distance evaluations it made.
-    pub(super) fn graph_top_k(&self, query: &[f32], k: usize, allowed: &RoaringBitmap) -> (Vec<Hit>, usize) {
+    pub(super) fn graph_top_k(
+        &self,
+        query: &[f32],
+        k: usize,
+        allowed: &RoaringBitmap,
+        reach: ScopeReach,
+    ) -> (Vec<Hit>, usize) {
         // When every vector is allowed the filter is a no-op: the walk does not consult it.
-        let everything_allowed = self.store.everything_allowed(allowed);
-        let ef = self.walk_ef(k, allowed, everything_allowed);
+        let everything_allowed = reach.everything();
+        let ef = self.walk_ef(k, reach);
         let (mut hits, distance_computations) = self.walk_every_graph(query, ef, allowed, everything_allowed);
         debug_assert!(hits.iter().all(|hit| allowed.contains(self.store.ordinal(hit.slot))));
         sort_best_first(&mut hits);
@@ -38,9 +45,9 @@ impl VectorIndex {
         (hits, distance_computations)
     }
 
-    /// The size of the result pool (`ef`) of a walk of this index under `allowed`, returning
-    /// `k` hits: `ef_search` (at least `k`) when every vector is allowed; at selectivity `s`
-    /// (the fraction of this index's documents `allowed` holds) `ef_search * s^`
+    /// The size of the result pool (`ef`) of a walk of this index under a scope of `reach`,
+    /// returning `k` hits: `ef_search` (at least `k`) when every vector is allowed; at
+    /// selectivity `s` (the fraction of this index's documents the scope holds) `ef_search * s^`
     /// [`FILTERED_EF_EXPONENT`], still at least `k`.
     ///
     /// A filtered walk keeps `ef` *allowed* results and stops only when its closest candidate
@@ -50,14 +57,13 @@ impl VectorIndex {
     /// `ef` shrinks with its scope"). Shrinking `ef` by the square root of `s` still lets the
     /// walk score more nodes the smaller the scope (`ef_search / sqrt(s)`), which is what keeps
     /// a sparse scope's recall, without leaving the neighbourhood.
-    pub(super) fn walk_ef(&self, k: usize, allowed: &RoaringBitmap, everything: bool) -> usize {
+    pub(super) fn walk_ef(&self, k: usize, reach: ScopeReach) -> usize {
         let ef = self.params.ef_search.max(k);
-        if everything {
+        if reach.everything() {
             return ef;
         }
-        let selectivity = self.store.selectivity(allowed);
         // Float-to-int `as` saturates; the product is at most `ef`.
-        ((ef as f64 * selectivity.powf(FILTERED_EF_EXPONENT)).ceil() as usize).clamp(k, ef)
+        ((ef as f64 * reach.selectivity().powf(FILTERED_EF_EXPONENT)).ceil() as usize).clamp(k, ef)
     }
 
     /// Every graph walked with [`VectorIndex::frozen_walk`], hits unordered, with the distance
