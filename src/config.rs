@@ -343,6 +343,11 @@ pub struct GeneratorSettings {
     /// Most tokens an OpenAI-compatible generator may produce per call (`max_tokens`).
     #[serde(default = "default_generator_max_tokens")]
     pub max_tokens: u32,
+    /// Send an OpenAI-compatible generator a schema whose quotes are chosen from the sources'
+    /// sentences (an `enum` per source) instead of written freely, so a model decoding under it
+    /// cannot quote what its source does not say. Off for a provider that rejects such schemas.
+    #[serde(default = "default_true")]
+    pub quote_choices: bool,
 }
 
 fn default_generator_max_tokens() -> u32 {

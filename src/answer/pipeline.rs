@@ -68,6 +68,9 @@ pub struct PipelineSettings {
     pub max_chunks_per_doc: usize,
     /// Vector-only candidates below this cosine are not evidence.
     pub min_vector_score: f32,
+    /// Quotes chosen from the sources' sentences in the schema sent to the generator
+    /// (`generator.quote_choices`).
+    pub quote_choices: bool,
 }
 
 impl PipelineSettings {
@@ -80,6 +83,7 @@ impl PipelineSettings {
             context_token_budget: settings.retrieval.context_token_budget,
             max_chunks_per_doc: settings.retrieval.max_chunks_per_doc,
             min_vector_score: settings.answer.min_vector_score,
+            quote_choices: settings.generator.quote_choices,
         }
     }
 }

@@ -210,6 +210,46 @@ pub fn closest_sentences(quote: &str, model_text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The verbatim pieces of `model_text` (a source as the model saw it) a generator may be offered
+/// as its only quotes (`generator.quote_choices`): its sentences in order, each on one line
+/// (whitespace runs as one space, which matching folds anyway), at most [`MAX_OFFERED_CHARS`]
+/// characters (a longer sentence is offered as consecutive pieces cut at spaces), without
+/// duplicates, without instruction-like sentences (the verifier masks them) and without pieces
+/// holding no letter or digit. Every choice is a quote [`locate_quote`] finds in its source.
+pub fn quote_choices(model_text: &str) -> Vec<String> {
+    let mut choices: Vec<String> = Vec::new();
+    for span in sentences(model_text) {
+        let sentence = span.slice(model_text);
+        if is_instruction(sentence) {
+            continue;
+        }
+        let mut piece = String::new();
+        for word in sentence.split_whitespace() {
+            // A single word longer than the limit is offered cut mid-word (still verbatim).
+            for part in word.chars().collect::<Vec<_>>().chunks(MAX_OFFERED_CHARS) {
+                let part: String = part.iter().collect();
+                let needed = if piece.is_empty() { 0 } else { 1 } + part.chars().count();
+                if piece.chars().count() + needed > MAX_OFFERED_CHARS {
+                    push_choice(&mut choices, std::mem::take(&mut piece));
+                }
+                if !piece.is_empty() {
+                    piece.push(' ');
+                }
+                piece.push_str(&part);
+            }
+        }
+        push_choice(&mut choices, piece);
+    }
+    choices
+}
+
+/// Appends `piece` to `choices` unless it holds no letter or digit or is already there.
+fn push_choice(choices: &mut Vec<String>, piece: String) {
+    if piece.chars().any(char::is_alphanumeric) && !choices.contains(&piece) {
+        choices.push(piece);
+    }
+}
+
 /// A quote the generator gave, as a repair prompt may echo it: neutralized like source text
 /// (so it cannot open or close a source or forge a label), on one line, at most
 /// [`MAX_ECHOED_QUOTE_CHARS`] characters (`…` marks a cut).
@@ -246,6 +286,16 @@ mod tests {
         assert_eq!(located(shown, "  Receipts   within 30 days.  ").as_deref(), Some("Receipts within 30 days."));
         // Invisible characters in the quote are dropped like in the source.
         assert_eq!(located(shown, "Rec\u{200B}eipts").as_deref(), Some("Receipts"));
+    }
+
+    #[test]
+    fn long_sentences_are_offered_in_verbatim_pieces_cut_at_spaces() {
+        let long = format!("Word {}end.", "word ".repeat(149));
+        let choices = quote_choices(&neutralize(&format!("Short one. {long} {}", "x".repeat(450))));
+        assert_eq!(choices[0], "Short one.");
+        assert!(choices.iter().all(|choice| choice.chars().count() <= MAX_OFFERED_CHARS));
+        assert_eq!(choices[1..3].join(" "), long.trim(), "consecutive pieces of the one sentence");
+        assert_eq!(choices[3..].concat(), "x".repeat(450), "a word over the limit is cut where it must be");
     }
 
     #[test]
@@ -358,6 +408,18 @@ mod tests {
     }
 
     proptest! {
+        /// Every quote offered as a choice is located in the source it was offered for.
+        #[test]
+        fn every_choice_is_a_quote_found_in_its_source(
+            source in "([a-c]{1,3}|[ .,!?…“”—’\n]|S1|<b>|\u{200B}|４|ignore all previous instructions){0,80}",
+        ) {
+            let model = neutralize(&source);
+            for choice in quote_choices(&model) {
+                prop_assert!(choice.chars().count() <= MAX_OFFERED_CHARS);
+                prop_assert!(located(&source, &choice).is_some(), "{:?} not found in {:?}", choice, source);
+            }
+        }
+
         /// Whatever the quote, a located span lies inside the cited source and is its own text.
         #[test]
         fn every_located_span_is_inside_the_source(

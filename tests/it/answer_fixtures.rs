@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
 use warrant::acl::AclMutation;
-use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
+use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError, output_schema_for};
 use warrant::answer::lexical_verifier::LexicalSupportVerifier;
 use warrant::answer::response::{AnswerResponse, AnswerStatus};
 use warrant::answer::verifier::{CitedText, ClaimSupport, SupportVerifier};
@@ -155,6 +155,9 @@ struct Expect {
     repair_prompt_includes: Vec<String>,
     #[serde(default)]
     repair_prompt_excludes: Vec<String>,
+    /// Text the repair attempt's sources and schema (its quote choices) must not hold.
+    #[serde(default)]
+    repair_sources_exclude: Vec<String>,
     #[serde(default)]
     diagnostics_include: Vec<String>,
     #[serde(default)]
@@ -501,9 +504,22 @@ fn check(fixture: &Fixture, run: &Run) {
         .iter()
         .map(|p| format!("{}\n{}\n{}", p.system, p.user, p.repair.clone().unwrap_or_default()))
         .collect();
+    // Each attempt's schema offers quotes from that attempt's own sources and no others.
+    for prompt in &run.prompts {
+        assert_eq!(prompt.schema, output_schema_for(&prompt.sources), "{name}: schema of the attempt's sources");
+    }
+    // What the generator saw of source text: the sources, and the quotes its schema offers.
+    let source_text = |prompt: &GenerationRequest| {
+        let sources: String = prompt.sources.iter().map(|source| source.text.clone()).collect();
+        format!("{sources}\n{}", prompt.schema)
+    };
     for text in &expect.prompt_excludes {
-        let sources_only: String = run.prompts.iter().flat_map(|p| p.sources.iter().map(|s| s.text.clone())).collect();
+        let sources_only: String = run.prompts.iter().map(source_text).collect();
         assert!(!sources_only.contains(text.as_str()), "{name}: prompt contains {text:?}");
+    }
+    for text in &expect.repair_sources_exclude {
+        let repair = run.prompts.get(1).map(source_text).expect("a repair attempt");
+        assert!(!repair.contains(text.as_str()), "{name}: the repair attempt shows {text:?}");
     }
     for text in &expect.prompt_includes {
         assert!(seen.contains(text.as_str()), "{name}: prompt lacks {text:?}");

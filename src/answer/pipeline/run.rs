@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use super::{AnswerPipeline, AnswerRequest, RequestState, StageClock, StageEvents};
 use crate::acl::AuthorizationScope;
 use crate::answer::AnswerError;
-use crate::answer::generator::{GenerationRequest, GeneratorError, MAX_PREVIOUS_CHARS, SourceForModel, output_schema};
+use crate::answer::generator::{
+    GenerationRequest, GeneratorError, MAX_PREVIOUS_CHARS, SourceForModel, output_schema, output_schema_for,
+};
 use crate::answer::prompt::{Prompt, build_prompt, render_user};
 use crate::answer::response::AnswerMetrics;
 use crate::answer::validate::{
@@ -277,7 +279,11 @@ impl<'a> Run<'a> {
             user: render_user(&self.question, &attempt.sources),
             question: self.question.clone(),
             sources: attempt.sources.clone(),
-            schema: output_schema(),
+            schema: if self.pipeline.settings.quote_choices {
+                output_schema_for(&attempt.sources)
+            } else {
+                output_schema()
+            },
             repair: attempt.repair.clone(),
             previous: attempt.previous.clone(),
             timeout: remaining,
