@@ -343,15 +343,20 @@ pub struct GeneratorSettings {
     /// Most tokens an OpenAI-compatible generator may produce per call (`max_tokens`).
     #[serde(default = "default_generator_max_tokens")]
     pub max_tokens: u32,
-    /// Send an OpenAI-compatible generator a schema whose quotes are chosen from the sources'
-    /// sentences (an `enum` per source) instead of written freely, so a model decoding under it
-    /// cannot quote what its source does not say. Off for a provider that rejects such schemas.
-    #[serde(default = "default_true")]
-    pub quote_choices: bool,
+    /// Send an OpenAI-compatible generator a schema whose quotes are chosen, not written: at
+    /// most this many sentences of each source (those sharing the most content terms with the
+    /// question) as an `enum`, so a model decoding under it cannot quote what its source does not
+    /// say. 0: quotes written freely (for a provider that rejects such schemas).
+    #[serde(default = "default_quote_choices")]
+    pub quote_choices: usize,
 }
 
 fn default_generator_max_tokens() -> u32 {
     384
+}
+
+fn default_quote_choices() -> usize {
+    2
 }
 
 fn default_true() -> bool {

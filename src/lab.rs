@@ -339,6 +339,15 @@ fn print_answers_report(report: &warrant::eval::answers::AnswersReport) {
     if let Some(correct) = &report.correct_of_questions {
         interval("correct of questions", correct);
     }
+    if let Some(held) = &report.context_holds_gold {
+        interval("context holds a gold answer", held);
+    }
+    if let Some(answered) = &report.answer_rate_given_gold_in_context {
+        interval("  of those: answered", answered);
+    }
+    if let Some(correct) = &report.correct_given_gold_in_context {
+        interval("  of those: answered correctly", correct);
+    }
     println!("{:<32} {}", "quotes outside their chunk", report.unanchored_quotes);
     println!("{:<32} {:?}", "citations rejected", report.citations_rejected);
     for (stage, latency) in &report.latency_ms {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::quote::quote_choices;
+use super::quote::quote_choices_for;
 
 /// One source as the model sees it: a server-assigned label and neutralized, untrusted text.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,16 +107,18 @@ pub const MAX_QUOTE_CHOICES: usize = 400;
 
 /// [`output_schema`] with each citation's quote chosen, not written: the citation is one of a
 /// branch per source (`anyOf`), whose `label` is that source's label alone and whose `quote` is
-/// one of that source's [`quote_choices`] (`enum`). A model decoding under this schema (llama.cpp,
-/// vLLM and OpenAI's strict mode compile it into their grammar) can only cite a sentence that is
-/// in the source it names, so `quote_not_found` cannot happen to it; the validator checks every
-/// quote the same way regardless. Sources without a choice get no branch. Falls back to
-/// [`output_schema`] when no source has a choice or the choices exceed [`MAX_QUOTE_CHOICES`].
-pub fn output_schema_for(sources: &[SourceForModel]) -> serde_json::Value {
+/// one of at most `per_source` of that source's sentences, those sharing the most content terms
+/// with `question` ([`quote_choices_for`], `enum`). A model decoding under this schema
+/// (llama.cpp, vLLM and OpenAI's strict mode compile it into their grammar) can only cite a
+/// sentence that is in the source it names, so `quote_not_found` cannot happen to it; the
+/// validator checks every quote the same way regardless. Sources without a choice get no
+/// branch. Falls back to [`output_schema`] when `per_source` is 0, no source has a choice or the
+/// choices exceed [`MAX_QUOTE_CHOICES`].
+pub fn output_schema_for(sources: &[SourceForModel], question: &str, per_source: usize) -> serde_json::Value {
     let mut branches = Vec::new();
     let mut offered = 0;
     for source in sources {
-        let choices = quote_choices(&source.text);
+        let choices = quote_choices_for(question, &source.text, per_source);
         if choices.is_empty() {
             continue;
         }
@@ -209,7 +211,7 @@ mod tests {
             source("S2", "Tolls were abolished in 1960."),
             source("S3", " ... "),
         ];
-        let schema = output_schema_for(&sources);
+        let schema = output_schema_for(&sources, "How long is the bridge, and when were tolls abolished?", 10);
         let citation = &schema["properties"]["claims"]["items"]["properties"]["citations"]["items"];
         let branches = citation["anyOf"].as_array().unwrap();
         assert_eq!(branches.len(), 2, "a source with nothing to quote gets no branch");
@@ -233,11 +235,25 @@ mod tests {
 
     #[test]
     fn too_many_choices_or_none_ask_for_free_quotes() {
-        assert_eq!(output_schema_for(&[]), output_schema());
-        assert_eq!(output_schema_for(&[source("S1", "...")]), output_schema());
+        let question = "Which fact holds?";
+        assert_eq!(output_schema_for(&[], question, 2), output_schema());
+        assert_eq!(output_schema_for(&[source("S1", "...")], question, 2), output_schema());
+        assert_eq!(output_schema_for(&[source("S1", "It holds.")], question, 0), output_schema(), "0: free quotes");
         let many: String = (0..=MAX_QUOTE_CHOICES).map(|number| format!("Fact number {number} holds. ")).collect();
-        assert_eq!(output_schema_for(&[source("S1", &many)]), output_schema());
+        assert_eq!(output_schema_for(&[source("S1", &many)], question, usize::MAX), output_schema());
         let enough: String = (0..MAX_QUOTE_CHOICES).map(|number| format!("Fact number {number} holds. ")).collect();
-        assert_ne!(output_schema_for(&[source("S1", &enough)]), output_schema());
+        assert_ne!(output_schema_for(&[source("S1", &enough)], question, usize::MAX), output_schema());
+    }
+
+    #[test]
+    fn each_source_offers_the_sentences_closest_to_the_question_first() {
+        let text = "The bridge opened in 1932. It crosses the river. Tolls on the bridge were abolished in 1960.";
+        let schema = output_schema_for(&[source("S1", text)], "When were tolls on the bridge abolished?", 2);
+        let citation = &schema["properties"]["claims"]["items"]["properties"]["citations"]["items"];
+        assert_eq!(
+            strings(&citation["anyOf"][0]["properties"]["quote"]["enum"]),
+            ["Tolls on the bridge were abolished in 1960.", "The bridge opened in 1932."],
+            "three terms shared, then one (the earlier of two sentences sharing as many)"
+        );
     }
 }

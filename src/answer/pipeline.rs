@@ -68,9 +68,9 @@ pub struct PipelineSettings {
     pub max_chunks_per_doc: usize,
     /// Vector-only candidates below this cosine are not evidence.
     pub min_vector_score: f32,
-    /// Quotes chosen from the sources' sentences in the schema sent to the generator
-    /// (`generator.quote_choices`).
-    pub quote_choices: bool,
+    /// Most sentences per source offered as quotes in the schema sent to the generator; 0:
+    /// quotes written freely (`generator.quote_choices`).
+    pub quote_choices: usize,
 }
 
 impl PipelineSettings {

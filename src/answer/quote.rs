@@ -243,6 +243,23 @@ pub fn quote_choices(model_text: &str) -> Vec<String> {
     choices
 }
 
+/// At most `most` of `model_text`'s [`quote_choices`], those sharing the most distinct content
+/// terms with `question` first (ties: the earlier first). A small model picks a quote better
+/// from a few sentences on the question than from every sentence of its sources (BENCHMARKS.md).
+pub fn quote_choices_for(question: &str, model_text: &str, most: usize) -> Vec<String> {
+    let asked: HashSet<String> = content_terms(&normalize(question).text).into_iter().collect();
+    let mut ranked: Vec<(usize, usize, String)> = quote_choices(model_text)
+        .into_iter()
+        .enumerate()
+        .map(|(position, choice)| {
+            let held: HashSet<String> = content_terms(&choice).into_iter().collect();
+            (asked.intersection(&held).count(), position, choice)
+        })
+        .collect();
+    ranked.sort_by(|left, right| right.0.cmp(&left.0).then(left.1.cmp(&right.1)));
+    ranked.into_iter().take(most).map(|(_, _, choice)| choice).collect()
+}
+
 /// Appends `piece` to `choices` unless it holds no letter or digit or is already there.
 fn push_choice(choices: &mut Vec<String>, piece: String) {
     if piece.chars().any(char::is_alphanumeric) && !choices.contains(&piece) {

@@ -10,7 +10,12 @@
 //!   (lowercase, punctuation and articles removed, whitespace collapsed), occurs in a claim;
 //! - quote anchoring: every returned citation's quote must lie inside its chunk
 //!   (`quote_start..quote_end` within `start..end`); violations are counted and must be 0;
-//! - stage latencies (p50/p95, milliseconds) as the pipeline records them.
+//! - stage latencies (p50/p95, milliseconds) as the pipeline records them;
+//! - where the dataset carries gold answers, whether the first attempt's sources (what the
+//!   generator was shown, recorded by [`ContextRecorder`] around the configured generator) hold
+//!   one, so a run tells questions lost to retrieval and selection (no gold answer in the
+//!   context) from questions the generator and the checks lost (one was there), and the answer
+//!   rate and correctness on the latter.
 //!
 //! Rates come with 95 % percentile bootstrap intervals over questions ([`super::stats`]).
 //! Questions are sampled with a fixed seed, so a report is reproducible: one seeded shuffle of
@@ -24,6 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use async_trait::async_trait;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -32,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use super::dataset::{Dataset, DatasetResult, IngestSummary, Progress, ingest, principal_of, read_jsonl};
 use super::retrieval::{EvalError, INGEST_BATCH};
 use super::stats::{Interval, mean_interval};
+use crate::answer::generator::{GenerationRequest, Generator, GeneratorError};
 use crate::answer::pipeline::{AnswerPipeline, AnswerRequest, PipelineSettings};
 use crate::answer::response::{AnswerResponse, AnswerStatus};
 use crate::config::Settings;
@@ -94,6 +101,9 @@ pub struct QuestionScores {
     pub stages_ms: BTreeMap<String, f64>,
     /// Milliseconds for the whole request, measured around the pipeline call.
     pub total_ms: f64,
+    /// Whether the first attempt's sources hold a gold answer (`None` without gold answers or
+    /// without a [`ContextRecorder`]; `Some(false)` when no generator was called).
+    pub context_holds_gold: Option<bool>,
 }
 
 impl QuestionScores {
@@ -137,7 +147,16 @@ impl QuestionScores {
             citations_rejected: response.metrics.citations_rejected.clone(),
             stages_ms: response.metrics.stages_ms.clone(),
             total_ms,
+            context_holds_gold: None,
         }
+    }
+
+    /// These scores with [`Self::context_holds_gold`] set from the first attempt's source texts
+    /// (`None`: no generator call), when the question has gold answers.
+    pub fn with_context(mut self, sources: Option<&[String]>, gold: Option<&[String]>) -> Self {
+        self.context_holds_gold =
+            gold.map(|gold| sources.unwrap_or_default().iter().any(|text| contains_gold(text, gold)));
+        self
     }
 
     fn answered(&self) -> bool {
@@ -199,6 +218,12 @@ pub struct AnswersReport {
     pub correct_of_answered: Option<Interval>,
     /// Share of all questions answered correctly, with interval.
     pub correct_of_questions: Option<Interval>,
+    /// Share of questions whose first attempt's sources hold a gold answer, with interval.
+    pub context_holds_gold: Option<Interval>,
+    /// Of the questions whose context holds a gold answer: answered, with interval.
+    pub answer_rate_given_gold_in_context: Option<Interval>,
+    /// Of the questions whose context holds a gold answer: answered correctly, with interval.
+    pub correct_given_gold_in_context: Option<Interval>,
     /// Returned citations whose quote lies outside its chunk (must be 0).
     pub unanchored_quotes: usize,
     /// Rejected citations and claims by code, summed.
@@ -233,6 +258,10 @@ impl AnswersReport {
             .map(|scores| scores.relevant_citations as f64 / scores.citations as f64)
             .collect();
         let graded: Vec<bool> = answered.iter().filter_map(|scores| scores.correct).collect();
+        let with_context: Vec<&QuestionScores> =
+            per_query.iter().filter(|scores| scores.context_holds_gold.is_some()).collect();
+        let gold_in_context: Vec<&QuestionScores> =
+            with_context.iter().copied().filter(|scores| scores.context_holds_gold == Some(true)).collect();
         let has_gold = !graded.is_empty();
         let mut citations_rejected = BTreeMap::new();
         let mut stages: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -260,6 +289,12 @@ impl AnswersReport {
             answers_citing_relevant: rate(answered.iter().map(|scores| scores.relevant_citations > 0)),
             correct_of_answered: has_gold.then(|| rate(graded.iter().copied())),
             correct_of_questions: has_gold.then(|| rate(per_query.iter().map(|scores| scores.correct == Some(true)))),
+            context_holds_gold: (!with_context.is_empty())
+                .then(|| rate(with_context.iter().map(|scores| scores.context_holds_gold == Some(true)))),
+            answer_rate_given_gold_in_context: (!gold_in_context.is_empty())
+                .then(|| rate(gold_in_context.iter().map(|scores| scores.answered()))),
+            correct_given_gold_in_context: (!gold_in_context.is_empty())
+                .then(|| rate(gold_in_context.iter().map(|scores| scores.correct == Some(true)))),
             unanchored_quotes: per_query.iter().map(|scores| scores.unanchored_quotes).sum(),
             citations_rejected,
             latency_ms: stages.into_iter().map(|(stage, values)| (stage, Percentiles::of(&values))).collect(),
@@ -324,11 +359,58 @@ pub fn write_scores<T: Serialize>(path: &Path, scores: &[T]) -> std::io::Result<
     std::fs::rename(&temporary, path)
 }
 
+/// A generator wrapper for evaluation: passes every call to the generator it wraps and keeps
+/// the source texts of the first call since the last [`ContextRecorder::take`] (the first
+/// attempt's context, as the model saw it). Questions are asked one at a time, so a take after
+/// each question reads that question's context.
+pub struct ContextRecorder {
+    inner: std::sync::Arc<dyn Generator>,
+    first: std::sync::Mutex<Option<Vec<String>>>,
+}
+
+impl ContextRecorder {
+    /// Records around `inner`.
+    pub fn new(inner: std::sync::Arc<dyn Generator>) -> Self {
+        Self { inner, first: std::sync::Mutex::new(None) }
+    }
+
+    /// The first call's source texts since the last take (`None`: no call).
+    pub fn take(&self) -> Option<Vec<String>> {
+        self.first.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+}
+
+#[async_trait]
+impl Generator for ContextRecorder {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn generate(&self, request: &GenerationRequest) -> Result<String, GeneratorError> {
+        self.first
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_or_insert_with(|| request.sources.iter().map(|source| source.text.clone()).collect());
+        self.inner.generate(request).await
+    }
+}
+
 /// Asks the sampled questions of `dataset` (already ingested into the pipeline's engine).
 pub async fn evaluate(
     pipeline: &AnswerPipeline,
     dataset: &Dataset,
     options: &AnswersOptions,
+) -> Result<AnswersReport, EvalError> {
+    evaluate_recording(pipeline, dataset, options, None).await
+}
+
+/// [`evaluate`], scoring each question's context too when `recorder` is the pipeline's
+/// generator.
+pub async fn evaluate_recording(
+    pipeline: &AnswerPipeline,
+    dataset: &Dataset,
+    options: &AnswersOptions,
+    recorder: Option<&ContextRecorder>,
 ) -> Result<AnswersReport, EvalError> {
     let started = Instant::now();
     let mut per_query = Vec::new();
@@ -342,7 +424,11 @@ pub async fn evaluate(
             .map_err(|error| EvalError::Answer(error.to_string()))?;
         let total_ms = asked.elapsed().as_secs_f64() * 1000.0;
         let gold = options.gold.get(&query.id).map(Vec::as_slice);
-        per_query.push(QuestionScores::of(&query.id, &response, &dataset.qrels[&query.id], gold, total_ms));
+        let mut scores = QuestionScores::of(&query.id, &response, &dataset.qrels[&query.id], gold, total_ms);
+        if let Some(recorder) = recorder {
+            scores = scores.with_context(recorder.take().as_deref(), gold);
+        }
+        per_query.push(scores);
         if let Some(path) = &options.checkpoint {
             write_scores(path, &per_query)
                 .map_err(|error| EvalError::Answer(format!("cannot write {}: {error}", path.display())))?;
@@ -372,9 +458,14 @@ pub async fn run(
     let params = EngineParams::from_settings(settings, providers.embedder.dimension());
     let engine = Engine::start(params, providers.embedder)?;
     let summary = ingest(&engine, dataset, INGEST_BATCH, progress).await?;
-    let pipeline =
-        AnswerPipeline::new(engine, providers.generator, providers.verifier, PipelineSettings::from_settings(settings));
-    let report = evaluate(&pipeline, dataset, options).await?;
+    let recorder = std::sync::Arc::new(ContextRecorder::new(providers.generator));
+    let pipeline = AnswerPipeline::new(
+        engine,
+        std::sync::Arc::clone(&recorder) as std::sync::Arc<dyn Generator>,
+        providers.verifier,
+        PipelineSettings::from_settings(settings),
+    );
+    let report = evaluate_recording(&pipeline, dataset, options, Some(&recorder)).await?;
     Ok((summary, report))
 }
 
@@ -390,6 +481,62 @@ mod tests {
         assert!(contains_gold("The game was won by the Denver Broncos, 24-10.", &["Denver Broncos".into()]));
         assert!(!contains_gold("Denverite Broncosville.", &["Denver Broncos".into()]));
         assert!(!contains_gold("anything", &["the".into()]));
+    }
+
+    fn request_showing(texts: &[&str]) -> GenerationRequest {
+        GenerationRequest {
+            system: String::new(),
+            user: String::new(),
+            question: "?".into(),
+            sources: texts
+                .iter()
+                .enumerate()
+                .map(|(index, text)| crate::answer::generator::SourceForModel {
+                    label: format!("S{}", index + 1),
+                    text: (*text).into(),
+                })
+                .collect(),
+            schema: serde_json::Value::Null,
+            repair: None,
+            previous: None,
+            timeout: std::time::Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn the_recorder_keeps_the_first_attempts_sources_until_taken() {
+        let recorder =
+            ContextRecorder::new(std::sync::Arc::new(crate::answer::extractive::ExtractiveGenerator::new(1)));
+        assert_eq!(recorder.name(), "extractive");
+        assert_eq!(recorder.take(), None, "no call, no context");
+        futures::executor::block_on(async {
+            let _ = recorder.generate(&request_showing(&["The first attempt's source."])).await;
+            let _ = recorder.generate(&request_showing(&["The repair attempt's source."])).await;
+        });
+        assert_eq!(recorder.take(), Some(vec!["The first attempt's source.".to_owned()]));
+        assert_eq!(recorder.take(), None, "taken");
+        let gold = ["250 euros".to_owned()];
+        let shown = ["Hotels: up to 250 Euros a night.".to_owned()];
+        let held = |sources: Option<&[String]>, gold: Option<&[String]>| {
+            let response = AnswerResponse {
+                request_id: "q".into(),
+                status: AnswerStatus::Abstained,
+                answer: None,
+                abstention: Some(crate::answer::response::Abstention {
+                    reason: crate::answer::validate::AbstentionReason::InsufficientEvidence,
+                    diagnostics: Vec::new(),
+                }),
+                acl_epoch: 0,
+                metrics: Default::default(),
+            };
+            QuestionScores::of("q", &response, &HashMap::new(), gold, 0.0)
+                .with_context(sources, gold)
+                .context_holds_gold
+        };
+        assert_eq!(held(Some(&shown), Some(&gold)), Some(true));
+        assert_eq!(held(Some(&["Hotels: up to 25 euros.".to_owned()]), Some(&gold)), Some(false));
+        assert_eq!(held(None, Some(&gold)), Some(false), "no generator call: nothing was shown");
+        assert_eq!(held(Some(&shown), None), None, "no gold answers: not scored");
     }
 
     /// A dataset of `count` judged questions and no corpus.

@@ -506,7 +506,9 @@ fn check(fixture: &Fixture, run: &Run) {
         .collect();
     // Each attempt's schema offers quotes from that attempt's own sources and no others.
     for prompt in &run.prompts {
-        assert_eq!(prompt.schema, output_schema_for(&prompt.sources), "{name}: schema of the attempt's sources");
+        let per_source = Settings::defaults().generator.quote_choices;
+        let expected = output_schema_for(&prompt.sources, &prompt.question, per_source);
+        assert_eq!(prompt.schema, expected, "{name}: schema of the attempt's sources");
     }
     // What the generator saw of source text: the sources, and the quotes its schema offers.
     let source_text = |prompt: &GenerationRequest| {

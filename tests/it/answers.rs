@@ -77,6 +77,15 @@ fn eval_answers_scores_the_pipeline_answers() {
     assert_eq!(report.correct_of_answered.expect("gold answers").mean, 1.0);
     assert_eq!(report.correct_of_questions.expect("gold answers").mean, 0.75);
     assert_eq!(report.unanchored_quotes, 0);
+    // What the generator was shown: each answerable question's own gold answer; the garage's
+    // colour is in no source.
+    for id in ["acme:q1", "acme:q2", "globex:q1"] {
+        assert_eq!(by_id(id).context_holds_gold, Some(true), "{id}");
+    }
+    assert_eq!(unanswerable.context_holds_gold, Some(false));
+    assert_eq!(report.context_holds_gold.expect("gold answers").mean, 0.75);
+    assert_eq!(report.answer_rate_given_gold_in_context.expect("gold in context").mean, 1.0);
+    assert_eq!(report.correct_given_gold_in_context.expect("gold in context").mean, 1.0);
     assert!(report.latency_ms.contains_key("total") && report.latency_ms.contains_key("generation"));
     // A fixed seed samples the same questions; --n limits them.
     let sample =

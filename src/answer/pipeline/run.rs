@@ -13,7 +13,7 @@ use super::{AnswerPipeline, AnswerRequest, RequestState, StageClock, StageEvents
 use crate::acl::AuthorizationScope;
 use crate::answer::AnswerError;
 use crate::answer::generator::{
-    GenerationRequest, GeneratorError, MAX_PREVIOUS_CHARS, SourceForModel, output_schema, output_schema_for,
+    GenerationRequest, GeneratorError, MAX_PREVIOUS_CHARS, SourceForModel, output_schema_for,
 };
 use crate::answer::prompt::{Prompt, build_prompt, render_user};
 use crate::answer::response::AnswerMetrics;
@@ -279,11 +279,7 @@ impl<'a> Run<'a> {
             user: render_user(&self.question, &attempt.sources),
             question: self.question.clone(),
             sources: attempt.sources.clone(),
-            schema: if self.pipeline.settings.quote_choices {
-                output_schema_for(&attempt.sources)
-            } else {
-                output_schema()
-            },
+            schema: output_schema_for(&attempt.sources, &self.question, self.pipeline.settings.quote_choices),
             repair: attempt.repair.clone(),
             previous: attempt.previous.clone(),
             timeout: remaining,
