@@ -102,7 +102,7 @@ pub fn output_schema() -> serde_json::Value {
 
 /// Most quote choices [`output_schema_for`] offers over all sources; with more it asks for free
 /// quotes instead ([`output_schema`]), so the schema (and the grammar an inference server
-/// compiles from it) stays small. A prompt within the default budget holds a few dozen sentences.
+/// compiles from it) stays small. With the default of two per source a prompt offers a few dozen.
 pub const MAX_QUOTE_CHOICES: usize = 400;
 
 /// [`output_schema`] with each citation's quote chosen, not written: the citation is one of a
