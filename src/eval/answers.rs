@@ -27,6 +27,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -364,19 +365,19 @@ pub fn write_scores<T: Serialize>(path: &Path, scores: &[T]) -> std::io::Result<
 /// attempt's context, as the model saw it). Questions are asked one at a time, so a take after
 /// each question reads that question's context.
 pub struct ContextRecorder {
-    inner: std::sync::Arc<dyn Generator>,
-    first: std::sync::Mutex<Option<Vec<String>>>,
+    inner: Arc<dyn Generator>,
+    first: Mutex<Option<Vec<String>>>,
 }
 
 impl ContextRecorder {
     /// Records around `inner`.
-    pub fn new(inner: std::sync::Arc<dyn Generator>) -> Self {
-        Self { inner, first: std::sync::Mutex::new(None) }
+    pub fn new(inner: Arc<dyn Generator>) -> Self {
+        Self { inner, first: Mutex::new(None) }
     }
 
     /// The first call's source texts since the last take (`None`: no call).
     pub fn take(&self) -> Option<Vec<String>> {
-        self.first.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+        self.first.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 }
 
@@ -389,7 +390,7 @@ impl Generator for ContextRecorder {
     async fn generate(&self, request: &GenerationRequest) -> Result<String, GeneratorError> {
         self.first
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .get_or_insert_with(|| request.sources.iter().map(|source| source.text.clone()).collect());
         self.inner.generate(request).await
     }
@@ -458,10 +459,10 @@ pub async fn run(
     let params = EngineParams::from_settings(settings, providers.embedder.dimension());
     let engine = Engine::start(params, providers.embedder)?;
     let summary = ingest(&engine, dataset, INGEST_BATCH, progress).await?;
-    let recorder = std::sync::Arc::new(ContextRecorder::new(providers.generator));
+    let recorder = Arc::new(ContextRecorder::new(providers.generator));
     let pipeline = AnswerPipeline::new(
         engine,
-        std::sync::Arc::clone(&recorder) as std::sync::Arc<dyn Generator>,
+        Arc::clone(&recorder) as Arc<dyn Generator>,
         providers.verifier,
         PipelineSettings::from_settings(settings),
     );
@@ -505,8 +506,7 @@ mod tests {
 
     #[test]
     fn the_recorder_keeps_the_first_attempts_sources_until_taken() {
-        let recorder =
-            ContextRecorder::new(std::sync::Arc::new(crate::answer::extractive::ExtractiveGenerator::new(1)));
+        let recorder = ContextRecorder::new(Arc::new(crate::answer::extractive::ExtractiveGenerator::new(1)));
         assert_eq!(recorder.name(), "extractive");
         assert_eq!(recorder.take(), None, "no call, no context");
         futures::executor::block_on(async {
