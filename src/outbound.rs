@@ -34,6 +34,32 @@ pub(crate) fn api_key_from_env(variable: &str) -> Option<String> {
     std::env::var(variable).ok().filter(|key| !key.is_empty())
 }
 
+/// An API key: sent as a bearer token ([`authorize`]), never printed (its `Debug` form is
+/// `<redacted>`, so a provider deriving `Debug` cannot leak it into logs).
+#[derive(Clone)]
+pub(crate) struct ApiKey(String);
+
+impl ApiKey {
+    /// The key, if there is one.
+    pub(crate) fn from(key: Option<String>) -> Option<Self> {
+        key.map(Self)
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("<redacted>")
+    }
+}
+
+/// `request` with `key` as its bearer token; unchanged without a key (no `Authorization`).
+pub(crate) fn authorize(request: reqwest::RequestBuilder, key: Option<&ApiKey>) -> reqwest::RequestBuilder {
+    match key {
+        Some(ApiKey(key)) => request.bearer_auth(key),
+        None => request,
+    }
+}
+
 /// `{base_url}/{path}` with one slash between them.
 pub(crate) fn endpoint(base_url: &str, path: &str) -> String {
     format!("{}/{path}", base_url.trim_end_matches('/'))
@@ -99,5 +125,7 @@ mod tests {
     #[test]
     fn empty_variable_name_means_no_key() {
         assert_eq!(api_key_from_env(""), None);
+        let key = ApiKey::from(Some("sk-secret".into()));
+        assert_eq!(format!("{key:?}"), "Some(<redacted>)");
     }
 }

@@ -76,7 +76,7 @@ pub struct JudgeSupportVerifier {
     client: reqwest::Client,
     url: String,
     model: String,
-    api_key: Option<String>,
+    api_key: Option<outbound::ApiKey>,
     timeout: Duration,
     min_coverage: f32,
     name: String,
@@ -88,7 +88,7 @@ impl fmt::Debug for JudgeSupportVerifier {
             .debug_struct("JudgeSupportVerifier")
             .field("url", &self.url)
             .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api_key", &self.api_key)
             .field("timeout", &self.timeout)
             .field("min_coverage", &self.min_coverage)
             .finish_non_exhaustive()
@@ -112,7 +112,7 @@ impl JudgeSupportVerifier {
             client: outbound::client(timeout)?,
             url: outbound::endpoint(base_url, "chat/completions"),
             model: model.to_owned(),
-            api_key,
+            api_key: outbound::ApiKey::from(api_key),
             timeout,
             min_coverage: min_coverage as f32,
             name: format!("lexical+judge:{model}"),
@@ -161,10 +161,10 @@ impl JudgeSupportVerifier {
 
     /// Whether the model says `passage` supports `claim`.
     async fn judge(&self, claim: &str, passage: &str) -> Result<bool, JudgeError> {
-        let mut builder = self.client.post(&self.url).timeout(self.timeout).json(&self.body(claim, passage));
-        if let Some(key) = &self.api_key {
-            builder = builder.bearer_auth(key);
-        }
+        let builder = outbound::authorize(
+            self.client.post(&self.url).timeout(self.timeout).json(&self.body(claim, passage)),
+            self.api_key.as_ref(),
+        );
         let call = async {
             let response = builder.send().await.map_err(transport_error)?;
             let status = response.status();

@@ -8,7 +8,6 @@
 //! never appears in logs, `Debug` output or errors; provider response bodies are never copied
 //! into errors (they may echo prompt text).
 
-use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,29 +18,19 @@ use crate::config::GeneratorSettings;
 use crate::outbound;
 
 /// Generator calling `POST {base_url}/chat/completions` of an OpenAI-compatible server.
+/// `Debug` prints the API key as `<redacted>`.
+#[derive(Debug)]
 pub struct OpenAiCompatibleGenerator {
     client: reqwest::Client,
     url: String,
     model: String,
-    api_key: Option<String>,
+    api_key: Option<outbound::ApiKey>,
     max_tokens: u32,
     name: String,
 }
 
 /// `max_tokens` sent when none is configured.
 pub const DEFAULT_MAX_TOKENS: u32 = 384;
-
-impl fmt::Debug for OpenAiCompatibleGenerator {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter
-            .debug_struct("OpenAiCompatibleGenerator")
-            .field("url", &self.url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("max_tokens", &self.max_tokens)
-            .finish()
-    }
-}
 
 impl OpenAiCompatibleGenerator {
     /// A generator for `model` at `base_url` (e.g. `http://127.0.0.1:8000/v1`). Without
@@ -57,7 +46,7 @@ impl OpenAiCompatibleGenerator {
             client,
             url: outbound::endpoint(base_url, "chat/completions"),
             model: model.to_owned(),
-            api_key,
+            api_key: outbound::ApiKey::from(api_key),
             max_tokens: DEFAULT_MAX_TOKENS,
             name: format!("openai:{model}"),
         })
@@ -105,10 +94,10 @@ impl OpenAiCompatibleGenerator {
     }
 
     async fn call(&self, request: &GenerationRequest) -> Result<String, GeneratorError> {
-        let mut builder = self.client.post(&self.url).timeout(request.timeout).json(&self.body(request));
-        if let Some(key) = &self.api_key {
-            builder = builder.bearer_auth(key);
-        }
+        let builder = outbound::authorize(
+            self.client.post(&self.url).timeout(request.timeout).json(&self.body(request)),
+            self.api_key.as_ref(),
+        );
         let response = builder.send().await.map_err(transport_error)?;
         let status = response.status();
         if !status.is_success() {

@@ -6,7 +6,6 @@
 //! HTTP call is bounded by the configured total timeout; the API key never appears in logs,
 //! `Debug` output or errors, nor do response bodies.
 
-use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -18,29 +17,17 @@ use crate::config::EmbedderSettings;
 use crate::outbound;
 
 /// Embedder calling an OpenAI-compatible `/embeddings` endpoint in batches.
+/// `Debug` prints the API key as `<redacted>`.
+#[derive(Debug)]
 pub struct OpenAiCompatibleEmbedder {
     client: reqwest::Client,
     url: String,
     model: String,
-    api_key: Option<String>,
+    api_key: Option<outbound::ApiKey>,
     dimension: usize,
     batch_size: usize,
     timeout: Duration,
     name: String,
-}
-
-impl fmt::Debug for OpenAiCompatibleEmbedder {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter
-            .debug_struct("OpenAiCompatibleEmbedder")
-            .field("url", &self.url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("dimension", &self.dimension)
-            .field("batch_size", &self.batch_size)
-            .field("timeout", &self.timeout)
-            .finish()
-    }
 }
 
 impl OpenAiCompatibleEmbedder {
@@ -64,7 +51,7 @@ impl OpenAiCompatibleEmbedder {
             client,
             url: outbound::endpoint(base_url, "embeddings"),
             model: model.to_owned(),
-            api_key,
+            api_key: outbound::ApiKey::from(api_key),
             dimension,
             batch_size,
             timeout,
@@ -91,10 +78,8 @@ impl OpenAiCompatibleEmbedder {
 
     async fn call(&self, texts: &[String]) -> EmbedResult<Vec<Vec<f32>>> {
         let body = json!({"model": self.model, "input": texts});
-        let mut builder = self.client.post(&self.url).timeout(self.timeout).json(&body);
-        if let Some(key) = &self.api_key {
-            builder = builder.bearer_auth(key);
-        }
+        let builder =
+            outbound::authorize(self.client.post(&self.url).timeout(self.timeout).json(&body), self.api_key.as_ref());
         let response = builder.send().await.map_err(transport_error)?;
         let status = response.status();
         if !status.is_success() {

@@ -173,6 +173,8 @@ fn texts(count: usize) -> Vec<String> {
 async fn generator_sends_strict_schema_at_temperature_zero_with_bearer_key() {
     let server = TestServer::start();
     assert_eq!(generate(&server, "ok").await.unwrap(), ANSWER);
+    let printed = format!("{:?}", generator(&server, "ok"));
+    assert!(printed.contains("<redacted>") && !printed.contains(KEY), "the key never reaches a log: {printed}");
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     let request = &requests[0];
