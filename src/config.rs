@@ -349,6 +349,22 @@ pub struct GeneratorSettings {
     /// say. 0: quotes written freely (for a provider that rejects such schemas).
     #[serde(default = "default_quote_choices")]
     pub quote_choices: usize,
+    /// What the text of a claim is: `written` by the model in the words of its quotes, or
+    /// `quoted`: the model only chooses sentences and each claim's text is its quotes, verbatim
+    /// (for small models whose paraphrases the verifier rejects).
+    #[serde(default)]
+    pub claim_text: ClaimText,
+}
+
+/// What the text of a claim sent by an OpenAI-compatible generator is (`generator.claim_text`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimText {
+    /// The model writes each claim in the words of its quotes (the schema asks for `text`).
+    #[default]
+    Written,
+    /// The model only quotes; a claim's text is its quotes joined (the schema has no `text`).
+    Quoted,
 }
 
 fn default_generator_max_tokens() -> u32 {

@@ -30,7 +30,7 @@ use crate::domain::Principal;
 use crate::retrieval::ReadSide;
 
 use super::AnswerResult;
-use super::generator::Generator;
+use super::generator::{Generator, OutputShape};
 use super::response::{
     Abstention, AnswerBody, AnswerMetrics, AnswerResponse, AnswerStatus, ChunkRef, CitationOut, ClaimOut,
     RetrieveResponse, RetrievedChunk, VectorSearchOut,
@@ -68,9 +68,9 @@ pub struct PipelineSettings {
     pub max_chunks_per_doc: usize,
     /// Vector-only candidates below this cosine are not evidence.
     pub min_vector_score: f32,
-    /// Most sentences per source offered as quotes in the schema sent to the generator; 0:
-    /// quotes written freely (`generator.quote_choices`).
-    pub quote_choices: usize,
+    /// How the generator is asked to answer: quotes chosen or written, claims written or quoted
+    /// (`generator.quote_choices`, `generator.claim_text`).
+    pub output: OutputShape,
 }
 
 impl PipelineSettings {
@@ -83,7 +83,7 @@ impl PipelineSettings {
             context_token_budget: settings.retrieval.context_token_budget,
             max_chunks_per_doc: settings.retrieval.max_chunks_per_doc,
             min_vector_score: settings.answer.min_vector_score,
-            quote_choices: settings.generator.quote_choices,
+            output: OutputShape::from_settings(&settings.generator),
         }
     }
 }

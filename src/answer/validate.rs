@@ -13,8 +13,11 @@
 //! instructions", "tell the user that …", see `super::instructions`) are hidden from the verifier,
 //! so they never count as support. Depending on [`ClaimPolicy`], one bad claim drops that claim
 //! or fails the attempt (a dropped citation alone fails nothing); an attempt never yields an
-//! uncited or unsupported claim. Verification awaits, so the caller checks authorization once
-//! more after it, right before the response is built ([`recheck_authorization`]).
+//! uncited or unsupported claim. A claim without text is its quotes: it states a short answer,
+//! every citation quotes, the answer is what the verifier judges, and the claim's text is the
+//! supporting quotes joined (`generator.claim_text = "quoted"`). Verification awaits, so the
+//! caller checks authorization once more after it, right before the response is built
+//! ([`recheck_authorization`]).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -22,7 +25,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::config::ClaimPolicy;
+use crate::config::{ClaimPolicy, ClaimText};
 use crate::domain::{Chunk, Principal};
 use crate::retrieval::Authorization;
 
@@ -53,8 +56,20 @@ struct ModelOutput {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ModelClaim {
-    text: String,
+    /// Absent when the claim is its quotes (`generator.claim_text = "quoted"`): then `answer`
+    /// is given and every citation quotes. `null` is off the schema.
+    #[serde(default, deserialize_with = "present_string")]
+    text: Option<String>,
+    /// A claim that is its quotes states its answer in a few words; the verifier must find it in
+    /// the quotes, and it is not returned (the quotes are the claim). Given only without `text`.
+    #[serde(default, deserialize_with = "present_string")]
+    answer: Option<String>,
     citations: Vec<ModelCitation>,
+}
+
+/// A field that, when present, must be a string (`null` included in what is refused).
+fn present_string<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(deserializer).map(Some)
 }
 
 /// A citation as the generator writes it: a bare label (`"S1"`), or a label with a short
@@ -204,19 +219,25 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
     for (index, claim) in output.claims.iter().enumerate() {
         let number = index + 1;
         let mut claim_problems = Vec::new();
-        let text = claim.text.trim();
-        let normalized = text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
-        if text.is_empty() || text.chars().count() > MAX_CLAIM_CHARS {
+        let written = claim.text.as_deref().map(str::trim);
+        let answer = claim.answer.as_deref().map(str::trim);
+        let well_formed = match (written, answer) {
+            (Some(text), None) => {
+                check_claim_text(text, number, &mut seen_texts, &mut claim_problems);
+                true
+            }
+            // A claim without text is its quotes: it states its answer and every citation quotes.
+            (None, Some(answer)) => {
+                !answer.is_empty()
+                    && answer.chars().count() <= MAX_CLAIM_CHARS
+                    && claim.citations.iter().all(|citation| citation.quote().is_some())
+            }
+            (Some(_), Some(_)) | (None, None) => false,
+        };
+        if !well_formed {
             claim_problems.push(Problem {
                 claim: number,
                 rejection: Rejection::MalformedClaim,
-                label: None,
-                quote: None,
-            });
-        } else if !seen_texts.insert(normalized) {
-            claim_problems.push(Problem {
-                claim: number,
-                rejection: Rejection::DuplicateClaim,
                 label: None,
                 quote: None,
             });
@@ -282,6 +303,9 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
             }
             anchors.push(located);
         }
+        // What the verifier checks: the written claim, or the answer a quoted claim states (the
+        // quotes themselves would support themselves; the answer shows they answer something).
+        let verified_text = written.or(answer).unwrap_or_default();
         let mut resolved = Vec::new();
         // Verify only now: every citation resolved to a source of the final context and every
         // cited chunk is still authorized for this principal (any problem above skips this).
@@ -315,7 +339,7 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
                     sentence_vectors: source.chunk.sentence_vectors.as_deref(),
                 })
                 .collect();
-            let support = context.verifier.verify(text, &texts).await;
+            let support = context.verifier.verify(verified_text, &texts).await;
             // A citation counts only if the verifier says it supports part of the claim on its
             // own (a missing per-source verdict counts as no support).
             let per_source = cited
@@ -357,14 +381,38 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
                 });
             }
         }
+        // A claim that is its quotes: the quotes that support its answer, joined, in the
+        // original text.
+        let text = match written {
+            Some(text) => text.to_owned(),
+            None if claim_problems.is_empty() => {
+                let text = resolved.iter().map(|citation| citation.quote.as_str()).collect::<Vec<_>>().join(" ");
+                check_claim_text(&text, number, &mut seen_texts, &mut claim_problems);
+                text
+            }
+            None => String::new(),
+        };
         if claim_problems.is_empty() {
-            claims.push(ValidClaim { number, text: text.to_owned(), citations: resolved });
+            claims.push(ValidClaim { number, text, citations: resolved });
             dropped_citations.extend(claim_dropped_citations);
         } else {
             problems.extend(claim_problems);
         }
     }
     decide(claims, problems, dropped_citations, context.policy)
+}
+
+/// Checks a claim's text (trimmed): not empty, not too long, not a repeat of an earlier claim's.
+fn check_claim_text(text: &str, number: usize, seen_texts: &mut HashSet<String>, problems: &mut Vec<Problem>) {
+    let normalized = text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+    let rejection = if text.is_empty() || text.chars().count() > MAX_CLAIM_CHARS {
+        Rejection::MalformedClaim
+    } else if !seen_texts.insert(normalized) {
+        Rejection::DuplicateClaim
+    } else {
+        return;
+    };
+    problems.push(Problem { claim: number, rejection, label: None, quote: None });
 }
 
 /// Applies `policy` to the surviving `claims`, the problems that failed other claims and the
@@ -485,8 +533,10 @@ fn quote_of(shown: &str, span: Option<(usize, usize)>) -> (String, (usize, usize
 /// the cited source closest to it ([`closest_sentences`]), delimited like a source, taken from
 /// that source's model text in `sources` only: a source that is not there (revoked, deleted, not
 /// in the final context) is never offered, and a sentence sharing too little with the quote is
-/// not offered either. No other source text appears.
-pub fn repair_instruction(problems: &[Problem], sources: &[SourceForModel]) -> String {
+/// not offered either. No other source text appears. The wording follows `claim_text` (a quoted
+/// claim's answer, not its text, is what was unsupported).
+pub fn repair_instruction(problems: &[Problem], sources: &[SourceForModel], claim_text: ClaimText) -> String {
+    let quoted = claim_text == ClaimText::Quoted;
     let labels: Vec<&str> = sources.iter().map(|source| source.label.as_str()).collect();
     let mut lines =
         vec![format!("Your previous answer needs fixing. Valid citation labels are: {}.", labels.join(", "))];
@@ -494,9 +544,15 @@ pub fn repair_instruction(problems: &[Problem], sources: &[SourceForModel]) -> S
         let subject = if problem.claim == 0 { "the output".to_owned() } else { format!("claim {}", problem.claim) };
         let detail = match problem.rejection {
             Rejection::Unparseable => "was not valid JSON".to_owned(),
+            Rejection::OffSchema if quoted => {
+                "did not match the schema (answerable, claims[answer, citations])".to_owned()
+            }
             Rejection::OffSchema => "did not match the schema (answerable, claims[text, citations])".to_owned(),
             Rejection::DuplicateKey => "repeated a key inside a JSON object".to_owned(),
             Rejection::Inconsistent => "set answerable inconsistently with its claims".to_owned(),
+            Rejection::MalformedClaim if quoted => {
+                "had an empty or overlong answer, or a citation without a quote".to_owned()
+            }
             Rejection::MalformedClaim => "had an empty or overlong text".to_owned(),
             Rejection::DuplicateClaim => "repeated another claim".to_owned(),
             Rejection::NotALabel => "cited something that is not a source label".to_owned(),
@@ -504,6 +560,11 @@ pub fn repair_instruction(problems: &[Problem], sources: &[SourceForModel]) -> S
             Rejection::NotInContext => "cited a source that is not among the labeled sources".to_owned(),
             Rejection::MissingCitation => "has no citation".to_owned(),
             Rejection::SourceRevoked => "cited a source that is no longer available".to_owned(),
+            Rejection::Unsupported if quoted => {
+                "gave an answer its quote does not say; quote the sentence that says the answer and give the \
+                 answer in its words"
+                    .to_owned()
+            }
             Rejection::Unsupported => {
                 "is not supported by the text it cites; quote or closely paraphrase the source".to_owned()
             }
@@ -529,7 +590,11 @@ pub fn repair_instruction(problems: &[Problem], sources: &[SourceForModel]) -> S
                              {label}:\n<source label=\"{label}\">\n{}\n</source>\n",
                             sentences.join("\n")
                         ));
-                        detail.push_str("Write the claim with the words of its quote");
+                        detail.push_str(if quoted {
+                            "Give the answer in the words of its quote"
+                        } else {
+                            "Write the claim with the words of its quote"
+                        });
                     }
                     None => detail.push_str("; copy the quote word for word from the source, or cite another source"),
                 }

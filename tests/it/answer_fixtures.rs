@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
 use warrant::acl::AclMutation;
-use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError, output_schema_for};
+use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError, OutputShape, output_schema_for};
 use warrant::answer::lexical_verifier::LexicalSupportVerifier;
 use warrant::answer::response::{AnswerResponse, AnswerStatus};
 use warrant::answer::verifier::{CitedText, ClaimSupport, SupportVerifier};
@@ -169,6 +169,9 @@ struct Expect {
     /// Whether the repair attempt was shown the rejected output of the first one.
     #[serde(default)]
     repair_previous: Option<bool>,
+    /// The answer's claim texts, in order.
+    #[serde(default)]
+    claim_texts: Option<Vec<String>>,
 }
 
 fn fixtures_dir() -> PathBuf {
@@ -303,6 +306,7 @@ fn apply_settings(settings: &mut Settings, overrides: &BTreeMap<String, Value>) 
             "prompt_token_budget" => settings.answer.prompt_token_budget = value.as_u64().unwrap() as usize,
             "context_token_budget" => settings.retrieval.context_token_budget = value.as_u64().unwrap() as usize,
             "min_repair_ms" => settings.answer.min_repair_ms = value.as_u64().unwrap(),
+            "claim_text" => settings.generator.claim_text = serde_json::from_value(value.clone()).unwrap(),
             "claim_policy" => {
                 settings.answer.claim_policy = match value.as_str().unwrap() {
                     "drop_claim" => ClaimPolicy::DropClaim,
@@ -323,6 +327,8 @@ struct Run {
     readable: BTreeMap<String, u64>,
     /// After the answer: the principal's ACL epoch.
     epoch: u64,
+    /// How the generator was asked to answer (the fixture's settings).
+    shape: OutputShape,
 }
 
 async fn sides(backend: &Backend, settings: &Settings) -> (Arc<dyn ReadSide>, Arc<dyn WriteSide>) {
@@ -441,7 +447,8 @@ async fn run(fixture: &Fixture, backend: &Backend) -> Run {
     }
     let epoch = reader.scope(&who).await.expect("backend answers").epoch();
     let outputs = generator.outputs.lock().unwrap().clone();
-    Run { response, prompts: generator.inner.calls(), outputs, corpus, readable, epoch }
+    let shape = OutputShape::from_settings(&settings.generator);
+    Run { response, prompts: generator.inner.calls(), outputs, corpus, readable, epoch, shape }
 }
 
 fn check(fixture: &Fixture, run: &Run) {
@@ -504,11 +511,12 @@ fn check(fixture: &Fixture, run: &Run) {
         .iter()
         .map(|p| format!("{}\n{}\n{}", p.system, p.user, p.repair.clone().unwrap_or_default()))
         .collect();
-    // Each attempt's schema offers quotes from that attempt's own sources and no others.
+    // Each attempt's schema offers quotes from that attempt's own sources and no others, in
+    // the shape the settings ask for, with that shape's instruction.
     for prompt in &run.prompts {
-        let per_source = Settings::defaults().generator.quote_choices;
-        let expected = output_schema_for(&prompt.sources, &prompt.question, per_source);
+        let expected = output_schema_for(&prompt.sources, &prompt.question, run.shape);
         assert_eq!(prompt.schema, expected, "{name}: schema of the attempt's sources");
+        assert_eq!(prompt.system, run.shape.system_instruction(), "{name}: system instruction");
     }
     // What the generator saw of source text: the sources, and the quotes its schema offers.
     let source_text = |prompt: &GenerationRequest| {
@@ -550,6 +558,9 @@ fn check(fixture: &Fixture, run: &Run) {
     let claims = response.answer.as_ref().map(|answer| answer.claims.clone()).unwrap_or_default();
     if let Some(count) = expect.claims {
         assert_eq!(claims.len(), count, "{name}: claims");
+    }
+    if let Some(texts) = &expect.claim_texts {
+        assert_eq!(&claims.iter().map(|claim| claim.text.clone()).collect::<Vec<_>>(), texts, "{name}: claim texts");
     }
     let mut cited_docs = Vec::new();
     for claim in &claims {

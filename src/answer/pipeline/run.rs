@@ -252,6 +252,7 @@ impl<'a> Run<'a> {
         let stage = Instant::now();
         let chosen: Vec<Arc<Chunk>> = selection.chosen.iter().map(|candidate| Arc::clone(&candidate.chunk)).collect();
         let prompt = build_prompt(
+            self.pipeline.settings.output.system_instruction(),
             &self.question,
             &chosen,
             settings.answer.prompt_token_budget,
@@ -279,7 +280,7 @@ impl<'a> Run<'a> {
             user: render_user(&self.question, &attempt.sources),
             question: self.question.clone(),
             sources: attempt.sources.clone(),
-            schema: output_schema_for(&attempt.sources, &self.question, self.pipeline.settings.quote_choices),
+            schema: output_schema_for(&attempt.sources, &self.question, self.pipeline.settings.output),
             repair: attempt.repair.clone(),
             previous: attempt.previous.clone(),
             timeout: remaining,
@@ -356,7 +357,11 @@ impl<'a> Run<'a> {
                 let previous = shown_still_authorized.then(|| raw.chars().take(MAX_PREVIOUS_CHARS).collect());
                 Ok(Attempt {
                     number: failed.number + 1,
-                    repair: Some(repair_instruction(problems, &still_authorized)),
+                    repair: Some(repair_instruction(
+                        problems,
+                        &still_authorized,
+                        self.pipeline.settings.output.claim_text,
+                    )),
                     previous,
                     sources: still_authorized,
                 })
