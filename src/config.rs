@@ -350,8 +350,9 @@ pub struct GeneratorSettings {
     #[serde(default = "default_quote_choices")]
     pub quote_choices: usize,
     /// What the text of a claim is: `written` by the model in the words of its quotes, or
-    /// `quoted`: the model only chooses sentences and each claim's text is its quotes, verbatim
-    /// (for small models whose paraphrases the verifier rejects).
+    /// `quoted`: the model states a short answer and chooses the sentences that say it, and the
+    /// claim's text is those sentences verbatim, given only when the verifier finds the answer in
+    /// them (for small models whose paraphrases the verifier rejects).
     #[serde(default)]
     pub claim_text: ClaimText,
 }
@@ -363,7 +364,8 @@ pub enum ClaimText {
     /// The model writes each claim in the words of its quotes (the schema asks for `text`).
     #[default]
     Written,
-    /// The model only quotes; a claim's text is its quotes joined (the schema has no `text`).
+    /// The model states a short `answer` and quotes; a claim's text is its supporting quotes
+    /// joined (the schema has no `text`).
     Quoted,
 }
 

@@ -147,6 +147,13 @@ impl LexicalSupportVerifier {
     /// Splits the cited texts into sentences with their terms and (with an embedder) compares
     /// every sentence with the claim: the work shared by all verdicts of one call.
     async fn measure(&self, claim: &str, cited: &[CitedText<'_>]) -> Measured {
+        let mut measured = Self::measure_terms(claim, cited);
+        measured.similarities = self.sentence_similarities(claim, cited, &measured.split).await;
+        measured
+    }
+
+    /// [`Self::measure`] without comparing embeddings.
+    fn measure_terms(claim: &str, cited: &[CitedText<'_>]) -> Measured {
         let claim_terms: Vec<String> = {
             let mut seen = HashSet::new();
             content_terms(claim).into_iter().filter(|term| seen.insert(term.clone())).collect()
@@ -160,8 +167,7 @@ impl LexicalSupportVerifier {
                     .collect()
             })
             .collect();
-        let similarities = self.sentence_similarities(claim, cited, &split).await;
-        Measured { claim_terms, split, similarities }
+        Measured { claim_terms, split, similarities: None }
     }
 
     /// Applies the thresholds to measured signals.
@@ -451,6 +457,15 @@ impl SupportVerifier for LexicalSupportVerifier {
     async fn verify(&self, claim: &str, cited: &[CitedText<'_>]) -> ClaimSupport {
         let measured = self.measure(claim, cited).await;
         self.verdict(claim, cited, &measured)
+    }
+
+    /// As [`Self::verify`] without the embedding similarity: the answer's content terms and
+    /// numbers must be in the quotes (and agree on polarity). A few words compared with a whole
+    /// sentence score a low cosine however exactly the sentence says them, so the similarity
+    /// floor calibrated for claims would reject the answer a quote states word for word.
+    async fn verify_answer(&self, answer: &str, cited: &[CitedText<'_>]) -> ClaimSupport {
+        let measured = Self::measure_terms(answer, cited);
+        self.verdict(answer, cited, &measured)
     }
 }
 

@@ -303,9 +303,6 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
             }
             anchors.push(located);
         }
-        // What the verifier checks: the written claim, or the answer a quoted claim states (the
-        // quotes themselves would support themselves; the answer shows they answer something).
-        let verified_text = written.or(answer).unwrap_or_default();
         let mut resolved = Vec::new();
         // Verify only now: every citation resolved to a source of the final context and every
         // cited chunk is still authorized for this principal (any problem above skips this).
@@ -339,7 +336,12 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
                     sentence_vectors: source.chunk.sentence_vectors.as_deref(),
                 })
                 .collect();
-            let support = context.verifier.verify(verified_text, &texts).await;
+            // What is verified: the written claim, or the answer a quoted claim states (its
+            // quotes would support themselves; the answer shows they say something, and what).
+            let support = match written {
+                Some(text) => context.verifier.verify(text, &texts).await,
+                None => context.verifier.verify_answer(answer.unwrap_or_default(), &texts).await,
+            };
             // A citation counts only if the verifier says it supports part of the claim on its
             // own (a missing per-source verdict counts as no support).
             let per_source = cited

@@ -64,4 +64,12 @@ pub trait SupportVerifier: Send + Sync {
     /// Judges `claim` against `cited` (at least one text). Call it only for citations the
     /// caller is authorized to read at this moment (implementations may cache per chunk).
     async fn verify(&self, claim: &str, cited: &[CitedText<'_>]) -> ClaimSupport;
+    /// Judges `answer`, the few words a claim made of its quotes states as its answer, against
+    /// those quotes (`cited`): is it what they say? By default exactly as a claim
+    /// ([`Self::verify`]); a verifier whose claim check compares meanings may check here that
+    /// the answer's words are in the quotes instead, since a few words have no sentence meaning
+    /// to compare.
+    async fn verify_answer(&self, answer: &str, cited: &[CitedText<'_>]) -> ClaimSupport {
+        self.verify(answer, cited).await
+    }
 }

@@ -252,6 +252,19 @@ impl SupportVerifier for FixtureVerifier {
     }
 
     async fn verify(&self, claim: &str, cited: &[CitedText<'_>]) -> ClaimSupport {
+        self.before_verdict().await;
+        self.inner.verify(claim, cited).await
+    }
+
+    async fn verify_answer(&self, answer: &str, cited: &[CitedText<'_>]) -> ClaimSupport {
+        self.before_verdict().await;
+        self.inner.verify_answer(answer, cited).await
+    }
+}
+
+impl FixtureVerifier {
+    /// The fixture's misbehaviour: actions inside the first call, then a delay in every call.
+    async fn before_verdict(&self) {
         let call = {
             let mut calls = self.calls.lock().unwrap();
             *calls += 1;
@@ -265,7 +278,6 @@ impl SupportVerifier for FixtureVerifier {
         if let Some(ms) = self.spec.delay_ms {
             tokio::time::sleep(Duration::from_millis(ms)).await;
         }
-        self.inner.verify(claim, cited).await
     }
 }
 

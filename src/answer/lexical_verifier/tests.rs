@@ -226,6 +226,26 @@ fn embedder_similarity_gates_support() {
     assert!(!block_on(impossible.verify(claim, &cited(&[POLICY]))).supported);
 }
 
+/// A short answer stated word for word in its quote is judged on its words, not on a cosine
+/// with the whole sentence (which a few words never reach), and nothing is embedded for it; an
+/// answer the quote does not say, or with another number, is still rejected.
+#[test]
+fn an_answer_is_found_in_its_quote_by_its_words_and_numbers() {
+    let embedder = FakeCountingEmbedder::new(FakeMode::Answer);
+    let embedded: Arc<dyn Embedder> = Arc::clone(&embedder) as Arc<dyn Embedder>;
+    let verifier = LexicalSupportVerifier::new(0.9, 0.99, Some(embedded));
+    let quote = cited(&["Engineers receive 25 days of paid vacation per year."]);
+    assert!(!block_on(verifier.verify("25 days of paid vacation", &quote)).supported, "as a claim: the cosine");
+    embedder.take();
+    for answer in ["25 days of paid vacation", "25 days", "engineers"] {
+        assert!(block_on(verifier.verify_answer(answer, &quote)).supported, "{answer}");
+    }
+    assert!(embedder.take().is_empty(), "nothing embedded for an answer");
+    for answer in ["30 days", "25 days of sick leave", "the team lead", "", "the"] {
+        assert!(!block_on(verifier.verify_answer(answer, &quote)).supported, "{answer:?}");
+    }
+}
+
 /// Three claims citing one chunk (3 sentences) used to embed its sentences three times.
 #[test]
 fn claims_citing_one_chunk_embed_each_sentence_once() {
