@@ -191,26 +191,22 @@ fn free_citation() -> serde_json::Value {
 /// The answer schema around `citation`, the schema of one citation, with claims whose text is
 /// written or is their quotes (an `answer` instead of `text` then).
 fn schema_with_citations(citation: serde_json::Value, claim_text: ClaimText) -> serde_json::Value {
-    let claim = match claim_text {
-        ClaimText::Written => serde_json::json!({
-            "type": "object",
-            "additionalProperties": false,
-            "required": ["text", "citations"],
-            "properties": {
-                "text": {"type": "string"},
-                "citations": {"type": "array", "minItems": 1, "items": citation}
-            }
-        }),
-        ClaimText::Quoted => serde_json::json!({
-            "type": "object",
-            "additionalProperties": false,
-            "required": ["answer", "citations"],
-            "properties": {
-                "answer": {"type": "string", "minLength": 1, "maxLength": SCHEMA_MAX_ANSWER_CHARS},
-                "citations": {"type": "array", "minItems": 1, "items": citation}
-            }
-        }),
+    // The one field a claim writes besides its citations: its text, or the answer it states.
+    let (field, field_schema) = match claim_text {
+        ClaimText::Written => ("text", serde_json::json!({"type": "string"})),
+        ClaimText::Quoted => {
+            ("answer", serde_json::json!({"type": "string", "minLength": 1, "maxLength": SCHEMA_MAX_ANSWER_CHARS}))
+        }
     };
+    let claim = serde_json::json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": [field, "citations"],
+        "properties": {
+            field: field_schema,
+            "citations": {"type": "array", "minItems": 1, "items": citation}
+        }
+    });
     serde_json::json!({
         "type": "object",
         "additionalProperties": false,
