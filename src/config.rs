@@ -355,6 +355,12 @@ pub struct GeneratorSettings {
     /// them (for small models whose paraphrases the verifier rejects).
     #[serde(default)]
     pub claim_text: ClaimText,
+    /// With `quoted` claims: when the sentences the model picked do not state its answer, the
+    /// server looks for one that does among the sentences of the final context the caller may
+    /// read, and the claim cites that one instead, after the same verification (for small models
+    /// that state the answer but pick the wrong sentence). `false`: such a claim is unsupported.
+    #[serde(default = "default_true")]
+    pub anchor_answers: bool,
 }
 
 /// What the text of a claim sent by an OpenAI-compatible generator is (`generator.claim_text`).

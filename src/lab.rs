@@ -349,6 +349,7 @@ fn print_answers_report(report: &warrant::eval::answers::AnswersReport) {
         interval("  of those: answered correctly", correct);
     }
     println!("{:<32} {}", "quotes outside their chunk", report.unanchored_quotes);
+    println!("{:<32} {}", "claims anchored by the server", report.claims_anchored);
     println!("{:<32} {:?}", "citations rejected", report.citations_rejected);
     for (stage, latency) in &report.latency_ms {
         println!("latency {stage:<24} p50 {:>9.1} ms  p95 {:>9.1} ms", latency.p50, latency.p95);

@@ -71,6 +71,9 @@ pub struct PipelineSettings {
     /// How the generator is asked to answer: quotes chosen or written, claims written or quoted
     /// (`generator.quote_choices`, `generator.claim_text`).
     pub output: OutputShape,
+    /// Anchor a quoted claim's answer in the sentence that states it when the model's own quotes
+    /// do not (`generator.anchor_answers`).
+    pub anchor_answers: bool,
 }
 
 impl PipelineSettings {
@@ -84,6 +87,7 @@ impl PipelineSettings {
             max_chunks_per_doc: settings.retrieval.max_chunks_per_doc,
             min_vector_score: settings.answer.min_vector_score,
             output: OutputShape::from_settings(&settings.generator),
+            anchor_answers: settings.generator.anchor_answers,
         }
     }
 }
@@ -162,6 +166,9 @@ impl RequestState {
 
     fn answered(mut self, claims: Vec<ValidClaim>) -> AnswerResponse {
         self.metrics.stages_ms = self.clock.stages;
+        let anchored = claims.iter().filter(|claim| claim.anchored).count();
+        self.metrics.claims_anchored = u32::try_from(anchored).unwrap_or(u32::MAX);
+        metrics::counter!("warrant_claims_anchored_total").increment(anchored as u64);
         metrics::counter!("warrant_answers_total", "status" => "answered", "reason" => "none").increment(1);
         let claims = claims
             .into_iter()

@@ -107,6 +107,10 @@ pub struct AnswerMetrics {
     pub generator_attempts: u32,
     /// Rejections by code.
     pub citations_rejected: BTreeMap<String, u32>,
+    /// Claims whose citation the server chose: quoted claims whose own quotes did not state
+    /// their answer, anchored in the sentence of the final context that does
+    /// (`generator.anchor_answers`).
+    pub claims_anchored: u32,
 }
 
 /// Response of `POST /v1/answer`.

@@ -37,6 +37,7 @@ use super::quote::{LocatedQuote, char_slice, closest_sentences, echo_quote, loca
 use super::strict_json::{StrictJsonError, parse_unique_keys};
 use super::verifier::{CitedText, SupportVerifier};
 
+mod anchor;
 mod codes;
 
 pub use codes::{AbstentionReason, Rejection};
@@ -126,6 +127,9 @@ pub struct ValidClaim {
     pub text: String,
     /// Its citations: each supports (part of) the claim on its own.
     pub citations: Vec<ResolvedCitation>,
+    /// Whether the server chose its citation: a quoted claim whose own quotes did not state its
+    /// answer, anchored in a sentence of the final context that does (`anchor`).
+    pub anchored: bool,
 }
 
 /// One problem found, with the claim it concerns (1-based; 0 for the whole output).
@@ -179,6 +183,11 @@ pub struct ValidationContext<'a> {
     pub verifier: &'a dyn SupportVerifier,
     /// Drop bad claims or fail the attempt.
     pub policy: ClaimPolicy,
+    /// The question (ranks the sentences an answer may be anchored in).
+    pub question: &'a str,
+    /// Anchor a quoted claim's answer in the sentence of the final context that states it when
+    /// the model's own quotes do not (`generator.anchor_answers`).
+    pub anchor_answers: bool,
 }
 
 fn is_label_shaped(citation: &str) -> bool {
@@ -310,6 +319,7 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
         // vector only under the id of a chunk being verified, so it must never see a chunk the
         // caller may not read. Keep these checks before `verify`.
         let mut claim_dropped_citations = Vec::new();
+        let mut anchored = false;
         if claim_problems.is_empty() {
             // The verifier reads the normalized text the model read (so a faithful quote of
             // `４０` as `40` is supported), with instruction-like sentences blanked (offsets kept;
@@ -373,14 +383,45 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
                 }
             }
             if !support.supported || resolved.is_empty() {
-                // The whole claim goes: its citations are not counted one by one.
-                claim_dropped_citations.clear();
-                claim_problems.push(Problem {
-                    claim: number,
-                    rejection: Rejection::Unsupported,
-                    label: None,
-                    quote: None,
-                });
+                resolved.clear();
+                // A quoted claim whose quotes do not state its answer may be anchored in the
+                // sentence that does; its own citations are then dropped one by one.
+                let anchor = match answer {
+                    Some(answer) if written.is_none() && context.anchor_answers => {
+                        let labels: Vec<&str> = cited.iter().map(|(source, _)| source.label.as_str()).collect();
+                        let tried: Vec<(&str, (usize, usize))> = cited
+                            .iter()
+                            .zip(&anchors)
+                            .filter_map(|((source, _), anchor)| {
+                                Some((source.label.as_str(), anchor.as_ref()?.normalized))
+                            })
+                            .collect();
+                        anchor::anchor_answer(answer, context, &labels, &tried).await
+                    }
+                    _ => None,
+                };
+                if let Some(citation) = anchor {
+                    claim_dropped_citations = cited
+                        .iter()
+                        .map(|(source, _)| Problem {
+                            claim: number,
+                            rejection: Rejection::UnsupportedCitation,
+                            label: Some(source.label.clone()),
+                            quote: None,
+                        })
+                        .collect();
+                    resolved.push(citation);
+                    anchored = true;
+                } else {
+                    // The whole claim goes: its citations are not counted one by one.
+                    claim_dropped_citations.clear();
+                    claim_problems.push(Problem {
+                        claim: number,
+                        rejection: Rejection::Unsupported,
+                        label: None,
+                        quote: None,
+                    });
+                }
             }
         }
         // A claim that is its quotes: the quotes that support its answer, joined, in the
@@ -395,7 +436,7 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
             None => String::new(),
         };
         if claim_problems.is_empty() {
-            claims.push(ValidClaim { number, text, citations: resolved });
+            claims.push(ValidClaim { number, text, citations: resolved, anchored });
             dropped_citations.extend(claim_dropped_citations);
         } else {
             problems.extend(claim_problems);

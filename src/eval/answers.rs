@@ -96,6 +96,8 @@ pub struct QuestionScores {
     pub correct: Option<bool>,
     /// Citations whose quote is not inside its chunk (must be 0).
     pub unanchored_quotes: usize,
+    /// Claims whose citation the server chose (`generator.anchor_answers`).
+    pub claims_anchored: u32,
     /// Rejections by code during the request.
     pub citations_rejected: BTreeMap<String, u32>,
     /// Milliseconds per stage.
@@ -145,6 +147,7 @@ impl QuestionScores {
             relevant_citations,
             correct,
             unanchored_quotes,
+            claims_anchored: response.metrics.claims_anchored,
             citations_rejected: response.metrics.citations_rejected.clone(),
             stages_ms: response.metrics.stages_ms.clone(),
             total_ms,
@@ -227,6 +230,8 @@ pub struct AnswersReport {
     pub correct_given_gold_in_context: Option<Interval>,
     /// Returned citations whose quote lies outside its chunk (must be 0).
     pub unanchored_quotes: usize,
+    /// Claims whose citation the server chose, summed (`generator.anchor_answers`).
+    pub claims_anchored: u32,
     /// Rejected citations and claims by code, summed.
     pub citations_rejected: BTreeMap<String, u32>,
     /// p50/p95 per stage and `total`, milliseconds.
@@ -297,6 +302,7 @@ impl AnswersReport {
             correct_given_gold_in_context: (!gold_in_context.is_empty())
                 .then(|| rate(gold_in_context.iter().map(|scores| scores.correct == Some(true)))),
             unanchored_quotes: per_query.iter().map(|scores| scores.unanchored_quotes).sum(),
+            claims_anchored: per_query.iter().map(|scores| scores.claims_anchored).sum(),
             citations_rejected,
             latency_ms: stages.into_iter().map(|(stage, values)| (stage, Percentiles::of(&values))).collect(),
             per_query,

@@ -172,6 +172,9 @@ struct Expect {
     /// The answer's claim texts, in order.
     #[serde(default)]
     claim_texts: Option<Vec<String>>,
+    /// Claims whose citation the server chose (`metrics.claims_anchored`).
+    #[serde(default)]
+    claims_anchored: Option<u32>,
 }
 
 fn fixtures_dir() -> PathBuf {
@@ -482,6 +485,9 @@ fn check(fixture: &Fixture, run: &Run) {
     assert_eq!(response.answer.is_some(), status == "answered", "{name}: answer xor abstention");
     assert_eq!(response.abstention.is_some(), status == "abstained", "{name}: answer xor abstention");
     let metrics = &response.metrics;
+    if let Some(anchored) = expect.claims_anchored {
+        assert_eq!(metrics.claims_anchored, anchored, "{name}: claims anchored");
+    }
     if let Some(attempts) = expect.generator_attempts {
         assert_eq!(metrics.generator_attempts, attempts, "{name}: generator attempts");
         assert_eq!(run.prompts.len() as u32, attempts, "{name}: generator calls made");

@@ -307,6 +307,8 @@ impl<'a> Run<'a> {
             acl: acl_at_validation.as_ref(),
             verifier: self.pipeline.verifier.as_ref(),
             policy,
+            question: &self.question,
+            anchor_answers: self.pipeline.settings.anchor_answers,
         };
         // Verifier calls run under what is left of the request deadline.
         let verdict = tokio::time::timeout(self.time_left(), validate(&raw, &context)).await;

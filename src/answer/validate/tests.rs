@@ -32,6 +32,8 @@ fn verdict_without_sources(raw: &str) -> Verdict {
         acl: &acl,
         verifier: &SupportsEverything,
         policy: ClaimPolicy::FailAnswer,
+        question: "",
+        anchor_answers: true,
     };
     block_on(validate(raw, &context))
 }
@@ -78,12 +80,13 @@ fn labeled(label: &str, ordinal: u32, text: &str) -> LabeledSource {
 /// Validates `raw` against S1 = VACATION and S2 = HOTEL, both readable, with the lexical
 /// verifier (no embedder) under `fail_answer`.
 fn verdict_with_sources(raw: &str) -> Verdict {
-    verdict_with(raw, false)
+    verdict_with(raw, false, true)
 }
 
 /// Like [`verdict_with_sources`], with a third chunk retrieved but not in the context (title
-/// `Parking rules`), and S2's document revoked for the principal when `revoke_s2`.
-fn verdict_with(raw: &str, revoke_s2: bool) -> Verdict {
+/// `Parking rules`), S2's document revoked for the principal when `revoke_s2`, and quoted
+/// claims' answers anchored when `anchor_answers`.
+fn verdict_with(raw: &str, revoke_s2: bool, anchor_answers: bool) -> Verdict {
     use crate::acl::{AclMutation, AclStore};
     use crate::domain::DocAcl;
     let store = AclStore::new();
@@ -125,6 +128,8 @@ fn verdict_with(raw: &str, revoke_s2: bool) -> Verdict {
         acl: acl.as_ref(),
         verifier: &verifier,
         policy: ClaimPolicy::FailAnswer,
+        question: "How many vacation days do engineers get, and what is refunded for hotels?",
+        anchor_answers,
     };
     block_on(validate(raw, &context))
 }
@@ -253,7 +258,7 @@ fn every_rejection_rule_table() {
     let mut covered = std::collections::BTreeSet::new();
     for (rule, raw, revoke_s2, rejections, outcome) in rows {
         let name = rule.code();
-        let verdict = verdict_with(&raw, revoke_s2);
+        let verdict = verdict_with(&raw, revoke_s2, true);
         match (&verdict, outcome) {
             (Verdict::Failed { reason, problems }, Some(expected)) => {
                 let found: Vec<Rejection> = problems.iter().map(|problem| problem.rejection).collect();
@@ -496,6 +501,102 @@ fn claims_that_are_their_quotes_table() {
                     })
                     .collect();
                 assert_eq!(found, expected, "{name}");
+            }
+            (Verdict::Failed { problems, .. }, Err(rejections)) => {
+                let found: Vec<Rejection> = problems.iter().map(|problem| problem.rejection).collect();
+                assert_eq!(found, rejections, "{name}");
+            }
+            (verdict, expected) => panic!("{name}: {verdict:?}, expected {expected:?}"),
+        }
+    }
+}
+
+/// A quoted claim whose quotes do not state its answer is anchored in the sentence of the final
+/// context that does, when the caller may read it and the verifier accepts it there: the claim
+/// then cites that sentence alone, its own citations are dropped (`unsupported_citation`) and it
+/// is marked anchored. Never in a revoked source, an instruction-like sentence or a sentence that
+/// does not hold the whole answer, and never with anchoring off.
+#[test]
+fn an_answer_its_quotes_do_not_state_is_anchored_in_the_sentence_that_does() {
+    let quoted = |answer: &str, label: &str, quote: &str| {
+        serde_json::json!({"answerable": true, "claims": [{"answer": answer, "citations": [{"label": label, "quote": quote}]}]})
+            .to_string()
+    };
+    let vacation = "Engineers receive 25 days of paid vacation per year.";
+    let team_lead = "Vacation requests go to the team lead.";
+    let hotel = "Hotel stays are reimbursed up to ４０ euros per night.";
+    // (name, raw output, revoke S2, anchor, the claim's text, label and dropped labels, or the rejections)
+    type Expected<'a> = Result<(&'a str, &'a str, Vec<&'a str>), Vec<Rejection>>;
+    let cases: Vec<(&str, String, bool, bool, Expected<'_>)> = vec![
+        (
+            "the next sentence of the cited source",
+            quoted("25 days", "S1", team_lead),
+            false,
+            true,
+            Ok((vacation, "S1", vec!["S1"])),
+        ),
+        (
+            "a sentence of another source, as the model read it",
+            quoted("40 euros", "S1", team_lead),
+            false,
+            true,
+            Ok((hotel, "S2", vec!["S1"])),
+        ),
+        ("anchoring off", quoted("25 days", "S1", team_lead), false, false, Err(vec![Rejection::Unsupported])),
+        (
+            "never in a revoked source",
+            quoted("40 euros", "S1", team_lead),
+            true,
+            true,
+            Err(vec![Rejection::Unsupported]),
+        ),
+        (
+            "never in an instruction sentence",
+            quoted("99 days", "S1", team_lead),
+            false,
+            true,
+            Err(vec![Rejection::Unsupported]),
+        ),
+        (
+            "only where the whole answer is",
+            quoted("25 euros", "S1", team_lead),
+            false,
+            true,
+            Err(vec![Rejection::Unsupported]),
+        ),
+        (
+            "a quote outside its source is not anchored",
+            quoted("25 days", "S2", vacation),
+            false,
+            true,
+            Err(vec![Rejection::QuoteNotFound]),
+        ),
+        (
+            "a stated answer of stopwords only",
+            quoted("the", "S1", team_lead),
+            false,
+            true,
+            Err(vec![Rejection::Unsupported]),
+        ),
+    ];
+    for (name, raw, revoke_s2, anchor, expected) in cases {
+        let verdict = verdict_with(&raw, revoke_s2, anchor);
+        match (&verdict, expected) {
+            (Verdict::Answered { claims, problems }, Ok((text, label, dropped))) => {
+                assert_eq!(claims.len(), 1, "{name}");
+                assert_eq!(claims[0].text, text, "{name}");
+                assert!(claims[0].anchored, "{name}");
+                let cited: Vec<(&str, &str)> = claims[0]
+                    .citations
+                    .iter()
+                    .map(|citation| (citation.label.as_str(), citation.quote.as_str()))
+                    .collect();
+                assert_eq!(cited, [(label, text)], "{name}");
+                let found: Vec<(Rejection, Option<&str>)> =
+                    problems.iter().map(|problem| (problem.rejection, problem.label.as_deref())).collect();
+                let wanted: Vec<(Rejection, Option<&str>)> =
+                    dropped.into_iter().map(|label| (Rejection::UnsupportedCitation, Some(label))).collect();
+                assert_eq!(found, wanted, "{name}");
             }
             (Verdict::Failed { problems, .. }, Err(rejections)) => {
                 let found: Vec<Rejection> = problems.iter().map(|problem| problem.rejection).collect();

@@ -186,12 +186,23 @@ pub struct AnswerMetrics {
     pub generator_attempts: u32,
     /// Rejections by code.
     pub citations_rejected: BTreeMap<String, u32>,
+    /// Claims whose citation the server chose: quoted claims whose own quotes did not state
+    /// their answer, anchored in the sentence of the final context that does
+    /// (`generator.anchor_answers`).
+    pub claims_anchored: u32,
 }
 
 impl From<layer::AnswerMetrics> for AnswerMetrics {
     fn from(metrics: layer::AnswerMetrics) -> Self {
-        let layer::AnswerMetrics { stages_ms, retrieved, context, generator_attempts, citations_rejected } = metrics;
-        Self { stages_ms, retrieved, context, generator_attempts, citations_rejected }
+        let layer::AnswerMetrics {
+            stages_ms,
+            retrieved,
+            context,
+            generator_attempts,
+            citations_rejected,
+            claims_anchored,
+        } = metrics;
+        Self { stages_ms, retrieved, context, generator_attempts, citations_rejected, claims_anchored }
     }
 }
 

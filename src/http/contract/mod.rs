@@ -62,6 +62,7 @@ mod tests {
             context: 4,
             generator_attempts: 2,
             citations_rejected: BTreeMap::from([("unknown_label".to_owned(), 1)]),
+            claims_anchored: 5,
         }
     }
 
