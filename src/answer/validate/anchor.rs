@@ -21,8 +21,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::super::instructions::mask_instructions;
-use super::super::normalize::normalize;
-use super::super::prompt::neutralize;
+use super::super::normalize::{Normalized, normalize};
+use super::super::prompt::neutralize_normalized;
 use super::super::quote::{char_slice, locate_quote, quote_choices};
 use super::super::text::content_terms;
 use super::super::verifier::CitedText;
@@ -50,20 +50,25 @@ pub(super) async fn anchor_answer(
         return None;
     }
     let asked = terms(context.question);
+    // The normalized text of each source the caller may read, as the verifier reads it.
+    let views: Vec<Option<Normalized>> = context
+        .sources
+        .iter()
+        .map(|source| context.acl.allows(context.principal, &source.chunk).then(|| normalize(&source.shown)))
+        .collect();
     // (ranking key, source index, located span)
     let mut candidates = Vec::new();
-    for (index, source) in context.sources.iter().enumerate() {
-        if !context.acl.allows(context.principal, &source.chunk) {
+    for (index, (source, view)) in context.sources.iter().zip(&views).enumerate() {
+        let Some(view) = view else {
             continue;
-        }
-        let view = normalize(&source.shown);
+        };
         let by_model = cited.contains(&source.label.as_str());
-        for (position, choice) in quote_choices(&neutralize(&source.shown)).into_iter().enumerate() {
+        for (position, choice) in quote_choices(&neutralize_normalized(&view.text, None)).into_iter().enumerate() {
             let held: HashSet<String> = content_terms(&choice).into_iter().collect();
             if !wanted.is_subset(&held) {
                 continue;
             }
-            let Some(located) = locate_quote(&source.shown, &view, &choice) else {
+            let Some(located) = locate_quote(&source.shown, view, &choice) else {
                 continue;
             };
             if tried.contains(&(source.label.as_str(), located.normalized)) {
@@ -75,8 +80,9 @@ pub(super) async fn anchor_answer(
     }
     candidates.sort_by_key(|(key, _, _)| *key);
     for (_, index, located) in candidates.into_iter().take(MAX_ANCHOR_TRIES) {
-        let source = &context.sources[index];
-        let view = normalize(&source.shown);
+        let (source, Some(view)) = (&context.sources[index], &views[index]) else {
+            continue;
+        };
         let evidence = char_slice(&mask_instructions(&view.text), located.normalized);
         let cited_text = CitedText {
             chunk: source.chunk.id,
