@@ -198,7 +198,7 @@ pub fn closest_sentences(quote: &str, model_text: &str) -> Vec<String> {
 }
 
 /// The distinct content terms of `text` (normalized first).
-fn distinct_terms(text: &str) -> HashSet<String> {
+pub(super) fn distinct_terms(text: &str) -> HashSet<String> {
     content_terms(&normalize(text).text).into_iter().collect()
 }
 

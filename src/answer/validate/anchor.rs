@@ -23,18 +23,13 @@ use std::sync::Arc;
 use super::super::instructions::mask_instructions;
 use super::super::normalize::{Normalized, normalize};
 use super::super::prompt::neutralize_normalized;
-use super::super::quote::{char_slice, locate_quote, quote_choices};
+use super::super::quote::{char_slice, distinct_terms, locate_quote, quote_choices};
 use super::super::text::content_terms;
 use super::super::verifier::CitedText;
 use super::{ResolvedCitation, ValidationContext, quote_of};
 
 /// Most sentences verified as the anchor of one answer (each is one verifier call).
 pub const MAX_ANCHOR_TRIES: usize = 2;
-
-/// The distinct content terms of `text`, normalized first.
-fn terms(text: &str) -> HashSet<String> {
-    content_terms(&normalize(text).text).into_iter().collect()
-}
 
 /// A sentence of the final context that states `answer`, verified, as a citation; `None` when
 /// no candidate passes. `cited` are the labels the model cited and `tried` the normalized spans
@@ -45,18 +40,19 @@ pub(super) async fn anchor_answer(
     cited: &[&str],
     tried: &[(&str, (usize, usize))],
 ) -> Option<ResolvedCitation> {
-    let wanted = terms(answer);
+    let wanted = distinct_terms(answer);
     if wanted.is_empty() {
         return None;
     }
-    let asked = terms(context.question);
+    let asked = distinct_terms(context.question);
     // The normalized text of each source the caller may read, as the verifier reads it.
     let views: Vec<Option<Normalized>> = context
         .sources
         .iter()
         .map(|source| context.acl.allows(context.principal, &source.chunk).then(|| normalize(&source.shown)))
         .collect();
-    // (ranking key, source index, located span)
+    // (question terms shared, not a source the model cited, source index, sentence position,
+    // located span): sorted on all but the span.
     let mut candidates = Vec::new();
     for (index, (source, view)) in context.sources.iter().zip(&views).enumerate() {
         let Some(view) = view else {
@@ -75,11 +71,11 @@ pub(super) async fn anchor_answer(
                 continue;
             }
             let shared = asked.intersection(&held).count();
-            candidates.push(((Reverse(shared), !by_model, index, position), index, located));
+            candidates.push((Reverse(shared), !by_model, index, position, located));
         }
     }
-    candidates.sort_by_key(|(key, _, _)| *key);
-    for (_, index, located) in candidates.into_iter().take(MAX_ANCHOR_TRIES) {
+    candidates.sort_by_key(|&(shared, other, index, position, _)| (shared, other, index, position));
+    for (_, _, index, _, located) in candidates.into_iter().take(MAX_ANCHOR_TRIES) {
         let (source, Some(view)) = (&context.sources[index], &views[index]) else {
             continue;
         };
