@@ -329,6 +329,12 @@ pub(crate) enum EvalCommand {
         /// question (a stopped run keeps the scores of the questions it asked).
         #[arg(long)]
         per_query: Option<PathBuf>,
+        /// Folder of the on-disk embedding cache (keyed by embedder and corpus SHA-256).
+        #[arg(long, default_value = "target/eval-cache")]
+        cache_dir: PathBuf,
+        /// Embed everything again, touching no cache.
+        #[arg(long)]
+        no_cache: bool,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,

@@ -182,7 +182,7 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
             })
             .await
         }
-        EvalCommand::Answers { dataset, n, seed, offset, embedder, per_query, json, config } => {
+        EvalCommand::Answers { dataset, n, seed, offset, embedder, per_query, cache_dir, no_cache, json, config } => {
             let settings = settings_with_embedder(config.as_deref(), embedder)?;
             let answers_path = dataset.join("answers.jsonl");
             let dataset = warrant::eval::dataset::Dataset::load(&dataset, None)?;
@@ -195,6 +195,7 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
                 gold,
                 offset,
                 checkpoint: per_query,
+                cache_dir: (!no_cache).then_some(cache_dir),
                 ..warrant::eval::answers::AnswersOptions::new(n, seed)
             };
             (async move {

@@ -27,6 +27,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -37,7 +38,7 @@ use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
 use super::dataset::{Dataset, DatasetResult, IngestSummary, Progress, ingest, principal_of, read_jsonl};
-use super::retrieval::{EvalError, INGEST_BATCH};
+use super::retrieval::{Checkpointing, EvalError, INGEST_BATCH, save};
 use super::stats::{Interval, mean_interval};
 use crate::answer::generator::{GenerationRequest, Generator, GeneratorError};
 use crate::answer::pipeline::{AnswerPipeline, AnswerRequest, PipelineSettings};
@@ -92,6 +93,12 @@ pub struct QuestionScores {
     pub citations: usize,
     /// Citations whose document is judged relevant.
     pub relevant_citations: usize,
+    /// The claims' texts, in order (what correctness is judged on).
+    pub claim_texts: Vec<String>,
+    /// The cited documents, one per citation, in order.
+    pub cited_docs: Vec<String>,
+    /// The cited labels (`S1` is the best-ranked source of the final context), one per citation.
+    pub cited_labels: Vec<String>,
     /// Whether a gold answer occurs in a claim (`None` without gold answers or when abstained).
     pub correct: Option<bool>,
     /// Citations whose quote is not inside its chunk (must be 0).
@@ -107,6 +114,8 @@ pub struct QuestionScores {
     /// Whether the first attempt's sources hold a gold answer (`None` without gold answers or
     /// without a [`ContextRecorder`]; `Some(false)` when no generator was called).
     pub context_holds_gold: Option<bool>,
+    /// Which sources of the first attempt hold a gold answer, by label number (1 for `S1`).
+    pub gold_sources: Vec<usize>,
 }
 
 impl QuestionScores {
@@ -145,6 +154,9 @@ impl QuestionScores {
             claims: claims.len(),
             citations: citations.len(),
             relevant_citations,
+            claim_texts: claims.iter().map(|claim| claim.text.clone()).collect(),
+            cited_docs: citations.iter().map(|citation| citation.chunk.doc_id.clone()).collect(),
+            cited_labels: citations.iter().map(|citation| citation.label.clone()).collect(),
             correct,
             unanchored_quotes,
             claims_anchored: response.metrics.claims_anchored,
@@ -152,14 +164,18 @@ impl QuestionScores {
             stages_ms: response.metrics.stages_ms.clone(),
             total_ms,
             context_holds_gold: None,
+            gold_sources: Vec::new(),
         }
     }
 
     /// These scores with [`Self::context_holds_gold`] set from the first attempt's source texts
     /// (`None`: no generator call), when the question has gold answers.
     pub fn with_context(mut self, sources: Option<&[String]>, gold: Option<&[String]>) -> Self {
-        self.context_holds_gold =
-            gold.map(|gold| sources.unwrap_or_default().iter().any(|text| contains_gold(text, gold)));
+        let sources = sources.unwrap_or_default();
+        self.gold_sources = gold
+            .map(|gold| (1..=sources.len()).filter(|&number| contains_gold(&sources[number - 1], gold)).collect())
+            .unwrap_or_default();
+        self.context_holds_gold = gold.map(|_| !self.gold_sources.is_empty());
         self
     }
 
@@ -324,13 +340,15 @@ pub struct AnswersOptions {
     pub offset: usize,
     /// Per-question scores rewritten after every question (JSON Lines), when given.
     pub checkpoint: Option<PathBuf>,
+    /// Folder of the on-disk embedding cache (`None`: no cache), as in `eval retrieval`.
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl AnswersOptions {
     /// The first `questions` of the shuffle with `seed` (all when `None`), no gold answers, no
     /// checkpoint.
     pub fn new(questions: Option<usize>, seed: u64) -> Self {
-        Self { questions, seed, gold: HashMap::new(), offset: 0, checkpoint: None }
+        Self { questions, seed, gold: HashMap::new(), offset: 0, checkpoint: None, cache_dir: None }
     }
 }
 
@@ -462,9 +480,12 @@ pub async fn run(
     progress: &dyn Progress,
 ) -> Result<(IngestSummary, AnswersReport), EvalError> {
     let providers = crate::providers::from_settings(settings).await?;
-    let params = EngineParams::from_settings(settings, providers.embedder.dimension());
-    let engine = Engine::start(params, providers.embedder)?;
-    let summary = ingest(&engine, dataset, INGEST_BATCH, progress).await?;
+    let (embedder, cache) = super::retrieval::cached(providers.embedder, dataset, options.cache_dir.as_deref())?;
+    let params = EngineParams::from_settings(settings, embedder.dimension());
+    let engine = Engine::start(params, embedder)?;
+    let checkpointing = Checkpointing { inner: progress, cache: cache.as_deref(), batches: AtomicUsize::new(0) };
+    let summary = ingest(&engine, dataset, INGEST_BATCH, &checkpointing).await?;
+    save(cache.as_deref())?;
     let recorder = Arc::new(ContextRecorder::new(providers.generator));
     let pipeline = AnswerPipeline::new(
         engine,
@@ -473,6 +494,7 @@ pub async fn run(
         PipelineSettings::from_settings(settings),
     );
     let report = evaluate_recording(&pipeline, dataset, options, Some(&recorder)).await?;
+    save(cache.as_deref())?;
     Ok((summary, report))
 }
 
@@ -523,7 +545,7 @@ mod tests {
         assert_eq!(recorder.take(), None, "taken");
         let gold = ["250 euros".to_owned()];
         let shown = ["Hotels: up to 250 Euros a night.".to_owned()];
-        let held = |sources: Option<&[String]>, gold: Option<&[String]>| {
+        let scored = |sources: Option<&[String]>, gold: Option<&[String]>| {
             let response = AnswerResponse {
                 request_id: "q".into(),
                 status: AnswerStatus::Abstained,
@@ -535,11 +557,16 @@ mod tests {
                 acl_epoch: 0,
                 metrics: Default::default(),
             };
-            QuestionScores::of("q", &response, &HashMap::new(), gold, 0.0)
-                .with_context(sources, gold)
-                .context_holds_gold
+            QuestionScores::of("q", &response, &HashMap::new(), gold, 0.0).with_context(sources, gold)
+        };
+        let held = |sources: Option<&[String]>, gold: Option<&[String]>| {
+            let scores = scored(sources, gold);
+            assert_eq!(scores.context_holds_gold.unwrap_or_default(), !scores.gold_sources.is_empty());
+            scores.context_holds_gold
         };
         assert_eq!(held(Some(&shown), Some(&gold)), Some(true));
+        let sources = ["No price here.".to_owned(), shown[0].clone()];
+        assert_eq!(scored(Some(&sources), Some(&gold)).gold_sources, vec![2], "by label number");
         assert_eq!(held(Some(&["Hotels: up to 25 euros.".to_owned()]), Some(&gold)), Some(false));
         assert_eq!(held(None, Some(&gold)), Some(false), "no generator call: nothing was shown");
         assert_eq!(held(Some(&shown), None), None, "no gold answers: not scored");

@@ -17,7 +17,7 @@
 //! query's (`cross_tenant_hits` must stay 0).
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -451,14 +451,14 @@ pub struct RunOptions {
 }
 
 /// Batches between two checkpoints of the embedding cache during ingestion.
-const CACHE_CHECKPOINT_BATCHES: usize = 8;
+pub(super) const CACHE_CHECKPOINT_BATCHES: usize = 8;
 
 /// Forwards progress and checkpoints the embedding cache every few batches, so an interrupted
 /// run keeps what it embedded.
-struct Checkpointing<'a> {
-    inner: &'a dyn Progress,
-    cache: Option<&'a CachingEmbedder>,
-    batches: AtomicUsize,
+pub(super) struct Checkpointing<'a> {
+    pub(super) inner: &'a dyn Progress,
+    pub(super) cache: Option<&'a CachingEmbedder>,
+    pub(super) batches: AtomicUsize,
 }
 
 impl Progress for Checkpointing<'_> {
@@ -481,21 +481,34 @@ impl Progress for Checkpointing<'_> {
     }
 }
 
-fn save(cache: Option<&CachingEmbedder>) -> Result<(), EvalError> {
+pub(super) fn save(cache: Option<&CachingEmbedder>) -> Result<(), EvalError> {
     match cache {
         Some(cache) => cache.save().map_err(|source| EvalError::Cache { path: cache.path().to_path_buf(), source }),
         None => Ok(()),
     }
 }
 
+/// An embedder for an evaluation, with the on-disk cache behind it when there is one.
+pub(super) type EvalEmbedder = (Arc<dyn Embedder>, Option<Arc<CachingEmbedder>>);
+
 /// The configured embedder, behind the on-disk cache unless it is the cheap hashed one.
 async fn eval_embedder(
     settings: &Settings,
     dataset: &Dataset,
     options: &RunOptions,
-) -> Result<(Arc<dyn Embedder>, Option<Arc<CachingEmbedder>>), EvalError> {
+) -> Result<EvalEmbedder, EvalError> {
     let embedder = crate::providers::embedder(settings).await?;
-    match &options.cache_dir {
+    cached(embedder, dataset, options.cache_dir.as_deref())
+}
+
+/// `embedder` behind the on-disk cache in `cache_dir` for `dataset`, unless there is no folder or
+/// the embedder is the cheap hashed one.
+pub(super) fn cached(
+    embedder: Arc<dyn Embedder>,
+    dataset: &Dataset,
+    cache_dir: Option<&Path>,
+) -> Result<EvalEmbedder, EvalError> {
+    match cache_dir {
         Some(dir) if !embedder.name().starts_with("hashed") => {
             let cache = Arc::new(CachingEmbedder::open(Arc::clone(&embedder), dir, &dataset.corpus_sha256()?));
             tracing::info!(path = %cache.path().display(), vectors = cache.loaded(), "embedding cache");
