@@ -74,6 +74,8 @@ pub struct PipelineSettings {
     /// Anchor a quoted claim's answer in the sentence that states it when the model's own quotes
     /// do not (`generator.anchor_answers`).
     pub anchor_answers: bool,
+    /// Question terms a quoted claim's sentences must hold (`generator.min_question_terms`).
+    pub min_question_terms: usize,
 }
 
 impl PipelineSettings {
@@ -88,6 +90,7 @@ impl PipelineSettings {
             min_vector_score: settings.answer.min_vector_score,
             output: OutputShape::from_settings(&settings.generator),
             anchor_answers: settings.generator.anchor_answers,
+            min_question_terms: settings.generator.min_question_terms,
         }
     }
 }

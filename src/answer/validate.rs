@@ -33,7 +33,7 @@ use super::generator::SourceForModel;
 use super::instructions::mask_instructions;
 use super::normalize::{Normalized, normalize};
 use super::prompt::LabeledSource;
-use super::quote::{LocatedQuote, char_slice, closest_sentences, echo_quote, locate_quote};
+use super::quote::{LocatedQuote, char_slice, closest_sentences, distinct_terms, echo_quote, locate_quote};
 use super::strict_json::{StrictJsonError, parse_unique_keys};
 use super::verifier::{CitedText, SupportVerifier};
 
@@ -188,6 +188,9 @@ pub struct ValidationContext<'a> {
     /// Anchor a quoted claim's answer in the sentence of the final context that states it when
     /// the model's own quotes do not (`generator.anchor_answers`).
     pub anchor_answers: bool,
+    /// The fewest question terms a quoted claim's sentences must hold together
+    /// (`generator.min_question_terms`; 0: not checked).
+    pub min_question_terms: usize,
 }
 
 fn is_label_shaped(citation: &str) -> bool {
@@ -424,6 +427,12 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
                 }
             }
         }
+        // A claim that is its quotes must be about the question: a sentence that states the
+        // model's answer while sharing (almost) nothing with what was asked answers something else.
+        if written.is_none() && claim_problems.is_empty() && off_question(&resolved, context) {
+            claim_dropped_citations.clear();
+            claim_problems.push(Problem { claim: number, rejection: Rejection::OffQuestion, label: None, quote: None });
+        }
         // A claim that is its quotes: the quotes that support its answer, joined, in the
         // original text.
         let text = match written {
@@ -443,6 +452,22 @@ pub async fn validate(raw: &str, context: &ValidationContext<'_>) -> Verdict {
         }
     }
     decide(claims, problems, dropped_citations, context.policy)
+}
+
+/// Whether a quoted claim cites only sources below the best-ranked one of the final context
+/// (`S1`) with sentences that together hold fewer than `context.min_question_terms` distinct
+/// content terms of the question (or fewer than all of them, for a question with fewer terms).
+/// A sentence of the best-ranked source needs no such evidence: retrieval ranked that source
+/// first for the whole question. Never true when the check is off or the question has no
+/// content term.
+fn off_question(citations: &[ResolvedCitation], context: &ValidationContext<'_>) -> bool {
+    let best = context.sources.first().map(|source| source.chunk.id);
+    if context.min_question_terms == 0 || citations.iter().any(|citation| Some(citation.chunk.id) == best) {
+        return false;
+    }
+    let asked = distinct_terms(context.question);
+    let held: HashSet<String> = citations.iter().flat_map(|citation| distinct_terms(&citation.quote)).collect();
+    asked.intersection(&held).count() < context.min_question_terms.min(asked.len())
 }
 
 /// Checks a claim's text (trimmed): not empty, not too long, not a repeat of an earlier claim's.
@@ -642,6 +667,11 @@ pub fn repair_instruction(problems: &[Problem], sources: &[SourceForModel], clai
                     None => detail.push_str("; copy the quote word for word from the source, or cite another source"),
                 }
                 detail
+            }
+            Rejection::OffQuestion => {
+                "quoted sentences that are not about the question; quote the sentence that answers what was asked, \
+                 or set answerable to false if no source does"
+                    .to_owned()
             }
             Rejection::UnsupportedCitation => format!(
                 "cited {}, which supports no part of it; cite only sources that state the claim",

@@ -309,6 +309,7 @@ impl<'a> Run<'a> {
             policy,
             question: &self.question,
             anchor_answers: self.pipeline.settings.anchor_answers,
+            min_question_terms: self.pipeline.settings.min_question_terms,
         };
         // Verifier calls run under what is left of the request deadline.
         let verdict = tokio::time::timeout(self.time_left(), validate(&raw, &context)).await;

@@ -81,6 +81,9 @@ pub enum Rejection {
     UnsupportedCitation,
     /// A citation's `quote` does not occur in the source it cites (or is empty or oversized).
     QuoteNotFound,
+    /// A quoted claim's sentences hold too few of the question's content terms: they state the
+    /// model's answer, but not about what was asked (`generator.min_question_terms`).
+    OffQuestion,
 }
 
 impl Rejection {
@@ -101,6 +104,7 @@ impl Rejection {
             Self::Unsupported => "unsupported_claim",
             Self::UnsupportedCitation => "unsupported_citation",
             Self::QuoteNotFound => "quote_not_found",
+            Self::OffQuestion => "off_question",
         }
     }
 
@@ -118,7 +122,8 @@ impl Rejection {
             | Self::NotInContext
             | Self::Unsupported
             | Self::UnsupportedCitation
-            | Self::QuoteNotFound => AbstentionReason::UnsupportedCitation,
+            | Self::QuoteNotFound
+            | Self::OffQuestion => AbstentionReason::UnsupportedCitation,
             Self::MissingCitation => AbstentionReason::MissingCitation,
             Self::SourceRevoked => AbstentionReason::SourceRevoked,
         }

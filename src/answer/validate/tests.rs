@@ -34,6 +34,7 @@ fn verdict_without_sources(raw: &str) -> Verdict {
         policy: ClaimPolicy::FailAnswer,
         question: "",
         anchor_answers: true,
+        min_question_terms: 0,
     };
     block_on(validate(raw, &context))
 }
@@ -80,13 +81,14 @@ fn labeled(label: &str, ordinal: u32, text: &str) -> LabeledSource {
 /// Validates `raw` against S1 = VACATION and S2 = HOTEL, both readable, with the lexical
 /// verifier (no embedder) under `fail_answer`.
 fn verdict_with_sources(raw: &str) -> Verdict {
-    verdict_with(raw, false, true)
+    verdict_with(raw, false, true, 0)
 }
 
 /// Like [`verdict_with_sources`], with a third chunk retrieved but not in the context (title
 /// `Parking rules`), S2's document revoked for the principal when `revoke_s2`, and quoted
-/// claims' answers anchored when `anchor_answers`.
-fn verdict_with(raw: &str, revoke_s2: bool, anchor_answers: bool) -> Verdict {
+/// claims' answers anchored when `anchor_answers`, and quoted claims held to
+/// `min_question_terms`.
+fn verdict_with(raw: &str, revoke_s2: bool, anchor_answers: bool, min_question_terms: usize) -> Verdict {
     use crate::acl::{AclMutation, AclStore};
     use crate::domain::DocAcl;
     let store = AclStore::new();
@@ -130,6 +132,7 @@ fn verdict_with(raw: &str, revoke_s2: bool, anchor_answers: bool) -> Verdict {
         policy: ClaimPolicy::FailAnswer,
         question: "How many vacation days do engineers get, and what is refunded for hotels?",
         anchor_answers,
+        min_question_terms,
     };
     block_on(validate(raw, &context))
 }
@@ -254,11 +257,23 @@ fn every_rejection_rule_table() {
             vec![Rejection::QuoteNotFound],
             Some(AbstentionReason::UnsupportedCitation),
         ),
+        (
+            // S2, not the best-ranked source, states the answer, but of the question's terms its
+            // sentence holds only "hotel" ("reimbursed" is not "refunded"), fewer than 3.
+            Rejection::OffQuestion,
+            claims(serde_json::json!([{"answer": "40 euros",
+                "citations": [{"label": "S2", "quote": "Hotel stays are reimbursed up to 40 euros per night."}]}])),
+            false,
+            vec![Rejection::OffQuestion],
+            Some(AbstentionReason::UnsupportedCitation),
+        ),
     ];
     let mut covered = std::collections::BTreeSet::new();
     for (rule, raw, revoke_s2, rejections, outcome) in rows {
         let name = rule.code();
-        let verdict = verdict_with(&raw, revoke_s2, true);
+        // Only the off-question row holds quoted claims to question terms.
+        let min_question_terms = if rule == Rejection::OffQuestion { 3 } else { 0 };
+        let verdict = verdict_with(&raw, revoke_s2, true, min_question_terms);
         match (&verdict, outcome) {
             (Verdict::Failed { reason, problems }, Some(expected)) => {
                 let found: Vec<Rejection> = problems.iter().map(|problem| problem.rejection).collect();
@@ -276,7 +291,7 @@ fn every_rejection_rule_table() {
         }
         covered.insert(rule);
     }
-    assert_eq!(covered.len(), 14, "every rejection rule has a row");
+    assert_eq!(covered.len(), 15, "every rejection rule has a row");
 }
 
 fn output(claim: &str, citation: serde_json::Value) -> String {
@@ -580,7 +595,7 @@ fn an_answer_its_quotes_do_not_state_is_anchored_in_the_sentence_that_does() {
         ),
     ];
     for (name, raw, revoke_s2, anchor, expected) in cases {
-        let verdict = verdict_with(&raw, revoke_s2, anchor);
+        let verdict = verdict_with(&raw, revoke_s2, anchor, 0);
         match (&verdict, expected) {
             (Verdict::Answered { claims, problems }, Ok((text, label, dropped))) => {
                 assert_eq!(claims.len(), 1, "{name}");
@@ -664,4 +679,29 @@ fn an_echoed_quote_and_offered_sentences_cannot_forge_labels_or_delimiters() {
     let echo = echoed.split("gave the quote \"").nth(1).unwrap().split('"').next().unwrap();
     assert_eq!(echo.chars().count(), 200);
     assert!(echo.ends_with('…'));
+}
+
+/// `generator.min_question_terms`: a quoted claim citing only sources below `S1` needs that many
+/// of the question's content terms in its sentences; a sentence of `S1` needs none.
+#[test]
+fn a_quoted_claim_below_the_best_source_must_share_question_terms() {
+    let quoted = |answer: &str, label: &str, quote: &str| {
+        serde_json::json!({"answerable": true, "claims": [{"answer": answer,
+            "citations": [{"label": label, "quote": quote}]}]})
+        .to_string()
+    };
+    let hotel = quoted("40 euros", "S2", "Hotel stays are reimbursed up to 40 euros per night.");
+    let lead = quoted("the team lead", "S1", "Vacation requests go to the team lead.");
+    let rejections = |verdict: &Verdict| match verdict {
+        Verdict::Answered { .. } => Vec::new(),
+        Verdict::Failed { problems, .. } => problems.iter().map(|problem| problem.rejection).collect(),
+        Verdict::Unanswerable => panic!("unanswerable"),
+    };
+    // (output, min_question_terms, rejections): "hotel" is the one question term in S2's sentence.
+    let cases =
+        [(&hotel, 0, vec![]), (&hotel, 1, vec![]), (&hotel, 2, vec![Rejection::OffQuestion]), (&lead, 3, vec![])];
+    for (raw, min_question_terms, expected) in cases {
+        let verdict = verdict_with(raw, false, false, min_question_terms);
+        assert_eq!(rejections(&verdict), expected, "{raw} at {min_question_terms}");
+    }
 }
