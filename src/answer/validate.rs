@@ -188,8 +188,8 @@ pub struct ValidationContext<'a> {
     /// Anchor a quoted claim's answer in the sentence of the final context that states it when
     /// the model's own quotes do not (`generator.anchor_answers`).
     pub anchor_answers: bool,
-    /// The fewest question terms a quoted claim's sentences must hold together
-    /// (`generator.min_question_terms`; 0: not checked).
+    /// The fewest question terms the sentences of a quoted claim citing only sources below the
+    /// first (`S1`) must hold together (`generator.min_question_terms`; 0: not checked).
     pub min_question_terms: usize,
 }
 

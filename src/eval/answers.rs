@@ -173,7 +173,10 @@ impl QuestionScores {
     pub fn with_context(mut self, sources: Option<&[String]>, gold: Option<&[String]>) -> Self {
         let sources = sources.unwrap_or_default();
         self.gold_sources = gold
-            .map(|gold| (1..=sources.len()).filter(|&number| contains_gold(&sources[number - 1], gold)).collect())
+            .map(|gold| {
+                let holding = sources.iter().enumerate().filter(|(_, text)| contains_gold(text, gold));
+                holding.map(|(index, _)| index + 1).collect()
+            })
             .unwrap_or_default();
         self.context_holds_gold = gold.map(|_| !self.gold_sources.is_empty());
         self
