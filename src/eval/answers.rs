@@ -27,7 +27,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -486,7 +485,7 @@ pub async fn run(
     let (embedder, cache) = super::retrieval::cached(providers.embedder, dataset, options.cache_dir.as_deref())?;
     let params = EngineParams::from_settings(settings, embedder.dimension());
     let engine = Engine::start(params, embedder)?;
-    let checkpointing = Checkpointing { inner: progress, cache: cache.as_deref(), batches: AtomicUsize::new(0) };
+    let checkpointing = Checkpointing::new(progress, cache.as_deref());
     let summary = ingest(&engine, dataset, INGEST_BATCH, &checkpointing).await?;
     save(cache.as_deref())?;
     let recorder = Arc::new(ContextRecorder::new(providers.generator));

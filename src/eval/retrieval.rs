@@ -451,14 +451,21 @@ pub struct RunOptions {
 }
 
 /// Batches between two checkpoints of the embedding cache during ingestion.
-pub(super) const CACHE_CHECKPOINT_BATCHES: usize = 8;
+const CACHE_CHECKPOINT_BATCHES: usize = 8;
 
 /// Forwards progress and checkpoints the embedding cache every few batches, so an interrupted
 /// run keeps what it embedded.
 pub(super) struct Checkpointing<'a> {
-    pub(super) inner: &'a dyn Progress,
-    pub(super) cache: Option<&'a CachingEmbedder>,
-    pub(super) batches: AtomicUsize,
+    inner: &'a dyn Progress,
+    cache: Option<&'a CachingEmbedder>,
+    batches: AtomicUsize,
+}
+
+impl<'a> Checkpointing<'a> {
+    /// Forwards to `inner`, checkpointing `cache` (when there is one).
+    pub(super) fn new(inner: &'a dyn Progress, cache: Option<&'a CachingEmbedder>) -> Self {
+        Self { inner, cache, batches: AtomicUsize::new(0) }
+    }
 }
 
 impl Progress for Checkpointing<'_> {
@@ -536,7 +543,7 @@ pub async fn run(
     let (embedder, cache) = eval_embedder(settings, dataset, options).await?;
     let params = with_eval_budget(EngineParams::from_settings(settings, embedder.dimension()));
     let engine = Engine::start(params, embedder)?;
-    let checkpointing = Checkpointing { inner: progress, cache: cache.as_deref(), batches: AtomicUsize::new(0) };
+    let checkpointing = Checkpointing::new(progress, cache.as_deref());
     let summary = ingest(&engine, dataset, INGEST_BATCH, &checkpointing).await?;
     save(cache.as_deref())?;
     let report = evaluate(&engine, dataset, EvalOptions { limit_queries: options.limit_queries }).await?;
@@ -559,7 +566,7 @@ pub async fn run_postgres(
 ) -> Result<(IngestSummary, RetrievalReport), EvalError> {
     let (embedder, cache) = eval_embedder(settings, dataset, options).await?;
     let backend = PostgresBackend::connect(with_postgres_eval_budget(params), embedder).await?;
-    let checkpointing = Checkpointing { inner: progress, cache: cache.as_deref(), batches: AtomicUsize::new(0) };
+    let checkpointing = Checkpointing::new(progress, cache.as_deref());
     let summary = ingest(&backend, dataset, INGEST_BATCH, &checkpointing).await?;
     save(cache.as_deref())?;
     let report = evaluate_postgres(&backend, dataset, EvalOptions { limit_queries: options.limit_queries }).await?;
