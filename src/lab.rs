@@ -56,8 +56,9 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
                 let index = filtered::build_peer_index(&data, params);
                 let build_seconds = started.elapsed().as_secs_f64();
                 print_build_line(build_seconds, &index, &data.queries, resident_before, data.base.len() * dim * 4);
+                let reference = compare_walks.then(|| build_reference(&index));
                 (
-                    filtered::run_peer(&directory, &data, &index, &filtered::PEER_SELECTIVITIES)?,
+                    filtered::run_peer(&directory, &data, &index, &filtered::PEER_SELECTIVITIES, reference.as_ref())?,
                     index.len(),
                     index.own_heap_bytes(),
                 )
@@ -74,7 +75,8 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
                 };
                 let (index, queries) = filtered::build_data(&config);
                 print_build_line(started.elapsed().as_secs_f64(), &index, &queries, resident_before, 0);
-                (filtered::measure(&index, &queries, &config), index.len(), index.own_heap_bytes())
+                let reference = compare_walks.then(|| build_reference(&index));
+                (filtered::measure(&index, &queries, &config, reference.as_ref()), index.len(), index.own_heap_bytes())
             };
             debug_assert!(own_bytes > 0 || index_len == 0);
             for row in rows {
@@ -417,6 +419,29 @@ pub(crate) async fn bench_snapshot(
 /// (streaming and random reads), the planner's measured costs, and memory per vector (the
 /// index's own arrays, and the resident-set growth over the build minus `input_bytes` of input
 /// data still held by the caller).
+/// hnsw_rs' graph of `index`'s vectors, with a line of what building it cost beside the
+/// index's own build line (same vectors, same M and `ef_construction`; hnsw_rs inserts in
+/// parallel on every core, the index one vector at a time).
+fn build_reference(index: &warrant::index::vector::VectorIndex) -> warrant::index::vector::HnswRsReference {
+    let resident_before = warrant::bench::filtered::resident_bytes();
+    let started = std::time::Instant::now();
+    let reference = index.hnsw_rs_reference();
+    let build_seconds = started.elapsed().as_secs_f64();
+    let resident_per_vector = resident_before
+        .zip(warrant::bench::filtered::resident_bytes())
+        .map(|(before, after)| after.saturating_sub(before) as f64 / index.len().max(1) as f64);
+    println!(
+        "{}",
+        serde_json::json!({
+            "reference": "hnsw_rs",
+            "build_seconds": build_seconds,
+            "vectors": index.len(),
+            "resident_bytes_per_vector": resident_per_vector,
+        })
+    );
+    reference
+}
+
 fn print_build_line(
     build_seconds: f64,
     index: &warrant::index::vector::VectorIndex,

@@ -6,10 +6,12 @@
 //! vectors make HNSW recall unrealistically low), one vector per document ordinal, so the
 //! ordinal of a vector is its slot. Ground truth is an exact filtered brute force.
 //!
-//! Every selectivity is measured with every graph walk ([`GraphWalk`]: hnsw_rs' own, the old
-//! best-first walk over hnsw_rs nodes with the scalar dot, the frozen-adjacency walk with the
-//! SIMD dot without and with its cache prefetch) on the same allowed set and queries, interleaved query by query (rotating which
-//! walk runs first), so the rows compare like for like within one run.
+//! Every selectivity is measured with the production walk over the index's own graphs and,
+//! given hnsw_rs' graph of the same vectors ([`HnswRsReference`], `--compare-walks`), with every
+//! other walk ([`GraphWalk`]: hnsw_rs' own, the old best-first walk over hnsw_rs nodes with the
+//! scalar dot, the production walk without its cache prefetch) on the same allowed set and
+//! queries, interleaved query by query (rotating which walk runs first), so the rows compare
+//! like for like within one run.
 //!
 //! [`run_peer`] measures the same way on the files `shared/peers/export_vectors.py` writes
 //! (the data pgvector was measured on), with the allowed set `bucket < round(1000 s)` and the
@@ -27,7 +29,7 @@ use crate::domain::DocOrdinal;
 use crate::embed::normalize;
 use crate::index::Slot;
 use crate::index::distance::dot;
-use crate::index::vector::{GraphWalk, VectorIndex, VectorParams, VectorStrategy, distance_count};
+use crate::index::vector::{GraphWalk, HnswRsReference, VectorIndex, VectorParams, VectorStrategy, distance_count};
 
 /// Norm of the gaussian noise added to a cluster centre (unit norm) before normalizing: points
 /// of one cluster then have cosine ~0.7 to their centre and ~0.5 to each other.
@@ -36,8 +38,19 @@ const CLUSTER_SPREAD: f32 = 1.0;
 /// Batch size of index construction.
 const INSERT_BATCH: usize = 10_000;
 
-/// The graph walks measured side by side, in row order.
-const WALKS: [GraphWalk; 4] = [GraphWalk::HnswRs, GraphWalk::BestFirst, GraphWalk::FrozenPlain, GraphWalk::Frozen];
+/// The graph walks measured side by side, in row order: the production walk, and with a
+/// reference graph the other three.
+fn walks(reference: Option<&HnswRsReference>) -> Vec<GraphWalk<'_>> {
+    match reference {
+        Some(reference) => vec![
+            GraphWalk::HnswRs(reference),
+            GraphWalk::BestFirst(reference),
+            GraphWalk::FrozenPlain,
+            GraphWalk::Frozen,
+        ],
+        None => vec![GraphWalk::Frozen],
+    }
+}
 
 /// What to build and measure.
 #[derive(Clone, Debug)]
@@ -149,15 +162,21 @@ pub fn build_data(config: &FilteredBenchConfig) -> (VectorIndex, Vec<Vec<f32>>) 
     (index, queries)
 }
 
-/// Builds the data of `config`, then measures every selectivity.
+/// Builds the data of `config`, then measures every selectivity (the production walk only).
 pub fn run(config: &FilteredBenchConfig) -> Vec<FilteredRow> {
     let (index, queries) = build_data(config);
-    measure(&index, &queries, config)
+    measure(&index, &queries, config, None)
 }
 
 /// Measures every selectivity of `config` on an already built index (lets a tuning driver vary
-/// search-time parameters without rebuilding).
-pub fn measure(index: &VectorIndex, queries: &[Vec<f32>], config: &FilteredBenchConfig) -> Vec<FilteredRow> {
+/// search-time parameters without rebuilding); with `reference` (hnsw_rs' graph of the same
+/// vectors) every walk side by side, else the production walk.
+pub fn measure(
+    index: &VectorIndex,
+    queries: &[Vec<f32>],
+    config: &FilteredBenchConfig,
+    reference: Option<&HnswRsReference>,
+) -> Vec<FilteredRow> {
     let mut rng = SmallRng::seed_from_u64(config.seed ^ 0x00A1_107E);
     // Warm caches and lazy allocations so the first measured query is not an outlier.
     for query in queries.iter().take(10) {
@@ -166,7 +185,7 @@ pub fn measure(index: &VectorIndex, queries: &[Vec<f32>], config: &FilteredBench
     config
         .selectivities
         .iter()
-        .flat_map(|&selectivity| measure_one(index, queries, config, selectivity, &mut rng))
+        .flat_map(|&selectivity| measure_one(index, queries, config, selectivity, &mut rng, reference))
         .collect()
 }
 
@@ -179,23 +198,24 @@ struct WalkTotals {
     strategies: Vec<VectorStrategy>,
 }
 
-/// One row per walk in [`WALKS`] order, all on the same allowed set and queries.
+/// One row per walk in [`walks`] order, all on the same allowed set and queries.
 fn measure_one(
     index: &VectorIndex,
     queries: &[Vec<f32>],
     config: &FilteredBenchConfig,
     selectivity: f64,
     rng: &mut SmallRng,
+    reference: Option<&HnswRsReference>,
 ) -> Vec<FilteredRow> {
     let total = index.len();
     let allowed_count = ((selectivity.clamp(0.0, 1.0) * total as f64).round() as usize).min(total);
     let allowed: RoaringBitmap = sample(rng, total, allowed_count).into_iter().map(|ordinal| ordinal as u32).collect();
     let truth = |_: usize, query: &[f32]| brute_force(index, query, config.k, &allowed);
-    measure_allowed(index, queries, config.k, selectivity, &allowed, &truth)
+    measure_allowed(index, queries, config.k, selectivity, &allowed, &truth, &walks(reference))
 }
 
-/// One row per walk in [`WALKS`] order for one allowed set; `truth(number, query)` is the
-/// exact filtered top-k of query `number`.
+/// One row per walk of `walks` for one allowed set; `truth(number, query)` is the exact
+/// filtered top-k of query `number`.
 fn measure_allowed(
     index: &VectorIndex,
     queries: &[Vec<f32>],
@@ -203,17 +223,18 @@ fn measure_allowed(
     selectivity: f64,
     allowed: &RoaringBitmap,
     truth: &dyn Fn(usize, &[f32]) -> Vec<Slot>,
+    walks: &[GraphWalk<'_>],
 ) -> Vec<FilteredRow> {
     let mut unfiltered_ms = Vec::with_capacity(queries.len());
     let mut postfilter_recall_sum = 0.0;
     let mut unfiltered_distance_sum = 0usize;
-    let mut totals: Vec<WalkTotals> = WALKS.iter().map(|_| WalkTotals::default()).collect();
+    let mut totals: Vec<WalkTotals> = walks.iter().map(|_| WalkTotals::default()).collect();
     for (number, query) in queries.iter().enumerate() {
         let truth = truth(number, query);
         // Rotate which search runs first (the unfiltered one among the walks) so none always
         // meets the query's neighbourhood cold and none always finds it warm.
-        for turn in 0..=WALKS.len() {
-            let position = (turn + number) % (WALKS.len() + 1);
+        for turn in 0..=walks.len() {
+            let position = (turn + number) % (walks.len() + 1);
             let Some(totals) = totals.get_mut(position) else {
                 let distances_before = distance_count();
                 let started = Instant::now();
@@ -226,7 +247,7 @@ fn measure_allowed(
                 continue;
             };
             let started = Instant::now();
-            let search = index.search_with(query, k, allowed, WALKS[position]);
+            let search = index.search_with(query, k, allowed, walks[position]);
             totals.latencies_ms.push(started.elapsed().as_secs_f64() * 1e3);
             assert!(search.hits.iter().all(|hit| allowed.contains(index.doc_ordinal(hit.slot))), "hit outside allowed");
             totals.recall_sum += recall(&truth, search.hits.iter().map(|hit| hit.slot));
@@ -239,7 +260,7 @@ fn measure_allowed(
     let count = queries.len().max(1) as f64;
     let allowed_count = (0..index.len() as Slot).filter(|slot| allowed.contains(index.doc_ordinal(*slot))).count();
     let unfiltered_p99_ms = percentile(&mut unfiltered_ms, 0.99);
-    WALKS
+    walks
         .iter()
         .zip(totals)
         .map(|(walk, mut totals)| {
@@ -404,6 +425,7 @@ pub fn run_peer(
     data: &PeerData,
     index: &VectorIndex,
     selectivities: &[f64],
+    reference: Option<&HnswRsReference>,
 ) -> std::io::Result<Vec<FilteredRow>> {
     for query in data.queries.iter().take(20) {
         std::hint::black_box(index.search_unfiltered(query, 10));
@@ -421,13 +443,15 @@ pub fn run_peer(
         let truth = data.ground_truth(directory, selectivity)?;
         let truth_of = |number: usize, _: &[f32]| truth[number].clone();
         let pgvector = PGVECTOR_BEST.iter().find(|(peer, _, _)| (peer - selectivity).abs() < 1e-9);
-        rows.extend(measure_allowed(index, &data.queries, 10, selectivity, &allowed, &truth_of).into_iter().map(
-            |row| FilteredRow {
-                pgvector_best_p50_ms: pgvector.map(|(_, _, p50)| *p50),
-                pgvector_best_recall_at_10: pgvector.map(|(_, recall, _)| *recall),
-                ..row
-            },
-        ));
+        rows.extend(
+            measure_allowed(index, &data.queries, 10, selectivity, &allowed, &truth_of, &walks(reference))
+                .into_iter()
+                .map(|row| FilteredRow {
+                    pgvector_best_p50_ms: pgvector.map(|(_, _, p50)| *p50),
+                    pgvector_best_recall_at_10: pgvector.map(|(_, recall, _)| *recall),
+                    ..row
+                }),
+        );
     }
     Ok(rows)
 }

@@ -1,11 +1,9 @@
-//! A read-only copy of the HNSW graph that hnsw_rs builds (Malkov & Yashunin 2018), laid out
-//! for the search walk: one compressed-sparse-row adjacency per layer (`offsets` + neighbour
-//! slots as `u32`), so reading a neighbour list is two loads and a slice, with no lock, no
-//! `Arc` and no allocation (hnsw_rs keeps each node's lists behind an `RwLock` and hands out
-//! copies).
-//!
-//! hnsw_rs still builds the graph (and owns it); [`FrozenGraph::freeze`] copies its adjacency
-//! after every insert batch, O(nodes x M) time.
+//! A sealed HNSW graph (Malkov & Yashunin 2018) laid out for the search walk: one
+//! compressed-sparse-row adjacency per layer (`offsets` + neighbour slots as `u32`), so reading a
+//! neighbour list is two loads and a slice, with no lock and no allocation. Graphs decoded from an
+//! index image are sealed this way ([`FrozenGraph::from_parts`]), and the image encodes a live
+//! graph through it ([`LiveGraph::to_frozen`](super::live::LiveGraph::to_frozen)). [`Adjacency`] is
+//! what the walk reads of either kind.
 //!
 //! A shard may hold several graphs over consecutive slot ranges (graphs loaded from an index
 //! image stay sealed, a fresh one takes later inserts): a graph's nodes are numbered locally,
@@ -17,10 +15,6 @@
 //!   `nodes + 1` non-decreasing offsets starting at 0 and every neighbour id is below `nodes`
 //!   ([`FrozenGraph::from_parts`] checks this for decoded graphs);
 //! - `entry` is a node of the top layer whenever the graph is not empty.
-
-use std::sync::Arc;
-
-use hnsw_rs::hnsw::Point;
 
 use super::Slot;
 use super::distance::prefetch;
@@ -48,43 +42,6 @@ pub(crate) struct FrozenGraph {
 }
 
 impl FrozenGraph {
-    /// An empty graph whose first node would be slot `base`.
-    pub(crate) fn empty(base: Slot) -> Self {
-        Self { layers: Vec::new(), entry: None, base, nodes: 0 }
-    }
-
-    /// Copies the adjacency of `points` (local node `n` at index `n`, hnsw_rs data id `n`);
-    /// `entry` must be a node of the top layer `top`; node 0 is slot `base`.
-    pub(crate) fn freeze(points: &[Arc<Point<'static, f32>>], entry: Option<Slot>, top: usize, base: Slot) -> Self {
-        let mut layers: Vec<Layer> = (0..=top)
-            .map(|layer| Layer {
-                offsets: Vec::with_capacity(points.len() + 1),
-                // Upper layers hold about 1/M of the nodes each.
-                neighbours: Vec::with_capacity(if layer == 0 { points.len() * 24 } else { 0 }),
-            })
-            .collect();
-        for layer in &mut layers {
-            layer.offsets.push(0);
-        }
-        for (slot, point) in points.iter().enumerate() {
-            debug_assert_eq!(point.get_origin_id(), slot, "graph nodes are in slot order");
-            let lists = point.get_neighborhood_id();
-            for (number, layer) in layers.iter_mut().enumerate() {
-                if let Some(list) = lists.get(number) {
-                    layer.neighbours.extend(
-                        list.iter().map(|neighbour| Slot::try_from(neighbour.d_id).expect("hnsw data ids are slots")),
-                    );
-                }
-                let end = u32::try_from(layer.neighbours.len()).expect("adjacency fits u32 offsets");
-                layer.offsets.push(end);
-            }
-        }
-        for layer in &mut layers {
-            layer.neighbours.shrink_to_fit();
-        }
-        Self { layers, entry, base, nodes: points.len() }
-    }
-
     /// A graph from decoded parts: per layer (bottom first) `nodes + 1` offsets and the
     /// concatenated neighbour lists. Checks every offset and neighbour id and the entry point,
     /// so that the walk can index without bounds surprises; the reason names what is wrong.
@@ -127,30 +84,61 @@ impl FrozenGraph {
         self.layers.iter().map(|layer| (layer.offsets.as_slice(), layer.neighbours.as_slice()))
     }
 
+    /// Bytes held by the adjacency arrays.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|layer| (layer.offsets.capacity() + layer.neighbours.capacity()) * std::mem::size_of::<u32>())
+            .sum()
+    }
+}
+
+/// What a graph walk reads: a graph over local node ids `0..nodes()` (node `n` is slot
+/// `base() + n`) with per-layer neighbour lists. [`FrozenGraph`] (sealed, compressed rows) and
+/// [`LiveGraph`](super::live::LiveGraph) (growable, fixed-capacity rows) both serve it.
+pub(crate) trait Adjacency {
     /// Slot of local node 0.
-    pub(crate) fn base(&self) -> Slot {
+    fn base(&self) -> Slot;
+    /// Number of nodes (the graph covers slots `base..base + nodes`).
+    fn nodes(&self) -> usize;
+    /// Where the descent starts (`None` when the graph is empty).
+    fn entry(&self) -> Option<Slot>;
+    /// Index of the top layer (0 when empty).
+    fn top_layer(&self) -> usize;
+    /// Local ids of the neighbours of local node `node` at `layer` (empty above the top layer or
+    /// the node's level).
+    fn neighbours(&self, node: Slot, layer: usize) -> &[Slot];
+    /// Hints the cache with what locates `node`'s list at `layer` (nothing is read).
+    fn prefetch_offsets(&self, node: Slot, layer: usize);
+    /// Hints the cache with `node`'s list at `layer`.
+    fn prefetch_neighbours(&self, node: Slot, layer: usize);
+}
+
+impl Adjacency for FrozenGraph {
+    /// Slot of local node 0.
+    fn base(&self) -> Slot {
         self.base
     }
 
     /// Number of nodes (the graph covers slots `base..base + nodes`).
-    pub(crate) fn nodes(&self) -> usize {
+    fn nodes(&self) -> usize {
         self.nodes
     }
 
     /// Where the descent starts (`None` when the graph is empty).
-    pub(crate) fn entry(&self) -> Option<Slot> {
+    fn entry(&self) -> Option<Slot> {
         self.entry
     }
 
     /// Index of the top layer (0 when empty).
-    pub(crate) fn top_layer(&self) -> usize {
+    fn top_layer(&self) -> usize {
         self.layers.len().saturating_sub(1)
     }
 
     /// Local ids of the neighbours of local node `slot` at `layer` (empty above the top layer or
     /// the node's level).
     #[inline]
-    pub(crate) fn neighbours(&self, slot: Slot, layer: usize) -> &[Slot] {
+    fn neighbours(&self, slot: Slot, layer: usize) -> &[Slot] {
         let Some(layer) = self.layers.get(layer) else {
             return &[];
         };
@@ -164,7 +152,7 @@ impl FrozenGraph {
     /// Prefetches the two offsets that locate the neighbour list of local node `slot` at
     /// `layer` (a cache hint; nothing is read).
     #[inline]
-    pub(crate) fn prefetch_offsets(&self, slot: Slot, layer: usize) {
+    fn prefetch_offsets(&self, slot: Slot, layer: usize) {
         let slot = slot as usize;
         if let Some(pair) = self.layers.get(layer).and_then(|layer| layer.offsets.get(slot..slot + 2)) {
             prefetch(pair);
@@ -174,15 +162,7 @@ impl FrozenGraph {
     /// Prefetches the neighbour list of local node `slot` at `layer` (reads its offsets, which
     /// [`FrozenGraph::prefetch_offsets`] may have brought in, and hints the list's lines).
     #[inline]
-    pub(crate) fn prefetch_neighbours(&self, slot: Slot, layer: usize) {
+    fn prefetch_neighbours(&self, slot: Slot, layer: usize) {
         prefetch(self.neighbours(slot, layer));
-    }
-
-    /// Bytes held by the adjacency arrays.
-    pub(crate) fn heap_bytes(&self) -> usize {
-        self.layers
-            .iter()
-            .map(|layer| (layer.offsets.capacity() + layer.neighbours.capacity()) * std::mem::size_of::<u32>())
-            .sum()
     }
 }

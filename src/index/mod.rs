@@ -1,9 +1,10 @@
-//! Per-shard indexes over chunks: an HNSW vector index (hnsw_rs, cosine; Malkov & Yashunin
-//! 2018) with a selectivity planner, and an in-RAM tantivy BM25 index (Robertson & Zaragoza),
-//! both restricted to an authorization bitmap *inside* the search, plus the shard actor that
-//! owns them, and their persisted images (`vector/image.rs`: `graph.bin`, `lexical/image.rs`:
-//! `lexical.bin`, `shard/image.rs`: loading a shard from them), which snapshots of format 2 hold
-//! so that a restore loads the indexes instead of rebuilding them.
+//! Per-shard indexes over chunks: an HNSW vector index (cosine; Malkov & Yashunin 2018; built
+//! over flat arrays, `live.rs`, and read through `frozen.rs`'s `Adjacency`) with a selectivity
+//! planner, and an in-RAM tantivy BM25 index (Robertson & Zaragoza), both restricted to an
+//! authorization bitmap *inside* the search, plus the shard actor that owns them, and their
+//! persisted images (`vector/image.rs`: `graph.bin`, `lexical/image.rs`: `lexical.bin`,
+//! `shard/image.rs`: loading a shard from them), which snapshots of format 2 hold so that a
+//! restore loads the indexes instead of rebuilding them.
 //!
 //! Invariants kept by this module:
 //! - a search returns only slots whose document ordinal is in the `allowed` bitmap it was given;
@@ -17,6 +18,7 @@ use std::cmp::Ordering;
 pub mod distance;
 mod frozen;
 pub mod lexical;
+mod live;
 pub mod shard;
 pub mod vector;
 

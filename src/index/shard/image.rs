@@ -248,4 +248,10 @@ impl Shard {
     pub fn sealed_graphs(&self) -> usize {
         self.read().vector.sealed_graphs()
     }
+
+    /// Number of graphs the vector index was loaded with (0 when it was built by inserts; tests
+    /// and diagnostics).
+    pub fn loaded_graphs(&self) -> usize {
+        self.read().vector.loaded_graphs()
+    }
 }

@@ -22,8 +22,10 @@
 //! ordinal is in the scope it is given.
 
 use super::store::{Block, VectorStore};
-use super::{FrozenGraph, MAX_LAYER, PlannerCosts, VectorIndex, VectorParams};
+use super::{FrozenGraph, MAX_CONNECTIONS_LIMIT, MAX_LAYER, PlannerCosts, VectorIndex, VectorParams};
 use crate::index::Slot;
+use crate::index::frozen::Adjacency;
+use crate::index::live::LiveGraph;
 
 /// First bytes of a graph image.
 pub const GRAPH_MAGIC: &[u8; 8] = b"WRNTHNSW";
@@ -47,7 +49,7 @@ pub struct BuildParams {
 /// A decoded image.
 #[derive(Debug)]
 pub struct DecodedVectors {
-    /// The index: the image's graphs sealed, a fresh live graph for later inserts.
+    /// The index: the image's graphs sealed but the last, which takes later inserts.
     pub index: VectorIndex,
     /// Chunk position of every slot ([`NO_CHUNK`] for a dead slot).
     pub chunk_positions: Vec<u32>,
@@ -60,8 +62,8 @@ impl VectorIndex {
     pub fn encode_image(&self, chunk_positions: &[u32]) -> Vec<u8> {
         assert_eq!(chunk_positions.len(), self.len(), "one chunk position per slot");
         let dimension = self.dimension();
-        let graphs: Vec<&FrozenGraph> =
-            self.sealed.iter().chain(std::iter::once(&self.frozen).filter(|graph| graph.nodes() > 0)).collect();
+        let live = (self.live.nodes() > 0).then(|| self.live.to_frozen());
+        let graphs: Vec<&FrozenGraph> = self.sealed.iter().chain(live.as_ref()).collect();
         let adjacency: usize = graphs
             .iter()
             .flat_map(|graph| graph.layer_parts())
@@ -212,9 +214,20 @@ impl VectorIndex {
         }
         let mut index = VectorIndex::new(params);
         index.store = VectorStore::from_rows(dimension, vectors, ordinals);
+        // The last graph takes inserts again (so restarts do not pile up graphs), unless its
+        // lists exceed this index's capacity (built with a larger M): then a fresh one does.
+        let live_connections = index.params.max_connections.clamp(2, MAX_CONNECTIONS_LIMIT);
+        let revived =
+            sealed.last().and_then(|last| LiveGraph::from_frozen(last, live_connections, index.params.ef_construction));
+        index.live = match revived {
+            Some(live) => {
+                sealed.pop();
+                live
+            }
+            None => VectorIndex::live_graph(&index.params, slots as Slot),
+        };
         index.sealed = sealed;
-        index.base = slots as Slot;
-        index.frozen = FrozenGraph::empty(index.base);
+        index.loaded_graphs = graph_count;
         index.costs = costs;
         index.calibrated_len = calibrated_len as usize;
         Ok(DecodedVectors { index, chunk_positions, built_with: BuildParams { max_connections, ef_construction } })
@@ -222,12 +235,17 @@ impl VectorIndex {
 
     /// Number of graphs a search walks (sealed ones plus the live one when it has nodes).
     pub fn graph_count(&self) -> usize {
-        self.sealed.len() + usize::from(self.frozen.nodes() > 0)
+        self.sealed.len() + usize::from(self.live.nodes() > 0)
     }
 
     /// Number of sealed (loaded, read-only) graphs.
     pub fn sealed_graphs(&self) -> usize {
         self.sealed.len()
+    }
+
+    /// Number of graphs this index was decoded with (0 when it was built by inserts).
+    pub fn loaded_graphs(&self) -> usize {
+        self.loaded_graphs
     }
 }
 
@@ -327,7 +345,8 @@ mod tests {
         }));
         let decoded = round_trip(&original);
         assert_eq!(decoded.planner_costs(), original.planner_costs());
-        assert_eq!(decoded.sealed_graphs(), 1);
+        // The one graph came back as the live graph.
+        assert_eq!((decoded.sealed_graphs(), decoded.graph_count()), (0, 1));
         let mut rng = SmallRng::seed_from_u64(62);
         let queries: Vec<Vec<f32>> = (0..40).map(|_| unit_vector(&mut rng, 16)).collect();
         for modulus in [1u32, 2, 7, 40] {
@@ -345,20 +364,31 @@ mod tests {
         assert_eq!(decoded.encode_image(&positions), original.encode_image(&positions));
     }
 
-    /// Inserts after a load go to a fresh graph; a second load seals both; every search walks
-    /// all graphs under the same scope.
+    /// Inserts after a load extend the image's last graph, so loads do not pile up graphs; a
+    /// graph whose lists exceed the loading index's M stays sealed and a fresh graph takes the
+    /// inserts. Every search walks all graphs under the same scope.
     #[test]
     fn inserts_after_one_and_two_loads_are_found() {
+        for smaller_m in [false, true] {
+            inserts_after_loads_are_found(smaller_m);
+        }
+    }
+
+    fn inserts_after_loads_are_found(smaller_m: bool) {
         let mut rng = SmallRng::seed_from_u64(71);
         let mut index = build(params(8, 0, 0.0), 800, 1, 70);
+        let loaded_with = VectorParams { max_connections: if smaller_m { 4 } else { 16 }, ..*index.params() };
         for load in 1..=2usize {
-            index = round_trip(&index);
-            assert_eq!(index.sealed_graphs(), load);
+            let positions: Vec<u32> = (0..index.len() as u32).collect();
+            index = VectorIndex::decode_image(&index.encode_image(&positions), loaded_with).expect("decodes").index;
+            // With a smaller M the M = 16 graph stays sealed; the M = 4 graph inserted after the
+            // first load revives at the second.
+            assert_eq!(index.sealed_graphs(), usize::from(smaller_m), "load {load}");
             let first = index.len();
             let items: Vec<(Slot, DocOrdinal, Vec<f32>)> =
                 (first..first + 300).map(|slot| (slot as Slot, slot as DocOrdinal, unit_vector(&mut rng, 8))).collect();
             index.insert_batch(&items).expect("insert after a load");
-            assert_eq!(index.graph_count(), load + 1);
+            assert_eq!(index.graph_count(), 1 + usize::from(smaller_m), "load {load}");
             let everything: RoaringBitmap = (0..index.len() as u32).collect();
             let odd: RoaringBitmap = (0..index.len() as u32).filter(|ordinal| ordinal % 2 == 1).collect();
             // Every vector, old or new, finds itself.
@@ -376,10 +406,11 @@ mod tests {
             let found = recall(&index, &queries, &odd);
             assert!(found >= 30 * 10 * 9 / 10, "recall {found} of 300 after {load} loads");
         }
-        // The benchmark walks see every graph too.
+        // The benchmark walks see every vector too.
         let query = index.vector(5).to_vec();
         let everything: RoaringBitmap = (0..index.len() as u32).collect();
-        for walk in [GraphWalk::HnswRs, GraphWalk::BestFirst, GraphWalk::Frozen] {
+        let reference = index.hnsw_rs_reference();
+        for walk in [GraphWalk::HnswRs(&reference), GraphWalk::BestFirst(&reference), GraphWalk::Frozen] {
             assert_eq!(index.search_with(&query, 1, &everything, walk).hits[0].slot, 5, "{walk:?}");
         }
     }
@@ -419,13 +450,20 @@ mod tests {
                 bytes[position] = *value;
             }
             if let Ok(decoded) = VectorIndex::decode_image(&bytes, *index.params()) {
-                let decoded = decoded.index;
+                let mut decoded = decoded.index;
+                // A decoded graph takes inserts (its last graph is live again) without panicking.
+                let first = decoded.len();
+                let mut rng = SmallRng::seed_from_u64(seed ^ 1);
+                let items: Vec<(Slot, DocOrdinal, Vec<f32>)> =
+                    (first..first + 20).map(|slot| (slot as Slot, (slot % 60) as DocOrdinal, unit_vector(&mut rng, 4))).collect();
+                decoded.insert_batch(&items).expect("valid inserts");
+                let reference = decoded.hnsw_rs_reference();
                 let allowed: RoaringBitmap = allowed_ordinals.into_iter().collect();
                 let mut rng = SmallRng::seed_from_u64(seed);
                 for _ in 0..4 {
                     let query = unit_vector(&mut rng, 4);
                     let k = rng.gen_range(1..20);
-                    for walk in [GraphWalk::Frozen, GraphWalk::BestFirst] {
+                    for walk in [GraphWalk::Frozen, GraphWalk::BestFirst(&reference)] {
                         let search = decoded.search_with(&query, k, &allowed, walk);
                         prop_assert!(search.hits.len() <= k);
                         prop_assert!(search.hits.iter().all(|hit| allowed.contains(decoded.doc_ordinal(hit.slot))));

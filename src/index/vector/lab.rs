@@ -1,6 +1,7 @@
 //! Benchmark-only parts of the vector index, compiled with the `lab` feature (and in tests):
 //! the graph walks the benchmark compares the production walk with ([`GraphWalk`]), the
-//! per-thread distance counter that measures hnsw_rs' own walks, and the unfiltered baseline
+//! reference graph hnsw_rs builds from the same vectors for two of them ([`HnswRsReference`]),
+//! the per-thread distance counter that measures hnsw_rs' own walks, and the unfiltered baseline
 //! search. The serving library carries none of this; its search is [`VectorIndex::search`].
 //!
 //! Invariants kept by this module: every walk applies the same scope as the production one (a
@@ -10,28 +11,67 @@
 use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
+use hnsw_rs::anndists::dist::distances::Distance;
+use hnsw_rs::hnsw::{Hnsw, Point};
 use roaring::RoaringBitmap;
 
 use super::store::ScopeReach;
-use super::{VectorIndex, VectorSearch, WorseFirst, sort_best_first};
+use super::{MAX_CONNECTIONS_LIMIT, VectorIndex, VectorSearch, WorseFirst, sort_best_first};
 use crate::index::distance::{dot, dot_scalar};
 use crate::index::frozen::FrozenGraph;
 use crate::index::{Hit, Slot};
 
+/// Layers of hnsw_rs' graph; 16 is what hnsw_rs requires to dump an index to disk.
+const HNSW_RS_LAYERS: usize = 16;
+
+/// Batches at least this large are inserted with hnsw_rs `parallel_insert_slice` (rayon).
+const PARALLEL_INSERT_MIN: usize = 1024;
+
+/// Cosine distance `1 - dot` on unit vectors, clamped at 0 (hnsw_rs asserts distances are
+/// non-negative, and rounding can push `dot` of near-identical vectors above 1); every
+/// evaluation is counted on this thread (that is how hnsw_rs' own walks are measured).
+#[derive(Clone, Copy, Debug, Default)]
+struct Cosine;
+
+impl Distance<f32> for Cosine {
+    fn eval(&self, left: &[f32], right: &[f32]) -> f32 {
+        count_distances(1);
+        (1.0 - dot(left, right)).max(0.0)
+    }
+}
+
+/// The graph hnsw_rs builds over every vector of an index (slot = hnsw_rs data id), with the
+/// same M and `ef_construction`: what [`GraphWalk::HnswRs`] and [`GraphWalk::BestFirst`] walk.
+pub struct HnswRsReference {
+    graph: Hnsw<'static, f32, Cosine>,
+    /// The node of every slot (index = slot).
+    points: Vec<Arc<Point<'static, f32>>>,
+    /// A node of the top layer.
+    entry: Option<Slot>,
+    /// The top layer.
+    top: usize,
+}
+
+impl std::fmt::Debug for HnswRsReference {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("HnswRsReference").field("nodes", &self.points.len()).finish_non_exhaustive()
+    }
+}
+
 /// How [`VectorStrategy::Graph`](super::VectorStrategy::Graph) walks the graph (a benchmark
-/// switch; [`VectorIndex::search`] always walks the frozen adjacency).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum GraphWalk {
-    /// hnsw_rs `search_filter`: no early termination in layer 0 under a filter (about 2x the
-    /// distance evaluations of an unfiltered walk at 50% allowed).
-    HnswRs,
-    /// The previous production walk: best-first with early termination, reading neighbour
-    /// lists from hnsw_rs nodes (a lock and a copy per list) and scoring with the scalar dot.
-    BestFirst,
-    /// The best-first walk over the [`FrozenGraph`](crate::index::frozen::FrozenGraph)
-    /// adjacency arrays with the SIMD dot (also when every vector is allowed, instead of
-    /// hnsw_rs' own search), each neighbour list's rows prefetched before they are scored:
+/// switch; [`VectorIndex::search`] always walks the index's own graphs, prefetching).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum GraphWalk<'r> {
+    /// hnsw_rs `search_filter` over its own graph: no early termination in layer 0 under a
+    /// filter (about 2x the distance evaluations of an unfiltered walk at 50% allowed).
+    HnswRs(&'r HnswRsReference),
+    /// An earlier production walk: best-first with early termination, reading neighbour lists
+    /// from hnsw_rs nodes (a lock and a copy per list) and scoring with the scalar dot.
+    BestFirst(&'r HnswRsReference),
+    /// The best-first walk over the index's own adjacency arrays with the SIMD dot (also when
+    /// every vector is allowed), each neighbour list's rows prefetched before they are scored:
     /// the walk [`VectorIndex::search`] uses.
     Frozen,
     /// The same walk without the prefetch (rows read as they are scored), to measure the
@@ -39,13 +79,13 @@ pub(crate) enum GraphWalk {
     FrozenPlain,
 }
 
-impl GraphWalk {
+impl GraphWalk<'_> {
     /// Stable name for benchmark rows.
     #[cfg(feature = "lab")]
     pub(crate) fn as_str(&self) -> &'static str {
         match self {
-            Self::HnswRs => "hnsw_rs",
-            Self::BestFirst => "best_first",
+            Self::HnswRs(_) => "hnsw_rs",
+            Self::BestFirst(_) => "best_first",
             Self::Frozen => "frozen",
             Self::FrozenPlain => "frozen_plain",
         }
@@ -76,6 +116,34 @@ fn counted_dot_scalar(left: &[f32], right: &[f32]) -> f32 {
 }
 
 impl VectorIndex {
+    /// hnsw_rs' graph over every vector of this index, built with the same M and
+    /// `ef_construction` (in parallel with rayon for 1,024 vectors or more, as hnsw_rs allows).
+    pub fn hnsw_rs_reference(&self) -> HnswRsReference {
+        let max_connections = self.params.max_connections.clamp(2, MAX_CONNECTIONS_LIMIT);
+        let graph = Hnsw::new(max_connections, self.len(), HNSW_RS_LAYERS, self.params.ef_construction.max(1), Cosine);
+        let batch: Vec<(&[f32], usize)> = (0..self.len()).map(|slot| (self.vector(slot as Slot), slot)).collect();
+        if batch.len() >= PARALLEL_INSERT_MIN {
+            graph.parallel_insert_slice(&batch);
+        } else {
+            for item in batch {
+                graph.insert_slice(item);
+            }
+        }
+        let indexation = graph.get_point_indexation();
+        let top = indexation.get_max_level_observed() as usize;
+        let mut points: Vec<(usize, Arc<Point<'static, f32>>)> = Vec::with_capacity(self.len());
+        for layer in 0..=top {
+            points.extend(indexation.get_layer_iterator(layer).map(|point| (point.get_origin_id(), point)));
+        }
+        points.sort_unstable_by_key(|(slot, _)| *slot);
+        debug_assert!(points.iter().map(|(slot, _)| *slot).eq(0..self.len()), "one node per slot");
+        let entry = indexation
+            .get_layer_iterator(top)
+            .next()
+            .map(|point| Slot::try_from(point.get_origin_id()).expect("hnsw data ids are slots"));
+        HnswRsReference { graph, points: points.into_iter().map(|(_, point)| point).collect(), entry, top }
+    }
+
     /// [`VectorIndex::search`] with an explicit graph walk (benchmark and tests); with
     /// [`GraphWalk::Frozen`] it is exactly that search.
     pub(crate) fn search_with(
@@ -83,9 +151,9 @@ impl VectorIndex {
         query: &[f32],
         k: usize,
         allowed: &RoaringBitmap,
-        walk: GraphWalk,
+        walk: GraphWalk<'_>,
     ) -> VectorSearch {
-        if walk == GraphWalk::Frozen {
+        if matches!(walk, GraphWalk::Frozen) {
             return self.search(query, k, allowed);
         }
         self.planned_search(query, k, allowed, |query, k, allowed, reach| {
@@ -107,75 +175,64 @@ impl VectorIndex {
         hits
     }
 
-    /// [`VectorIndex::graph_top_k`] with the live graph walked by `walk` (the sealed ones with
-    /// the frozen walk, without the prefetch for [`GraphWalk::FrozenPlain`]).
+    /// [`VectorIndex::graph_top_k`] walked by `walk`: the index's own graphs for
+    /// [`GraphWalk::Frozen`] and [`GraphWalk::FrozenPlain`] (without the prefetch), the
+    /// reference graph for the others.
     pub(super) fn graph_top_k_with(
         &self,
         query: &[f32],
         k: usize,
         allowed: &RoaringBitmap,
         reach: ScopeReach,
-        walk: GraphWalk,
+        walk: GraphWalk<'_>,
     ) -> (Vec<Hit>, usize) {
         // With a filter hnsw_rs never stops its layer-0 walk early; when every vector is allowed
         // the filter is a no-op, so take the plain walk.
         let everything_allowed = reach.everything();
         let ef = self.walk_ef(k, reach);
-        let mut distance_computations = 0;
-        let mut hits: Vec<Hit> = Vec::new();
-        for graph in &self.sealed {
-            let (graph_hits, made) = self.frozen_walk_as(walk, graph, query, ef, allowed, everything_allowed);
-            hits.extend(graph_hits);
-            distance_computations += made;
-        }
-        let before = distance_count();
-        hits.extend(self.live_walk(query, k, ef, allowed, everything_allowed, walk));
-        distance_computations += distance_count() - before;
+        let (mut hits, distance_computations) = match walk {
+            GraphWalk::Frozen => self.walk_every_graph(query, ef, allowed, everything_allowed),
+            GraphWalk::FrozenPlain => {
+                let (mut hits, mut made) =
+                    self.frozen_walk::<false, _>(&self.live, query, ef, allowed, everything_allowed);
+                for graph in &self.sealed {
+                    let (graph_hits, graph_made) =
+                        self.frozen_walk::<false, FrozenGraph>(graph, query, ef, allowed, everything_allowed);
+                    hits.extend(graph_hits);
+                    made += graph_made;
+                }
+                (hits, made)
+            }
+            GraphWalk::HnswRs(reference) | GraphWalk::BestFirst(reference) => {
+                let before = distance_count();
+                let hits = self.reference_walk(reference, query, k, ef, allowed, everything_allowed, walk);
+                (hits, distance_count() - before)
+            }
+        };
         debug_assert!(hits.iter().all(|hit| allowed.contains(self.store.ordinal(hit.slot))));
         sort_best_first(&mut hits);
         hits.truncate(k);
         (hits, distance_computations)
     }
 
-    /// [`VectorIndex::frozen_walk`] of `graph`, without the prefetch for
-    /// [`GraphWalk::FrozenPlain`] (with it for every other walk).
-    fn frozen_walk_as(
+    /// The reference graph's walk: allowed hits, unordered, scored by `dot` (the distance
+    /// evaluations counted on this thread).
+    #[allow(clippy::too_many_arguments)]
+    fn reference_walk(
         &self,
-        walk: GraphWalk,
-        graph: &FrozenGraph,
-        query: &[f32],
-        ef: usize,
-        allowed: &RoaringBitmap,
-        everything_allowed: bool,
-    ) -> (Vec<Hit>, usize) {
-        if walk == GraphWalk::FrozenPlain {
-            self.frozen_walk::<false>(graph, query, ef, allowed, everything_allowed)
-        } else {
-            self.frozen_walk::<true>(graph, query, ef, allowed, everything_allowed)
-        }
-    }
-
-    /// The live graph's walk: allowed hits, unordered, scored by `dot`, global slots (the
-    /// distance evaluations counted on this thread).
-    fn live_walk(
-        &self,
+        reference: &HnswRsReference,
         query: &[f32],
         k: usize,
         ef: usize,
         allowed: &RoaringBitmap,
         everything_allowed: bool,
-        walk: GraphWalk,
+        walk: GraphWalk<'_>,
     ) -> Vec<Hit> {
-        let base = self.base as usize;
-        let filter = |node: &usize| allowed.contains(self.store.ordinal((base + *node) as Slot));
-        let neighbours = if matches!(walk, GraphWalk::Frozen | GraphWalk::FrozenPlain) {
-            let (hits, evaluations) = self.frozen_walk_as(walk, &self.frozen, query, ef, allowed, everything_allowed);
-            count_distances(evaluations);
-            return hits;
-        } else if everything_allowed {
-            self.graph.search(query, k, ef)
-        } else if walk == GraphWalk::BestFirst {
-            let mut hits = self.best_first_walk(query, ef, &filter);
+        let filter = |node: &usize| allowed.contains(self.store.ordinal(*node as Slot));
+        let neighbours = if everything_allowed {
+            reference.graph.search(query, k, ef)
+        } else if matches!(walk, GraphWalk::BestFirst(_)) {
+            let mut hits = reference.best_first_walk(self, query, ef, &filter);
             // Already allowed; re-check anyway (cheap, and the invariant). Scored by the scalar
             // dot: re-score with the one every other path uses.
             hits.retain(|hit| allowed.contains(self.store.ordinal(hit.slot)));
@@ -184,21 +241,22 @@ impl VectorIndex {
             }
             return hits;
         } else {
-            self.graph.search_filter(query, k, ef, Some(&filter))
+            reference.graph.search_filter(query, k, ef, Some(&filter))
         };
         neighbours
             .into_iter()
             .map(|neighbour| neighbour.d_id)
             .filter(|node| filter(node))
             .map(|node| {
-                let slot = Slot::try_from(base + node).expect("hnsw data ids are slots");
+                let slot = Slot::try_from(node).expect("hnsw data ids are slots");
                 Hit { slot, score: dot(query, self.vector(slot)) }
             })
             .collect()
     }
+}
 
-    /// Local ids of the neighbours of the live graph's node `node` in `layer` (empty above the
-    /// node's own level).
+impl HnswRsReference {
+    /// Slots of the neighbours of `node` in `layer` (empty above the node's own level).
     pub(super) fn neighbour_slots(&self, node: Slot, layer: usize) -> Vec<Slot> {
         let mut layers = self.points[node as usize].get_neighborhood_id();
         if layer >= layers.len() {
@@ -211,22 +269,26 @@ impl VectorIndex {
             .collect()
     }
 
-    /// Filtered HNSW search with early termination over the hnsw_rs nodes: greedy descent from
-    /// the entry point through the upper layers, then best-first search of layer 0 in which
-    /// every node may be expanded but only nodes passing `filter` enter the (at most `ef`)
-    /// results. A node becomes a candidate while fewer than `ef` results are held or it is
-    /// closer than the worst result; the walk stops when the closest candidate is farther than
-    /// the worst of `ef` results. Returns the allowed hits found, unordered, scored by the
-    /// scalar dot.
-    pub(super) fn best_first_walk(&self, query: &[f32], ef: usize, filter: &impl Fn(&usize) -> bool) -> Vec<Hit> {
+    /// Filtered HNSW search with early termination over the hnsw_rs nodes (the vectors read
+    /// from `index`): greedy descent from the entry point through the upper layers, then
+    /// best-first search of layer 0 in which every node may be expanded but only nodes passing
+    /// `filter` enter the (at most `ef`) results. A node becomes a candidate while fewer than
+    /// `ef` results are held or it is closer than the worst result; the walk stops when the
+    /// closest candidate is farther than the worst of `ef` results. Returns the allowed hits
+    /// found, unordered, scored by the scalar dot.
+    pub(super) fn best_first_walk(
+        &self,
+        index: &VectorIndex,
+        query: &[f32],
+        ef: usize,
+        filter: &impl Fn(&usize) -> bool,
+    ) -> Vec<Hit> {
         let Some(mut current) = self.entry else {
             return Vec::new();
         };
-        let base = self.base;
-        let vector = |node: Slot| self.vector(base + node);
+        let vector = |node: Slot| index.vector(node);
         let mut current_score = counted_dot_scalar(query, vector(current));
-        let top = self.graph.get_point_indexation().get_max_level_observed() as usize;
-        for layer in (1..=top).rev() {
+        for layer in (1..=self.top).rev() {
             loop {
                 let mut moved = false;
                 for neighbour in self.neighbour_slots(current, layer) {
@@ -280,6 +342,6 @@ impl VectorIndex {
                 }
             }
         }
-        results.into_iter().map(|WorseFirst(hit)| Hit { slot: base + hit.slot, ..hit }).collect()
+        results.into_iter().map(|WorseFirst(hit)| hit).collect()
     }
 }

@@ -6,6 +6,8 @@ use rand::{Rng, SeedableRng};
 
 use super::*;
 use crate::embed::normalize;
+use crate::index::distance::dot;
+use crate::index::frozen::Adjacency;
 
 pub(super) fn params(dimension: usize, exact_scan_threshold: usize, exact_scan_max_fraction: f64) -> VectorParams {
     VectorParams {
@@ -180,23 +182,69 @@ fn calibration_measures_costs_and_the_planner_follows_them() {
 }
 
 #[test]
-fn frozen_adjacency_equals_the_hnsw_rs_lists() {
+fn the_live_graph_keeps_its_lists_well_formed_and_round_trips_through_compressed_rows() {
     let mut index = VectorIndex::new(params(8, 0, 0.0));
     let mut rng = SmallRng::seed_from_u64(11);
-    // Two batches: the second refreezes a graph whose old lists changed.
+    let m = index.params.max_connections;
+    // Two batches: the second changes lists the first wrote.
     for batch in [0..300usize, 300..700] {
         let items: Vec<(Slot, DocOrdinal, Vec<f32>)> =
             batch.map(|slot| (slot as Slot, slot as DocOrdinal, unit_vector(&mut rng, 8))).collect();
         index.insert_batch(&items).expect("valid batch");
-        let top = index.graph.get_point_indexation().get_max_level_observed() as usize;
-        assert_eq!(index.frozen.top_layer(), top);
-        assert_eq!(index.frozen.entry(), index.entry);
-        for slot in 0..index.len() as Slot {
-            for layer in 0..=top + 1 {
-                assert_eq!(index.frozen.neighbours(slot, layer), index.neighbour_slots(slot, layer), "{slot} {layer}");
+        let live = &index.live;
+        assert_eq!(live.nodes(), index.len());
+        let entry = live.entry().expect("a graph with nodes has an entry");
+        assert!(!live.neighbours(entry, live.top_layer()).is_empty() || live.top_layer() == 0 || live.nodes() == 1);
+        for node in 0..live.nodes() as Slot {
+            for layer in 0..=live.top_layer() + 1 {
+                let list = live.neighbours(node, layer);
+                let capacity = if layer == 0 { 2 * m } else { m };
+                assert!(list.len() <= capacity, "{node} {layer}: {} > {capacity}", list.len());
+                assert!(!list.contains(&node), "{node} lists itself at {layer}");
+                let mut unique = list.to_vec();
+                unique.sort_unstable();
+                unique.dedup();
+                assert_eq!(unique.len(), list.len(), "{node} {layer}: duplicates");
+                assert!(list.iter().all(|&other| (other as usize) < live.nodes()));
+            }
+            // Every node is linked at layer 0 (nothing is isolated in a graph of distinct vectors).
+            assert!(live.nodes() == 1 || !live.neighbours(node, 0).is_empty(), "{node} has no layer-0 list");
+        }
+        let frozen = live.to_frozen();
+        let back = LiveGraph::from_frozen(&frozen, m, index.params.ef_construction).expect("fits its own capacity");
+        assert_eq!(
+            (frozen.nodes(), frozen.entry(), frozen.top_layer()),
+            (live.nodes(), live.entry(), live.top_layer())
+        );
+        for node in 0..live.nodes() as Slot {
+            for layer in 0..=live.top_layer() + 1 {
+                assert_eq!(frozen.neighbours(node, layer), live.neighbours(node, layer), "{node} {layer}");
+                assert_eq!(back.neighbours(node, layer), live.neighbours(node, layer), "{node} {layer}");
             }
         }
+        // A list longer than a smaller M allows does not revive: the graph stays sealed.
+        assert!(LiveGraph::from_frozen(&frozen, 2, 10).is_none());
     }
+}
+
+#[test]
+fn the_graph_depends_only_on_the_vectors_and_their_order() {
+    let build_in = |batches: &[usize]| {
+        let mut index = VectorIndex::new(params(8, 0, 0.0));
+        let mut rng = SmallRng::seed_from_u64(12);
+        let mut first = 0;
+        for &size in batches {
+            let items: Vec<(Slot, DocOrdinal, Vec<f32>)> = (first..first + size)
+                .map(|slot| (slot as Slot, slot as DocOrdinal, unit_vector(&mut rng, 8)))
+                .collect();
+            index.insert_batch(&items).expect("valid batch");
+            first += size;
+        }
+        index.live.to_frozen()
+    };
+    let (whole, pieces) = (build_in(&[500]), build_in(&[1, 99, 250, 150]));
+    assert_eq!(whole.entry(), pieces.entry());
+    assert!(whole.layer_parts().eq(pieces.layer_parts()));
 }
 
 #[test]
@@ -222,9 +270,9 @@ fn insert_validation_is_all_or_nothing() {
 }
 
 #[test]
-fn insert_beyond_initial_capacity_and_in_parallel() {
-    let index = build(params(8, 0, 0.0), 3 * PARALLEL_INSERT_MIN, 1, 21);
-    assert_eq!(index.len(), 3 * PARALLEL_INSERT_MIN);
+fn insert_beyond_initial_capacity() {
+    let index = build(params(8, 0, 0.0), 3000, 1, 21);
+    assert_eq!(index.len(), 3000);
     let query = index.vector(5).to_vec();
     assert_eq!(index.search_unfiltered(&query, 1)[0].slot, 5);
 }
@@ -234,12 +282,13 @@ fn best_first_walk_equals_brute_force_with_large_ef() {
     // ef >= len: the walk cannot stop before it has seen every reachable node.
     let mut index = build(params(16, 0, 0.0), 600, 2, 31);
     index.set_search_tuning(600, 0, 0.0);
+    let reference = index.hnsw_rs_reference();
     let mut rng = SmallRng::seed_from_u64(32);
     for modulus in [2u32, 3, 7] {
         let allowed: RoaringBitmap = (0..300u32).filter(|ordinal| ordinal % modulus == 0).collect();
         for _ in 0..10 {
             let query = unit_vector(&mut rng, 16);
-            let search = index.search_with(&query, 10, &allowed, GraphWalk::BestFirst);
+            let search = index.search_with(&query, 10, &allowed, GraphWalk::BestFirst(&reference));
             assert_eq!(search.report.strategy, VectorStrategy::Graph);
             assert_eq!(search.hits, brute_force(&index, &query, 10, &allowed));
         }
@@ -249,14 +298,15 @@ fn best_first_walk_equals_brute_force_with_large_ef() {
 #[test]
 fn best_first_walk_stops_early_and_keeps_recall() {
     let index = build(params(16, 0, 0.0), 3000, 1, 41);
+    let reference = index.hnsw_rs_reference();
     let mut rng = SmallRng::seed_from_u64(42);
     let allowed: RoaringBitmap = (0..3000u32).filter(|ordinal| ordinal % 2 == 0).collect();
     let (mut ours, mut theirs, mut found_ours, mut found_theirs) = (0, 0, 0, 0);
     for _ in 0..30 {
         let query = unit_vector(&mut rng, 16);
         let truth = brute_force(&index, &query, 10, &allowed);
-        let best_first = index.search_with(&query, 10, &allowed, GraphWalk::BestFirst);
-        let hnsw_rs = index.search_with(&query, 10, &allowed, GraphWalk::HnswRs);
+        let best_first = index.search_with(&query, 10, &allowed, GraphWalk::BestFirst(&reference));
+        let hnsw_rs = index.search_with(&query, 10, &allowed, GraphWalk::HnswRs(&reference));
         ours += best_first.report.distance_computations;
         theirs += hnsw_rs.report.distance_computations;
         found_ours += best_first.hits.iter().filter(|hit| truth.contains(hit)).count();
@@ -271,11 +321,12 @@ fn walk_returns_every_allowed_vector_when_fewer_than_k() {
     // Planner limits of 0 force the graph; 3 allowed vectors < k = 10: the walk keeps
     // expanding while it holds fewer than ef results, so it finds all of them.
     let index = build(params(8, 0, 0.0), 500, 1, 51);
+    let reference = index.hnsw_rs_reference();
     let mut rng = SmallRng::seed_from_u64(52);
     for _ in 0..20 {
         let allowed: RoaringBitmap = (0..3).map(|_| rng.gen_range(0..500u32)).collect();
         let query = unit_vector(&mut rng, 8);
-        for walk in [GraphWalk::BestFirst, GraphWalk::HnswRs, GraphWalk::Frozen] {
+        for walk in [GraphWalk::BestFirst(&reference), GraphWalk::HnswRs(&reference), GraphWalk::Frozen] {
             let search = index.search_with(&query, 10, &allowed, walk);
             assert_eq!(search.hits, brute_force(&index, &query, 10, &allowed), "{walk:?}");
         }
@@ -285,8 +336,8 @@ fn walk_returns_every_allowed_vector_when_fewer_than_k() {
     assert_eq!(index.search(&[0.5; 8], 10, &absent).report.strategy, VectorStrategy::Empty);
     // An empty index has no entry point.
     let empty = VectorIndex::new(params(8, 0, 0.0));
-    assert!(empty.best_first_walk(&[0.5; 8], 10, &|_: &usize| true).is_empty());
-    assert!(empty.frozen_walk::<true>(&empty.frozen, &[0.5; 8], 10, &RoaringBitmap::new(), true).0.is_empty());
+    assert!(empty.hnsw_rs_reference().best_first_walk(&empty, &[0.5; 8], 10, &|_: &usize| true).is_empty());
+    assert!(empty.frozen_walk::<true, _>(&empty.live, &[0.5; 8], 10, &RoaringBitmap::new(), true).0.is_empty());
 }
 
 #[test]
@@ -355,15 +406,17 @@ fn a_small_scope_walks_fewer_nodes_and_keeps_its_recall() {
 
 #[test]
 fn unreachable_allowed_vectors_fall_back_to_exact_scan() {
-    // hnsw_rs prunes the reverse links among identical vectors, leaving most of them without
-    // incoming edges: no walk can reach them.
+    // Among identical vectors every search returns the lowest slots (ties by slot), so later
+    // copies link only to them and lose their own incoming links when those lists are cut:
+    // no walk can reach them (hnsw_rs prunes such reverse links too).
     let copies = 300usize;
     let mut index = VectorIndex::new(VectorParams { max_connections: 4, ef_construction: 8, ..params(4, 0, 0.0) });
     let items: Vec<(Slot, DocOrdinal, Vec<f32>)> =
         (0..copies).map(|slot| (slot as Slot, slot as DocOrdinal, vec![0.5; 4])).collect();
     index.insert_batch(&items).expect("valid batch");
+    let reference = index.hnsw_rs_reference();
     let allowed: RoaringBitmap = (1..copies as u32).collect();
-    for walk in [GraphWalk::BestFirst, GraphWalk::HnswRs, GraphWalk::Frozen] {
+    for walk in [GraphWalk::BestFirst(&reference), GraphWalk::HnswRs(&reference), GraphWalk::Frozen] {
         let (walked, _) = index.graph_top_k_with(&[0.5; 4], copies, &allowed, index.store.reach(&allowed), walk);
         assert!(walked.len() < copies - 1, "{walk:?} reached every copy: the test needs another graph");
         let search = index.search_with(&[0.5; 4], copies, &allowed, walk);
@@ -386,11 +439,12 @@ proptest! {
     ) {
         let mut index = build(params(6, 0, 0.0), count, chunks_per_doc, seed);
         index.set_search_tuning(ef, 0, 0.0);
+        let reference = index.hnsw_rs_reference();
         let allowed: RoaringBitmap = allowed_ordinals.into_iter().collect();
         let mut rng = SmallRng::seed_from_u64(seed ^ 0xbe57);
         let query = unit_vector(&mut rng, 6);
         let truth = brute_force(&index, &query, k, &allowed);
-        for walk in [GraphWalk::BestFirst, GraphWalk::FrozenPlain, GraphWalk::Frozen] {
+        for walk in [GraphWalk::BestFirst(&reference), GraphWalk::FrozenPlain, GraphWalk::Frozen] {
             let search = index.search_with(&query, k, &allowed, walk);
             prop_assert!(search.hits.len() <= k);
             prop_assert!(search.hits.iter().all(|hit| allowed.contains(index.doc_ordinal(hit.slot))), "{:?}", walk);

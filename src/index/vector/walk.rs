@@ -2,9 +2,10 @@
 //! descent of the upper layers, then a best-first search of layer 0 that may expand every node
 //! (keeping the graph connected) but only lets allowed nodes into the result set, and stops by
 //! the standard rule once the closest unexpanded candidate is farther than the worst of the `ef`
-//! allowed results. It reads the [`FrozenGraph`] adjacency arrays (no lock, copy or allocation
-//! per neighbour list) and scores with the SIMD dot; every graph of the index (the sealed ones
-//! and the live one) is walked under the same scope and the hits merged into one top-k.
+//! allowed results. It reads the graphs' adjacency arrays ([`Adjacency`]: no lock, copy or
+//! allocation per neighbour list) and scores with the SIMD dot; every graph of the index (the
+//! sealed ones and the live one) is walked under the same scope and the hits merged into one
+//! top-k.
 //!
 //! Invariants kept by this module:
 //! - a walk returns only slots whose ordinal is in `allowed` (unless told everything is);
@@ -18,7 +19,7 @@ use roaring::RoaringBitmap;
 use super::store::ScopeReach;
 use super::{VectorIndex, WorseFirst, sort_best_first};
 use crate::index::distance::{dot, prefetch};
-use crate::index::frozen::FrozenGraph;
+use crate::index::frozen::Adjacency;
 use crate::index::{Hit, Slot};
 
 /// Exponent of the selectivity a filtered walk's `ef` is scaled by ([`VectorIndex::walk_ef`]);
@@ -75,21 +76,16 @@ impl VectorIndex {
         allowed: &RoaringBitmap,
         everything: bool,
     ) -> (Vec<Hit>, usize) {
-        let mut evaluations = 0;
-        let hits = self
-            .sealed
-            .iter()
-            .chain(std::iter::once(&self.frozen))
-            .flat_map(|graph| {
-                let (graph_hits, made) = self.frozen_walk::<true>(graph, query, ef, allowed, everything);
-                evaluations += made;
-                graph_hits
-            })
-            .collect();
+        let (mut hits, mut evaluations) = self.frozen_walk::<true, _>(&self.live, query, ef, allowed, everything);
+        for graph in &self.sealed {
+            let (graph_hits, made) = self.frozen_walk::<true, _>(graph, query, ef, allowed, everything);
+            hits.extend(graph_hits);
+            evaluations += made;
+        }
         (hits, evaluations)
     }
 
-    /// Filtered HNSW search with early termination over the frozen adjacency arrays of `graph`
+    /// Filtered HNSW search with early termination over the adjacency arrays of `graph`
     /// (one of this index's graphs, walked in its local ids): greedy descent from the entry
     /// point through the upper layers, then best-first search of layer 0 in which every node
     /// may be expanded but only allowed nodes enter the (at most `ef`) results. A node becomes
@@ -103,9 +99,9 @@ impl VectorIndex {
     /// rows of a neighbour list before any of them is scored, the offsets of a node's list when
     /// the node is admitted as a candidate, and the list of the next candidate while the
     /// current one is expanded. Without it (the benchmark's comparison) it only reads.
-    pub(super) fn frozen_walk<const PREFETCH: bool>(
+    pub(super) fn frozen_walk<const PREFETCH: bool, G: Adjacency>(
         &self,
-        graph: &FrozenGraph,
+        graph: &G,
         query: &[f32],
         ef: usize,
         allowed: &RoaringBitmap,
