@@ -428,6 +428,62 @@ fn unreachable_allowed_vectors_fall_back_to_exact_scan() {
 }
 
 proptest! {
+    /// Any M, any construction pool, vectors drawn from a handful of distinct ones (so
+    /// duplicates and ties are common), inserted in batches of any size: every list stays within
+    /// its layer's capacity, without the node itself or a repeat, naming nodes only; the graph
+    /// round-trips through compressed rows; a walk over it returns stored slots only.
+    #[test]
+    fn live_graphs_stay_well_formed_under_any_inserts(
+        seed in any::<u64>(),
+        max_connections in 2usize..9,
+        ef_construction in 1usize..20,
+        distinct in 1usize..12,
+        batches in proptest::collection::vec(1usize..40, 1..6),
+    ) {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let palette: Vec<Vec<f32>> = (0..distinct).map(|_| unit_vector(&mut rng, 3)).collect();
+        let mut index = VectorIndex::new(VectorParams { max_connections, ef_construction, ..params(3, 0, 0.0) });
+        for size in batches {
+            let first = index.len();
+            let items: Vec<(Slot, DocOrdinal, Vec<f32>)> = (first..first + size)
+                .map(|slot| (slot as Slot, slot as DocOrdinal, palette[rng.gen_range(0..distinct)].clone()))
+                .collect();
+            index.insert_batch(&items).expect("valid batch");
+        }
+        let live = &index.live;
+        prop_assert_eq!(live.nodes(), index.len());
+        prop_assert!(live.entry().is_some());
+        for node in 0..live.nodes() as Slot {
+            for layer in 0..=live.top_layer() + 1 {
+                let list = live.neighbours(node, layer);
+                let capacity = if layer == 0 { 2 * max_connections } else { max_connections };
+                prop_assert!(list.len() <= capacity);
+                prop_assert!(!list.contains(&node));
+                let mut unique = list.to_vec();
+                unique.sort_unstable();
+                unique.dedup();
+                prop_assert_eq!(unique.len(), list.len());
+                prop_assert!(list.iter().all(|&other| (other as usize) < live.nodes()));
+            }
+        }
+        let frozen = live.to_frozen();
+        let back = LiveGraph::from_frozen(&frozen, max_connections, ef_construction);
+        prop_assert!(back.is_some());
+        let back = back.expect("checked");
+        for node in 0..live.nodes() as Slot {
+            for layer in 0..=live.top_layer() {
+                prop_assert_eq!(back.neighbours(node, layer), live.neighbours(node, layer));
+            }
+        }
+        let everything: RoaringBitmap = (0..index.len() as u32).collect();
+        let query = unit_vector(&mut rng, 3);
+        let (hits, _) = index.walk_every_graph(&query, index.len(), &everything, true);
+        prop_assert!(hits.iter().all(|hit| (hit.slot as usize) < index.len()));
+        prop_assert!(hits.len() <= index.len());
+    }
+}
+
+proptest! {
     #[test]
     fn graph_walks_never_leave_allowed(
         seed in any::<u64>(),
