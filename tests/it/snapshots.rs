@@ -356,6 +356,14 @@ async fn golden_snapshot_v2_still_loads_and_retrieves_the_same() {
         serde_json::from_slice(&std::fs::read(Path::new(MANIFEST_DIR).join(GOLDEN_V2_EXPECTED)).unwrap()).unwrap();
     assert_eq!(json!(engine.acl().epoch()), expected["epoch"]);
     assert_eq!(golden_results(&engine).await, expected["results"]);
+    // The golden's graphs were built by hnsw_rs; each loaded one takes inserts again.
+    assert!(engine.shards().iter().all(|shard| shard.sealed_graphs() == 0), "a loaded graph stayed sealed");
+    assert!(engine.shards().iter().map(|shard| shard.loaded_graphs()).sum::<usize>() >= 1);
+    let badges = "Visitor badges are returned at the front desk before leaving.";
+    engine.upsert("acme", vec![doc("badge-policy", "Badge policy", badges, &["everyone"])]).await.unwrap();
+    let bob = principal("acme", "bob", &["everyone"]);
+    let retrieved = engine.retrieve(&engine.scope(&bob), "visitor badges front desk").await.unwrap();
+    assert_eq!(retrieved.candidates.first().map(|candidate| candidate.chunk.doc_id.as_str()), Some("badge-policy"));
 }
 
 /// Format v1 stays readable: the committed golden snapshot loads and answers as it did.
