@@ -234,9 +234,9 @@ impl VectorIndex {
         self.live.reserve(items.len());
         for (_, ordinal, vector) in items {
             self.store.push(*ordinal, vector);
-            let store = &self.store;
-            self.live.insert(|slot| store.vector(slot));
         }
+        let store = &self.store;
+        self.live.extend(items.len(), |slot| store.vector(slot));
         debug_assert_eq!(self.live.base() as usize + self.live.nodes(), self.len());
         if self.len() >= CALIBRATION_MIN_LEN && self.len() >= 2 * self.calibrated_len {
             self.calibrate();

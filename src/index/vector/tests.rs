@@ -248,6 +248,50 @@ fn the_graph_depends_only_on_the_vectors_and_their_order() {
 }
 
 #[test]
+fn a_parallel_build_does_not_depend_on_the_threads_and_keeps_the_recall_of_a_sequential_one() {
+    let (count, dimension) = (4000usize, 16);
+    let mut rng = SmallRng::seed_from_u64(13);
+    let items: Vec<(Slot, DocOrdinal, Vec<f32>)> =
+        (0..count).map(|slot| (slot as Slot, slot as DocOrdinal, unit_vector(&mut rng, dimension))).collect();
+    let build_with = |threads: usize, batch: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+        pool.install(|| {
+            let mut index = VectorIndex::new(params(dimension, 0, 0.0));
+            for chunk in items.chunks(batch) {
+                index.insert_batch(chunk).expect("valid batch");
+            }
+            index
+        })
+    };
+    // One batch: groups searched in parallel once 1,024 nodes are in.
+    let (one, four) = (build_with(1, count), build_with(4, count));
+    assert!(one.live.to_frozen().layer_parts().eq(four.live.to_frozen().layer_parts()), "threads changed the graph");
+    // Batches below the parallel threshold: one node at a time.
+    let sequential = build_with(4, 500);
+    let allowed: RoaringBitmap = (0..count as u32).filter(|ordinal| ordinal % 4 != 1).collect();
+    let queries: Vec<Vec<f32>> = (0..50).map(|_| unit_vector(&mut rng, dimension)).collect();
+    let found = |index: &VectorIndex| -> usize {
+        queries
+            .iter()
+            .map(|query| {
+                let truth = brute_force(index, query, 10, &allowed);
+                index.search(query, 10, &allowed).hits.iter().filter(|hit| truth.contains(hit)).count()
+            })
+            .sum()
+    };
+    let (parallel_found, sequential_found) = (found(&four), found(&sequential));
+    assert!(parallel_found + 5 >= sequential_found, "parallel {parallel_found}, sequential {sequential_found} of 500");
+    assert!(parallel_found >= 475, "parallel build recall {parallel_found} of 500");
+    // Nor does a walk of it work harder (long links to far group mates made it score more).
+    let sparse: RoaringBitmap = (0..count as u32).filter(|ordinal| ordinal % 10 == 3).collect();
+    let evaluations = |index: &VectorIndex| -> usize {
+        queries.iter().map(|query| index.search(query, 10, &sparse).report.distance_computations).sum()
+    };
+    let (parallel_work, sequential_work) = (evaluations(&four), evaluations(&sequential));
+    assert!(parallel_work * 10 <= sequential_work * 11, "parallel {parallel_work}, sequential {sequential_work}");
+}
+
+#[test]
 fn insert_validation_is_all_or_nothing() {
     let mut index = VectorIndex::new(params(4, 10, 0.1));
     index.insert_batch(&[(0, 7, vec![1.0, 0.0, 0.0, 0.0])]).expect("valid");
