@@ -108,7 +108,7 @@ fn default_store_cache_mb() -> usize {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StorageBackend {
-    /// In-process shards (hnsw_rs + tantivy + roaring) with the redb system of record.
+    /// In-process shards (HNSW + tantivy + roaring) with the redb system of record.
     #[default]
     Embedded,
     /// PostgreSQL + pgvector (see `src/postgres`).

@@ -3,7 +3,7 @@
 //! rank fusion, reranking and budgeted context selection, and the [`Engine`] facade that also
 //! owns the write path (chunk, embed, index, publish ACL).
 //!
-//! Nothing above this module knows about shards, tantivy or hnsw_rs.
+//! Nothing above this module knows about shards, tantivy or the HNSW graphs.
 
 pub mod backend;
 mod coordinator;
