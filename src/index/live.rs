@@ -138,7 +138,7 @@ impl LiveGraph {
 
     /// A live graph holding `frozen`'s nodes and lists, so that later inserts extend it; `None`
     /// when a list is longer than this graph's capacity for its layer (a graph built with a
-    /// larger M stays sealed).
+    /// larger M stays sealed) or breaks this module's invariants (names its node or repeats).
     pub(crate) fn from_frozen(frozen: &FrozenGraph, max_connections: usize, ef_construction: usize) -> Option<Self> {
         let mut live = Self::new(frozen.base(), max_connections, ef_construction);
         let nodes = frozen.nodes();
@@ -167,8 +167,10 @@ impl LiveGraph {
             live.push_node(level);
             for layer in 0..=level {
                 let list = frozen.neighbours(node, layer);
-                let capacity = if layer == 0 { live.bottom_capacity() } else { live.max_connections };
-                if list.len() > capacity || list.contains(&node) {
+                let mut sorted = list.to_vec();
+                sorted.sort_unstable();
+                sorted.dedup();
+                if list.len() > live.capacity(layer) || sorted.len() < list.len() || list.contains(&node) {
                     return None;
                 }
                 live.set_list(node, layer, list);
@@ -182,6 +184,9 @@ impl LiveGraph {
     /// The adjacency in compressed sparse rows (the image format and sealed graphs).
     pub(crate) fn to_frozen(&self) -> FrozenGraph {
         let nodes = self.levels.len();
+        if nodes == 0 {
+            return FrozenGraph::from_parts(self.base, 0, None, Vec::new()).expect("an empty graph is well formed");
+        }
         let layers = (0..=self.top)
             .map(|layer| {
                 let mut offsets = Vec::with_capacity(nodes + 1);
@@ -194,7 +199,6 @@ impl LiveGraph {
                 (offsets, neighbours)
             })
             .collect::<Vec<_>>();
-        let layers = if nodes == 0 { Vec::new() } else { layers };
         FrozenGraph::from_parts(self.base, nodes, self.entry, layers).expect("a live graph is well formed")
     }
 

@@ -228,6 +228,24 @@ fn the_live_graph_keeps_its_lists_well_formed_and_round_trips_through_compressed
 }
 
 #[test]
+fn a_sealed_graph_whose_lists_break_the_invariants_does_not_revive() {
+    let graph = |lists: Vec<Slot>, offsets: Vec<u32>| {
+        FrozenGraph::from_parts(0, 2, Some(0), vec![(offsets, lists)]).expect("ids within the graph")
+    };
+    assert!(LiveGraph::from_frozen(&graph(vec![1, 0], vec![0, 1, 2]), 4, 10).is_some());
+    // Node 0 lists node 1 twice.
+    assert!(LiveGraph::from_frozen(&graph(vec![1, 1, 0], vec![0, 2, 3]), 4, 10).is_none());
+    // Node 0 lists itself.
+    assert!(LiveGraph::from_frozen(&graph(vec![0, 1, 0], vec![0, 2, 3]), 4, 10).is_none());
+    // Five neighbours where M = 2 allows four at layer 0; M = 3 takes them.
+    let wide =
+        FrozenGraph::from_parts(0, 6, Some(0), vec![(vec![0, 5, 6, 7, 8, 9, 10], vec![1, 2, 3, 4, 5, 0, 0, 0, 0, 0])])
+            .expect("ids within the graph");
+    assert!(LiveGraph::from_frozen(&wide, 2, 10).is_none());
+    assert!(LiveGraph::from_frozen(&wide, 3, 10).is_some());
+}
+
+#[test]
 fn the_graph_depends_only_on_the_vectors_and_their_order() {
     let build_in = |batches: &[usize]| {
         let mut index = VectorIndex::new(params(8, 0, 0.0));
