@@ -22,7 +22,7 @@
 //! ordinal is in the scope it is given.
 
 use super::store::{Block, VectorStore};
-use super::{FrozenGraph, MAX_CONNECTIONS_LIMIT, MAX_LAYER, PlannerCosts, VectorIndex, VectorParams};
+use super::{FrozenGraph, MAX_LAYER, PlannerCosts, VectorIndex, VectorParams};
 use crate::index::Slot;
 use crate::index::frozen::Adjacency;
 use crate::index::live::LiveGraph;
@@ -216,7 +216,7 @@ impl VectorIndex {
         index.store = VectorStore::from_rows(dimension, vectors, ordinals);
         // The last graph takes inserts again (so restarts do not pile up graphs), unless its
         // lists exceed this index's capacity (built with a larger M): then a fresh one does.
-        let live_connections = index.params.max_connections.clamp(2, MAX_CONNECTIONS_LIMIT);
+        let live_connections = VectorIndex::live_connections(&index.params);
         let revived =
             sealed.last().and_then(|last| LiveGraph::from_frozen(last, live_connections, index.params.ef_construction));
         index.live = match revived {

@@ -20,7 +20,6 @@ use roaring::RoaringBitmap;
 use super::store::ScopeReach;
 use super::{MAX_CONNECTIONS_LIMIT, VectorIndex, VectorSearch, WorseFirst, sort_best_first};
 use crate::index::distance::{dot, dot_scalar};
-use crate::index::frozen::FrozenGraph;
 use crate::index::{Hit, Slot};
 
 /// Layers of hnsw_rs' graph; 16 is what hnsw_rs requires to dump an index to disk.
@@ -192,17 +191,7 @@ impl VectorIndex {
         let ef = self.walk_ef(k, reach);
         let (mut hits, distance_computations) = match walk {
             GraphWalk::Frozen => self.walk_every_graph(query, ef, allowed, everything_allowed),
-            GraphWalk::FrozenPlain => {
-                let (mut hits, mut made) =
-                    self.frozen_walk::<false, _>(&self.live, query, ef, allowed, everything_allowed);
-                for graph in &self.sealed {
-                    let (graph_hits, graph_made) =
-                        self.frozen_walk::<false, FrozenGraph>(graph, query, ef, allowed, everything_allowed);
-                    hits.extend(graph_hits);
-                    made += graph_made;
-                }
-                (hits, made)
-            }
+            GraphWalk::FrozenPlain => self.walk_graphs::<false>(query, ef, allowed, everything_allowed),
             GraphWalk::HnswRs(reference) | GraphWalk::BestFirst(reference) => {
                 let before = distance_count();
                 let hits = self.reference_walk(reference, query, k, ef, allowed, everything_allowed, walk);

@@ -246,7 +246,12 @@ impl VectorIndex {
 
     /// An empty live graph for this index's parameters, its first node slot `base`.
     fn live_graph(params: &VectorParams, base: Slot) -> LiveGraph {
-        LiveGraph::new(base, params.max_connections.clamp(2, MAX_CONNECTIONS_LIMIT), params.ef_construction)
+        LiveGraph::new(base, Self::live_connections(params), params.ef_construction)
+    }
+
+    /// The M a live graph of `params` is built with.
+    fn live_connections(params: &VectorParams) -> usize {
+        params.max_connections.clamp(2, MAX_CONNECTIONS_LIMIT)
     }
 
     /// Bytes held by this index's arrays (vectors, ordinals, every graph's adjacency), not

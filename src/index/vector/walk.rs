@@ -67,8 +67,8 @@ impl VectorIndex {
         ((ef as f64 * reach.selectivity().powf(FILTERED_EF_EXPONENT)).ceil() as usize).clamp(k, ef)
     }
 
-    /// Every graph walked with [`VectorIndex::frozen_walk`], hits unordered, with the distance
-    /// evaluations made.
+    /// Every graph walked with [`VectorIndex::frozen_walk`] (prefetching), hits unordered, with
+    /// the distance evaluations made.
     pub(super) fn walk_every_graph(
         &self,
         query: &[f32],
@@ -76,9 +76,20 @@ impl VectorIndex {
         allowed: &RoaringBitmap,
         everything: bool,
     ) -> (Vec<Hit>, usize) {
-        let (mut hits, mut evaluations) = self.frozen_walk::<true, _>(&self.live, query, ef, allowed, everything);
+        self.walk_graphs::<true>(query, ef, allowed, everything)
+    }
+
+    /// [`VectorIndex::walk_every_graph`], with or without the walk's prefetch.
+    pub(super) fn walk_graphs<const PREFETCH: bool>(
+        &self,
+        query: &[f32],
+        ef: usize,
+        allowed: &RoaringBitmap,
+        everything: bool,
+    ) -> (Vec<Hit>, usize) {
+        let (mut hits, mut evaluations) = self.frozen_walk::<PREFETCH, _>(&self.live, query, ef, allowed, everything);
         for graph in &self.sealed {
-            let (graph_hits, made) = self.frozen_walk::<true, _>(graph, query, ef, allowed, everything);
+            let (graph_hits, made) = self.frozen_walk::<PREFETCH, _>(graph, query, ef, allowed, everything);
             hits.extend(graph_hits);
             evaluations += made;
         }
