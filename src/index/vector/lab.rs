@@ -167,7 +167,7 @@ impl VectorIndex {
             return Vec::new();
         }
         let ef = self.params.ef_search.max(k);
-        let (mut hits, evaluations) = self.walk_every_graph(query, ef, &RoaringBitmap::new(), true);
+        let (mut hits, evaluations) = self.walk_every_graph::<true>(query, ef, &RoaringBitmap::new(), true);
         count_distances(evaluations);
         sort_best_first(&mut hits);
         hits.truncate(k);
@@ -190,8 +190,8 @@ impl VectorIndex {
         let everything_allowed = reach.everything();
         let ef = self.walk_ef(k, reach);
         let (mut hits, distance_computations) = match walk {
-            GraphWalk::Frozen => self.walk_every_graph(query, ef, allowed, everything_allowed),
-            GraphWalk::FrozenPlain => self.walk_graphs::<false>(query, ef, allowed, everything_allowed),
+            GraphWalk::Frozen => self.walk_every_graph::<true>(query, ef, allowed, everything_allowed),
+            GraphWalk::FrozenPlain => self.walk_every_graph::<false>(query, ef, allowed, everything_allowed),
             GraphWalk::HnswRs(reference) | GraphWalk::BestFirst(reference) => {
                 let before = distance_count();
                 let hits = self.reference_walk(reference, query, k, ef, allowed, everything_allowed, walk);

@@ -171,7 +171,7 @@ impl VectorIndex {
                 let reach = if allowed.is_empty() { self.store.reach_everything() } else { self.store.reach(allowed) };
                 let ef = self.walk_ef(CALIBRATION_K, reach);
                 let (_, made) =
-                    std::hint::black_box(self.walk_every_graph(walk_query, ef, allowed, reach.everything()));
+                    std::hint::black_box(self.walk_every_graph::<true>(walk_query, ef, allowed, reach.everything()));
                 let nanos = started.elapsed().as_nanos() as f64;
                 let made = made.max(1) as f64;
                 evaluations.push(made);

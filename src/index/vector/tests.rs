@@ -453,7 +453,7 @@ fn a_small_scope_walks_fewer_nodes_and_keeps_its_recall() {
         let (shrunk, made) = index.graph_top_k(&query, 10, &allowed, index.store.reach(&allowed));
         shrunk_evaluations += made;
         shrunk_found += shrunk.iter().filter(|hit| truth.contains(hit)).count();
-        let (mut fixed, made) = index.walk_every_graph(&query, 64, &allowed, false);
+        let (mut fixed, made) = index.walk_every_graph::<true>(&query, 64, &allowed, false);
         sort_best_first(&mut fixed);
         fixed.truncate(10);
         fixed_evaluations += made;
@@ -539,7 +539,7 @@ proptest! {
         }
         let everything: RoaringBitmap = (0..index.len() as u32).collect();
         let query = unit_vector(&mut rng, 3);
-        let (hits, _) = index.walk_every_graph(&query, index.len(), &everything, true);
+        let (hits, _) = index.walk_every_graph::<true>(&query, index.len(), &everything, true);
         prop_assert!(hits.iter().all(|hit| (hit.slot as usize) < index.len()));
         prop_assert!(hits.len() <= index.len());
     }

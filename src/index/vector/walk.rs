@@ -39,7 +39,7 @@ impl VectorIndex {
         // When every vector is allowed the filter is a no-op: the walk does not consult it.
         let everything_allowed = reach.everything();
         let ef = self.walk_ef(k, reach);
-        let (mut hits, distance_computations) = self.walk_every_graph(query, ef, allowed, everything_allowed);
+        let (mut hits, distance_computations) = self.walk_every_graph::<true>(query, ef, allowed, everything_allowed);
         debug_assert!(hits.iter().all(|hit| allowed.contains(self.store.ordinal(hit.slot))));
         sort_best_first(&mut hits);
         hits.truncate(k);
@@ -67,20 +67,10 @@ impl VectorIndex {
         ((ef as f64 * reach.selectivity().powf(FILTERED_EF_EXPONENT)).ceil() as usize).clamp(k, ef)
     }
 
-    /// Every graph walked with [`VectorIndex::frozen_walk`] (prefetching), hits unordered, with
-    /// the distance evaluations made.
-    pub(super) fn walk_every_graph(
-        &self,
-        query: &[f32],
-        ef: usize,
-        allowed: &RoaringBitmap,
-        everything: bool,
-    ) -> (Vec<Hit>, usize) {
-        self.walk_graphs::<true>(query, ef, allowed, everything)
-    }
-
-    /// [`VectorIndex::walk_every_graph`], with or without the walk's prefetch.
-    pub(super) fn walk_graphs<const PREFETCH: bool>(
+    /// Every graph walked with [`VectorIndex::frozen_walk`] (`PREFETCH`: what searches do; the
+    /// benchmark also measures the walk without), hits unordered, with the distance evaluations
+    /// made.
+    pub(super) fn walk_every_graph<const PREFETCH: bool>(
         &self,
         query: &[f32],
         ef: usize,
