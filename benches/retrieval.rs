@@ -1,6 +1,7 @@
 //! Criterion benchmarks of the retrieval hot paths, on seeded data, each asserting its result
 //! inside the loop so a broken path cannot be measured: filtered vector search at low and high
-//! selectivity (exact scan vs graph walk), filtered BM25, RRF fusion and context selection.
+//! selectivity (exact scan vs graph walk), filtered BM25, RRF fusion and context selection;
+//! and the write path's ACL step: preparing a batch of upserts in a tenant of 100,000 documents.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use roaring::RoaringBitmap;
+use warrant::acl::{AclMutation, AclStore};
 use warrant::bench::filtered::{FilteredBenchConfig, build_data};
 use warrant::domain::{ChunkingConfig, DocAcl, Document, chunk_document};
 use warrant::index::lexical::LexicalIndex;
@@ -111,5 +113,33 @@ fn fusion_and_selection(criterion: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, vector_search, lexical_search, fusion_and_selection);
+fn upsert(doc: u32, ordinal: u32) -> AclMutation {
+    AclMutation::Upsert {
+        tenant: "bench".into(),
+        doc_id: format!("doc-{doc:06}"),
+        version: 1,
+        ordinal,
+        title: format!("Document {doc}"),
+        acl: DocAcl { groups: vec![format!("group-{}", doc % 16)], users: vec![] },
+    }
+}
+
+/// One ingestion batch (500 new documents) prepared against a tenant that already holds 100,000:
+/// the next snapshot shares the tenant's entries instead of copying them, so this costs the
+/// batch, not the tenant.
+fn acl_batch(criterion: &mut Criterion) {
+    let store = AclStore::new();
+    for batch in 0..200u32 {
+        store.apply((batch * 500..(batch + 1) * 500).map(|doc| upsert(doc, doc)).collect()).expect("seeded batch");
+    }
+    criterion.bench_function("acl_prepare_500_upserts_in_100k", |bencher| {
+        bencher.iter(|| {
+            let prepared = store.prepare((100_000..100_500).map(|doc| upsert(doc, doc)).collect()).expect("prepares");
+            assert_eq!(prepared.changes().len(), 500);
+            black_box(prepared);
+        })
+    });
+}
+
+criterion_group!(benches, vector_search, lexical_search, fusion_and_selection, acl_batch);
 criterion_main!(benches);

@@ -24,7 +24,10 @@ pub struct DocEntry {
 }
 
 /// ACL state of one tenant. Bitmaps are `Arc`ed so that a change to one document clones only
-/// the bitmaps it touches.
+/// the bitmaps it touches; so are the entries and their ids, so that the next snapshot of a
+/// batch copies the tenant's table of pointers, never its strings (24.8 ms -> 3.6 ms to prepare
+/// 500 upserts in a tenant of 100,000 documents, BENCHMARKS.md "Where an ingesting node's memory
+/// goes").
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct TenantAcl {
     /// Live ordinals of the tenant.
@@ -34,7 +37,7 @@ pub struct TenantAcl {
     /// User -> live ordinals readable by that user.
     pub users: HashMap<String, Arc<RoaringBitmap>>,
     /// doc_id -> live entry.
-    pub entries: HashMap<String, DocEntry>,
+    pub entries: HashMap<Arc<str>, Arc<DocEntry>>,
 }
 
 /// One immutable authorization state.
@@ -97,7 +100,7 @@ impl AclSnapshot {
 
     /// The live entry of a document, if any.
     pub fn entry(&self, tenant: &str, doc_id: &str) -> Option<&DocEntry> {
-        self.tenants.get(tenant)?.entries.get(doc_id)
+        self.tenants.get(tenant)?.entries.get(doc_id).map(Arc::as_ref)
     }
 
     /// Whether `ordinal` is tombstoned (deleted or superseded).
@@ -122,6 +125,6 @@ impl AclSnapshot {
 
     /// Live entries of one tenant.
     pub fn entries(&self, tenant: &str) -> impl Iterator<Item = &DocEntry> {
-        self.tenants.get(tenant).into_iter().flat_map(|acl| acl.entries.values())
+        self.tenants.get(tenant).into_iter().flat_map(|acl| acl.entries.values().map(Arc::as_ref))
     }
 }

@@ -388,8 +388,14 @@ fn apply_one(snapshot: &mut AclSnapshot, mutation: &AclMutation) -> AclResult<bo
                 add(&mut tenant.users, user, *ordinal);
             }
             tenant.entries.insert(
-                doc_id.to_owned(),
-                DocEntry { doc_id: doc_id.to_owned(), version: *version, ordinal: *ordinal, title: title.clone(), acl },
+                Arc::from(doc_id),
+                Arc::new(DocEntry {
+                    doc_id: doc_id.to_owned(),
+                    version: *version,
+                    ordinal: *ordinal,
+                    title: title.clone(),
+                    acl,
+                }),
             );
         }
         AclMutation::Delete { .. } => {
@@ -398,7 +404,7 @@ fn apply_one(snapshot: &mut AclSnapshot, mutation: &AclMutation) -> AclResult<bo
             tenant.entries.remove(doc_id);
         }
         AclMutation::Grant { groups, users, .. } => {
-            let entry = tenant.entries.get_mut(doc_id).expect("checked above");
+            let entry = Arc::make_mut(tenant.entries.get_mut(doc_id).expect("checked above"));
             let ordinal = entry.ordinal;
             let before = entry.acl.clone();
             for group in groups {
@@ -413,7 +419,7 @@ fn apply_one(snapshot: &mut AclSnapshot, mutation: &AclMutation) -> AclResult<bo
             return Ok(entry.acl != before);
         }
         AclMutation::Revoke { groups, users, .. } => {
-            let entry = tenant.entries.get_mut(doc_id).expect("checked above");
+            let entry = Arc::make_mut(tenant.entries.get_mut(doc_id).expect("checked above"));
             let ordinal = entry.ordinal;
             let before = entry.acl.clone();
             let (revoked_groups, revoked_users) = match (groups, users) {
