@@ -548,6 +548,27 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_shares_untouched_entries_and_copies_the_one_it_changes() {
+        let store = AclStore::new();
+        upsert(&store, "acme", "d1", 1, &["eng"]);
+        upsert(&store, "acme", "d2", 1, &["eng"]);
+        let before = store.load();
+        let grant = AclMutation::Grant {
+            tenant: "acme".into(),
+            doc_id: "d1".into(),
+            groups: vec!["ops".into()],
+            users: vec![],
+        };
+        store.apply(vec![grant]).unwrap();
+        let after = store.load();
+        let (old, new) = (&before.tenants["acme"].entries, &after.tenants["acme"].entries);
+        assert!(Arc::ptr_eq(&old["d2"], &new["d2"]), "an entry the batch does not touch is shared");
+        assert!(!Arc::ptr_eq(&old["d1"], &new["d1"]), "the granted entry is a copy");
+        assert_eq!(before.entry("acme", "d1").unwrap().acl.groups, ["eng"], "the published snapshot is unchanged");
+        assert_eq!(after.entry("acme", "d1").unwrap().acl.groups, ["eng", "ops"]);
+    }
+
+    #[test]
     fn counters_never_overflow() {
         let store = AclStore::restore(AclSnapshot::default(), Vec::new(), u32::MAX - 1, new_lineage());
         assert_eq!(store.reserve_ordinals(1), Ok(u32::MAX - 1..u32::MAX));
