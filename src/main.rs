@@ -30,7 +30,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Pages the allocator frees go back to the OS 100 ms after they empty instead of mimalloc's
 /// 1 s: a node that ingests holds ~45 MiB less at 50,000 chunks, at no measured cost per
-/// retrieve; 0 (at once) halves it again but costs ~5 % CPU per retrieve on two cores
+/// retrieve; 0 (at once) returns ~35 MiB more but costs ~5 % CPU per retrieve on two cores
 /// (BENCHMARKS.md, "Where an ingesting node's memory goes"). `MIMALLOC_PURGE_DELAY` in the
 /// environment still overrides it.
 #[cfg(feature = "mimalloc")]
