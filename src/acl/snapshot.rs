@@ -11,8 +11,8 @@ use super::scope::AuthorizationScope;
 /// The live version of one document.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DocEntry {
-    /// Document id.
-    pub doc_id: String,
+    /// Document id (the same allocation as its key in [`TenantAcl::entries`]).
+    pub doc_id: Arc<str>,
     /// Live version.
     pub version: u64,
     /// Ordinal of the live version.

@@ -387,16 +387,15 @@ fn apply_one(snapshot: &mut AclSnapshot, mutation: &AclMutation) -> AclResult<bo
             for user in &acl.users {
                 add(&mut tenant.users, user, *ordinal);
             }
-            tenant.entries.insert(
-                Arc::from(doc_id),
-                Arc::new(DocEntry {
-                    doc_id: doc_id.to_owned(),
-                    version: *version,
-                    ordinal: *ordinal,
-                    title: title.clone(),
-                    acl,
-                }),
-            );
+            let doc_id: Arc<str> = Arc::from(doc_id);
+            let entry = DocEntry {
+                doc_id: Arc::clone(&doc_id),
+                version: *version,
+                ordinal: *ordinal,
+                title: title.clone(),
+                acl,
+            };
+            tenant.entries.insert(doc_id, Arc::new(entry));
         }
         AclMutation::Delete { .. } => {
             let entry = known.expect("checked above");

@@ -98,7 +98,7 @@ impl ReadSide for Engine {
         let shard = super::shard_of(&principal.tenant, doc_id, core.shards.len());
         let chunks = core.shards.get(shard).map(|shard| shard.chunks_of(entry.ordinal)).unwrap_or_default();
         Ok(Some(DocumentView {
-            doc_id: entry.doc_id.clone(),
+            doc_id: entry.doc_id.to_string(),
             version: entry.version,
             title: entry.title.clone(),
             acl_epoch: snapshot.epoch(),

@@ -35,7 +35,7 @@ async fn visible(engine: &Engine, tenant: &str, user: &str, groups: &[&str]) -> 
     snapshot
         .entries(tenant)
         .filter(|entry| snapshot.allows(&who, entry.ordinal))
-        .map(|entry| (entry.doc_id.clone(), entry.version))
+        .map(|entry| (entry.doc_id.to_string(), entry.version))
         .collect()
 }
 
