@@ -162,12 +162,14 @@ impl LiveGraph {
             levels[entry as usize] = top;
         }
         live.reserve(nodes);
+        let mut sorted = Vec::new();
         for (node, &level) in levels.iter().enumerate() {
             let node = node as Slot;
             live.push_node(level);
             for layer in 0..=level {
                 let list = frozen.neighbours(node, layer);
-                let mut sorted = list.to_vec();
+                sorted.clear();
+                sorted.extend_from_slice(list);
                 sorted.sort_unstable();
                 sorted.dedup();
                 if list.len() > live.capacity(layer) || sorted.len() < list.len() || list.contains(&node) {
