@@ -47,6 +47,10 @@ fn describe() {
     metrics::describe_gauge!("warrant_index_chunks", "chunks stored in all shards");
     metrics::describe_counter!("warrant_scope_violations_total", "index hits outside the scope (must stay 0)");
     metrics::describe_counter!(
+        "warrant_postgres_statements_cancelled_total",
+        "postgres read statements cancelled because their caller stopped waiting"
+    );
+    metrics::describe_counter!(
         "warrant_verifier_sentence_cache_total",
         "verifier sentence-vector cache lookups by result (hit, miss)"
     );

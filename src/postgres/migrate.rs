@@ -26,7 +26,7 @@ const MAX_DIMENSION: usize = 2000;
 /// the versions it applied (empty when the database is current).
 pub async fn migrate_database(params: &PostgresParams, dimension: usize) -> RetrievalResult<Vec<i32>> {
     check_dimension(dimension)?;
-    let pool = build_pool(params)?;
+    let pool = build_pool(params, super::tls_connector(params.ca_file.as_deref())?)?;
     let mut client = pool.get().await.map_err(database)?;
     migrate(&mut client, dimension).await
 }

@@ -20,6 +20,7 @@
 //!   returned, so at every commit they equal a recount of the tenant's chunks.
 //! - All SQL is in [`sql`], as constants with bind parameters.
 
+mod cancel;
 mod migrate;
 mod sides;
 pub mod sql;
@@ -163,6 +164,8 @@ fn decode_sentence_vectors(bytes: Option<&[u8]>) -> RetrievalResult<Option<Arc<S
 /// The postgres backend: pool, embedder and parameters. Cheap to share (`Arc`).
 pub struct PostgresBackend {
     pool: Pool,
+    /// The connector of the pool's connections, for cancel requests ([`cancel::Reader`]).
+    tls: MakeRustlsConnect,
     embedder: Arc<dyn Embedder>,
     params: PostgresParams,
     reranker: Arc<dyn Reranker>,
@@ -181,7 +184,8 @@ impl PostgresBackend {
     pub async fn connect(params: PostgresParams, embedder: Arc<dyn Embedder>) -> RetrievalResult<Arc<Self>> {
         let dimension = embedder.dimension();
         check_dimension(dimension)?;
-        let pool = build_pool(&params)?;
+        let tls = tls_connector(params.ca_file.as_deref())?;
+        let pool = build_pool(&params, tls.clone())?;
         let mut client = pool.get().await.map_err(database)?;
         migrate(&mut client, dimension).await?;
         let identity = format!("{}/{}", embedder.name(), dimension);
@@ -197,7 +201,7 @@ impl PostgresBackend {
         }
         let lineage: String = client.query_one(sql::META_GET, &[&"lineage"]).await.map_err(database)?.get(0);
         drop(client);
-        Ok(Arc::new(Self { pool, embedder, params, reranker: Arc::new(IdentityReranker), lineage }))
+        Ok(Arc::new(Self { pool, tls, embedder, params, reranker: Arc::new(IdentityReranker), lineage }))
     }
 
     /// The database's lineage id (recorded with every change).
@@ -470,12 +474,12 @@ impl PostgresBackend {
         argument: &(dyn ToSql + Sync),
         limit: usize,
     ) -> RetrievalResult<Vec<ScoredChunk>> {
-        let client = self.pool.get().await.map_err(database)?;
+        let mut reader = cancel::Reader::checkout(&self.pool, &self.tls).await?;
         let groups: Vec<&str> = scope.groups().iter().map(String::as_str).collect();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let tenant = scope.tenant();
         let user = scope.user();
-        let rows = client.query(statement, &[&tenant, &user, &groups, argument, &limit]).await.map_err(database)?;
+        let rows = reader.query(statement, &[&tenant, &user, &groups, argument, &limit]).await?;
         let mut hits = Vec::with_capacity(rows.len());
         for row in rows {
             let chunk_id: &[u8] = row.get(0);
@@ -598,9 +602,8 @@ pub fn tls_connector(ca_file: Option<&std::path::Path>) -> RetrievalResult<MakeR
 }
 
 /// A bounded pool whose connections carry the HNSW session settings, over [`tls_connector`].
-fn build_pool(params: &PostgresParams) -> RetrievalResult<Pool> {
+fn build_pool(params: &PostgresParams, tls: MakeRustlsConnect) -> RetrievalResult<Pool> {
     let config = tokio_postgres::Config::from_str(&params.url).map_err(database)?;
-    let tls = tls_connector(params.ca_file.as_deref())?;
     let manager = Manager::from_config(config, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     let session = (params.ef_search.to_string(), params.iterative_scan.as_str(), params.max_scan_tuples.to_string());
     Pool::builder(manager)

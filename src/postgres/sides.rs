@@ -14,6 +14,7 @@ use crate::retrieval::{
     Retrieved, UpsertOutcome, WriteSide,
 };
 
+use super::cancel::Reader;
 use super::{PostgresBackend, database, sql};
 
 impl PostgresBackend {
@@ -57,11 +58,9 @@ impl ReadSide for PostgresBackend {
         doc_ids.sort_unstable();
         doc_ids.dedup();
         let groups: Vec<&str> = principal.groups.iter().map(String::as_str).collect();
-        let client = self.pool.get().await.map_err(database)?;
-        let row = client
-            .query_one(sql::READABLE_VERSIONS, &[&principal.tenant, &principal.user, &groups, &doc_ids])
-            .await
-            .map_err(database)?;
+        let mut reader = Reader::checkout(&self.pool, &self.tls).await?;
+        let row =
+            reader.query_one(sql::READABLE_VERSIONS, &[&principal.tenant, &principal.user, &groups, &doc_ids]).await?;
         let epoch = row.get::<_, i64>(0) as u64;
         let readable: Vec<i64> = row.get(1);
         let readable = readable.into_iter().filter_map(|ordinal| u32::try_from(ordinal).ok());
@@ -70,11 +69,8 @@ impl ReadSide for PostgresBackend {
 
     async fn document(&self, principal: &Principal, doc_id: &str) -> RetrievalResult<Option<DocumentView>> {
         let groups: Vec<&str> = principal.groups.iter().map(String::as_str).collect();
-        let client = self.pool.get().await.map_err(database)?;
-        let rows = client
-            .query(sql::DOCUMENT_READ, &[&principal.tenant, &principal.user, &groups, &doc_id])
-            .await
-            .map_err(database)?;
+        let mut reader = Reader::checkout(&self.pool, &self.tls).await?;
+        let rows = reader.query(sql::DOCUMENT_READ, &[&principal.tenant, &principal.user, &groups, &doc_id]).await?;
         let Some(first) = rows.first() else { return Ok(None) };
         let version = first.get::<_, i64>(0) as u64;
         let title: String = first.get(1);

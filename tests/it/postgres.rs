@@ -98,6 +98,58 @@ async fn postgres_cross_tenant_near_duplicate_never_reaches_fusion() {
     }
 }
 
+/// Statements of this test's database that wait for a lock (the abandoned retrieval's).
+async fn statements_waiting_for_a_lock(observer: &tokio_postgres::Client) -> i64 {
+    observer
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND state = 'active' AND wait_event_type = 'Lock'",
+            &[],
+        )
+        .await
+        .expect("pg_stat_activity")
+        .get(0)
+}
+
+/// A retrieval whose caller stops waiting (an answer's deadline ran out, the client went away)
+/// is cancelled in the database, not left running on a pooled connection: its lexical
+/// statement, held behind a lock on the postings, is gone from `pg_stat_activity` within
+/// seconds of the drop while the lock is still held, and the node serves the next retrieval.
+#[actix_web::test]
+async fn postgres_an_abandoned_retrieval_is_cancelled_in_the_database() {
+    let Some(url) = fresh_database().await else { return };
+    let backend = node(&url).await;
+    let text = "Employees receive 28 days of paid vacation per year.";
+    backend.upsert("acme", vec![doc("vacation", "Vacation", text, &["all"])]).await.unwrap();
+    let (locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("locker");
+    tokio::spawn(connection);
+    let (observer, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("observer");
+    tokio::spawn(connection);
+    locker.batch_execute("BEGIN; LOCK TABLE chunk_terms IN ACCESS EXCLUSIVE MODE").await.expect("lock");
+
+    let reader = principal("acme", "bob", &["all"]);
+    let retrieval = {
+        let (backend, reader) = (Arc::clone(&backend), reader.clone());
+        tokio::spawn(async move { backend.retrieve(&reader, "paid vacation days").await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while statements_waiting_for_a_lock(&observer).await == 0 {
+        assert!(Instant::now() < deadline, "the retrieval never reached the locked postings");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    retrieval.abort();
+    assert!(retrieval.await.expect_err("aborted").is_cancelled());
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while statements_waiting_for_a_lock(&observer).await > 0 {
+        assert!(Instant::now() < deadline, "the abandoned statement still runs in the database");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    locker.batch_execute("ROLLBACK").await.expect("unlock");
+    let retrieved = backend.retrieve(&reader, "paid vacation days").await.expect("the next retrieval is served");
+    assert_eq!(retrieved.candidates.len(), 1);
+}
+
 #[actix_web::test]
 async fn postgres_the_same_chunk_from_both_retrievers_is_one_candidate() {
     let Some(url) = fresh_database().await else { return };
