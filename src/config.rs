@@ -124,6 +124,9 @@ pub struct PostgresSettings {
     pub url_env: String,
     /// Connections in the pool (deadpool-postgres).
     pub pool_size: usize,
+    /// Longest wait, ms, for a pooled connection (a free one, or a new one connected and set
+    /// up); past it the request fails with `storage_unavailable` instead of waiting on.
+    pub acquire_timeout_ms: u64,
     /// `hnsw.ef_search` of every session.
     pub ef_search: usize,
     /// `hnsw.iterative_scan`: `relaxed_order`, `strict_order` or `off`.
@@ -143,6 +146,7 @@ impl Default for PostgresSettings {
         Self {
             url_env: "WARRANT_DATABASE_URL".into(),
             pool_size: 16,
+            acquire_timeout_ms: 5_000,
             ef_search: 100,
             iterative_scan: crate::postgres::IterativeScan::RelaxedOrder,
             max_scan_tuples: 20_000,

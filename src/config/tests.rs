@@ -54,6 +54,11 @@ fn out_of_range_values_are_rejected_with_the_key_named() {
     let error = Settings::from_toml(DEFAULT, [("WARRANT__VERIFIER__SENTENCE_CACHE".to_owned(), "2000000".to_owned())])
         .unwrap_err();
     assert!(error.to_string().contains("verifier.sentence_cache"));
+    for bad in ["0", "600001"] {
+        let variable = "WARRANT__STORAGE__POSTGRES__ACQUIRE_TIMEOUT_MS".to_owned();
+        let error = Settings::from_toml(DEFAULT, [(variable, bad.to_owned())]).unwrap_err();
+        assert!(error.to_string().contains("storage.postgres.acquire_timeout_ms"), "{bad}");
+    }
     for bad in ["0", "2000000"] {
         let error =
             Settings::from_toml(DEFAULT, [("WARRANT__EMBEDDER__QUERY_CACHE".to_owned(), bad.to_owned())]).unwrap_err();

@@ -114,6 +114,10 @@ impl Settings {
             );
         }
         check((1..=256).contains(&self.storage.postgres.pool_size), "storage.postgres.pool_size must be in 1..=256");
+        check(
+            (1..=600_000).contains(&self.storage.postgres.acquire_timeout_ms),
+            "storage.postgres.acquire_timeout_ms must be in 1..=600000",
+        );
         check((1..=1000).contains(&self.storage.postgres.ef_search), "storage.postgres.ef_search must be in 1..=1000");
         check(
             !self.storage.postgres.url_env.trim().is_empty(),

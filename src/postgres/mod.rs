@@ -55,6 +55,8 @@ pub struct PostgresParams {
     pub url: String,
     /// Connections in the pool.
     pub pool_size: usize,
+    /// Longest wait for a pooled connection, a new one's connection and set-up included.
+    pub acquire_timeout: std::time::Duration,
     /// `hnsw.ef_search` of every session.
     pub ef_search: usize,
     /// `hnsw.iterative_scan`: `relaxed_order` (default), `strict_order` or `off`.
@@ -608,6 +610,12 @@ fn build_pool(params: &PostgresParams, tls: MakeRustlsConnect) -> RetrievalResul
     let session = (params.ef_search.to_string(), params.iterative_scan.as_str(), params.max_scan_tuples.to_string());
     Pool::builder(manager)
         .max_size(params.pool_size.max(1))
+        // Bounded waits: for a free connection, and for a new one to connect and be set up
+        // (the hook's statement). Timeouts need the runtime named.
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(params.acquire_timeout))
+        .create_timeout(Some(params.acquire_timeout))
+        .recycle_timeout(Some(params.acquire_timeout))
         .post_create(Hook::async_fn(move |client, _| {
             let session = session.clone();
             Box::pin(async move {
@@ -639,6 +647,7 @@ impl PostgresParams {
         Ok(Self {
             url,
             pool_size: postgres.pool_size,
+            acquire_timeout: std::time::Duration::from_millis(postgres.acquire_timeout_ms),
             ef_search: postgres.ef_search,
             iterative_scan: postgres.iterative_scan,
             max_scan_tuples: postgres.max_scan_tuples,

@@ -356,6 +356,7 @@ async fn sides(backend: &Backend, settings: &Settings) -> (Arc<dyn ReadSide>, Ar
             let params = warrant::postgres::PostgresParams {
                 url: database().await,
                 pool_size: 4,
+                acquire_timeout: std::time::Duration::from_secs(5),
                 ef_search: 100,
                 iterative_scan: warrant::postgres::IterativeScan::RelaxedOrder,
                 max_scan_tuples: 20_000,

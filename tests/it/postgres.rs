@@ -18,7 +18,7 @@ use warrant::acl::AclMutation;
 use warrant::domain::{ChunkingConfig, DocAcl, Principal};
 use warrant::embed::HashedEmbedder;
 use warrant::postgres::{IterativeScan, LexicalTotals, PostgresBackend, PostgresParams};
-use warrant::retrieval::DocumentInput;
+use warrant::retrieval::{DocumentInput, RetrievalQuery, RetrievalRepository};
 
 use crate::support::{doc, principal};
 
@@ -46,6 +46,7 @@ fn params(url: &str) -> PostgresParams {
     PostgresParams {
         url: url.to_owned(),
         pool_size: 8,
+        acquire_timeout: Duration::from_secs(5),
         ef_search: 100,
         iterative_scan: IterativeScan::RelaxedOrder,
         max_scan_tuples: 20_000,
@@ -148,6 +149,46 @@ async fn postgres_an_abandoned_retrieval_is_cancelled_in_the_database() {
     locker.batch_execute("ROLLBACK").await.expect("unlock");
     let retrieved = backend.retrieve(&reader, "paid vacation days").await.expect("the next retrieval is served");
     assert_eq!(retrieved.candidates.len(), 1);
+}
+
+/// A request that finds every pooled connection busy waits at most `acquire_timeout` and fails
+/// with `storage_unavailable`, instead of waiting as long as the busy statement runs: the only
+/// connection of the pool is held by a lexical retrieval behind a lock on the postings.
+#[actix_web::test]
+async fn postgres_a_request_waits_for_a_connection_at_most_the_acquire_timeout() {
+    let Some(url) = fresh_database().await else { return };
+    let backend = PostgresBackend::connect(
+        PostgresParams { pool_size: 1, acquire_timeout: Duration::from_millis(300), ..params(&url) },
+        Arc::new(HashedEmbedder::new(DIMENSION)),
+    )
+    .await
+    .expect("backend connects");
+    let text = "Employees receive 28 days of paid vacation per year.";
+    backend.upsert("acme", vec![doc("vacation", "Vacation", text, &["all"])]).await.unwrap();
+    let (locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("locker");
+    tokio::spawn(connection);
+    locker.batch_execute("BEGIN; LOCK TABLE chunk_terms IN ACCESS EXCLUSIVE MODE").await.expect("lock");
+    let reader = principal("acme", "bob", &["all"]);
+    let held = {
+        let (backend, scope) = (Arc::clone(&backend), backend.scope(&reader));
+        let lexical_only = RetrievalQuery {
+            text: "paid vacation days".into(),
+            vector: None,
+            lexical_candidates: 20,
+            vector_candidates: 0,
+        };
+        tokio::spawn(async move { RetrievalRepository::retrieve(&*backend, &scope, &lexical_only).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let started = Instant::now();
+    let waited = tokio::time::timeout(Duration::from_secs(10), backend.epoch("acme")).await;
+    let error = waited.expect("the wait is bounded").expect_err("no connection within the timeout");
+    assert_eq!(error.code(), "storage_unavailable");
+    assert!(started.elapsed() < Duration::from_secs(5), "waited {:?}", started.elapsed());
+
+    locker.batch_execute("ROLLBACK").await.expect("unlock");
+    assert_eq!(held.await.expect("joined").expect("the held retrieval completes").candidates.len(), 1);
 }
 
 #[actix_web::test]
