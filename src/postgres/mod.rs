@@ -615,7 +615,6 @@ fn build_pool(params: &PostgresParams, tls: MakeRustlsConnect) -> RetrievalResul
         .runtime(deadpool_postgres::Runtime::Tokio1)
         .wait_timeout(Some(params.acquire_timeout))
         .create_timeout(Some(params.acquire_timeout))
-        .recycle_timeout(Some(params.acquire_timeout))
         .post_create(Hook::async_fn(move |client, _| {
             let session = session.clone();
             Box::pin(async move {

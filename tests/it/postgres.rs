@@ -179,7 +179,13 @@ async fn postgres_a_request_waits_for_a_connection_at_most_the_acquire_timeout()
         };
         tokio::spawn(async move { RetrievalRepository::retrieve(&*backend, &scope, &lexical_only).await })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (observer, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("observer");
+    tokio::spawn(connection);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while statements_waiting_for_a_lock(&observer).await == 0 {
+        assert!(Instant::now() < deadline, "the retrieval never reached the locked postings");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     let started = Instant::now();
     let waited = tokio::time::timeout(Duration::from_secs(10), backend.epoch("acme")).await;
