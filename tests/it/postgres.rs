@@ -112,6 +112,33 @@ async fn statements_waiting_for_a_lock(observer: &tokio_postgres::Client) -> i64
         .get(0)
 }
 
+/// Waits up to `within` until some statement waits for a lock (`waiting`) or none does, else
+/// fails with `failure`.
+async fn until_lock_waiters(observer: &tokio_postgres::Client, waiting: bool, within: Duration, failure: &str) {
+    let deadline = Instant::now() + within;
+    while (statements_waiting_for_a_lock(observer).await > 0) != waiting {
+        assert!(Instant::now() < deadline, "{failure}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One document in `acme` readable by group `all`; then, on two plain connections of the test's
+/// own, the postings locked in an open transaction (`locker`; `ROLLBACK` releases them) and an
+/// `observer` for `pg_stat_activity`.
+async fn vacation_with_locked_postings(
+    backend: &PostgresBackend,
+    url: &str,
+) -> (tokio_postgres::Client, tokio_postgres::Client) {
+    let text = "Employees receive 28 days of paid vacation per year.";
+    backend.upsert("acme", vec![doc("vacation", "Vacation", text, &["all"])]).await.unwrap();
+    let (locker, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("locker");
+    tokio::spawn(connection);
+    let (observer, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("observer");
+    tokio::spawn(connection);
+    locker.batch_execute("BEGIN; LOCK TABLE chunk_terms IN ACCESS EXCLUSIVE MODE").await.expect("lock");
+    (locker, observer)
+}
+
 /// A retrieval whose caller stops waiting (an answer's deadline ran out, the client went away)
 /// is cancelled in the database, not left running on a pooled connection: its lexical
 /// statement, held behind a lock on the postings, is gone from `pg_stat_activity` within
@@ -120,32 +147,20 @@ async fn statements_waiting_for_a_lock(observer: &tokio_postgres::Client) -> i64
 async fn postgres_an_abandoned_retrieval_is_cancelled_in_the_database() {
     let Some(url) = fresh_database().await else { return };
     let backend = node(&url).await;
-    let text = "Employees receive 28 days of paid vacation per year.";
-    backend.upsert("acme", vec![doc("vacation", "Vacation", text, &["all"])]).await.unwrap();
-    let (locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("locker");
-    tokio::spawn(connection);
-    let (observer, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("observer");
-    tokio::spawn(connection);
-    locker.batch_execute("BEGIN; LOCK TABLE chunk_terms IN ACCESS EXCLUSIVE MODE").await.expect("lock");
+    let (locker, observer) = vacation_with_locked_postings(&backend, &url).await;
 
     let reader = principal("acme", "bob", &["all"]);
     let retrieval = {
         let (backend, reader) = (Arc::clone(&backend), reader.clone());
         tokio::spawn(async move { backend.retrieve(&reader, "paid vacation days").await })
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while statements_waiting_for_a_lock(&observer).await == 0 {
-        assert!(Instant::now() < deadline, "the retrieval never reached the locked postings");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_lock_waiters(&observer, true, Duration::from_secs(10), "the retrieval never reached the locked postings")
+        .await;
     retrieval.abort();
     assert!(retrieval.await.expect_err("aborted").is_cancelled());
 
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while statements_waiting_for_a_lock(&observer).await > 0 {
-        assert!(Instant::now() < deadline, "the abandoned statement still runs in the database");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_lock_waiters(&observer, false, Duration::from_secs(5), "the abandoned statement still runs in the database")
+        .await;
     locker.batch_execute("ROLLBACK").await.expect("unlock");
     let retrieved = backend.retrieve(&reader, "paid vacation days").await.expect("the next retrieval is served");
     assert_eq!(retrieved.candidates.len(), 1);
@@ -163,11 +178,7 @@ async fn postgres_a_request_waits_for_a_connection_at_most_the_acquire_timeout()
     )
     .await
     .expect("backend connects");
-    let text = "Employees receive 28 days of paid vacation per year.";
-    backend.upsert("acme", vec![doc("vacation", "Vacation", text, &["all"])]).await.unwrap();
-    let (locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("locker");
-    tokio::spawn(connection);
-    locker.batch_execute("BEGIN; LOCK TABLE chunk_terms IN ACCESS EXCLUSIVE MODE").await.expect("lock");
+    let (locker, observer) = vacation_with_locked_postings(&backend, &url).await;
     let reader = principal("acme", "bob", &["all"]);
     let held = {
         let (backend, scope) = (Arc::clone(&backend), backend.scope(&reader));
@@ -179,13 +190,8 @@ async fn postgres_a_request_waits_for_a_connection_at_most_the_acquire_timeout()
         };
         tokio::spawn(async move { RetrievalRepository::retrieve(&*backend, &scope, &lexical_only).await })
     };
-    let (observer, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("observer");
-    tokio::spawn(connection);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while statements_waiting_for_a_lock(&observer).await == 0 {
-        assert!(Instant::now() < deadline, "the retrieval never reached the locked postings");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_lock_waiters(&observer, true, Duration::from_secs(10), "the retrieval never reached the locked postings")
+        .await;
 
     let started = Instant::now();
     let waited = tokio::time::timeout(Duration::from_secs(10), backend.epoch("acme")).await;
