@@ -28,6 +28,10 @@
 --     a distributed table's dependencies when it distributes it; not verified). Its chunk-write
 --     statements are modifying CTEs that also update the tenant's warrant_tenants row: both carry
 --     the same tenant_id, so they route to one shard group.
+--   * Migration 0006's counts (reader_documents, lexeme_chunks) are written at the end of every
+--     write transaction with the tenant's row, all on tenant_id = $1; the lexical statement that
+--     reads them (CTEs, a window max, LATERAL, correlated subqueries) is a single-tenant query
+--     Citus should route whole to one worker; not verified.
 
 CREATE EXTENSION IF NOT EXISTS citus;
 
@@ -42,6 +46,9 @@ SELECT create_distributed_table('chunks', 'tenant_id', colocate_with => 'warrant
 SELECT create_distributed_table('chunk_terms', 'tenant_id', colocate_with => 'warrant_tenants');
 SELECT create_distributed_table('document_readers', 'tenant_id', colocate_with => 'warrant_tenants');
 SELECT create_distributed_table('acl_changes', 'tenant_id', colocate_with => 'warrant_tenants');
+-- The counts the lexical statement's shortcuts read (migration 0006), kept by the same writes.
+SELECT create_distributed_table('reader_documents', 'tenant_id', colocate_with => 'warrant_tenants');
+SELECT create_distributed_table('lexeme_chunks', 'tenant_id', colocate_with => 'warrant_tenants');
 
 -- Database-wide facts (embedder identity, lineage) and the migration record: small, read at
 -- start, copied to every worker.

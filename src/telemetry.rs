@@ -51,6 +51,10 @@ fn describe() {
         "postgres read statements cancelled because their caller stopped waiting"
     );
     metrics::describe_counter!(
+        "warrant_postgres_lexical_searches_total",
+        "postgres lexical searches with hits, by scoring (pruned: the selective terms' chunks alone; full)"
+    );
+    metrics::describe_counter!(
         "warrant_verifier_sentence_cache_total",
         "verifier sentence-vector cache lookups by result (hit, miss)"
     );

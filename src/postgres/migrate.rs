@@ -17,6 +17,7 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (3, "0003_lexical_statistics", include_str!("../../migrations/0003_lexical_statistics.sql")),
     (4, "0004_postings", include_str!("../../migrations/0004_postings.sql")),
     (5, "0005_sentence_vectors", include_str!("../../migrations/0005_sentence_vectors.sql")),
+    (6, "0006_lexical_counts", include_str!("../../migrations/0006_lexical_counts.sql")),
 ];
 
 /// Largest dimension pgvector's HNSW index accepts for `vector`.

@@ -25,6 +25,7 @@ mod migrate;
 mod sides;
 pub mod sql;
 
+use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -118,13 +119,19 @@ impl LexicalTotals {
     }
 }
 
-/// What one write transaction changes in its tenant's [`LexicalTotals`]: summed from the
-/// `search_tokens` the chunk inserts and deletes return, applied once by
-/// [`sql::TENANT_SET_EPOCH`] before the commit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What one write transaction changes in its tenant's kept counts: the [`LexicalTotals`]
+/// (summed from the `search_tokens` the chunk inserts and deletes return), the live documents,
+/// the documents each reader is granted and the chunks holding each lexeme (schema version 6),
+/// applied once by [`TotalsChange::apply`] before the commit.
+#[derive(Debug, Default)]
 struct TotalsChange {
     chunks: i64,
     tokens: i64,
+    live_documents: i64,
+    /// (kind, name) -> documents granted.
+    readers: BTreeMap<(String, String), i64>,
+    /// lexeme -> chunks holding it.
+    lexemes: BTreeMap<String, i64>,
 }
 
 impl TotalsChange {
@@ -136,6 +143,53 @@ impl TotalsChange {
     fn remove(&mut self, rows: &[tokio_postgres::Row]) {
         self.chunks -= rows.len() as i64;
         self.tokens -= rows.iter().map(|row| i64::from(row.get::<_, i32>(0))).sum::<i64>();
+    }
+
+    /// Readers (kind, name) a statement added (`sign` 1) or removed (-1); returns how many.
+    fn readers(&mut self, rows: &[tokio_postgres::Row], sign: i64) -> u64 {
+        for row in rows {
+            *self.readers.entry((row.get(0), row.get(1))).or_default() += sign;
+        }
+        rows.len() as u64
+    }
+
+    /// Chunks per lexeme (lexeme, count) a postings statement added (`sign` 1) or removed (-1).
+    fn lexemes(&mut self, rows: &[tokio_postgres::Row], sign: i64) {
+        for row in rows {
+            *self.lexemes.entry(row.get(0)).or_default() += sign * row.get::<_, i64>(1);
+        }
+    }
+
+    /// Advances the tenant's epoch and applies every kept count's change, at the end of a write
+    /// transaction (under the tenant lock).
+    async fn apply(
+        self,
+        transaction: &deadpool_postgres::Transaction<'_>,
+        tenant: &str,
+        epoch: i64,
+    ) -> RetrievalResult<()> {
+        transaction
+            .execute(sql::TENANT_SET_EPOCH, &[&tenant, &epoch, &self.chunks, &self.tokens, &self.live_documents])
+            .await
+            .map_err(database)?;
+        let (mut kinds, mut names, mut documents) = (Vec::new(), Vec::new(), Vec::new());
+        for ((kind, name), change) in self.readers.into_iter().filter(|(_, change)| *change != 0) {
+            kinds.push(kind);
+            names.push(name);
+            documents.push(change);
+        }
+        if !kinds.is_empty() {
+            transaction
+                .execute(sql::READER_COUNTS_ADD, &[&tenant, &kinds, &names, &documents])
+                .await
+                .map_err(database)?;
+        }
+        let (lexemes, chunks): (Vec<String>, Vec<i64>) =
+            self.lexemes.into_iter().filter(|(_, change)| *change != 0).unzip();
+        if !lexemes.is_empty() {
+            transaction.execute(sql::LEXEME_COUNTS_ADD, &[&tenant, &lexemes, &chunks]).await.map_err(database)?;
+        }
+        Ok(())
     }
 }
 
@@ -271,7 +325,8 @@ impl PostgresBackend {
         let mut totals = TotalsChange::default();
         for (position, (input, first_cut)) in inputs.iter().zip(&provisional).enumerate() {
             let head = transaction.query_opt(sql::DOCUMENT_HEAD, &[&tenant, &input.doc_id]).await.map_err(database)?;
-            let last: Option<i64> = head.map(|row| row.get(1));
+            let (live, last): (Option<i64>, Option<i64>) =
+                head.map_or((None, None), |row| (row.get(0), Some(row.get(1))));
             let version = match (input.version, last) {
                 (Some(version), Some(current)) if version <= current as u64 => {
                     return Err(AclError::StaleVersion { doc_id: input.doc_id.clone(), current: current as u64 }.into());
@@ -297,6 +352,13 @@ impl PostgresBackend {
                 .execute(sql::VERSION_INSERT, &[&tenant, &input.doc_id, &version_sql, &ordinal, &input.title, &epoch])
                 .await
                 .map_err(database)?;
+            if live.is_none() {
+                totals.live_documents += 1;
+            }
+            totals.lexemes(
+                &transaction.query(sql::POSTINGS_DELETE, &[&tenant, &input.doc_id]).await.map_err(database)?,
+                -1,
+            );
             totals.remove(&transaction.query(sql::CHUNKS_DELETE, &[&tenant, &input.doc_id]).await.map_err(database)?);
             for chunk in &chunks {
                 let vector = Vector::from(vectors_left.next().unwrap_or_default());
@@ -320,9 +382,18 @@ impl PostgresBackend {
                 totals.add(&transaction.query(&insert_chunk, &parameters).await.map_err(database)?);
             }
             chunk_count += chunks.len();
-            transaction.execute(&insert_postings, &[&tenant, &input.doc_id, &version_sql]).await.map_err(database)?;
-            transaction.execute(sql::READERS_DELETE_ALL, &[&tenant, &input.doc_id]).await.map_err(database)?;
-            add_readers(&transaction, tenant, &input.doc_id, &input.acl.groups, &input.acl.users).await?;
+            totals.lexemes(
+                &transaction
+                    .query(&insert_postings, &[&tenant, &input.doc_id, &version_sql])
+                    .await
+                    .map_err(database)?,
+                1,
+            );
+            totals.readers(
+                &transaction.query(sql::READERS_DELETE_ALL, &[&tenant, &input.doc_id]).await.map_err(database)?,
+                -1,
+            );
+            add_readers(&transaction, &mut totals, tenant, &input.doc_id, &input.acl.groups, &input.acl.users).await?;
             let position = position as i32;
             transaction
                 .execute(
@@ -342,10 +413,7 @@ impl PostgresBackend {
                 .await
                 .map_err(database)?;
         }
-        transaction
-            .execute(sql::TENANT_SET_EPOCH, &[&tenant, &epoch, &totals.chunks, &totals.tokens])
-            .await
-            .map_err(database)?;
+        totals.apply(&transaction, tenant, epoch).await?;
         transaction.commit().await.map_err(database)?;
         Ok(UpsertOutcome { acl_epoch: epoch as u64, documents: inputs.len(), chunks: chunk_count })
     }
@@ -376,17 +444,27 @@ impl PostgresBackend {
         let mut totals = TotalsChange::default();
         let (kind, groups, users, changed) = match &mutation {
             AclMutation::Delete { .. } => {
+                totals.lexemes(
+                    &transaction.query(sql::POSTINGS_DELETE, &[&tenant, &doc_id]).await.map_err(database)?,
+                    -1,
+                );
                 totals.remove(&transaction.query(sql::CHUNKS_DELETE, &[&tenant, &doc_id]).await.map_err(database)?);
-                transaction.execute(sql::READERS_DELETE_ALL, &[&tenant, &doc_id]).await.map_err(database)?;
+                totals.readers(
+                    &transaction.query(sql::READERS_DELETE_ALL, &[&tenant, &doc_id]).await.map_err(database)?,
+                    -1,
+                );
                 transaction.execute(sql::DOCUMENT_DELETE_HEAD, &[&tenant, &doc_id]).await.map_err(database)?;
+                totals.live_documents -= 1;
                 ("delete", &no_names, &no_names, 1)
             }
             AclMutation::Grant { groups, users, .. } => {
-                ("grant", groups, users, add_readers(&transaction, tenant, doc_id, groups, users).await?)
+                ("grant", groups, users, add_readers(&transaction, &mut totals, tenant, doc_id, groups, users).await?)
             }
             AclMutation::Revoke { groups: None, users: None, .. } => {
-                let removed =
-                    transaction.execute(sql::READERS_DELETE_ALL, &[&tenant, &doc_id]).await.map_err(database)?;
+                let removed = totals.readers(
+                    &transaction.query(sql::READERS_DELETE_ALL, &[&tenant, &doc_id]).await.map_err(database)?,
+                    -1,
+                );
                 ("revoke", &no_names, &no_names, removed)
             }
             AclMutation::Revoke { groups, users, .. } => {
@@ -394,10 +472,13 @@ impl PostgresBackend {
                 for (kind, names) in [("g", groups), ("u", users)] {
                     if let Some(names) = names {
                         let kind = kind_code(kind);
-                        removed += transaction
-                            .execute(sql::READERS_DELETE, &[&tenant, &doc_id, &kind, names])
-                            .await
-                            .map_err(database)?;
+                        removed += totals.readers(
+                            &transaction
+                                .query(sql::READERS_DELETE, &[&tenant, &doc_id, &kind, names])
+                                .await
+                                .map_err(database)?,
+                            -1,
+                        );
                     }
                 }
                 ("revoke", groups.as_ref().unwrap_or(&no_names), users.as_ref().unwrap_or(&no_names), removed)
@@ -416,10 +497,7 @@ impl PostgresBackend {
             )
             .await
             .map_err(database)?;
-        transaction
-            .execute(sql::TENANT_SET_EPOCH, &[&tenant, &epoch, &totals.chunks, &totals.tokens])
-            .await
-            .map_err(database)?;
+        totals.apply(&transaction, tenant, epoch).await?;
         transaction.commit().await.map_err(database)?;
         Ok(epoch as u64)
     }
@@ -482,6 +560,11 @@ impl PostgresBackend {
         let tenant = scope.tenant();
         let user = scope.user();
         let rows = reader.query(statement, &[&tenant, &user, &groups, argument, &limit]).await?;
+        // The lexical statement says whether its top k came from the selective terms alone.
+        if let Some(pruned) = rows.first().filter(|row| row.len() > 11).map(|row| row.get::<_, bool>(11)) {
+            let scoring = if pruned { "pruned" } else { "full" };
+            metrics::counter!("warrant_postgres_lexical_searches_total", "scoring" => scoring).increment(1);
+        }
         let mut hits = Vec::with_capacity(rows.len());
         for row in rows {
             let chunk_id: &[u8] = row.get(0);
@@ -551,6 +634,7 @@ async fn lock_tenant(transaction: &deadpool_postgres::Transaction<'_>, tenant: &
 
 async fn add_readers(
     transaction: &deadpool_postgres::Transaction<'_>,
+    totals: &mut TotalsChange,
     tenant: &str,
     doc_id: &str,
     groups: &[String],
@@ -562,8 +646,10 @@ async fn add_readers(
             continue;
         }
         let kind = kind_code(kind);
-        added +=
-            transaction.execute(sql::READERS_INSERT, &[&tenant, &doc_id, &kind, &names]).await.map_err(database)?;
+        added += totals.readers(
+            &transaction.query(sql::READERS_INSERT, &[&tenant, &doc_id, &kind, &names]).await.map_err(database)?,
+            1,
+        );
     }
     Ok(added)
 }

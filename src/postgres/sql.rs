@@ -49,51 +49,122 @@ pub const VECTOR_SEARCH: &str = "SELECT c.chunk_id, c.doc_id, c.version, c.chunk
     LIMIT $5";
 
 /// Lexical search inside the scope, ranked by BM25 (Robertson & Zaragoza 2009; k1 1.2, b 0.75,
-/// tantivy's formula): $1 tenant, $2 user, $3 groups, $4 query text, $5 limit.
+/// tantivy's formula): $1 tenant, $2 user, $3 groups, $4 query text, $5 limit. Returns the
+/// chunk columns, the score, and whether the top $5 came from the selective terms' chunks alone
+/// (`pruned`, column 11).
 ///
 /// The query's distinct lexemes (english configuration: stopwords dropped, Snowball stemming)
 /// are looked up in `chunk_terms`, the postings table (schema version 4): one index-only range
 /// scan per lexeme over (tenant, lexeme), each posting carrying its term frequency and its
-/// chunk's analyzed length. `readable` is the caller's readable documents (the ACL, read once
-/// per query from `document_readers`, hashed), and a posting counts only when its document is
-/// among them, so a term's document frequency is counted inside the caller's scope: documents
-/// outside it move no score. The chunk count and average length are the tenant's
-/// (`warrant_tenants.lexical_*`, kept by every write transaction, [`TENANT_SET_EPOCH`]). Chunk
-/// rows (text) are read for the top $5 only. Same hits and scores as
-/// [`LEXICAL_SEARCH_EXHAUSTIVE`] (tested); ties are broken by (document, version, chunk) here.
-/// On SciFact BM25 scored nDCG@10 0.689 where `ts_rank` scored 0.590 and the embedded engine's
-/// tantivy BM25 0.672 (BENCHMARKS.md, with the analyzer differences that remain).
+/// chunk's analyzed length. The chunk count and average length are the tenant's
+/// (`warrant_tenants.lexical_*`); a term's document frequency is counted inside the caller's
+/// scope, so documents outside it move no score:
+/// - a caller granted every live document of the tenant (`everything`: one of its readers'
+///   `reader_documents` count equals `warrant_tenants.live_documents`; schema version 6) has the
+///   tenant's frequencies, kept per lexeme in `lexeme_chunks`, and its readable documents are not
+///   read;
+/// - any other caller's postings are those whose document is among its readable documents (the
+///   ACL, read once per query from `document_readers`, hashed), counted per lexeme (`scoped`).
+///
+/// Then MaxScore (Turtle & Flood 1995) in two steps. Terms in more than a quarter of the tenant's
+/// chunks are `common`. First the chunks holding a selective term are scored in full (their
+/// common terms' postings looked up by key) and the top $5 kept (`candidates`). A chunk holding
+/// only common terms scores strictly less than the sum of their bounds (idf x (k1 + 1): the term
+/// frequency factor is below k1 + 1), so when that sum is at most the $5-th candidate's score
+/// (`exact`), no such chunk can enter the top $5 and the candidates are the answer. Otherwise
+/// every posting is scored (`scored`), as schema versions 4-5 did. Chunk rows (text) are read
+/// for the top $5 only, and each is checked against the ACL once more on its way out. Same hits
+/// and scores as [`LEXICAL_SEARCH_EXHAUSTIVE`] (tested, both ways); ties are broken by
+/// (document, version, chunk) here. On SciFact BM25 scored nDCG@10 0.689 where `ts_rank` scored
+/// 0.590 and the embedded engine's tantivy BM25 0.672 (BENCHMARKS.md, with the analyzer
+/// differences that remain).
 pub const LEXICAL_SEARCH: &str = "WITH q AS (
         SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', $4))) AS lexeme
-    ), totals AS (
+    ), totals AS MATERIALIZED (
         SELECT greatest(t.lexical_chunks, 1)::float8 AS chunks,
-            greatest(t.lexical_tokens, 1)::float8 / greatest(t.lexical_chunks, 1)::float8 AS average_tokens
+            greatest(t.lexical_tokens, 1)::float8 / greatest(t.lexical_chunks, 1)::float8 AS average_tokens,
+            EXISTS (SELECT 1 FROM reader_documents d
+                WHERE d.tenant_id = $1 AND d.documents = t.live_documents
+                  AND ((d.kind = 'u' AND d.name = $2) OR (d.kind = 'g' AND d.name = ANY($3::text[])))) AS everything
         FROM warrant_tenants t WHERE t.tenant_id = $1
     ), readable AS MATERIALIZED (
         SELECT DISTINCT r.doc_id FROM document_readers r
         WHERE r.tenant_id = $1
           AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[])))
-    ), postings AS MATERIALIZED (
+    ), scoped AS MATERIALIZED (
         SELECT p.lexeme, p.doc_id, p.version, p.chunk_ordinal, p.frequency::float8 AS frequency,
             p.tokens::float8 AS tokens
         FROM q JOIN chunk_terms p ON p.tenant_id = $1 AND p.lexeme = q.lexeme
             JOIN readable ON readable.doc_id = p.doc_id
-    ), document_frequencies AS (
-        SELECT lexeme, count(*)::float8 AS documents FROM postings GROUP BY lexeme
-    ), scores AS (
-        SELECT p.doc_id, p.version, p.chunk_ordinal, sum(
-            ln(1 + (totals.chunks - d.documents + 0.5) / (d.documents + 0.5))
-            * p.frequency * (1.2 + 1)
-            / (p.frequency + 1.2 * (1 - 0.75 + 0.75 * p.tokens / totals.average_tokens))) AS score
-        FROM postings p JOIN document_frequencies d USING (lexeme), totals
+        WHERE NOT (SELECT everything FROM totals)
+    ), frequencies AS MATERIALIZED (
+        SELECT l.lexeme, l.chunks::float8 AS documents
+        FROM q JOIN lexeme_chunks l ON l.tenant_id = $1 AND l.lexeme = q.lexeme
+        WHERE (SELECT everything FROM totals)
+        UNION ALL
+        SELECT lexeme, count(*)::float8 FROM scoped GROUP BY lexeme
+    ), weights AS MATERIALIZED (
+        SELECT f.lexeme, i.idf, f.documents * 4 > totals.chunks AND i.idf < max(i.idf) OVER () AS common
+        FROM frequencies f, totals,
+            LATERAL (SELECT ln(1 + (totals.chunks - f.documents + 0.5) / (f.documents + 0.5)) AS idf) i
+        WHERE f.documents > 0
+    ), postings AS NOT MATERIALIZED (
+        SELECT w.lexeme, w.idf, w.common, p.doc_id, p.version, p.chunk_ordinal,
+            p.frequency::float8 AS frequency, p.tokens::float8 AS tokens
+        FROM weights w JOIN chunk_terms p ON p.tenant_id = $1 AND p.lexeme = w.lexeme
+        WHERE (SELECT everything FROM totals)
+        UNION ALL
+        SELECT w.lexeme, w.idf, w.common, s.doc_id, s.version, s.chunk_ordinal, s.frequency, s.tokens
+        FROM weights w JOIN scoped s ON s.lexeme = w.lexeme
+    ), partial AS MATERIALIZED (
+        SELECT p.doc_id, p.version, p.chunk_ordinal,
+            sum(p.idf * p.frequency * (1.2 + 1)
+                / (p.frequency + 1.2 * (1 - 0.75 + 0.75 * p.tokens / totals.average_tokens))) AS score
+        FROM postings p, totals
+        WHERE NOT p.common
+        GROUP BY p.doc_id, p.version, p.chunk_ordinal
+    ), reach AS MATERIALIZED (
+        SELECT coalesce((SELECT sum(idf * (1.2 + 1)) FROM weights WHERE common), 0) AS bound,
+            coalesce((SELECT min(best.score) FROM (SELECT score FROM partial ORDER BY score DESC LIMIT $5) best
+                HAVING count(*) = $5), 0) AS floor
+    ), candidates AS MATERIALIZED (
+        SELECT p.doc_id, p.version, p.chunk_ordinal,
+            p.score + coalesce((SELECT sum(w.idf * c.frequency * (1.2 + 1)
+                    / (c.frequency + 1.2 * (1 - 0.75 + 0.75 * c.tokens / totals.average_tokens)))
+                FROM weights w JOIN chunk_terms c ON c.tenant_id = $1 AND c.lexeme = w.lexeme
+                    AND c.doc_id = p.doc_id AND c.version = p.version AND c.chunk_ordinal = p.chunk_ordinal
+                WHERE w.common), 0) AS score
+        FROM partial p, totals, reach
+        WHERE p.score + reach.bound >= reach.floor
+        ORDER BY score DESC, p.doc_id, p.version, p.chunk_ordinal
+        LIMIT $5
+    ), exact AS MATERIALIZED (
+        SELECT EXISTS (SELECT 1 FROM weights WHERE NOT common)
+            AND (SELECT bound FROM reach)
+                <= CASE WHEN (SELECT count(*) FROM candidates) < $5 THEN 0 ELSE (SELECT min(score) FROM candidates) END
+            AS pruned
+    ), scored AS (
+        SELECT p.doc_id, p.version, p.chunk_ordinal,
+            sum(p.idf * p.frequency * (1.2 + 1)
+                / (p.frequency + 1.2 * (1 - 0.75 + 0.75 * p.tokens / totals.average_tokens))) AS score
+        FROM postings p, totals
+        WHERE NOT (SELECT pruned FROM exact)
         GROUP BY p.doc_id, p.version, p.chunk_ordinal
         ORDER BY score DESC, p.doc_id, p.version, p.chunk_ordinal
         LIMIT $5
+    ), scores AS (
+        SELECT doc_id, version, chunk_ordinal, score FROM candidates WHERE (SELECT pruned FROM exact)
+        UNION ALL
+        SELECT doc_id, version, chunk_ordinal, score FROM scored
     )
     SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal,
-        c.start_char, c.end_char, c.title, c.body, s.score::real AS score, c.sentence_vectors
+        c.start_char, c.end_char, c.title, c.body, s.score::real AS score, c.sentence_vectors,
+        (SELECT pruned FROM exact) AS pruned
     FROM scores s JOIN chunks c
         ON c.tenant_id = $1 AND c.doc_id = s.doc_id AND c.version = s.version AND c.chunk_ordinal = s.chunk_ordinal
+    WHERE EXISTS (SELECT 1 FROM document_readers r
+        WHERE r.tenant_id = $1 AND r.doc_id = c.doc_id
+          AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
     ORDER BY s.score DESC, s.doc_id, s.version, s.chunk_ordinal";
 
 /// The lexical statement of schema versions 1-3, kept as the reference [`LEXICAL_SEARCH`] is
@@ -193,13 +264,30 @@ pub const TENANT_LOCK: &str = "SELECT acl_epoch FROM warrant_tenants WHERE tenan
 pub const TENANT_EPOCH: &str = "SELECT acl_epoch FROM warrant_tenants WHERE tenant_id = $1";
 
 /// Advances the tenant's epoch and applies the transaction's change to its BM25 totals (the
-/// chunks [`CHUNK_INSERT`] and [`CHUNKS_DELETE`] returned), once at the end of every write
-/// transaction: $1 tenant, $2 new epoch, $3 chunks added (negative: removed), $4 tokens added.
-/// One update of the tenant row per transaction: updating it per chunk made loading SciFact
-/// 35 % slower per chunk (BENCHMARKS.md).
+/// chunks [`CHUNK_INSERT`] and [`CHUNKS_DELETE`] returned) and to its live document count, once
+/// at the end of every write transaction: $1 tenant, $2 new epoch, $3 chunks added (negative:
+/// removed), $4 tokens added, $5 live documents added. One update of the tenant row per
+/// transaction: updating it per chunk made loading SciFact 35 % slower per chunk (BENCHMARKS.md).
 pub const TENANT_SET_EPOCH: &str = "UPDATE warrant_tenants SET acl_epoch = $2,
-        lexical_chunks = lexical_chunks + $3, lexical_tokens = lexical_tokens + $4
+        lexical_chunks = lexical_chunks + $3, lexical_tokens = lexical_tokens + $4,
+        live_documents = live_documents + $5
     WHERE tenant_id = $1";
+
+/// Applies a write transaction's change to the documents each reader is granted (what the
+/// reader statements returned, summed), once at its end: $1 tenant, $2 kinds ('g' or 'u'),
+/// $3 names, $4 documents added (negative: removed).
+pub const READER_COUNTS_ADD: &str = "INSERT INTO reader_documents (tenant_id, kind, name, documents)
+    SELECT $1, change.kind::\"char\", change.name, change.documents
+    FROM unnest($2::text[], $3::text[], $4::bigint[]) AS change(kind, name, documents)
+    ON CONFLICT (tenant_id, kind, name) DO UPDATE SET documents = reader_documents.documents + excluded.documents";
+
+/// Applies a write transaction's change to the tenant's chunk count per lexeme (what
+/// [`POSTINGS_INSERT`] and [`POSTINGS_DELETE`] returned, summed), once at its end: $1 tenant,
+/// $2 lexemes, $3 chunks added (negative: removed).
+pub const LEXEME_COUNTS_ADD: &str = "INSERT INTO lexeme_chunks (tenant_id, lexeme, chunks)
+    SELECT $1, change.lexeme, change.chunks
+    FROM unnest($2::text[], $3::bigint[]) AS change(lexeme, chunks)
+    ON CONFLICT (tenant_id, lexeme) DO UPDATE SET chunks = lexeme_chunks.chunks + excluded.chunks";
 
 /// A document's head: $1 tenant, $2 doc id.
 pub const DOCUMENT_HEAD: &str = "SELECT live_version, last_version FROM documents WHERE tenant_id = $1 AND doc_id = $2";
@@ -220,6 +308,14 @@ pub const VERSION_INSERT: &str =
     "INSERT INTO document_versions (tenant_id, doc_id, version, doc_ordinal, title, acl_epoch)
     VALUES ($1, $2, $3, $4, $5, $6)";
 
+/// Drops every posting of a document (before its chunks: [`CHUNKS_DELETE`]), returning how
+/// many chunks held each lexeme, for the tenant's counts ([`LEXEME_COUNTS_ADD`]): $1 tenant,
+/// $2 doc id.
+pub const POSTINGS_DELETE: &str = "WITH deleted AS (
+        DELETE FROM chunk_terms WHERE tenant_id = $1 AND doc_id = $2 RETURNING lexeme
+    )
+    SELECT lexeme, count(*) FROM deleted GROUP BY lexeme";
+
 /// Drops every chunk of a document (the previous live version), returning each one's analyzed
 /// length for the tenant's BM25 totals ([`TENANT_SET_EPOCH`]): $1 tenant, $2 doc id.
 pub const CHUNKS_DELETE: &str = "DELETE FROM chunks WHERE tenant_id = $1 AND doc_id = $2 RETURNING search_tokens";
@@ -235,13 +331,17 @@ pub const CHUNK_INSERT: &str = "INSERT INTO chunks (tenant_id, doc_id, version, 
 
 /// Writes the postings of a document version's chunks (inserted just before, same transaction)
 /// from their `search` vectors: $1 tenant, $2 doc id, $3 version. They go with their chunks
-/// (`ON DELETE CASCADE`).
-pub const POSTINGS_INSERT: &str =
-    "INSERT INTO chunk_terms (tenant_id, lexeme, doc_id, version, chunk_ordinal, frequency, tokens)
-    SELECT c.tenant_id, term.lexeme, c.doc_id, c.version, c.chunk_ordinal,
-        coalesce(cardinality(term.positions), 1), c.search_tokens
-    FROM chunks c, unnest(c.search) AS term
-    WHERE c.tenant_id = $1 AND c.doc_id = $2 AND c.version = $3";
+/// (`ON DELETE CASCADE`; the writes delete them first, [`POSTINGS_DELETE`]). Returns how many
+/// chunks hold each lexeme, for the tenant's counts ([`LEXEME_COUNTS_ADD`]).
+pub const POSTINGS_INSERT: &str = "WITH inserted AS (
+        INSERT INTO chunk_terms (tenant_id, lexeme, doc_id, version, chunk_ordinal, frequency, tokens)
+        SELECT c.tenant_id, term.lexeme, c.doc_id, c.version, c.chunk_ordinal,
+            coalesce(cardinality(term.positions), 1), c.search_tokens
+        FROM chunks c, unnest(c.search) AS term
+        WHERE c.tenant_id = $1 AND c.doc_id = $2 AND c.version = $3
+        RETURNING lexeme
+    )
+    SELECT lexeme, count(*) FROM inserted GROUP BY lexeme";
 
 /// The tenant's postings recounted ($1 tenant): postings, and postings whose chunk is gone or
 /// whose frequency or length disagrees with the chunk's `search` vector (must be 0).
@@ -269,17 +369,44 @@ pub const LEXICAL_TOTALS: &str = "SELECT lexical_chunks, lexical_tokens FROM war
 pub const LEXICAL_TOTALS_RECOUNTED: &str =
     "SELECT count(*), coalesce(sum(search_tokens), 0)::bigint FROM chunks WHERE tenant_id = $1";
 
-/// Drops every reader of a document: $1 tenant, $2 doc id.
-pub const READERS_DELETE_ALL: &str = "DELETE FROM document_readers WHERE tenant_id = $1 AND doc_id = $2";
+/// Drops every reader of a document, returning each removed reader (kind, name) for the
+/// readers' counts ([`READER_COUNTS_ADD`]): $1 tenant, $2 doc id.
+pub const READERS_DELETE_ALL: &str =
+    "DELETE FROM document_readers WHERE tenant_id = $1 AND doc_id = $2 RETURNING kind::text, name";
 
-/// Removes readers of one kind: $1 tenant, $2 doc id, $3 kind ('g' or 'u'), $4 names.
+/// Removes readers of one kind, returning each removed one (kind, name): $1 tenant, $2 doc id,
+/// $3 kind ('g' or 'u'), $4 names.
 pub const READERS_DELETE: &str = "DELETE FROM document_readers
-    WHERE tenant_id = $1 AND doc_id = $2 AND kind = $3::\"char\" AND name = ANY($4::text[])";
+    WHERE tenant_id = $1 AND doc_id = $2 AND kind = $3::\"char\" AND name = ANY($4::text[])
+    RETURNING kind::text, name";
 
-/// Adds readers of one kind (existing ones are kept): $1 tenant, $2 doc id, $3 kind, $4 names.
+/// Adds readers of one kind (existing ones are kept), returning each added one (kind, name):
+/// $1 tenant, $2 doc id, $3 kind, $4 names.
 pub const READERS_INSERT: &str = "INSERT INTO document_readers (tenant_id, doc_id, kind, name)
     SELECT $1, $2, $3::\"char\", name FROM unnest($4::text[]) AS name
-    ON CONFLICT DO NOTHING";
+    ON CONFLICT DO NOTHING
+    RETURNING kind::text, name";
+
+/// The tenant's kept counts recounted ($1 tenant), each 0 when they agree: live documents kept
+/// against counted; readers whose kept count disagrees with their reader rows; lexemes whose
+/// kept count disagrees with their postings; reader rows of documents that are not live; chunks
+/// of versions that are not live. The last two are the invariants that make a reader's count
+/// equal to the live count mean "reads every chunk" ([`LEXICAL_SEARCH`]).
+pub const COUNTS_CHECK: &str = "SELECT
+        (SELECT t.live_documents FROM warrant_tenants t WHERE t.tenant_id = $1)
+            - (SELECT count(*) FROM documents d WHERE d.tenant_id = $1 AND d.live_version IS NOT NULL),
+        (SELECT count(*) FROM (SELECT kind, name, documents FROM reader_documents WHERE tenant_id = $1) k
+            FULL JOIN (SELECT kind, name, count(*) AS documents FROM document_readers WHERE tenant_id = $1
+                GROUP BY kind, name) r ON r.kind = k.kind AND r.name = k.name
+            WHERE coalesce(k.documents, 0) <> coalesce(r.documents, 0)),
+        (SELECT count(*) FROM (SELECT lexeme, chunks FROM lexeme_chunks WHERE tenant_id = $1) k
+            FULL JOIN (SELECT lexeme, count(*) AS chunks FROM chunk_terms WHERE tenant_id = $1
+                GROUP BY lexeme) p ON p.lexeme = k.lexeme
+            WHERE coalesce(k.chunks, 0) <> coalesce(p.chunks, 0)),
+        (SELECT count(*) FROM document_readers r JOIN documents d ON d.tenant_id = r.tenant_id AND d.doc_id = r.doc_id
+            WHERE r.tenant_id = $1 AND d.live_version IS NULL),
+        (SELECT count(*) FROM chunks c JOIN documents d ON d.tenant_id = c.tenant_id AND d.doc_id = c.doc_id
+            WHERE c.tenant_id = $1 AND c.version IS DISTINCT FROM d.live_version)";
 
 /// Appends to the change log: $1 tenant, $2 epoch, $3 position, $4 lineage (text uuid), $5 kind,
 /// $6 doc id, $7 version, $8 groups, $9 users.
@@ -309,7 +436,11 @@ mod tests {
         (LEXICAL_SEARCH, Search),
         (LEXICAL_SEARCH_EXHAUSTIVE, Search),
         (POSTINGS_INSERT, Nothing),
+        (POSTINGS_DELETE, Nothing),
         (POSTINGS_CHECK, Nothing),
+        (COUNTS_CHECK, Nothing),
+        (READER_COUNTS_ADD, Nothing),
+        (LEXEME_COUNTS_ADD, Nothing),
         (READABLE_VERSIONS, ForPrincipal),
         (DOCUMENT_READ, ForPrincipal),
         (TENANT_ENSURE, Nothing),
@@ -359,26 +490,45 @@ mod tests {
 
     #[test]
     fn lexical_search_scores_bm25_inside_the_scope_with_tantivys_parameters() {
-        // The postings are filtered by the caller's readable documents before any statistic is
-        // counted over them, and chunk rows are read for the top $5 only.
-        let readable = LEXICAL_SEARCH.find("readable AS MATERIALIZED").expect("the scope");
-        let postings = LEXICAL_SEARCH.find("postings AS MATERIALIZED").expect("scoped postings");
-        let frequencies = LEXICAL_SEARCH.find("document_frequencies AS").expect("document frequencies");
-        assert!(readable < postings && postings < frequencies);
+        let at = |text: &str| LEXICAL_SEARCH.find(text).unwrap_or_else(|| panic!("{text}"));
+        // A caller's postings are filtered by its readable documents before any statistic is
+        // counted over them, unless it reads every live document of the tenant.
+        assert!(at("readable AS MATERIALIZED") < at("scoped AS MATERIALIZED"));
         assert!(LEXICAL_SEARCH.contains("JOIN readable ON readable.doc_id = p.doc_id"), "postings inside the scope");
-        assert!(LEXICAL_SEARCH.contains("FROM postings GROUP BY lexeme"), "statistics over the scoped postings");
-        assert!(
-            LEXICAL_SEARCH.find("LIMIT $5").expect("bounded") < LEXICAL_SEARCH.find("JOIN chunks c").expect("text")
-        );
+        assert!(LEXICAL_SEARCH.contains("SELECT lexeme, count(*)::float8 FROM scoped GROUP BY lexeme"));
+        assert!(LEXICAL_SEARCH.contains("d.documents = t.live_documents"), "the tenant's counts only for all of it");
+        assert!(at("scoped AS MATERIALIZED") < at("frequencies AS MATERIALIZED"));
+        // The shortcut is exact only if the common terms' bounds cannot reach the k-th score.
+        assert!(LEXICAL_SEARCH.contains("SELECT sum(idf * (1.2 + 1)) FROM weights WHERE common"));
+        assert!(LEXICAL_SEARCH.contains("WHERE p.score + reach.bound >= reach.floor"));
+        assert!(LEXICAL_SEARCH.contains("WHERE NOT (SELECT pruned FROM exact)"));
+        // Chunk rows are read for the top $5 only, each checked against the ACL.
+        assert!(at("LIMIT $5") < at("JOIN chunks c"));
+        assert!(at("JOIN chunks c") < at("EXISTS (SELECT 1 FROM document_readers r"));
         for statement in [LEXICAL_SEARCH, LEXICAL_SEARCH_EXHAUSTIVE] {
             // k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)).
             assert!(statement.contains("(1.2 + 1)") && statement.contains("1.2 * (1 - 0.75 + 0.75 *"));
-            assert!(statement.contains("ln(1 + (totals.chunks - d.documents + 0.5) / (d.documents + 0.5))"));
+            assert!(statement.contains("ln(1 + (totals.chunks - "));
             assert!(statement.contains("to_tsvector('english', $4)"), "the query is analyzed like the chunks");
         }
         let matched = LEXICAL_SEARCH_EXHAUSTIVE.find("matched AS MATERIALIZED").expect("candidate set");
         let acl = LEXICAL_SEARCH_EXHAUSTIVE.find("EXISTS (SELECT 1 FROM document_readers r").expect("acl");
         assert!(matched < acl && acl < LEXICAL_SEARCH_EXHAUSTIVE.find("frequencies AS").expect("frequencies"));
+    }
+
+    #[test]
+    fn every_write_returns_what_the_kept_counts_need() {
+        for statement in [READERS_INSERT, READERS_DELETE, READERS_DELETE_ALL] {
+            assert!(statement.ends_with("RETURNING kind::text, name"), "{statement}");
+        }
+        for statement in [POSTINGS_INSERT, POSTINGS_DELETE] {
+            assert!(
+                statement.ends_with("SELECT lexeme, count(*) FROM inserted GROUP BY lexeme")
+                    || statement.ends_with("SELECT lexeme, count(*) FROM deleted GROUP BY lexeme"),
+                "{statement}"
+            );
+        }
+        assert!(TENANT_SET_EPOCH.contains("live_documents = live_documents + $5"));
     }
 
     #[test]

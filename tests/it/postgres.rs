@@ -546,6 +546,7 @@ async fn postgres_lexical_totals_follow_upsert_replace_delete_and_rollback() {
             for tenant in ["acme", "globex"] {
                 let (postings, differences) = postings_check(&url, tenant).await;
                 assert_eq!(differences, 0, "{tenant}: the postings disagree with the chunks ({postings} postings)");
+                assert_eq!(counts_check(&url, tenant).await, [0; 5], "{tenant}: kept counts drifted");
             }
         }
     };
@@ -570,6 +571,23 @@ async fn postgres_lexical_totals_follow_upsert_replace_delete_and_rollback() {
     let batch = vec![doc("three", "Pepper", "pepper pepper pepper", &["all"]), stale];
     assert!(backend.upsert("acme", batch).await.is_err());
     check(with_long).await;
+    // Grants and partial revokes move the readers' counts only.
+    let grant = |groups: &[&str], users: &[&str]| AclMutation::Grant {
+        tenant: "acme".into(),
+        doc_id: "two".into(),
+        groups: groups.iter().map(|name| name.to_string()).collect(),
+        users: users.iter().map(|name| name.to_string()).collect(),
+    };
+    backend.mutate(grant(&["exec", "all"], &["carol"])).await.unwrap();
+    check(with_long).await;
+    let partial = AclMutation::Revoke {
+        tenant: "acme".into(),
+        doc_id: "two".into(),
+        groups: Some(vec!["exec".into(), "nobody".into()]),
+        users: None,
+    };
+    backend.mutate(partial).await.unwrap();
+    check(with_long).await;
     // Revoking keeps the chunks (and their counts); deleting removes them.
     let revoke = AclMutation::Revoke { tenant: "acme".into(), doc_id: "two".into(), groups: None, users: None };
     backend.mutate(revoke).await.unwrap();
@@ -579,6 +597,14 @@ async fn postgres_lexical_totals_follow_upsert_replace_delete_and_rollback() {
     check(LexicalTotals { chunks: 1, tokens: 6 }).await;
     assert_eq!(backend.lexical_totals("globex").await.unwrap(), LexicalTotals { chunks: 1, tokens: 5 });
     assert_eq!(backend.lexical_totals("nobody").await.unwrap(), LexicalTotals::default());
+}
+
+/// The tenant's kept counts against a recount (`sql::COUNTS_CHECK`): all 0 when they agree.
+async fn counts_check(url: &str, tenant: &str) -> [i64; 5] {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let row = client.query_one(warrant::postgres::sql::COUNTS_CHECK, &[&tenant]).await.unwrap();
+    [0, 1, 2, 3, 4].map(|column| row.get::<_, Option<i64>>(column).unwrap_or(0))
 }
 
 /// (postings, postings that disagree with the chunks' `search` vectors, either way) of a tenant.
@@ -624,8 +650,9 @@ fn naive_bm25(tenant_docs: &[(String, Vec<&str>, bool)], query: &[&str]) -> Vec<
 
 /// One document of a lexical case: (tenant index, words, groups).
 type LexicalDocument = (usize, Vec<usize>, Vec<usize>);
-/// A random lexical case: documents, query words, asking tenant, asking groups.
-type LexicalCase = (Vec<LexicalDocument>, Vec<usize>, usize, Vec<usize>);
+/// A random lexical case: documents, query words, asking tenant, asking groups, whether every
+/// document also grants a group the asker holds (so the asker reads all of its tenant).
+type LexicalCase = (Vec<LexicalDocument>, Vec<usize>, usize, Vec<usize>, bool);
 
 fn lexical_corpus() -> impl Strategy<Value = LexicalCase> {
     let document =
@@ -635,18 +662,19 @@ fn lexical_corpus() -> impl Strategy<Value = LexicalCase> {
         prop::collection::vec(0..VOCABULARY.len(), 1..4),
         0..2usize,
         prop::collection::vec(0..3usize, 0..3),
+        any::<bool>(),
     )
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     /// The lexical statement against the naive BM25 model: exactly the scoped documents holding
     /// a query word come back (nothing of another tenant or outside the ACL), with the model's
-    /// scores, best first.
+    /// scores, best first; its top 1, 2 and 3 (pruned or not) are the model's too.
     #[test]
     fn postgres_lexical_bm25_matches_a_naive_model_inside_the_scope(
-        (documents, query, tenant, groups) in lexical_corpus()
+        (documents, query, tenant, groups, everyone) in lexical_corpus()
     ) {
         use warrant::retrieval::{RetrievalQuery, RetrievalRepository};
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -655,11 +683,18 @@ proptest! {
             let backend = node(&url).await;
             let run = uuid::Uuid::new_v4().simple().to_string();
             let tenants = [format!("a{run}"), format!("b{run}")];
-            let asking = Principal::new(tenants[tenant].clone(), "u0", groups.iter().map(|g| format!("g{g}")));
+            let mut asking_groups: Vec<String> = groups.iter().map(|g| format!("g{g}")).collect();
+            if everyone {
+                asking_groups.push("g9".into());
+            }
+            let asking = Principal::new(tenants[tenant].clone(), "u0", asking_groups);
             let mut model = Vec::new();
             for (index, (owner, words, readers)) in documents.iter().enumerate() {
                 let words: Vec<&str> = words.iter().map(|word| VOCABULARY[*word]).collect();
-                let readers: BTreeSet<String> = readers.iter().map(|g| format!("g{g}")).collect();
+                let mut readers: BTreeSet<String> = readers.iter().map(|g| format!("g{g}")).collect();
+                if everyone {
+                    readers.insert("g9".into());
+                }
                 let input = DocumentInput {
                     doc_id: format!("d{index}"),
                     title: String::new(),
@@ -722,8 +757,163 @@ proptest! {
                 let (ours, theirs) = (f32::from_bits(*bits), f32::from_bits(reference[doc_id]));
                 assert!((ours - theirs).abs() <= 1e-6 * theirs.abs().max(1.0), "{doc_id}: {ours} vs {theirs}");
             }
+            // A shorter top k, which the statement may take from the selective terms alone: the
+            // k best of the model, in order.
+            for limit in 1..=3i64 {
+                let rows = client
+                    .query(
+                        warrant::postgres::sql::LEXICAL_SEARCH,
+                        &[&asking.tenant, &asking.user, &groups, &request.text, &limit],
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(rows.len(), expected.len().min(limit as usize));
+                for (rank, row) in rows.iter().enumerate() {
+                    let (doc_id, score) = (row.get::<_, String>(1), f64::from(row.get::<_, f32>(9)));
+                    let modelled = scores.get(doc_id.as_str()).copied().expect("a hit the model has");
+                    assert!((score - modelled).abs() <= 1e-4 * modelled.max(1.0), "top {limit}: {doc_id}");
+                    assert!((score - expected[rank].1).abs() <= 1e-4 * modelled.max(1.0), "top {limit}, rank {rank}");
+                }
+            }
         });
     }
+}
+
+/// (doc id, score, pruned) of the lexical statement's top `limit` for `asking`.
+async fn lexical_top(url: &str, asking: &Principal, text: &str, limit: i64) -> Vec<(String, f32, bool)> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let groups: Vec<&str> = asking.groups.iter().map(String::as_str).collect();
+    let rows = client
+        .query(warrant::postgres::sql::LEXICAL_SEARCH, &[&asking.tenant, &asking.user, &groups, &text, &limit])
+        .await
+        .unwrap();
+    rows.iter().map(|row| (row.get(1), row.get(9), row.get(11))).collect()
+}
+
+/// (doc id, score) of the exhaustive reference statement's top `limit` for `asking`.
+async fn lexical_reference(url: &str, asking: &Principal, text: &str, limit: i64) -> Vec<(String, f32)> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let groups: Vec<&str> = asking.groups.iter().map(String::as_str).collect();
+    let rows = client
+        .query(
+            warrant::postgres::sql::LEXICAL_SEARCH_EXHAUSTIVE,
+            &[&asking.tenant, &asking.user, &groups, &text, &limit],
+        )
+        .await
+        .unwrap();
+    rows.iter().map(|row| (row.get(1), row.get(9))).collect()
+}
+
+/// The two shortcuts of the lexical statement, each taken where it applies and nowhere else: a
+/// reader of the whole tenant gets the tenant's kept term counts (until one document is revoked
+/// from it), and a top k whose selective terms' chunks decide it is not scored further. Either
+/// way the hits and scores are the exhaustive statement's.
+#[actix_web::test]
+async fn postgres_lexical_shortcuts_give_the_exhaustive_top_k() {
+    let Some(url) = fresh_database().await else { return };
+    let backend = node(&url).await;
+    // "lantern" in every document (common), "copper" in two, "river" in three; lengths differ,
+    // so no two scores tie. Another tenant holds the same words more often.
+    let documents: Vec<DocumentInput> = (0..12)
+        .map(|index| {
+            let mut words = vec!["lantern".to_owned(); 1 + index % 3];
+            words.extend((0..index).map(|filler| format!("filler{filler}")));
+            if index < 2 {
+                words.push("copper".into());
+            }
+            if (1..4).contains(&index) {
+                words.push("river".into());
+            }
+            let groups: &[&str] = if index < 6 { &["all", "exec"] } else { &["all"] };
+            doc(&format!("d{index:02}"), "", &words.join(" "), groups)
+        })
+        .collect();
+    backend.upsert("acme", documents).await.unwrap();
+    let noise = (0..8).map(|index| doc(&format!("n{index}"), "", "copper copper river", &["all"])).collect();
+    backend.upsert("globex", noise).await.unwrap();
+    let everyone = principal("acme", "bob", &["all"]);
+    let executive = principal("acme", "carol", &["exec"]);
+
+    let compare = |asking: Principal, text: &'static str, limit: i64, pruned: bool| {
+        let url = url.clone();
+        async move {
+            let ours = lexical_top(&url, &asking, text, limit).await;
+            let reference = lexical_reference(&url, &asking, text, limit).await;
+            assert_eq!(ours.len(), reference.len(), "{text} for {}: {ours:?} vs {reference:?}", asking.user);
+            for ((doc_id, score, was_pruned), (reference_id, reference_score)) in ours.iter().zip(&reference) {
+                assert_eq!(doc_id, reference_id, "{text} for {}", asking.user);
+                assert!((score - reference_score).abs() <= 1e-6 * reference_score.max(1.0), "{doc_id}");
+                assert_eq!(*was_pruned, pruned, "{text} top {limit} for {}", asking.user);
+            }
+            ours
+        }
+    };
+    // A selective term decides the top 1 and 2, and one term alone is its own candidate set; a
+    // top 3 the two copper chunks cannot fill needs every posting.
+    let whole = compare(everyone.clone(), "lantern copper", 1, true).await;
+    compare(everyone.clone(), "lantern copper", 2, true).await;
+    compare(everyone.clone(), "lantern copper", 3, false).await;
+    compare(everyone.clone(), "lantern", 2, true).await;
+    compare(everyone.clone(), "copper river", 2, true).await;
+    compare(executive.clone(), "lantern copper", 1, true).await;
+    compare(executive.clone(), "lantern river", 2, true).await;
+    compare(executive.clone(), "lantern", 4, true).await;
+    // Revoking one document from "all" makes bob a reader of part of the tenant: his document
+    // frequencies are counted in his scope again (lantern in 11 chunks, not 12).
+    let revoke = AclMutation::Revoke {
+        tenant: "acme".into(),
+        doc_id: "d11".into(),
+        groups: Some(vec!["all".into()]),
+        users: None,
+    };
+    backend.mutate(revoke).await.unwrap();
+    let scoped = compare(everyone.clone(), "lantern copper", 1, true).await;
+    assert_eq!(scoped[0].0, whole[0].0);
+    assert!(scoped[0].1 > whole[0].1, "lantern's idf grew in the smaller scope: {scoped:?} vs {whole:?}");
+    for tenant in ["acme", "globex"] {
+        assert_eq!(counts_check(&url, tenant).await, [0; 5], "{tenant}");
+    }
+}
+
+#[actix_web::test]
+async fn postgres_migration_0006_counts_what_was_written_before_it() {
+    let Some(url) = fresh_database().await else { return };
+    let backend = node(&url).await;
+    backend.upsert("acme", vec![doc("one", "Zebra", "the lantern of copper river lantern", &["all"])]).await.unwrap();
+    backend.upsert("acme", vec![doc("two", "Falcon", "copper garden", &["exec", "all"])]).await.unwrap();
+    backend.upsert("acme", vec![doc("gone", "Falcon", "copper harbor", &["exec"])]).await.unwrap();
+    backend.mutate(AclMutation::Delete { tenant: "acme".into(), doc_id: "gone".into() }).await.unwrap();
+    backend.upsert("globex", vec![doc("one", "Zebra", "lantern harbor", &["all"])]).await.unwrap();
+    let asking = principal("acme", "bob", &["all"]);
+    let before = lexical_top(&url, &asking, "lantern copper", 10).await;
+    assert_eq!(before.len(), 2);
+
+    // Back to schema version 5 with the rows in place: undo exactly what 0006 adds (test-only DDL).
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "DROP TABLE reader_documents; DROP TABLE lexeme_chunks;
+             ALTER TABLE warrant_tenants DROP COLUMN live_documents;
+             DELETE FROM warrant_migrations WHERE version = 6;",
+        )
+        .await
+        .unwrap();
+
+    let applied = warrant::postgres::migrate_database(&params(&url), DIMENSION).await.unwrap();
+    assert_eq!(applied, vec![6]);
+    for tenant in ["acme", "globex"] {
+        assert_eq!(counts_check(&url, tenant).await, [0; 5], "{tenant}: the backfill disagrees with a recount");
+    }
+    let live: i64 = client
+        .query_one("SELECT live_documents FROM warrant_tenants WHERE tenant_id = 'acme'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(live, 2, "the deleted document is not live");
+    assert_eq!(lexical_top(&url, &asking, "lantern copper", 10).await, before);
 }
 
 /// Query text is data: quotes, backslashes and tsquery operators neither break the lexical
