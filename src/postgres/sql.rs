@@ -66,15 +66,21 @@ pub const VECTOR_SEARCH: &str = "SELECT c.chunk_id, c.doc_id, c.version, c.chunk
 /// - any other caller's postings are those whose document is among its readable documents (the
 ///   ACL, read once per query from `document_readers`, hashed), counted per lexeme (`scoped`).
 ///
-/// Then MaxScore (Turtle & Flood 1995) in two steps. Terms in more than a quarter of the tenant's
-/// chunks are `common`. First the chunks holding a selective term are scored in full (their
-/// common terms' postings looked up by key) and the top $5 kept (`candidates`). A chunk holding
-/// only common terms scores strictly less than the sum of their bounds (idf x (k1 + 1): the term
-/// frequency factor is below k1 + 1), so when that sum is at most the $5-th candidate's score
-/// (`exact`), no such chunk can enter the top $5 and the candidates are the answer. Otherwise
-/// every posting is scored (`scored`), as schema versions 4-5 did. Chunk rows (text) are read
-/// for the top $5 only, and each is checked against the ACL once more on its way out. Same hits
-/// and scores as [`LEXICAL_SEARCH_EXHAUSTIVE`] (tested, both ways); ties are broken by
+/// Then MaxScore (Turtle & Flood 1995). Terms in more than a quarter of the tenant's chunks are
+/// `common`, except the rarest term. A common term's score in a chunk is strictly below its
+/// bound, idf x (k1 + 1) (the term frequency factor is below k1 + 1), and `reach.bound` sums
+/// the common terms' bounds. The chunks holding a selective term get their selective terms'
+/// score (`partial`); `reach.floor` is the $5-th best of those (0 with fewer), so the top $5
+/// scores at least that much, and only chunks whose partial score plus the bound reaches the
+/// floor (`near`) can be in it. Their common terms' postings are looked up by key when they are
+/// few (`lookup`: chunks x common terms x 10 <= the common terms' postings), else the common
+/// terms' postings are scanned and kept for those chunks (a hashed membership test); the best
+/// $5 are `candidates`. A chunk holding only common terms scores below the bound, so when the
+/// bound is at most the $5-th candidate's score (`exact`) the candidates are the answer.
+/// Otherwise every posting is scored (`scored`), as schema versions 4-5 did. Chunk rows (text)
+/// are read for the top $5 only, and each is checked against the ACL once more on its way out.
+/// Same hits and scores as [`LEXICAL_SEARCH_EXHAUSTIVE`] (tested, both ways, up to the
+/// rounding of sums taken in another order); ties are broken by
 /// (document, version, chunk) here. On SciFact BM25 scored nDCG@10 0.689 where `ts_rank` scored
 /// 0.590 and the embedded engine's tantivy BM25 0.672 (BENCHMARKS.md, with the analyzer
 /// differences that remain).
@@ -104,7 +110,8 @@ pub const LEXICAL_SEARCH: &str = "WITH q AS (
         UNION ALL
         SELECT lexeme, count(*)::float8 FROM scoped GROUP BY lexeme
     ), weights AS MATERIALIZED (
-        SELECT f.lexeme, i.idf, f.documents * 4 > totals.chunks AND i.idf < max(i.idf) OVER () AS common
+        SELECT f.lexeme, f.documents, i.idf,
+            f.documents * 4 > totals.chunks AND i.idf < max(i.idf) OVER () AS common
         FROM frequencies f, totals,
             LATERAL (SELECT ln(1 + (totals.chunks - f.documents + 0.5) / (f.documents + 0.5)) AS idf) i
         WHERE f.documents > 0
@@ -127,16 +134,34 @@ pub const LEXICAL_SEARCH: &str = "WITH q AS (
         SELECT coalesce((SELECT sum(idf * (1.2 + 1)) FROM weights WHERE common), 0) AS bound,
             coalesce((SELECT min(best.score) FROM (SELECT score FROM partial ORDER BY score DESC LIMIT $5) best
                 HAVING count(*) = $5), 0) AS floor
-    ), candidates AS MATERIALIZED (
-        SELECT p.doc_id, p.version, p.chunk_ordinal,
-            p.score + coalesce((SELECT sum(w.idf * c.frequency * (1.2 + 1)
-                    / (c.frequency + 1.2 * (1 - 0.75 + 0.75 * c.tokens / totals.average_tokens)))
-                FROM weights w JOIN chunk_terms c ON c.tenant_id = $1 AND c.lexeme = w.lexeme
-                    AND c.doc_id = p.doc_id AND c.version = p.version AND c.chunk_ordinal = p.chunk_ordinal
-                WHERE w.common), 0) AS score
-        FROM partial p, totals, reach
+    ), near AS MATERIALIZED (
+        SELECT p.doc_id, p.version, p.chunk_ordinal, p.score FROM partial p, reach
         WHERE p.score + reach.bound >= reach.floor
-        ORDER BY score DESC, p.doc_id, p.version, p.chunk_ordinal
+    ), lookup AS MATERIALIZED (
+        SELECT (SELECT count(*) FROM near) * (SELECT count(*) FROM weights WHERE common) * 10
+            <= coalesce((SELECT sum(documents) FROM weights WHERE common), 0) AS by_key
+    ), candidates AS MATERIALIZED (
+        SELECT parts.doc_id, parts.version, parts.chunk_ordinal, sum(parts.score) AS score FROM (
+            SELECT n.doc_id, n.version, n.chunk_ordinal,
+                n.score + coalesce((SELECT sum(w.idf * c.frequency * (1.2 + 1)
+                        / (c.frequency + 1.2 * (1 - 0.75 + 0.75 * c.tokens / totals.average_tokens)))
+                    FROM weights w JOIN chunk_terms c ON c.tenant_id = $1 AND c.lexeme = w.lexeme
+                        AND c.doc_id = n.doc_id AND c.version = n.version AND c.chunk_ordinal = n.chunk_ordinal
+                    WHERE w.common), 0) AS score
+            FROM near n, totals
+            WHERE (SELECT by_key FROM lookup)
+            UNION ALL
+            SELECT n.doc_id, n.version, n.chunk_ordinal, n.score FROM near n WHERE NOT (SELECT by_key FROM lookup)
+            UNION ALL
+            SELECT p.doc_id, p.version, p.chunk_ordinal,
+                p.idf * p.frequency * (1.2 + 1)
+                / (p.frequency + 1.2 * (1 - 0.75 + 0.75 * p.tokens / totals.average_tokens))
+            FROM postings p, totals
+            WHERE NOT (SELECT by_key FROM lookup) AND p.common
+              AND ((p.doc_id, p.version, p.chunk_ordinal) IN (SELECT doc_id, version, chunk_ordinal FROM near)) IS TRUE
+        ) parts
+        GROUP BY parts.doc_id, parts.version, parts.chunk_ordinal
+        ORDER BY score DESC, parts.doc_id, parts.version, parts.chunk_ordinal
         LIMIT $5
     ), exact AS MATERIALIZED (
         SELECT EXISTS (SELECT 1 FROM weights WHERE NOT common)

@@ -815,64 +815,74 @@ async fn postgres_lexical_shortcuts_give_the_exhaustive_top_k() {
     let Some(url) = fresh_database().await else { return };
     let backend = node(&url).await;
     // "lantern" in every document (common), "copper" in two, "river" in three; lengths differ,
-    // so no two scores tie. Another tenant holds the same words more often.
-    let documents: Vec<DocumentInput> = (0..12)
-        .map(|index| {
-            let mut words = vec!["lantern".to_owned(); 1 + index % 3];
-            words.extend((0..index).map(|filler| format!("filler{filler}")));
-            if index < 2 {
-                words.push("copper".into());
-            }
-            if (1..4).contains(&index) {
-                words.push("river".into());
-            }
-            let groups: &[&str] = if index < 6 { &["all", "exec"] } else { &["all"] };
-            doc(&format!("d{index:02}"), "", &words.join(" "), groups)
-        })
-        .collect();
-    backend.upsert("acme", documents).await.unwrap();
+    // so no two scores tie. Another tenant holds the same words more often. In "initech", 60
+    // more documents hold "lantern" alone: few candidates against many common postings, so
+    // their common terms are looked up by key there and by scanning the postings in "acme".
     let noise = (0..8).map(|index| doc(&format!("n{index}"), "", "copper copper river", &["all"])).collect();
     backend.upsert("globex", noise).await.unwrap();
-    let everyone = principal("acme", "bob", &["all"]);
-    let executive = principal("acme", "carol", &["exec"]);
+    for (tenant, extra) in [("acme", 0), ("initech", 60)] {
+        let mut documents: Vec<DocumentInput> = (0..12)
+            .map(|index| {
+                let mut words = vec!["lantern".to_owned(); 1 + index % 3];
+                words.extend((0..index).map(|filler| format!("filler{filler}")));
+                if index < 2 {
+                    words.push("copper".into());
+                }
+                if (1..4).contains(&index) {
+                    words.push("river".into());
+                }
+                let groups: &[&str] = if index < 6 { &["all", "exec"] } else { &["all"] };
+                doc(&format!("d{index:02}"), "", &words.join(" "), groups)
+            })
+            .collect();
+        documents.extend((0..extra).map(|index| {
+            let fillers = (0..12 + index).map(|filler| format!("filler{filler}")).collect::<Vec<_>>().join(" ");
+            doc(&format!("e{index:02}"), "", &format!("lantern {fillers}"), &["all"])
+        }));
+        backend.upsert(tenant, documents).await.unwrap();
+        let everyone = principal(tenant, "bob", &["all"]);
+        let executive = principal(tenant, "carol", &["exec"]);
 
-    let compare = |asking: Principal, text: &'static str, limit: i64, pruned: bool| {
-        let url = url.clone();
-        async move {
-            let ours = lexical_top(&url, &asking, text, limit).await;
-            let reference = lexical_reference(&url, &asking, text, limit).await;
-            assert_eq!(ours.len(), reference.len(), "{text} for {}: {ours:?} vs {reference:?}", asking.user);
-            for ((doc_id, score, was_pruned), (reference_id, reference_score)) in ours.iter().zip(&reference) {
-                assert_eq!(doc_id, reference_id, "{text} for {}", asking.user);
-                assert!((score - reference_score).abs() <= 1e-6 * reference_score.max(1.0), "{doc_id}");
-                assert_eq!(*was_pruned, pruned, "{text} top {limit} for {}", asking.user);
+        let compare = |asking: Principal, text: &'static str, limit: i64, pruned: bool| {
+            let url = url.clone();
+            async move {
+                let ours = lexical_top(&url, &asking, text, limit).await;
+                let reference = lexical_reference(&url, &asking, text, limit).await;
+                let who = format!("{text} top {limit} for {} in {}", asking.user, asking.tenant);
+                assert_eq!(ours.len(), reference.len(), "{who}: {ours:?} vs {reference:?}");
+                for ((doc_id, score, was_pruned), (reference_id, reference_score)) in ours.iter().zip(&reference) {
+                    assert_eq!(doc_id, reference_id, "{who}");
+                    assert!((score - reference_score).abs() <= 1e-6 * reference_score.max(1.0), "{who}: {doc_id}");
+                    assert_eq!(*was_pruned, pruned, "{who}");
+                }
+                ours
             }
-            ours
-        }
-    };
-    // A selective term decides the top 1 and 2, and one term alone is its own candidate set; a
-    // top 3 the two copper chunks cannot fill needs every posting.
-    let whole = compare(everyone.clone(), "lantern copper", 1, true).await;
-    compare(everyone.clone(), "lantern copper", 2, true).await;
-    compare(everyone.clone(), "lantern copper", 3, false).await;
-    compare(everyone.clone(), "lantern", 2, true).await;
-    compare(everyone.clone(), "copper river", 2, true).await;
-    compare(executive.clone(), "lantern copper", 1, true).await;
-    compare(executive.clone(), "lantern river", 2, true).await;
-    compare(executive.clone(), "lantern", 4, true).await;
-    // Revoking one document from "all" makes bob a reader of part of the tenant: his document
-    // frequencies are counted in his scope again (lantern in 11 chunks, not 12).
-    let revoke = AclMutation::Revoke {
-        tenant: "acme".into(),
-        doc_id: "d11".into(),
-        groups: Some(vec!["all".into()]),
-        users: None,
-    };
-    backend.mutate(revoke).await.unwrap();
-    let scoped = compare(everyone.clone(), "lantern copper", 1, true).await;
-    assert_eq!(scoped[0].0, whole[0].0);
-    assert!(scoped[0].1 > whole[0].1, "lantern's idf grew in the smaller scope: {scoped:?} vs {whole:?}");
-    for tenant in ["acme", "globex"] {
+        };
+        // A selective term decides the top 1 and 2, and one term alone is its own candidate
+        // set; a top 3 the two copper chunks cannot fill needs every posting.
+        let whole = compare(everyone.clone(), "lantern copper", 1, true).await;
+        compare(everyone.clone(), "lantern copper", 2, true).await;
+        compare(everyone.clone(), "lantern copper", 3, false).await;
+        compare(everyone.clone(), "lantern", 2, true).await;
+        compare(everyone.clone(), "copper river", 2, true).await;
+        compare(everyone.clone(), "lantern river", 3, true).await;
+        compare(executive.clone(), "lantern copper", 1, true).await;
+        compare(executive.clone(), "lantern river", 2, true).await;
+        compare(executive.clone(), "lantern", 4, true).await;
+        // Revoking one document from "all" makes bob a reader of part of the tenant: his
+        // document frequencies are counted in his scope again (lantern in one chunk fewer).
+        let revoke = AclMutation::Revoke {
+            tenant: tenant.into(),
+            doc_id: "d11".into(),
+            groups: Some(vec!["all".into()]),
+            users: None,
+        };
+        backend.mutate(revoke).await.unwrap();
+        let scoped = compare(everyone.clone(), "lantern copper", 1, true).await;
+        assert_eq!(scoped[0].0, whole[0].0);
+        assert!(scoped[0].1 > whole[0].1, "lantern's idf grew in the smaller scope: {scoped:?} vs {whole:?}");
+    }
+    for tenant in ["acme", "globex", "initech"] {
         assert_eq!(counts_check(&url, tenant).await, [0; 5], "{tenant}");
     }
 }
