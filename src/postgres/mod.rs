@@ -353,13 +353,16 @@ impl PostgresBackend {
                 .await
                 .map_err(database)?;
             if live.is_none() {
+                // Not live: no chunk, hence no posting, to replace (a delete removes them).
                 totals.live_documents += 1;
+            } else {
+                totals.lexemes(
+                    &transaction.query(sql::POSTINGS_DELETE, &[&tenant, &input.doc_id]).await.map_err(database)?,
+                    -1,
+                );
+                totals
+                    .remove(&transaction.query(sql::CHUNKS_DELETE, &[&tenant, &input.doc_id]).await.map_err(database)?);
             }
-            totals.lexemes(
-                &transaction.query(sql::POSTINGS_DELETE, &[&tenant, &input.doc_id]).await.map_err(database)?,
-                -1,
-            );
-            totals.remove(&transaction.query(sql::CHUNKS_DELETE, &[&tenant, &input.doc_id]).await.map_err(database)?);
             for chunk in &chunks {
                 let vector = Vector::from(vectors_left.next().unwrap_or_default());
                 let sentences: Option<Vec<u8>> = sentences_left.next().flatten();
@@ -389,10 +392,12 @@ impl PostgresBackend {
                     .map_err(database)?,
                 1,
             );
-            totals.readers(
-                &transaction.query(sql::READERS_DELETE_ALL, &[&tenant, &input.doc_id]).await.map_err(database)?,
-                -1,
-            );
+            if live.is_some() {
+                totals.readers(
+                    &transaction.query(sql::READERS_DELETE_ALL, &[&tenant, &input.doc_id]).await.map_err(database)?,
+                    -1,
+                );
+            }
             add_readers(&transaction, &mut totals, tenant, &input.doc_id, &input.acl.groups, &input.acl.users).await?;
             let position = position as i32;
             transaction
