@@ -74,8 +74,9 @@ pub const VECTOR_SEARCH: &str = "SELECT c.chunk_id, c.doc_id, c.version, c.chunk
 /// scores at least that much, and only chunks whose partial score plus the bound reaches the
 /// floor (`near`) can be in it. Their common terms' postings are looked up by key when they are
 /// few (`lookup`: chunks x common terms x 10 <= the common terms' postings), else the common
-/// terms' postings are scanned and kept for those chunks (a hashed membership test); the best
-/// $5 are `candidates`. A chunk holding only common terms scores below the bound, so when the
+/// terms' postings are scanned and summed with the near chunks' partial scores in one aggregate
+/// that keeps the groups holding a near chunk (no join or membership test whose plan would hang
+/// on the planner's estimate of `near`); the best $5 are `candidates`. A chunk holding only common terms scores below the bound, so when the
 /// bound is at most the $5-th candidate's score (`exact`) the candidates are the answer.
 /// Otherwise every posting is scored (`scored`), as schema versions 4-5 did. Chunk rows (text)
 /// are read for the top $5 only, and each is checked against the ACL once more on its way out.
@@ -147,20 +148,20 @@ pub const LEXICAL_SEARCH: &str = "WITH q AS (
                         / (c.frequency + 1.2 * (1 - 0.75 + 0.75 * c.tokens / totals.average_tokens)))
                     FROM weights w JOIN chunk_terms c ON c.tenant_id = $1 AND c.lexeme = w.lexeme
                         AND c.doc_id = n.doc_id AND c.version = n.version AND c.chunk_ordinal = n.chunk_ordinal
-                    WHERE w.common), 0) AS score
+                    WHERE w.common), 0) AS score, true AS near
             FROM near n, totals
             WHERE (SELECT by_key FROM lookup)
             UNION ALL
-            SELECT n.doc_id, n.version, n.chunk_ordinal, n.score FROM near n WHERE NOT (SELECT by_key FROM lookup)
+            SELECT n.doc_id, n.version, n.chunk_ordinal, n.score, true FROM near n WHERE NOT (SELECT by_key FROM lookup)
             UNION ALL
             SELECT p.doc_id, p.version, p.chunk_ordinal,
                 p.idf * p.frequency * (1.2 + 1)
-                / (p.frequency + 1.2 * (1 - 0.75 + 0.75 * p.tokens / totals.average_tokens))
+                / (p.frequency + 1.2 * (1 - 0.75 + 0.75 * p.tokens / totals.average_tokens)), false
             FROM postings p, totals
             WHERE NOT (SELECT by_key FROM lookup) AND p.common
-              AND ((p.doc_id, p.version, p.chunk_ordinal) IN (SELECT doc_id, version, chunk_ordinal FROM near)) IS TRUE
         ) parts
         GROUP BY parts.doc_id, parts.version, parts.chunk_ordinal
+        HAVING bool_or(parts.near)
         ORDER BY score DESC, parts.doc_id, parts.version, parts.chunk_ordinal
         LIMIT $5
     ), exact AS MATERIALIZED (
