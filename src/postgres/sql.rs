@@ -116,19 +116,22 @@ pub const LEXICAL_SEARCH: &str = "WITH q AS (
         FROM frequencies f, totals,
             LATERAL (SELECT ln(1 + (totals.chunks - f.documents + 0.5) / (f.documents + 0.5)) AS idf) i
         WHERE f.documents > 0
-    ), postings AS NOT MATERIALIZED (
-        SELECT w.lexeme, w.idf, w.common, p.doc_id, p.version, p.chunk_ordinal,
+    ), matches AS NOT MATERIALIZED (
+        SELECT w.idf, w.common, p.doc_id, p.version, p.chunk_ordinal,
             p.frequency::float8 AS frequency, p.tokens::float8 AS tokens
         FROM weights w JOIN chunk_terms p ON p.tenant_id = $1 AND p.lexeme = w.lexeme
         WHERE (SELECT everything FROM totals)
         UNION ALL
-        SELECT w.lexeme, w.idf, w.common, s.doc_id, s.version, s.chunk_ordinal, s.frequency, s.tokens
+        SELECT w.idf, w.common, s.doc_id, s.version, s.chunk_ordinal, s.frequency, s.tokens
         FROM weights w JOIN scoped s ON s.lexeme = w.lexeme
+    ), postings AS NOT MATERIALIZED (
+        SELECT m.common, m.doc_id, m.version, m.chunk_ordinal,
+            m.idf * m.frequency * (1.2 + 1)
+            / (m.frequency + 1.2 * (1 - 0.75 + 0.75 * m.tokens / totals.average_tokens)) AS score
+        FROM matches m, totals
     ), partial AS MATERIALIZED (
-        SELECT p.doc_id, p.version, p.chunk_ordinal,
-            sum(p.idf * p.frequency * (1.2 + 1)
-                / (p.frequency + 1.2 * (1 - 0.75 + 0.75 * p.tokens / totals.average_tokens))) AS score
-        FROM postings p, totals
+        SELECT p.doc_id, p.version, p.chunk_ordinal, sum(p.score) AS score
+        FROM postings p
         WHERE NOT p.common
         GROUP BY p.doc_id, p.version, p.chunk_ordinal
     ), reach AS MATERIALIZED (
@@ -154,10 +157,8 @@ pub const LEXICAL_SEARCH: &str = "WITH q AS (
             UNION ALL
             SELECT n.doc_id, n.version, n.chunk_ordinal, n.score, true FROM near n WHERE NOT (SELECT by_key FROM lookup)
             UNION ALL
-            SELECT p.doc_id, p.version, p.chunk_ordinal,
-                p.idf * p.frequency * (1.2 + 1)
-                / (p.frequency + 1.2 * (1 - 0.75 + 0.75 * p.tokens / totals.average_tokens)), false
-            FROM postings p, totals
+            SELECT p.doc_id, p.version, p.chunk_ordinal, p.score, false
+            FROM postings p
             WHERE NOT (SELECT by_key FROM lookup) AND p.common
         ) parts
         GROUP BY parts.doc_id, parts.version, parts.chunk_ordinal
@@ -170,10 +171,8 @@ pub const LEXICAL_SEARCH: &str = "WITH q AS (
                 <= CASE WHEN (SELECT count(*) FROM candidates) < $5 THEN 0 ELSE (SELECT min(score) FROM candidates) END
             AS pruned
     ), scored AS (
-        SELECT p.doc_id, p.version, p.chunk_ordinal,
-            sum(p.idf * p.frequency * (1.2 + 1)
-                / (p.frequency + 1.2 * (1 - 0.75 + 0.75 * p.tokens / totals.average_tokens))) AS score
-        FROM postings p, totals
+        SELECT p.doc_id, p.version, p.chunk_ordinal, sum(p.score) AS score
+        FROM postings p
         WHERE NOT (SELECT pruned FROM exact)
         GROUP BY p.doc_id, p.version, p.chunk_ordinal
         ORDER BY score DESC, p.doc_id, p.version, p.chunk_ordinal
