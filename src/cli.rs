@@ -138,9 +138,9 @@ pub(crate) enum BenchCommand {
         #[arg(long)]
         json: bool,
         /// Also print the rows of hnsw_rs' own filtered walk, of the old best-first walk over
-        /// hnsw_rs nodes with the scalar dot, and of the production walk without its cache
-        /// prefetch (`frozen_plain`), all measured side by side with the production frozen walk
-        /// on the same queries.
+        /// hnsw_rs nodes with the scalar dot, and of the one-hop walk without its cache prefetch
+        /// (`frozen_plain`), all measured side by side with the production walk (`frozen`) and
+        /// the one-hop walk (`one_hop`, always printed) on the same queries.
         #[arg(long)]
         compare_walks: bool,
         /// Configuration file (index parameters).

@@ -80,7 +80,7 @@ pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
             };
             debug_assert!(own_bytes > 0 || index_len == 0);
             for row in rows {
-                if !compare_walks && row.walk != "frozen" {
+                if !compare_walks && row.walk != "frozen" && row.walk != "one_hop" {
                     continue;
                 }
                 println!("{}", serde_json::to_string(&row)?);

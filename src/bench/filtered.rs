@@ -38,17 +38,19 @@ const CLUSTER_SPREAD: f32 = 1.0;
 /// Batch size of index construction.
 const INSERT_BATCH: usize = 10_000;
 
-/// The graph walks measured side by side, in row order: the production walk, and with a
-/// reference graph the other three.
+/// The graph walks measured side by side, in row order: the production walk and the one-hop
+/// walk (the same walk above the two-hop walk's selectivities), and with a reference graph the
+/// other three.
 fn walks(reference: Option<&HnswRsReference>) -> Vec<GraphWalk<'_>> {
     match reference {
         Some(reference) => vec![
             GraphWalk::HnswRs(reference),
             GraphWalk::BestFirst(reference),
             GraphWalk::FrozenPlain,
+            GraphWalk::OneHop,
             GraphWalk::Frozen,
         ],
-        None => vec![GraphWalk::Frozen],
+        None => vec![GraphWalk::Frozen, GraphWalk::OneHop],
     }
 }
 

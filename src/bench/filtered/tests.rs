@@ -23,8 +23,12 @@ fn tiny_run_has_sane_recall() {
     let walks = walks(Some(&reference));
     let rows = measure(&index, &queries, &config, Some(&reference));
     assert_eq!(rows.len(), 5 * walks.len());
-    // Without a reference only the production walk is measured.
-    assert!(measure(&index, &queries, &config, None).iter().all(|row| row.walk == "frozen"));
+    // Without a reference the production walk and the one-hop walk are measured.
+    let own = measure(&index, &queries, &config, None);
+    assert!(own.chunks(2).all(|pair| (pair[0].walk.as_str(), pair[1].walk.as_str()) == ("frozen", "one_hop")));
+    // Above the two-hop walk's selectivities the production walk is the one-hop walk.
+    let half_own: Vec<&FilteredRow> = own.iter().filter(|row| row.selectivity == 0.5).collect();
+    assert_eq!(half_own[0].distance_computations_mean, half_own[1].distance_computations_mean);
     for row in &rows {
         assert!((0.0..=1.0).contains(&row.recall_at_10), "{row:?}");
         assert!((0.0..=1.0).contains(&row.postfilter_recall_at_10), "{row:?}");
@@ -44,7 +48,7 @@ fn tiny_run_has_sane_recall() {
     assert!(half[1].distance_computations_mean <= half[0].distance_computations_mean, "{half:?}");
     // The production walk is the best-first walk over the index's own graph: no more work than
     // over hnsw_rs' graph of the same vectors (within a margin), at no lower recall.
-    assert_eq!((half[2].walk.as_str(), half[3].walk.as_str()), ("frozen_plain", "frozen"));
+    assert_eq!((half[2].walk.as_str(), half[3].walk.as_str()), ("frozen_plain", "one_hop"));
     let (frozen, old) = (half[3].distance_computations_mean, half[1].distance_computations_mean);
     assert!(frozen <= 1.15 * old, "{half:?}");
     assert!(half[3].recall_at_10 + 0.02 >= half[1].recall_at_10, "{half:?}");

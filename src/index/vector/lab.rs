@@ -69,11 +69,15 @@ pub(crate) enum GraphWalk<'r> {
     /// An earlier production walk: best-first with early termination, reading neighbour lists
     /// from hnsw_rs nodes (a lock and a copy per list) and scoring with the scalar dot.
     BestFirst(&'r HnswRsReference),
-    /// The best-first walk over the index's own adjacency arrays with the SIMD dot (also when
-    /// every vector is allowed), each neighbour list's rows prefetched before they are scored:
-    /// the walk [`VectorIndex::search`] uses.
+    /// The walk [`VectorIndex::search`] uses over the index's own adjacency arrays with the
+    /// SIMD dot: two-hop under a sparse scope, else [`GraphWalk::OneHop`]
+    /// (`VectorIndex::walk_scoped`).
     Frozen,
-    /// The same walk without the prefetch (rows read as they are scored), to measure the
+    /// The one-hop best-first walk (every neighbour scored, only allowed ones kept) whatever
+    /// the scope, each neighbour list's rows prefetched before they are scored: what searches
+    /// walk above the two-hop walk's selectivities, measured below them side by side with it.
+    OneHop,
+    /// The one-hop walk without the prefetch (rows read as they are scored), to measure the
     /// prefetch side by side.
     FrozenPlain,
 }
@@ -86,6 +90,7 @@ impl GraphWalk<'_> {
             Self::HnswRs(_) => "hnsw_rs",
             Self::BestFirst(_) => "best_first",
             Self::Frozen => "frozen",
+            Self::OneHop => "one_hop",
             Self::FrozenPlain => "frozen_plain",
         }
     }
@@ -175,8 +180,8 @@ impl VectorIndex {
     }
 
     /// [`VectorIndex::graph_top_k`] walked by `walk`: the index's own graphs for
-    /// [`GraphWalk::Frozen`] and [`GraphWalk::FrozenPlain`] (without the prefetch), the
-    /// reference graph for the others.
+    /// [`GraphWalk::Frozen`], [`GraphWalk::OneHop`] and [`GraphWalk::FrozenPlain`] (without the
+    /// prefetch), the reference graph for the others.
     pub(super) fn graph_top_k_with(
         &self,
         query: &[f32],
@@ -190,7 +195,8 @@ impl VectorIndex {
         let everything_allowed = reach.everything();
         let ef = self.walk_ef(k, reach);
         let (mut hits, distance_computations) = match walk {
-            GraphWalk::Frozen => self.walk_every_graph::<true>(query, ef, allowed, everything_allowed),
+            GraphWalk::Frozen => self.walk_scoped(query, k, allowed, reach),
+            GraphWalk::OneHop => self.walk_every_graph::<true>(query, ef, allowed, everything_allowed),
             GraphWalk::FrozenPlain => self.walk_every_graph::<false>(query, ef, allowed, everything_allowed),
             GraphWalk::HnswRs(reference) | GraphWalk::BestFirst(reference) => {
                 let before = distance_count();

@@ -4,6 +4,7 @@ use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use super::walk::{TWO_HOP_MAX_SELECTIVITY, TWO_HOP_MIN_SELECTIVITY};
 use super::*;
 use crate::embed::normalize;
 use crate::index::distance::dot;
@@ -412,7 +413,7 @@ fn prefetching_walk_returns_what_the_plain_walk_returns() {
         let allowed: RoaringBitmap = (0..1000u32).filter(|ordinal| ordinal % modulus == 0).collect();
         for _ in 0..10 {
             let query = unit_vector(&mut rng, 16);
-            let with = index.graph_top_k_with(&query, 10, &allowed, index.store.reach(&allowed), GraphWalk::Frozen);
+            let with = index.graph_top_k_with(&query, 10, &allowed, index.store.reach(&allowed), GraphWalk::OneHop);
             let without =
                 index.graph_top_k_with(&query, 10, &allowed, index.store.reach(&allowed), GraphWalk::FrozenPlain);
             assert_eq!(with, without, "modulus {modulus}");
@@ -441,8 +442,8 @@ fn a_filtered_walk_shrinks_its_ef_with_the_square_root_of_its_scope() {
 
 #[test]
 fn a_small_scope_walks_fewer_nodes_and_keeps_its_recall() {
-    // A 10 % scope walked with the shrunk ef against the fixed ef_search: fewer evaluations,
-    // and (nearly) the same hits.
+    // A 10 % scope walked one-hop with the shrunk ef against the fixed ef_search: fewer
+    // evaluations, and (nearly) the same hits.
     let index = build(params(16, 0, 0.0), 4000, 1, 81);
     let mut rng = SmallRng::seed_from_u64(82);
     let allowed: RoaringBitmap = (0..4000u32).filter(|ordinal| ordinal % 10 == 3).collect();
@@ -450,7 +451,10 @@ fn a_small_scope_walks_fewer_nodes_and_keeps_its_recall() {
     for _ in 0..30 {
         let query = unit_vector(&mut rng, 16);
         let truth = brute_force(&index, &query, 10, &allowed);
-        let (shrunk, made) = index.graph_top_k(&query, 10, &allowed, index.store.reach(&allowed));
+        let reach = index.store.reach(&allowed);
+        let (mut shrunk, made) = index.walk_every_graph::<true>(&query, index.walk_ef(10, reach), &allowed, false);
+        sort_best_first(&mut shrunk);
+        shrunk.truncate(10);
         shrunk_evaluations += made;
         shrunk_found += shrunk.iter().filter(|hit| truth.contains(hit)).count();
         let (mut fixed, made) = index.walk_every_graph::<true>(&query, 64, &allowed, false);
@@ -464,6 +468,58 @@ fn a_small_scope_walks_fewer_nodes_and_keeps_its_recall() {
         "shrunk ef {shrunk_evaluations} against fixed {fixed_evaluations} evaluations"
     );
     assert!(shrunk_found * 100 >= fixed_found * 97, "shrunk ef found {shrunk_found}, fixed {fixed_found} of 300");
+}
+
+#[test]
+fn a_sparse_scope_is_walked_two_hop_with_fewer_evaluations_at_the_same_recall() {
+    // A 10 % scope: searches walk it two-hop, scoring allowed nodes only; against the one-hop
+    // walk of the same scope, far fewer evaluations and (nearly) the same hits.
+    let index = build(params(16, 0, 0.0), 4000, 1, 83);
+    let mut rng = SmallRng::seed_from_u64(84);
+    let allowed: RoaringBitmap = (0..4000u32).filter(|ordinal| ordinal % 10 == 7).collect();
+    let reach = index.store.reach(&allowed);
+    assert!((TWO_HOP_MIN_SELECTIVITY..=TWO_HOP_MAX_SELECTIVITY).contains(&reach.selectivity()));
+    let (mut two_hop_evaluations, mut one_hop_evaluations, mut two_hop_found, mut one_hop_found) = (0, 0, 0, 0);
+    for _ in 0..30 {
+        let query = unit_vector(&mut rng, 16);
+        let truth = brute_force(&index, &query, 10, &allowed);
+        let (two_hop, made) = index.graph_top_k(&query, 10, &allowed, reach);
+        assert!(two_hop.iter().all(|hit| allowed.contains(index.doc_ordinal(hit.slot))));
+        assert!(two_hop.windows(2).all(|pair| WorseFirst(pair[0]) < WorseFirst(pair[1])));
+        two_hop_evaluations += made;
+        two_hop_found += two_hop.iter().filter(|hit| truth.contains(hit)).count();
+        let (one_hop, made) = index.graph_top_k_with(&query, 10, &allowed, reach, GraphWalk::OneHop);
+        one_hop_evaluations += made;
+        one_hop_found += one_hop.iter().filter(|hit| truth.contains(hit)).count();
+    }
+    assert!(
+        two_hop_evaluations * 2 < one_hop_evaluations,
+        "two-hop {two_hop_evaluations} against one-hop {one_hop_evaluations} evaluations"
+    );
+    assert!(two_hop_found * 100 >= one_hop_found * 97, "two-hop found {two_hop_found}, one-hop {one_hop_found} of 300");
+    // Above and below the two-hop selectivities searches walk one-hop: the same hits and work.
+    for modulus in [2u32, 25] {
+        let scope: RoaringBitmap = (0..4000u32).filter(|ordinal| ordinal % modulus == 0).collect();
+        let query = unit_vector(&mut rng, 16);
+        let reach = index.store.reach(&scope);
+        assert!(!(TWO_HOP_MIN_SELECTIVITY..=TWO_HOP_MAX_SELECTIVITY).contains(&reach.selectivity()));
+        let one_hop = index.graph_top_k_with(&query, 10, &scope, reach, GraphWalk::OneHop);
+        assert_eq!(index.graph_top_k(&query, 10, &scope, reach), one_hop, "modulus {modulus}");
+    }
+}
+
+#[test]
+fn a_two_hop_walk_keeps_a_larger_pool_than_a_one_hop_walk_of_the_same_scope() {
+    // ef_search 64: at 10 % the one-hop walk keeps 64 * 0.1^0.5 (21), the two-hop walk
+    // 64 * 0.1^0.25 (36); k bounds both from below, ef_search from above.
+    let index = build(params(8, 0, 0.0), 1000, 1, 85);
+    let tenth: RoaringBitmap = (0..1000u32).step_by(10).collect();
+    let reach = index.store.reach(&tenth);
+    assert_eq!((index.walk_ef(10, reach), index.two_hop_ef(10, reach)), (21, 36));
+    assert_eq!(index.two_hop_ef(50, reach), 50);
+    assert_eq!(index.two_hop_ef(100, reach), 100);
+    let everything: RoaringBitmap = (0..1000u32).collect();
+    assert_eq!(index.two_hop_ef(10, index.store.reach(&everything)), 64);
 }
 
 #[test]
@@ -562,7 +618,7 @@ proptest! {
         let mut rng = SmallRng::seed_from_u64(seed ^ 0xbe57);
         let query = unit_vector(&mut rng, 6);
         let truth = brute_force(&index, &query, k, &allowed);
-        for walk in [GraphWalk::BestFirst(&reference), GraphWalk::FrozenPlain, GraphWalk::Frozen] {
+        for walk in [GraphWalk::BestFirst(&reference), GraphWalk::FrozenPlain, GraphWalk::OneHop, GraphWalk::Frozen] {
             let search = index.search_with(&query, k, &allowed, walk);
             prop_assert!(search.hits.len() <= k);
             prop_assert!(search.hits.iter().all(|hit| allowed.contains(index.doc_ordinal(hit.slot))), "{:?}", walk);
