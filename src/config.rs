@@ -263,6 +263,23 @@ pub struct RetrievalSettings {
     pub top_k_default: usize,
     /// Cap on a requested `top_k`/`k`.
     pub top_k_max: usize,
+    /// How fused candidates are reordered before the context is selected: `identity` (the
+    /// fused order) or `sentences` (each candidate's best-matching sentence, by the sentence
+    /// vectors made at ingestion, fused in as a third ranked list; needs
+    /// `verifier.sentence_vectors` and a semantic embedder, else it keeps the fused order).
+    #[serde(default)]
+    pub reranker: RerankerKind,
+}
+
+/// The reranker of `retrieval.reranker`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RerankerKind {
+    /// Keep the fused order.
+    #[default]
+    Identity,
+    /// Fuse in the rank of each candidate's best-matching sentence.
+    Sentences,
 }
 
 /// Answer pipeline settings.

@@ -19,9 +19,12 @@ fn kinds_and_formats_are_parsed_once_and_unknown_names_refused_naming_the_key() 
             ("WARRANT__EMBEDDER__KIND".to_owned(), "minilm".to_owned()),
             ("WARRANT__GENERATOR__KIND".to_owned(), "openai".to_owned()),
             ("WARRANT__SERVER__LOG_FORMAT".to_owned(), "json".to_owned()),
+            ("WARRANT__RETRIEVAL__RERANKER".to_owned(), "sentences".to_owned()),
         ],
     )
     .unwrap();
+    assert_eq!(settings.retrieval.reranker, RerankerKind::Sentences);
+    assert_eq!(Settings::defaults().retrieval.reranker, RerankerKind::Identity);
     assert_eq!(settings.embedder.kind, EmbedderKind::Minilm);
     assert_eq!(settings.generator.kind, GeneratorKind::Openai);
     assert_eq!(settings.server.log_format, LogFormat::Json);
@@ -29,6 +32,7 @@ fn kinds_and_formats_are_parsed_once_and_unknown_names_refused_naming_the_key() 
         ("WARRANT__EMBEDDER__KIND", "embedder.kind"),
         ("WARRANT__GENERATOR__KIND", "generator.kind"),
         ("WARRANT__SERVER__LOG_FORMAT", "server.log_format"),
+        ("WARRANT__RETRIEVAL__RERANKER", "retrieval.reranker"),
     ] {
         let error = Settings::from_toml(DEFAULT, [(variable.to_owned(), "opnai".to_owned())]).unwrap_err();
         let message = error.to_string();

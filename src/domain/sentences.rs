@@ -174,6 +174,23 @@ impl SentenceVectors {
         self.entries.is_empty()
     }
 
+    /// The largest dot product of `query` with any held sentence vector (dequantized), skipping
+    /// vectors of another dimension or with a scale that is not a finite number; `None` when
+    /// none is left.
+    pub fn max_dot(&self, query: &[f32]) -> Option<f32> {
+        self.entries
+            .iter()
+            .filter(|entry| entry.values.len() == query.len())
+            .filter_map(|entry| {
+                let scale = f32::from_bits(entry.scale);
+                let sum: f32 =
+                    entry.values.iter().zip(query).map(|(&value, &component)| f32::from(value) * component).sum();
+                let score = sum * scale;
+                (scale.is_finite() && score.is_finite()).then_some(score)
+            })
+            .max_by(f32::total_cmp)
+    }
+
     /// The vector of the sentence with `digest` ([`sentence_digest`]), dequantized; `None` when
     /// absent or when its scale is not a finite number.
     pub fn vector(&self, digest: &[u8; 16]) -> Option<Vec<f32>> {

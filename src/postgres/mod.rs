@@ -40,7 +40,7 @@ use crate::domain::{Chunk, ChunkId, ChunkingConfig, Principal, SentenceVectors, 
 use crate::embed::Embedder;
 use crate::retrieval::fusion::{Retriever, ScoredChunk, reciprocal_rank_fusion};
 use crate::retrieval::{
-    BatchSentenceTexts, DocumentInput, IdentityReranker, Reranker, RetrievalError, RetrievalQuery, RetrievalRepository,
+    BatchSentenceTexts, DocumentInput, RerankQuery, Reranker, RetrievalError, RetrievalQuery, RetrievalRepository,
     RetrievalResult, Retrieved, UpsertOutcome, embedding_text, to_document, validate_batch,
 };
 use crate::storage::StorageError;
@@ -78,6 +78,8 @@ pub struct PostgresParams {
     /// Embed each chunk's sentences at ingestion and store them with it
     /// (`verifier.sentence_vectors`; only with a semantic embedder, as the embedded engine).
     pub sentence_vectors: bool,
+    /// The reranker of fused candidates (`retrieval.reranker`).
+    pub reranker: crate::config::RerankerKind,
 }
 
 /// pgvector 0.8's iterative index scan mode.
@@ -257,7 +259,8 @@ impl PostgresBackend {
         }
         let lineage: String = client.query_one(sql::META_GET, &[&"lineage"]).await.map_err(database)?.get(0);
         drop(client);
-        Ok(Arc::new(Self { pool, tls, embedder, params, reranker: Arc::new(IdentityReranker), lineage }))
+        let reranker = crate::retrieval::reranker(params.reranker, params.rrf_k);
+        Ok(Arc::new(Self { pool, tls, embedder, params, reranker, lineage }))
     }
 
     /// The database's lineage id (recorded with every change).
@@ -623,7 +626,8 @@ impl RetrievalRepository for PostgresBackend {
         }
         let fused = reciprocal_rank_fusion(lists, self.params.rrf_k);
         debug_assert!(fused.iter().all(|candidate| candidate.chunk.tenant == scope.tenant()));
-        let candidates = self.reranker.rerank(&query.text, fused);
+        let rerank_query = RerankQuery { text: &query.text, vector: query.vector.as_deref() };
+        let candidates = self.reranker.rerank(&rerank_query, fused);
         Ok(Retrieved { candidates, vector_reports: Vec::new() })
     }
 }
@@ -747,6 +751,7 @@ impl PostgresParams {
             vector_candidates: settings.retrieval.vector_candidates,
             ca_file: (!postgres.ca_file.is_empty()).then(|| postgres.ca_file.clone().into()),
             sentence_vectors: settings.verifier.sentence_vectors,
+            reranker: settings.retrieval.reranker,
         })
     }
 }

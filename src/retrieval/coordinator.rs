@@ -21,7 +21,9 @@ use crate::index::lexical::LexicalStatistics;
 use crate::index::shard::{LexicalStatisticsRequest, SearchLexical, SearchVector, ShardActor, ShardHit};
 
 use super::fusion::{Retriever, ScoredChunk, reciprocal_rank_fusion};
-use super::{Reranker, RetrievalQuery, RetrievalRepository, RetrievalResult, Retrieved, ShardVectorReport};
+use super::{
+    RerankQuery, Reranker, RetrievalQuery, RetrievalRepository, RetrievalResult, Retrieved, ShardVectorReport,
+};
 
 /// Per-retriever hits gathered from all shards, plus vector reports.
 #[derive(Debug, Default)]
@@ -110,10 +112,11 @@ pub async fn retrieve(
         return Ok(Retrieved::default());
     }
     let RetrievalQuery { text, vector, lexical_candidates, vector_candidates } = query;
+    let vector: Option<Arc<[f32]>> = vector.map(Arc::from);
     let has_vector = vector.is_some();
     let fan_out_message = FanOut {
         text: Arc::from(text.as_str()),
-        vector: vector.map(Arc::from),
+        vector: vector.clone(),
         allowed: scope.shared_bitmap(),
         lexical_k: lexical_candidates,
         vector_k: vector_candidates,
@@ -144,7 +147,7 @@ pub async fn retrieve(
     }
     let fused = reciprocal_rank_fusion(lists, rrf_k);
     debug_assert!(fused.iter().all(|candidate| scope.allows(candidate.chunk.doc_ordinal)));
-    let candidates = reranker.rerank(&text, fused);
+    let candidates = reranker.rerank(&RerankQuery { text: &text, vector: vector.as_deref() }, fused);
     Ok(Retrieved { candidates, vector_reports: results.vector_reports })
 }
 

@@ -34,7 +34,8 @@ use crate::storage::{StorageError, Store};
 use super::coordinator::{Coordinator, EmbeddedRepository};
 use super::read::QueryKey;
 use super::write::FaultHook;
-use super::{IdentityReranker, RetrievalError, RetrievalRepository, RetrievalResult};
+use super::{IdentityReranker, Reranker, RetrievalError, RetrievalRepository, RetrievalResult, SentenceReranker};
+use crate::config::RerankerKind;
 
 /// Engine parameters (a slice of [`Settings`]).
 #[derive(Clone, Debug)]
@@ -63,6 +64,8 @@ pub struct EngineParams {
     pub sentence_vectors: bool,
     /// Page cache of the data directory's store, in bytes (`storage.cache_mb`).
     pub store_cache_bytes: usize,
+    /// The reranker of fused candidates (`retrieval.reranker`).
+    pub reranker: RerankerKind,
 }
 
 impl EngineParams {
@@ -90,6 +93,7 @@ impl EngineParams {
             ),
             sentence_vectors: settings.verifier.sentence_vectors,
             store_cache_bytes: settings.storage.cache_mb.saturating_mul(1 << 20),
+            reranker: settings.retrieval.reranker,
         }
     }
 }
@@ -246,8 +250,11 @@ impl Engine {
                 SyncArbiter::start(params.threads_per_shard, move || ShardActor::new(Arc::clone(&shard)))
             })
             .collect();
-        let coordinator =
-            actix::Actor::start(Coordinator::new(shard_actors.clone(), params.rrf_k, Arc::new(IdentityReranker)));
+        let coordinator = actix::Actor::start(Coordinator::new(
+            shard_actors.clone(),
+            params.rrf_k,
+            reranker(params.reranker, params.rrf_k),
+        ));
         let repository = Arc::new(EmbeddedRepository::new(coordinator));
         Ok(Core { acl, shards, shard_actors, repository })
     }
@@ -324,4 +331,12 @@ pub struct Recovery {
     pub file: String,
     /// Whether the indexes were loaded from an index set or rebuilt.
     pub indexes: crate::storage::indexes::IndexSetOutcome,
+}
+
+/// The reranker `retrieval.reranker` names, fusing with the constant `rrf_k`.
+pub fn reranker(kind: RerankerKind, rrf_k: f64) -> Arc<dyn Reranker> {
+    match kind {
+        RerankerKind::Identity => Arc::new(IdentityReranker),
+        RerankerKind::Sentences => Arc::new(SentenceReranker { rrf_k }),
+    }
 }

@@ -10,6 +10,7 @@ mod coordinator;
 mod engine;
 pub mod fusion;
 mod read;
+mod rerank;
 pub mod select;
 mod write;
 #[cfg(test)]
@@ -19,8 +20,9 @@ use async_trait::async_trait;
 
 pub use backend::{Authorization, DocumentView, ReadSide, ReadableVersions, WriteSide};
 pub use coordinator::{Coordinator, EmbeddedRepository, FanOut, Retrieve};
-pub use engine::{Engine, EngineParams, Recovery, shard_of};
+pub use engine::{Engine, EngineParams, Recovery, reranker, shard_of};
 pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};
+pub use rerank::{IdentityReranker, RerankQuery, Reranker, SentenceReranker};
 pub use select::{Selection, SelectionLimits, select_context};
 pub(crate) use write::{BatchSentenceTexts, embedding_text, to_document, validate_batch};
 pub use write::{DocumentInput, FaultHook, MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, UpsertOutcome};
@@ -109,25 +111,4 @@ pub struct Retrieved {
 pub trait RetrievalRepository: Send + Sync {
     /// Retrieves fused candidates for `query` inside `scope`.
     async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved>;
-}
-
-/// Reorders authorized candidates. Runs only on candidates that already passed the scope.
-pub trait Reranker: Send + Sync {
-    /// Name for logs.
-    fn name(&self) -> &str;
-    /// Reorders (and may rescore) candidates for `query`. Must not add candidates.
-    fn rerank(&self, query: &str, candidates: Vec<Candidate>) -> Vec<Candidate>;
-}
-
-/// The default reranker: keeps the fused order.
-pub struct IdentityReranker;
-
-impl Reranker for IdentityReranker {
-    fn name(&self) -> &str {
-        "identity"
-    }
-
-    fn rerank(&self, _query: &str, candidates: Vec<Candidate>) -> Vec<Candidate> {
-        candidates
-    }
 }

@@ -366,6 +366,7 @@ async fn sides(backend: &Backend, settings: &Settings) -> (Arc<dyn ReadSide>, Ar
                 vector_candidates: settings.retrieval.vector_candidates,
                 ca_file: crate::postgres::test_database_ca(),
                 sentence_vectors: true,
+                reranker: settings.retrieval.reranker,
             };
             let embedder = Arc::new(HashedEmbedder::new(settings.embedder.dim));
             let backend = warrant::postgres::PostgresBackend::connect(params, embedder).await.expect("connects");

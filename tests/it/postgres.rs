@@ -56,6 +56,7 @@ fn params(url: &str) -> PostgresParams {
         vector_candidates: 20,
         ca_file: test_database_ca(),
         sentence_vectors: true,
+        reranker: warrant::config::RerankerKind::Identity,
     }
 }
 
