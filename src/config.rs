@@ -230,7 +230,8 @@ pub struct IndexSettings {
     pub hnsw_ef_construction: usize,
     /// HNSW ef at search, the result pool of an unfiltered walk (raised to the candidate count
     /// when smaller); a walk under a scope holding a fraction s of a shard's documents keeps
-    /// `hnsw_ef_search * sqrt(s)`, at least the candidate count.
+    /// `hnsw_ef_search * sqrt(s)`, at least the candidate count (`hnsw_ef_search * s^0.25`
+    /// where s is 0.09-0.2 and the scope is walked two-hop over its allowed nodes only).
     pub hnsw_ef_search: usize,
     /// Selectivity planner: when the scope allows at most this many vectors in a shard, the
     /// shard scans exactly those vectors instead of walking the graph.

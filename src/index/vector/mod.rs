@@ -71,7 +71,8 @@ pub struct VectorParams {
     /// HNSW candidate list size at construction.
     pub ef_construction: usize,
     /// HNSW result pool of an unfiltered search (raised to k when smaller); a filtered walk
-    /// keeps `ef_search * sqrt(selectivity)` (`walk_ef`).
+    /// keeps `ef_search * sqrt(selectivity)` (`walk_ef`), a two-hop one
+    /// `ef_search * selectivity^0.25` (`two_hop_ef`).
     pub ef_search: usize,
     /// Scan exactly when at most this many vectors are allowed.
     pub exact_scan_threshold: usize,
