@@ -22,7 +22,7 @@ pub use backend::{Authorization, DocumentView, ReadSide, ReadableVersions, Write
 pub use coordinator::{Coordinator, EmbeddedRepository, FanOut, Retrieve};
 pub use engine::{Engine, EngineParams, Recovery, reranker, shard_of};
 pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};
-pub use rerank::{IdentityReranker, RerankQuery, Reranker, SentenceReranker};
+pub use rerank::{IdentityReranker, RerankQuery, Reranker, SENTENCE_LIST_WEIGHT, SentenceReranker};
 pub use select::{Selection, SelectionLimits, select_context};
 pub(crate) use write::{BatchSentenceTexts, embedding_text, to_document, validate_batch};
 pub use write::{DocumentInput, FaultHook, MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, UpsertOutcome};

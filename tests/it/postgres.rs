@@ -1269,6 +1269,16 @@ async fn postgres_sentence_vectors_are_made_at_ingestion_and_read_back() {
     assert_eq!(retrieved.candidates.len(), 1);
     assert_eq!(retrieved.candidates[0].retrievers().len(), 2);
     check(retrieved.candidates[0].chunk.sentence_vectors.as_ref());
+    // `retrieval.reranker = "sentences"` on this backend too: the one candidate gets the
+    // best-sentence list's first share on top of its fused score.
+    let reranking = PostgresParams { reranker: warrant::config::RerankerKind::Sentences, ..params(&url) };
+    let rrf_k = reranking.rrf_k;
+    let reranking = PostgresBackend::connect(reranking, counting.clone()).await.expect("backend connects");
+    let reranked = reranking.retrieve(&bob, "taxis need a receipt").await.unwrap();
+    assert_eq!(reranked.candidates.len(), 1);
+    let share = warrant::retrieval::SENTENCE_LIST_WEIGHT / (rrf_k + 1.0);
+    assert!((reranked.candidates[0].score - retrieved.candidates[0].score - share).abs() < 1e-9);
+    counting.take();
     let lexical_only = backend.retrieve(&bob, "receipt").await.unwrap();
     check(lexical_only.candidates[0].chunk.sentence_vectors.as_ref());
     let document = backend.document(&bob, "hotel").await.unwrap().expect("readable");

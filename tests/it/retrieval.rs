@@ -296,3 +296,43 @@ async fn a_revoke_never_waits_for_another_requests_embedding() {
     uploading.await.unwrap().unwrap();
     assert!(engine.acl().load().entry("globex", "big").is_some());
 }
+
+/// `retrieval.reranker = "sentences"` reaches the coordinator with the query vector, and the
+/// chunks carry the sentence vectors made at ingestion: every candidate gets exactly one share
+/// of the best-sentence list (`2 / (rrf_k + rank)`), the candidates are the same ones, and the
+/// fused order changes only by those shares. With the identity reranker the scores are the
+/// fusion's alone.
+#[actix_web::test]
+async fn the_sentence_reranker_adds_one_best_sentence_share_to_every_candidate() {
+    use warrant::config::RerankerKind;
+    use warrant::retrieval::{Engine, EngineParams};
+    let documents = vec![
+        doc("hotel", "Travel", "Hotel stays are reimbursed up to 180 euros per night. Taxis need a receipt.", &["all"]),
+        doc("taxi", "Taxis", "Taxi receipts are reimbursed within a month. Keep every receipt.", &["all"]),
+        doc("lunch", "Canteen", "Lunch is served at noon. The canteen closes at three.", &["all"]),
+    ];
+    let query = "taxi receipt reimbursed";
+    let mut retrieved = Vec::new();
+    for kind in [RerankerKind::Identity, RerankerKind::Sentences] {
+        let mut settings = settings(2);
+        settings.retrieval.reranker = kind;
+        // A semantic embedder (as MiniLM is), so sentence vectors are made at ingestion.
+        let embedder = FakeCountingEmbedder::new(settings.embedder.dim);
+        let engine = Engine::start(EngineParams::from_settings(&settings, settings.embedder.dim), embedder).unwrap();
+        engine.upsert("acme", documents.clone()).await.unwrap();
+        let scope = engine.scope(&principal("acme", "bob", &["all"]));
+        retrieved.push((settings.retrieval.rrf_k, engine.retrieve(&scope, query).await.unwrap().candidates));
+    }
+    let ((rrf_k, identity), (_, sentences)) = (&retrieved[0], &retrieved[1]);
+    assert!(identity.len() >= 2, "{identity:?}");
+    let ids = |candidates: &[warrant::retrieval::Candidate]| -> HashSet<String> {
+        candidates.iter().map(|candidate| candidate.chunk.id.to_string()).collect()
+    };
+    assert_eq!(ids(identity), ids(sentences));
+    assert!(sentences.iter().all(|candidate| candidate.chunk.sentence_vectors.is_some()));
+    let total = |candidates: &[warrant::retrieval::Candidate]| candidates.iter().map(|c| c.score).sum::<f64>();
+    let weight = warrant::retrieval::SENTENCE_LIST_WEIGHT;
+    let shares: f64 = (1..=identity.len()).map(|rank| weight / (rrf_k + rank as f64)).sum();
+    assert!((total(sentences) - total(identity) - shares).abs() < 1e-9, "{identity:?} {sentences:?}");
+    assert!(sentences.windows(2).all(|pair| pair[0].score >= pair[1].score));
+}
