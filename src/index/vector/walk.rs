@@ -209,23 +209,13 @@ impl VectorIndex {
         let mut visited = vec![0u64; graph.nodes().div_ceil(64)];
         visited[current as usize / 64] |= 1 << (current % 64);
         let start = Hit { slot: current, score: current_score };
-        // Best candidate on top.
-        let mut candidates = BinaryHeap::with_capacity(ef * 4);
-        candidates.push(Reverse(WorseFirst(start)));
-        // Worst retained result on top.
-        let mut results: BinaryHeap<WorseFirst> = BinaryHeap::with_capacity(ef + 1);
+        let mut frontier = Frontier::new(start, is_allowed(current), ef);
         let mut fresh: Vec<Slot> = Vec::with_capacity(2 * self.params.max_connections);
-        if is_allowed(current) {
-            results.push(WorseFirst(start));
-        }
-        while let Some(Reverse(WorseFirst(candidate))) = candidates.pop() {
-            if results.len() >= ef && results.peek().is_some_and(|worst| candidate.score < worst.0.score) {
-                break;
-            }
+        while let Some(candidate) = frontier.next() {
             // The next candidate's list is likely the next one read: it loads while this one's
             // rows are scored (its offsets were prefetched when it was admitted).
-            if PREFETCH && let Some(Reverse(WorseFirst(next))) = candidates.peek() {
-                graph.prefetch_neighbours(next.slot, 0);
+            if PREFETCH && let Some(next) = frontier.peek() {
+                graph.prefetch_neighbours(next, 0);
             }
             // Unvisited neighbours first, then their rows prefetched, then their scores: the
             // vector reads of one list are independent of each other, so their cache misses
@@ -246,24 +236,12 @@ impl VectorIndex {
             }
             for &neighbour in &fresh {
                 let hit = Hit { slot: neighbour, score: dot(query, vector(neighbour)) };
-                let admit = results.len() < ef || results.peek().is_some_and(|worst| WorseFirst(hit) < *worst);
-                if !admit {
-                    continue;
-                }
-                candidates.push(Reverse(WorseFirst(hit)));
-                if PREFETCH {
+                if frontier.offer(hit, || is_allowed(neighbour)) && PREFETCH {
                     graph.prefetch_offsets(neighbour, 0);
-                }
-                if is_allowed(neighbour) {
-                    results.push(WorseFirst(hit));
-                    if results.len() > ef {
-                        results.pop();
-                    }
                 }
             }
         }
-        let hits = results.into_iter().map(|WorseFirst(hit)| Hit { slot: base + hit.slot, ..hit }).collect();
-        (hits, evaluations)
+        (frontier.into_hits(base), evaluations)
     }
 
     /// Filtered search of layer 0 of `graph` that scores allowed nodes only (ACORN-1, Patel et
@@ -303,21 +281,11 @@ impl VectorIndex {
         let (word, mask) = bit(current);
         visited[word] |= mask;
         let start = Hit { slot: current, score: current_score };
-        // Best candidate on top.
-        let mut candidates = BinaryHeap::with_capacity(ef * 4);
-        candidates.push(Reverse(WorseFirst(start)));
-        // Worst retained result on top.
-        let mut results: BinaryHeap<WorseFirst> = BinaryHeap::with_capacity(ef + 1);
-        if is_allowed(current) {
-            results.push(WorseFirst(start));
-        }
+        let mut frontier = Frontier::new(start, is_allowed(current), ef);
         let cap = 2 * self.params.max_connections;
         let mut fresh: Vec<Slot> = Vec::with_capacity(cap);
         let mut through: Vec<Slot> = Vec::with_capacity(cap);
-        while let Some(Reverse(WorseFirst(candidate))) = candidates.pop() {
-            if results.len() >= ef && results.peek().is_some_and(|worst| candidate.score < worst.0.score) {
-                break;
-            }
+        while let Some(candidate) = frontier.next() {
             fresh.clear();
             through.clear();
             for &neighbour in graph.neighbours(candidate.slot, 0) {
@@ -360,19 +328,80 @@ impl VectorIndex {
             }
             for &neighbour in &fresh {
                 let hit = Hit { slot: neighbour, score: dot(query, vector(neighbour)) };
-                let admit = results.len() < ef || results.peek().is_some_and(|worst| WorseFirst(hit) < *worst);
-                if !admit {
-                    continue;
-                }
-                candidates.push(Reverse(WorseFirst(hit)));
-                graph.prefetch_offsets(neighbour, 0);
-                results.push(WorseFirst(hit));
-                if results.len() > ef {
-                    results.pop();
+                // Every fresh node is allowed: a candidate is a result.
+                if frontier.offer(hit, || true) {
+                    graph.prefetch_offsets(neighbour, 0);
                 }
             }
         }
-        let hits = results.into_iter().map(|WorseFirst(hit)| Hit { slot: base + hit.slot, ..hit }).collect();
-        (hits, evaluations)
+        (frontier.into_hits(base), evaluations)
+    }
+}
+
+/// The two heaps of a best-first search of layer 0 that keeps `ef` results, shared by the
+/// one-hop and the two-hop walk: a node becomes a candidate while fewer than `ef` results are
+/// held or it is closer than the worst of them, and the search stops when the closest candidate
+/// is farther than the worst of `ef` results.
+struct Frontier {
+    /// Best candidate on top.
+    candidates: BinaryHeap<Reverse<WorseFirst>>,
+    /// Worst retained result on top.
+    results: BinaryHeap<WorseFirst>,
+    /// Results kept.
+    ef: usize,
+}
+
+impl Frontier {
+    /// A search starting from `start` (a result too when `start_is_result`).
+    fn new(start: Hit, start_is_result: bool, ef: usize) -> Self {
+        let mut candidates = BinaryHeap::with_capacity(ef * 4);
+        candidates.push(Reverse(WorseFirst(start)));
+        let mut results = BinaryHeap::with_capacity(ef + 1);
+        if start_is_result {
+            results.push(WorseFirst(start));
+        }
+        Self { candidates, results, ef }
+    }
+
+    /// The closest candidate, taken off the frontier; `None` when none is left or it is farther
+    /// than the worst of `ef` results (the stop rule).
+    #[inline]
+    fn next(&mut self) -> Option<Hit> {
+        let Reverse(WorseFirst(candidate)) = self.candidates.pop()?;
+        let full = self.results.len() >= self.ef;
+        if full && self.results.peek().is_some_and(|worst| candidate.score < worst.0.score) {
+            return None;
+        }
+        Some(candidate)
+    }
+
+    /// The slot of the closest candidate left, if any.
+    #[inline]
+    fn peek(&self) -> Option<Slot> {
+        self.candidates.peek().map(|Reverse(WorseFirst(next))| next.slot)
+    }
+
+    /// Admits the scored `hit` as a candidate when fewer than `ef` results are held or it is
+    /// closer than the worst, and then keeps it as a result when `is_result()` (asked only
+    /// then); returns whether it was admitted.
+    #[inline]
+    fn offer(&mut self, hit: Hit, is_result: impl FnOnce() -> bool) -> bool {
+        let admit = self.results.len() < self.ef || self.results.peek().is_some_and(|worst| WorseFirst(hit) < *worst);
+        if !admit {
+            return false;
+        }
+        self.candidates.push(Reverse(WorseFirst(hit)));
+        if is_result() {
+            self.results.push(WorseFirst(hit));
+            if self.results.len() > self.ef {
+                self.results.pop();
+            }
+        }
+        true
+    }
+
+    /// The results, unordered, with `base` added to their (graph-local) slots.
+    fn into_hits(self, base: Slot) -> Vec<Hit> {
+        self.results.into_iter().map(|WorseFirst(hit)| Hit { slot: base + hit.slot, ..hit }).collect()
     }
 }
