@@ -7,7 +7,8 @@ runs send the same prompts, so the second can read the first's replies instead o
 the comparison is then exactly paired (the same reply to the same prompt) and takes minutes.
 
 Every POST is keyed by the SHA-256 of its path and body. A key seen before is answered from DIR; a new one
-is forwarded to UPSTREAM, and a 200 reply is stored (written to a temporary file and renamed).
+is forwarded to UPSTREAM, and a 200 reply is stored (written to a temporary file and renamed),
+with the request beside it (`KEY.request.json`) for reading what the model was shown.
 Requests that differ by one byte (a repair prompt that quotes a different rejected answer) go to
 the model. The proxy never changes a body; it counts hits and misses on stderr.
 
@@ -61,10 +62,11 @@ def main() -> None:
                 except urllib.error.HTTPError as error:
                     reply, status = error.read(), error.code
                 if status == 200:
-                    handle, temporary = tempfile.mkstemp(dir=args.dir, suffix=".tmp")
-                    with os.fdopen(handle, "wb") as out:
-                        out.write(reply)
-                    os.replace(temporary, stored)
+                    for path, data in ((stored[: -len(".json")] + ".request.json", body), (stored, reply)):
+                        handle, temporary = tempfile.mkstemp(dir=args.dir, suffix=".tmp")
+                        with os.fdopen(handle, "wb") as out:
+                            out.write(data)
+                        os.replace(temporary, path)
             with lock:
                 counts[kind] += 1
                 print(f"{kind} {key[:12]} hits={counts['hit']} misses={counts['miss']}", file=sys.stderr, flush=True)
