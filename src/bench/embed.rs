@@ -283,7 +283,13 @@ pub async fn run(engine: &Arc<Engine>, config: EmbedBenchConfig) -> RetrievalRes
 
     Ok(EmbedBenchReport {
         embedder: embedder.name().to_owned(),
-        allocator: if cfg!(feature = "mimalloc") { "mimalloc" } else { "system" },
+        allocator: if cfg!(feature = "jemalloc") {
+            "jemalloc"
+        } else if cfg!(feature = "mimalloc") {
+            "mimalloc"
+        } else {
+            "system"
+        },
         passages: passages.len(),
         passage_words,
         passages_per_s: median(&rounds),

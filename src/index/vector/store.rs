@@ -24,6 +24,50 @@ const BLOCK_LANES: usize = 16;
 #[repr(C, align(64))]
 pub(super) struct Block([f32; BLOCK_LANES]);
 
+/// Bytes of a transparent huge page on Linux (x86-64 and arm64: 2 MiB).
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Makes room for `additional` more blocks in `rows`. Growth allocates anew (at least doubling),
+/// asks the kernel for transparent huge pages over the new allocation before anything is written
+/// to it ([`advise_huge_pages`]), then copies the rows over: the walk reads rows at random, and
+/// with 4 KiB pages every few rows cost a TLB miss. The allocator does not ask for huge pages
+/// (jemalloc by default, so that partly used pages of small objects are never 2 MiB each); rows
+/// are dense, so their huge pages cost no resident memory a 4 KiB page would not.
+fn grow_rows(rows: &mut Vec<Block>, additional: usize) {
+    let needed = rows.len() + additional;
+    if needed <= rows.capacity() {
+        return;
+    }
+    let mut grown = Vec::with_capacity(needed.max(rows.capacity() * 2));
+    advise_huge_pages(&grown);
+    grown.extend_from_slice(rows);
+    *rows = grown;
+}
+
+/// Advises `MADV_HUGEPAGE` over the whole 2 MiB pages inside `rows`' allocation (Linux; a no-op
+/// elsewhere, for allocations smaller than two huge pages and where the kernel refuses).
+fn advise_huge_pages(rows: &Vec<Block>) {
+    let bytes = rows.capacity() * size_of::<Block>();
+    if bytes < 2 * HUGE_PAGE {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let start = rows.as_ptr() as usize;
+        let first = start.next_multiple_of(HUGE_PAGE);
+        let last = (start + bytes) / HUGE_PAGE * HUGE_PAGE;
+        if first < last {
+            // SAFETY: `madvise(MADV_HUGEPAGE)` only tells the kernel how to back pages: it keeps
+            // their contents and mappings, so no memory a Rust reference sees changes. The range
+            // lies inside the live allocation `rows` owns. A failure (no THP support) is ignored.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::madvise(first as *mut libc::c_void, last - first, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+}
+
 /// How many of a store's documents a scope allows, against how many it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct ScopeReach {
@@ -84,6 +128,14 @@ impl VectorStore {
             slots_by_ordinal.entry(*ordinal).or_default().push(slot as Slot);
         }
         let present = ordinals.iter().copied().collect::<RoaringBitmap>();
+        let vectors = if vectors.len() * size_of::<Block>() >= 2 * HUGE_PAGE {
+            let mut rows = Vec::new();
+            grow_rows(&mut rows, vectors.len());
+            rows.extend_from_slice(&vectors);
+            rows
+        } else {
+            vectors
+        };
         Self { dimension, vectors, stride: Self::stride(dimension), ordinals, slots_by_ordinal, present }
     }
 
@@ -109,7 +161,7 @@ impl VectorStore {
 
     /// Reserves room for `additional` more slots.
     pub(super) fn reserve(&mut self, additional: usize) {
-        self.vectors.reserve(additional * self.stride);
+        grow_rows(&mut self.vectors, additional * self.stride);
         self.ordinals.reserve(additional);
     }
 
@@ -117,6 +169,7 @@ impl VectorStore {
     pub(super) fn push(&mut self, ordinal: DocOrdinal, vector: &[f32]) {
         let slot = Slot::try_from(self.len()).expect("slot space exhausted");
         let row = self.vectors.len();
+        grow_rows(&mut self.vectors, self.stride);
         self.vectors.resize(row + self.stride, Block::default());
         let values: &mut [f32] = bytemuck::cast_slice_mut(&mut self.vectors[row..]);
         values[..self.dimension].copy_from_slice(vector);
@@ -198,4 +251,36 @@ thread_local! {
     /// Calls of [`VectorStore::allowed_slots_up_to`] on this thread (tests: the planner's
     /// calibration must time the slot collection a search's exact scan pays for).
     pub(super) static SLOT_COLLECTIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(slot: usize, dimension: usize) -> Vec<f32> {
+        (0..dimension).map(|component| (slot * dimension + component) as f32).collect()
+    }
+
+    /// Growth past two huge pages (rows moved into fresh, advised allocations) and a decoded
+    /// store of that size (copied into one) keep every row and ordinal where it was.
+    #[test]
+    fn rows_moved_into_huge_page_allocations_keep_their_values() {
+        let dimension = 384;
+        let slots = 2 * HUGE_PAGE / (dimension * 4) + 500;
+        let mut store = VectorStore::new(dimension);
+        store.reserve(3);
+        for slot in 0..slots {
+            store.push(slot as DocOrdinal / 2, &row(slot, dimension));
+        }
+        assert!(store.vectors.capacity() * size_of::<Block>() >= 2 * HUGE_PAGE);
+        let decoded = VectorStore::from_rows(dimension, store.vectors.clone(), store.ordinals.clone());
+        for check in [&store, &decoded] {
+            assert_eq!(check.len(), slots);
+            assert_eq!(check.documents(), slots.div_ceil(2));
+            for slot in 0..slots {
+                assert_eq!(check.vector(slot as Slot), row(slot, dimension).as_slice(), "slot {slot}");
+                assert_eq!(check.ordinal(slot as Slot), slot as DocOrdinal / 2);
+            }
+        }
+    }
 }
