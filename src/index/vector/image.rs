@@ -21,7 +21,7 @@
 //! Whatever it accepts searches like any index: a search still only returns slots whose
 //! ordinal is in the scope it is given.
 
-use super::store::{Block, VectorStore};
+use super::store::{VectorStore, advised_rows};
 use super::{FrozenGraph, MAX_LAYER, PlannerCosts, VectorIndex, VectorParams};
 use crate::index::Slot;
 use crate::index::frozen::Adjacency;
@@ -167,7 +167,7 @@ impl VectorIndex {
             chunk_positions.push(reader.u32()?);
         }
         let stride = VectorStore::stride(dimension);
-        let mut vectors = vec![Block::default(); slots * stride];
+        let mut vectors = advised_rows(slots * stride);
         for slot in 0..slots {
             let values: &mut [f32] = bytemuck::cast_slice_mut(&mut vectors[slot * stride..(slot + 1) * stride]);
             for value in &mut values[..dimension] {

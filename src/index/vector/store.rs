@@ -44,6 +44,15 @@ fn grow_rows(rows: &mut Vec<Block>, additional: usize) {
     *rows = grown;
 }
 
+/// `blocks` zeroed blocks in an allocation advised for huge pages before it is written, for
+/// rows about to be filled in place (a decoded index image's, [`VectorStore::from_rows`]).
+pub(super) fn advised_rows(blocks: usize) -> Vec<Block> {
+    let mut rows = Vec::new();
+    grow_rows(&mut rows, blocks);
+    rows.resize(blocks, Block::default());
+    rows
+}
+
 /// Advises `MADV_HUGEPAGE` over the whole 2 MiB pages inside `rows`' allocation (Linux; a no-op
 /// elsewhere, for allocations smaller than two huge pages and where the kernel refuses).
 fn advise_huge_pages(rows: &Vec<Block>) {
@@ -120,7 +129,7 @@ impl VectorStore {
     }
 
     /// The store of decoded rows: `vectors` holds [`Self::stride`] blocks per slot, `ordinals`
-    /// one ordinal per slot.
+    /// one ordinal per slot (rows made with [`advised_rows`] keep their huge-page advice).
     pub(super) fn from_rows(dimension: usize, vectors: Vec<Block>, ordinals: Vec<DocOrdinal>) -> Self {
         debug_assert_eq!(vectors.len(), ordinals.len() * Self::stride(dimension), "one row per slot");
         let mut slots_by_ordinal: HashMap<DocOrdinal, Vec<Slot>> = HashMap::new();
@@ -128,14 +137,6 @@ impl VectorStore {
             slots_by_ordinal.entry(*ordinal).or_default().push(slot as Slot);
         }
         let present = ordinals.iter().copied().collect::<RoaringBitmap>();
-        let vectors = if vectors.len() * size_of::<Block>() >= 2 * HUGE_PAGE {
-            let mut rows = Vec::new();
-            grow_rows(&mut rows, vectors.len());
-            rows.extend_from_slice(&vectors);
-            rows
-        } else {
-            vectors
-        };
         Self { dimension, vectors, stride: Self::stride(dimension), ordinals, slots_by_ordinal, present }
     }
 
@@ -262,7 +263,7 @@ mod tests {
     }
 
     /// Growth past two huge pages (rows moved into fresh, advised allocations) and a decoded
-    /// store of that size (copied into one) keep every row and ordinal where it was.
+    /// store of that size (filled into one in place) keep every row and ordinal where it was.
     #[test]
     fn rows_moved_into_huge_page_allocations_keep_their_values() {
         let dimension = 384;
@@ -273,7 +274,10 @@ mod tests {
             store.push(slot as DocOrdinal / 2, &row(slot, dimension));
         }
         assert!(store.vectors.capacity() * size_of::<Block>() >= 2 * HUGE_PAGE);
-        let decoded = VectorStore::from_rows(dimension, store.vectors.clone(), store.ordinals.clone());
+        let mut rows = advised_rows(store.vectors.len());
+        assert!(rows.iter().all(|block| block.0 == [0.0; BLOCK_LANES]), "zeroed");
+        rows.copy_from_slice(&store.vectors);
+        let decoded = VectorStore::from_rows(dimension, rows, store.ordinals.clone());
         for check in [&store, &decoded] {
             assert_eq!(check.len(), slots);
             assert_eq!(check.documents(), slots.div_ceil(2));
