@@ -460,7 +460,7 @@ fn print_build_line(
         serde_json::json!({
             "build_seconds": build_seconds,
             "vectors": index.len(),
-            "simd": warrant::index::distance::simd_name(),
+            "simd": warrant::index::distance::half_kernel_name(),
             "bare_dot_ns_sequential": dot_ns_sequential,
             "bare_dot_ns_random": dot_ns_random,
             "planner_costs": index.planner_costs(),

@@ -28,7 +28,6 @@ use roaring::RoaringBitmap;
 use crate::domain::DocOrdinal;
 use crate::embed::normalize;
 use crate::index::Slot;
-use crate::index::distance::dot;
 use crate::index::vector::{GraphWalk, HnswRsReference, VectorIndex, VectorParams, VectorStrategy, distance_count};
 
 /// Norm of the gaussian noise added to a cluster centre (unit norm) before normalizing: points
@@ -475,7 +474,7 @@ pub fn bare_dot_ns(index: &VectorIndex, queries: &[Vec<f32>]) -> (f64, f64) {
         let mut sum = 0.0f32;
         for query in queries {
             for &slot in slots {
-                sum += dot(query, index.vector(slot));
+                sum += index.score(query, slot);
             }
         }
         std::hint::black_box(sum);
@@ -496,7 +495,7 @@ fn brute_force(index: &VectorIndex, query: &[f32], k: usize, allowed: &RoaringBi
     let mut scored: Vec<(f32, Slot)> = allowed
         .iter()
         .filter(|ordinal| (*ordinal as usize) < index.len())
-        .map(|slot| (dot(query, index.vector(slot)), slot))
+        .map(|slot| (index.score(query, slot), slot))
         .collect();
     scored.sort_by(|left, right| right.0.total_cmp(&left.0).then(left.1.cmp(&right.1)));
     scored.into_iter().take(k).map(|(_, slot)| slot).collect()

@@ -1,12 +1,21 @@
-//! Dot products of f32 vectors with SIMD chosen at run time (pulp: AVX-512 / AVX2+FMA on x86-64,
-//! NEON on aarch64, scalar elsewhere), and the flat store the vector index keeps its vectors in.
+//! Dot products with SIMD chosen at run time, and the cache prefetch hint of the graph walk.
+//!
+//! - [`dot`]: two f32 vectors (pulp: AVX-512 / AVX2+FMA on x86-64, NEON on aarch64, scalar
+//!   elsewhere); the embedders' and the verifier's cosine.
+//! - [`dot_half`] / [`dot_halves`]: an f32 query with a stored row, and two stored rows. The
+//!   vector index keeps its vectors as IEEE 754 binary16 ([`Half`]: half the bytes of f32, and
+//!   the graph walk's cost is reading rows from memory; BENCHMARKS.md, "Vectors stored as
+//!   binary16"). Rows are widened to f32 in registers (AVX-512F `vcvtph2ps`, or AVX2 + F16C +
+//!   FMA) and multiplied in f32; elsewhere a portable loop widens them one by one.
 //!
 //! Invariants kept by this module:
-//! - [`dot`] gives the same result for the same inputs for the whole life of the process (the
-//!   instruction set is detected once), so a score computed by the exact scan and by the graph
-//!   walk of the same vector is bit-identical;
-//! - [`dot`] agrees with [`dot_scalar`] to within rounding (the summation order differs: four
-//!   FMA accumulators of the widest register instead of eight scalar lanes).
+//! - each function gives the same result for the same inputs for the whole life of the process
+//!   (the instruction set is detected once), so a score computed by the exact scan and by the
+//!   graph walk of the same row is bit-identical;
+//! - `dot_halves(a, b) == dot_halves(b, a) == dot_half(&widen(a), b)` to the bit (widening is
+//!   exact and the same lanes are summed in the same order);
+//! - every dot agrees with [`dot_scalar`] over the widened values to within rounding (the
+//!   summation order differs).
 
 use std::sync::OnceLock;
 
@@ -116,6 +125,277 @@ impl WithSimd for Dot<'_> {
     }
 }
 
+/// One stored vector component: the bits of an IEEE 754 binary16 value.
+pub type Half = u16;
+
+/// Largest magnitude a component may have to be stored ([`to_half`] keeps it finite).
+pub const HALF_MAX: f32 = 65504.0;
+
+/// Whether `value` can be stored as a [`Half`] without becoming infinite or NaN.
+#[inline]
+pub fn fits_half(value: f32) -> bool {
+    value.is_finite() && value.abs() <= HALF_MAX
+}
+
+/// `values` rounded to binary16 (to nearest, ties to even) into `out` (one length; half's
+/// slice conversion: F16C four or eight at a time where the CPU has it).
+pub fn to_half(values: &[f32], out: &mut [Half]) {
+    use half::slice::HalfFloatSliceExt;
+    bytemuck::cast_slice_mut::<Half, half::f16>(out).convert_from_f32_slice(values);
+}
+
+/// `halves` widened to f32 (exact).
+pub fn from_half(halves: &[Half]) -> Vec<f32> {
+    use half::slice::HalfFloatSliceExt;
+    bytemuck::cast_slice::<Half, half::f16>(halves).to_f32_vec()
+}
+
+/// `bits` widened to f32 (exact).
+#[inline(always)]
+pub fn widen(bits: Half) -> f32 {
+    half::f16::from_bits(bits).to_f32()
+}
+
+/// `value` rounded to binary16 (to nearest, ties to even).
+#[inline]
+pub fn narrow(value: f32) -> Half {
+    half::f16::from_f32(value).to_bits()
+}
+
+/// The kernels [`dot_half`] can run with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HalfKernel {
+    /// 16 lanes: AVX-512F (`vcvtph2ps` on 512-bit registers).
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+    /// 8 lanes: AVX2 + FMA + F16C.
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// Components widened one by one (half's conversion), eight scalar accumulators.
+    Portable,
+}
+
+impl HalfKernel {
+    /// The widest kernel this CPU runs (detected once).
+    fn detected() -> Self {
+        static KERNEL: OnceLock<HalfKernel> = OnceLock::new();
+        *KERNEL.get_or_init(|| {
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    return HalfKernel::Avx512;
+                }
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                    && std::arch::is_x86_feature_detected!("f16c")
+                {
+                    return HalfKernel::Avx2;
+                }
+            }
+            HalfKernel::Portable
+        })
+    }
+
+    /// Every kernel this CPU runs, widest first (tests compare them).
+    #[cfg(test)]
+    fn available() -> Vec<Self> {
+        let mut kernels = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                kernels.push(HalfKernel::Avx512);
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+                && std::arch::is_x86_feature_detected!("f16c")
+            {
+                kernels.push(HalfKernel::Avx2);
+            }
+        }
+        kernels.push(HalfKernel::Portable);
+        kernels
+    }
+
+    fn dot(self, query: &[f32], row: &[Half]) -> f32 {
+        let length = query.len().min(row.len());
+        let (query, row) = (&query[..length], &row[..length]);
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the kernel was detected (`detected`, `available`): this CPU has AVX-512F.
+            #[allow(unsafe_code)]
+            HalfKernel::Avx512 => unsafe { x86::dot_avx512(query, row) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the kernel was detected: this CPU has AVX2, FMA and F16C.
+            #[allow(unsafe_code)]
+            HalfKernel::Avx2 => unsafe { x86::dot_avx2(query, row) },
+            HalfKernel::Portable => dot_portable(query, row),
+        }
+    }
+
+    /// [`HalfKernel::dot`] of `left` widened, without widening it first.
+    fn dot_halves(self, left: &[Half], right: &[Half]) -> f32 {
+        let length = left.len().min(right.len());
+        let (left, right) = (&left[..length], &right[..length]);
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in `dot`.
+            #[allow(unsafe_code)]
+            HalfKernel::Avx512 => unsafe { x86::dot_halves_avx512(left, right) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in `dot`.
+            #[allow(unsafe_code)]
+            HalfKernel::Avx2 => unsafe { x86::dot_halves_avx2(left, right) },
+            HalfKernel::Portable => dot_portable(left, right),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            HalfKernel::Avx512 => "avx512f (16 lanes, vcvtph2ps)",
+            #[cfg(target_arch = "x86_64")]
+            HalfKernel::Avx2 => "avx2+fma+f16c (8 lanes)",
+            HalfKernel::Portable => "portable",
+        }
+    }
+}
+
+/// Dot product of an f32 `query` with a stored binary16 `row` (over the shorter length), with
+/// the widest kernel the CPU offers: what the vector index scores with.
+#[inline]
+pub fn dot_half(query: &[f32], row: &[Half]) -> f32 {
+    HalfKernel::detected().dot(query, row)
+}
+
+/// Dot product of two stored rows: `dot_half` of `left` widened (exact) with `right`, to the
+/// bit (the graph's construction compares stored rows with each other).
+#[inline]
+pub fn dot_halves(left: &[Half], right: &[Half]) -> f32 {
+    HalfKernel::detected().dot_halves(left, right)
+}
+
+/// Name of the kernel [`dot_half`] runs with (for benchmark output).
+pub fn half_kernel_name() -> &'static str {
+    HalfKernel::detected().name()
+}
+
+/// A component a kernel's left operand may be: an f32 query's, or a stored row's.
+trait Component: Copy {
+    fn value(self) -> f32;
+}
+
+impl Component for f32 {
+    #[inline(always)]
+    fn value(self) -> f32 {
+        self
+    }
+}
+
+impl Component for Half {
+    #[inline(always)]
+    fn value(self) -> f32 {
+        widen(self)
+    }
+}
+
+/// The scalar tail every kernel ends with.
+#[inline(always)]
+fn tail<L: Component>(left: &[L], row: &[Half]) -> f32 {
+    left.iter().zip(row).map(|(value, &bits)| value.value() * widen(bits)).sum()
+}
+
+/// The portable kernel: eight scalar accumulators over the widened components.
+fn dot_portable<L: Component>(left: &[L], row: &[Half]) -> f32 {
+    let mut sums = [0f32; 8];
+    let chunks = left.len() / 8 * 8;
+    for (left_block, row_block) in left[..chunks].chunks_exact(8).zip(row[..chunks].chunks_exact(8)) {
+        for lane in 0..8 {
+            sums[lane] += left_block[lane].value() * widen(row_block[lane]);
+        }
+    }
+    sums.iter().sum::<f32>() + tail(&left[chunks..], &row[chunks..])
+}
+
+/// The x86-64 kernels, one per left operand (an f32 query, or a stored row widened in
+/// registers: the same lanes, so the same sums). They read whole registers through `bytemuck`
+/// casts of fixed-size arrays (no pointer arithmetic), sum four independent accumulators (FMA
+/// latency), then the remaining whole registers into the first, then a scalar tail.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::{
+        __m128i, __m256, __m256i, __m512, _mm_add_ps, _mm_cvtss_f32, _mm_movehl_ps, _mm_shuffle_ps, _mm256_add_ps,
+        _mm256_castps256_ps128, _mm256_cvtph_ps, _mm256_extractf128_ps, _mm256_fmadd_ps, _mm256_setzero_ps,
+        _mm512_add_ps, _mm512_cvtph_ps, _mm512_fmadd_ps, _mm512_reduce_add_ps, _mm512_setzero_ps,
+    };
+
+    use super::{Half, tail};
+
+    /// A 16-lane kernel named `$name` whose left operand is `[$left]`, loaded by `$load`.
+    macro_rules! avx512_kernel {
+        ($name:ident, $left:ty, $load:expr) => {
+            #[target_feature(enable = "avx512f")]
+            pub(super) fn $name(left: &[$left], row: &[Half]) -> f32 {
+                let (left_registers, left_tail) = left.as_chunks::<16>();
+                let (row_registers, row_tail) = row.as_chunks::<16>();
+                let load = $load;
+                let widen_row = |bits: &[Half; 16]| _mm512_cvtph_ps(bytemuck::cast::<[Half; 16], __m256i>(*bits));
+                let mut sums = [_mm512_setzero_ps(); 4];
+                let mut left_blocks = left_registers.chunks_exact(4);
+                let mut row_blocks = row_registers.chunks_exact(4);
+                for (left_block, row_block) in (&mut left_blocks).zip(&mut row_blocks) {
+                    for lane in 0..4 {
+                        sums[lane] = _mm512_fmadd_ps(load(&left_block[lane]), widen_row(&row_block[lane]), sums[lane]);
+                    }
+                }
+                for (left_values, row_bits) in left_blocks.remainder().iter().zip(row_blocks.remainder()) {
+                    sums[0] = _mm512_fmadd_ps(load(left_values), widen_row(row_bits), sums[0]);
+                }
+                let total = _mm512_add_ps(_mm512_add_ps(sums[0], sums[1]), _mm512_add_ps(sums[2], sums[3]));
+                _mm512_reduce_add_ps(total) + tail(left_tail, row_tail)
+            }
+        };
+    }
+
+    /// An 8-lane kernel named `$name` whose left operand is `[$left]`, loaded by `$load`.
+    macro_rules! avx2_kernel {
+        ($name:ident, $left:ty, $load:expr) => {
+            #[target_feature(enable = "avx2,fma,f16c")]
+            pub(super) fn $name(left: &[$left], row: &[Half]) -> f32 {
+                let (left_registers, left_tail) = left.as_chunks::<8>();
+                let (row_registers, row_tail) = row.as_chunks::<8>();
+                let load = $load;
+                let widen_row = |bits: &[Half; 8]| _mm256_cvtph_ps(bytemuck::cast::<[Half; 8], __m128i>(*bits));
+                let mut sums = [_mm256_setzero_ps(); 4];
+                let mut left_blocks = left_registers.chunks_exact(4);
+                let mut row_blocks = row_registers.chunks_exact(4);
+                for (left_block, row_block) in (&mut left_blocks).zip(&mut row_blocks) {
+                    for lane in 0..4 {
+                        sums[lane] = _mm256_fmadd_ps(load(&left_block[lane]), widen_row(&row_block[lane]), sums[lane]);
+                    }
+                }
+                for (left_values, row_bits) in left_blocks.remainder().iter().zip(row_blocks.remainder()) {
+                    sums[0] = _mm256_fmadd_ps(load(left_values), widen_row(row_bits), sums[0]);
+                }
+                let total = _mm256_add_ps(_mm256_add_ps(sums[0], sums[1]), _mm256_add_ps(sums[2], sums[3]));
+                // (low half + high half), then pairs, then the last two: a fixed order.
+                let quad = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps::<1>(total));
+                let pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+                let single = _mm_add_ps(pair, _mm_shuffle_ps::<0b01>(pair, pair));
+                _mm_cvtss_f32(single) + tail(left_tail, row_tail)
+            }
+        };
+    }
+
+    avx512_kernel!(dot_avx512, f32, |values: &[f32; 16]| bytemuck::cast::<[f32; 16], __m512>(*values));
+    avx512_kernel!(dot_halves_avx512, Half, |bits: &[Half; 16]| _mm512_cvtph_ps(
+        bytemuck::cast::<[Half; 16], __m256i>(*bits)
+    ));
+    avx2_kernel!(dot_avx2, f32, |values: &[f32; 8]| bytemuck::cast::<[f32; 8], __m256>(*values));
+    avx2_kernel!(dot_halves_avx2, Half, |bits: &[Half; 8]| _mm256_cvtph_ps(bytemuck::cast::<[Half; 8], __m128i>(
+        *bits
+    )));
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -143,7 +423,79 @@ mod tests {
         assert!(values.iter().enumerate().all(|(position, value)| *value == position as f32));
     }
 
+    #[test]
+    fn binary16_bounds_and_rounding() {
+        assert!(fits_half(HALF_MAX) && fits_half(-HALF_MAX) && fits_half(0.0));
+        assert!(!fits_half(65505.0) && !fits_half(f32::INFINITY) && !fits_half(f32::NAN));
+        assert_eq!(narrow(1.0), 0x3c00);
+        assert_eq!(narrow(-2.0), 0xc000);
+        assert_eq!(widen(narrow(HALF_MAX)), HALF_MAX);
+        // 11 significant bits: 1 + 2^-11 is a tie and rounds to even (1), 1 + 3 * 2^-11 up.
+        assert_eq!(widen(narrow(1.0 + 2f32.powi(-11))), 1.0);
+        assert_eq!(widen(narrow(1.0 + 3.0 * 2f32.powi(-11))), 1.0 + 2f32.powi(-9));
+        let mut out = [0; 3];
+        to_half(&[0.5, -0.25, 3.0], &mut out);
+        assert_eq!(from_half(&out), vec![0.5, -0.25, 3.0]);
+        assert!(!half_kernel_name().is_empty());
+    }
+
+    /// Small integers sum exactly in f32 whatever the order: every kernel, at every length
+    /// (whole blocks of four registers, single registers, scalar tails), gives the exact value.
+    #[test]
+    fn every_half_kernel_is_exact_on_small_integers() {
+        for length in 0..=200usize {
+            let query: Vec<f32> = (0..length).map(|index| (index % 7) as f32 - 3.0).collect();
+            let values: Vec<f32> = (0..length).map(|index| (index % 5) as f32 - 2.0).collect();
+            let mut row = vec![0; length];
+            to_half(&values, &mut row);
+            let exact: f32 = query.iter().zip(&values).map(|(a, b)| a * b).sum();
+            for kernel in HalfKernel::available() {
+                assert_eq!(kernel.dot(&query, &row), exact, "{kernel:?} at length {length}");
+            }
+            let squares: f32 = values.iter().map(|value| value * value).sum();
+            for kernel in HalfKernel::available() {
+                assert_eq!(kernel.dot_halves(&row, &row), squares, "{kernel:?} at length {length}");
+            }
+        }
+    }
+
     proptest! {
+        #[test]
+        fn half_kernels_match_the_scalar_dot_of_the_widened_row(
+            pairs in proptest::collection::vec((-1.0f32..1.0, -1.0f32..1.0), 0..600),
+        ) {
+            let (query, values): (Vec<f32>, Vec<f32>) = pairs.into_iter().unzip();
+            let mut row = vec![0; values.len()];
+            to_half(&values, &mut row);
+            let widened = from_half(&row);
+            let scalar = dot_scalar(&query, &widened);
+            let scale = query.iter().zip(&widened).map(|(a, b)| (a * b).abs()).sum::<f32>().max(1.0);
+            for kernel in HalfKernel::available() {
+                let simd = kernel.dot(&query, &row);
+                prop_assert!((simd - scalar).abs() <= 1e-5 * scale, "{kernel:?}: {simd} against {scalar}");
+            }
+            // What binary16 costs: each component within 2^-11 of its f32 value (relative).
+            for (value, stored) in values.iter().zip(&widened) {
+                prop_assert!((value - stored).abs() <= value.abs() * 2f32.powi(-11) + 2f32.powi(-25));
+            }
+        }
+
+        #[test]
+        fn dot_halves_is_symmetric_and_dot_half_of_the_widened_left(
+            pairs in proptest::collection::vec((-1.0f32..1.0, -1.0f32..1.0), 0..1100),
+        ) {
+            let (left, right): (Vec<f32>, Vec<f32>) = pairs.into_iter().unzip();
+            let (mut left_row, mut right_row) = (vec![0; left.len()], vec![0; right.len()]);
+            to_half(&left, &mut left_row);
+            to_half(&right, &mut right_row);
+            for kernel in HalfKernel::available() {
+                let forward = kernel.dot_halves(&left_row, &right_row);
+                prop_assert_eq!(forward.to_bits(), kernel.dot_halves(&right_row, &left_row).to_bits());
+                prop_assert_eq!(forward.to_bits(), kernel.dot(&from_half(&left_row), &right_row).to_bits());
+            }
+            prop_assert_eq!(dot_halves(&left_row, &right_row).to_bits(), dot_half(&from_half(&left_row), &right_row).to_bits());
+        }
+
         #[test]
         fn simd_dot_matches_scalar_dot(
             pairs in proptest::collection::vec((-1.0f32..1.0, -1.0f32..1.0), 0..600),

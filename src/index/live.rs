@@ -40,7 +40,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::distance::{dot, prefetch};
+use super::distance::{Half, dot_half, dot_halves, from_half, prefetch};
 use super::frozen::{Adjacency, FrozenGraph};
 use super::{Hit, Slot, WorseFirst};
 
@@ -232,7 +232,7 @@ impl LiveGraph {
     /// as it stood before the group, in parallel (rayon), then the group is linked in order, each
     /// node choosing among what it found and the group's earlier nodes (scored exactly). The
     /// graph depends on the vectors, their order and the batch boundaries, never on the threads.
-    pub(crate) fn extend<'v>(&mut self, count: usize, vector: impl Fn(Slot) -> &'v [f32] + Sync) {
+    pub(crate) fn extend<'v>(&mut self, count: usize, vector: impl Fn(Slot) -> &'v [Half] + Sync) {
         let mut left = count;
         while left > 0 {
             let parallel = self.nodes() >= PARALLEL_MIN_NODES && left >= PARALLEL_MIN_NODES;
@@ -248,7 +248,7 @@ impl LiveGraph {
     }
 
     /// Inserts the next node, alone.
-    fn insert<'v>(&mut self, vector: &(impl Fn(Slot) -> &'v [f32] + Sync)) {
+    fn insert<'v>(&mut self, vector: &(impl Fn(Slot) -> &'v [Half] + Sync)) {
         let node = Slot::try_from(self.levels.len()).expect("slot space exhausted");
         let level = self.draw_level(self.base + node);
         self.push_node(level);
@@ -259,7 +259,7 @@ impl LiveGraph {
     }
 
     /// Inserts the next `group` nodes: searches in parallel, links in order.
-    fn insert_group<'v>(&mut self, group: usize, vector: &(impl Fn(Slot) -> &'v [f32] + Sync)) {
+    fn insert_group<'v>(&mut self, group: usize, vector: &(impl Fn(Slot) -> &'v [Half] + Sync)) {
         use rayon::prelude::*;
         let first = Slot::try_from(self.levels.len()).expect("slot space exhausted");
         let members: Vec<(Slot, usize)> = (first..first + group as Slot)
@@ -289,7 +289,7 @@ impl LiveGraph {
         &self,
         node: Slot,
         level: usize,
-        vector: &impl Fn(Slot) -> &'v [f32],
+        vector: &impl Fn(Slot) -> &'v [Half],
         visits: &mut Visits,
     ) -> Vec<Vec<Hit>> {
         let Some(entry) = self.entry else {
@@ -297,8 +297,9 @@ impl LiveGraph {
         };
         let base = self.base;
         let at = |node: Slot| vector(base + node);
-        let query = at(node);
-        let mut current = Hit { slot: entry, score: dot(query, at(entry)) };
+        // Widened once: every score of the search is then `dot_half` (equal to `dot_halves`).
+        let query = &from_half(at(node));
+        let mut current = Hit { slot: entry, score: dot_half(query, at(entry)) };
         for layer in (level + 1..=self.top).rev() {
             current = self.greedy(query, current, layer, &at);
         }
@@ -322,7 +323,7 @@ impl LiveGraph {
         level: usize,
         mut found: Vec<Vec<Hit>>,
         earlier: &[(Slot, usize)],
-        vector: &impl Fn(Slot) -> &'v [f32],
+        vector: &impl Fn(Slot) -> &'v [Half],
     ) {
         let base = self.base;
         let at = |node: Slot| vector(base + node);
@@ -332,7 +333,7 @@ impl LiveGraph {
         for (layer, mut candidates) in found.into_iter().enumerate() {
             let mates = earlier.iter().filter(|(_, mate_level)| *mate_level >= layer);
             let before = candidates.len();
-            candidates.extend(mates.map(|&(mate, _)| Hit { slot: mate, score: dot(query, at(mate)) }));
+            candidates.extend(mates.map(|&(mate, _)| Hit { slot: mate, score: dot_halves(query, at(mate)) }));
             if candidates.len() > before {
                 candidates.sort_unstable_by_key(|hit| WorseFirst(*hit));
                 // What a search of the graph holding the mates would have returned: the pool's
@@ -403,7 +404,7 @@ impl LiveGraph {
 
     /// Adds `new` (scored against `node`) to `node`'s list at `layer`; a full list drops its
     /// least similar member (which may be `new`).
-    fn link<'v>(&mut self, node: Slot, new: Hit, layer: usize, at: &impl Fn(Slot) -> &'v [f32]) {
+    fn link<'v>(&mut self, node: Slot, new: Hit, layer: usize, at: &impl Fn(Slot) -> &'v [Half]) {
         let capacity = self.capacity(layer);
         let list = self.neighbours(node, layer);
         if list.contains(&new.slot) {
@@ -416,19 +417,22 @@ impl LiveGraph {
             return;
         }
         let origin = at(node);
-        let mut candidates: Vec<Hit> =
-            list.iter().map(|&slot| Hit { slot, score: dot(origin, at(slot)) }).chain(std::iter::once(new)).collect();
+        let mut candidates: Vec<Hit> = list
+            .iter()
+            .map(|&slot| Hit { slot, score: dot_halves(origin, at(slot)) })
+            .chain(std::iter::once(new))
+            .collect();
         candidates.sort_unstable_by_key(|hit| WorseFirst(*hit));
         let kept: Vec<Slot> = candidates.iter().take(capacity).map(|hit| hit.slot).collect();
         self.set_list(node, layer, &kept);
     }
 
     /// Greedy search of one layer from `current`: moves to a closer neighbour while one exists.
-    fn greedy<'v>(&self, query: &[f32], mut current: Hit, layer: usize, at: &impl Fn(Slot) -> &'v [f32]) -> Hit {
+    fn greedy<'v>(&self, query: &[f32], mut current: Hit, layer: usize, at: &impl Fn(Slot) -> &'v [Half]) -> Hit {
         loop {
             let mut moved = false;
             for &neighbour in self.neighbours(current.slot, layer) {
-                let candidate = Hit { slot: neighbour, score: dot(query, at(neighbour)) };
+                let candidate = Hit { slot: neighbour, score: dot_half(query, at(neighbour)) };
                 if WorseFirst(candidate) < WorseFirst(current) {
                     current = candidate;
                     moved = true;
@@ -447,7 +451,7 @@ impl LiveGraph {
         entries: &[Hit],
         ef: usize,
         layer: usize,
-        at: &impl Fn(Slot) -> &'v [f32],
+        at: &impl Fn(Slot) -> &'v [Half],
         visits: &mut Visits,
     ) -> Vec<Hit> {
         let epoch = visits.start(self.nodes());
@@ -480,7 +484,7 @@ impl LiveGraph {
                 prefetch(at(neighbour));
             }
             for &neighbour in &fresh {
-                let hit = Hit { slot: neighbour, score: dot(query, at(neighbour)) };
+                let hit = Hit { slot: neighbour, score: dot_half(query, at(neighbour)) };
                 if results.len() < ef || results.peek().is_some_and(|worst| WorseFirst(hit) < *worst) {
                     candidates.push(Reverse(WorseFirst(hit)));
                     results.push(WorseFirst(hit));
@@ -548,14 +552,14 @@ impl Adjacency for LiveGraph {
 /// The paper's neighbour heuristic (algorithm 4, without extending or keeping pruned
 /// candidates): from `candidates`, best first, keeps at most `limit`, each unless a kept one is
 /// more similar to it than the candidate is to the query (`candidate.score`).
-fn select_neighbours<'v>(candidates: &[Hit], limit: usize, at: &impl Fn(Slot) -> &'v [f32]) -> Vec<Hit> {
+fn select_neighbours<'v>(candidates: &[Hit], limit: usize, at: &impl Fn(Slot) -> &'v [Half]) -> Vec<Hit> {
     let mut kept: Vec<Hit> = Vec::with_capacity(limit);
     for &candidate in candidates {
         if kept.len() >= limit {
             break;
         }
         let row = at(candidate.slot);
-        if kept.iter().all(|chosen| dot(row, at(chosen.slot)) <= candidate.score) {
+        if kept.iter().all(|chosen| dot_halves(row, at(chosen.slot)) <= candidate.score) {
             kept.push(candidate);
         }
     }

@@ -78,8 +78,9 @@ pub enum IndexError {
         /// Received dimension.
         got: usize,
     },
-    /// A vector contained NaN or infinity.
-    #[error("vector contains non-finite values")]
+    /// A vector contained NaN, infinity or a component beyond binary16's range (the index
+    /// stores binary16; every embedder returns unit vectors).
+    #[error("vector contains non-finite values or values beyond ±65504")]
     NonFinite,
     /// Slots were not appended densely.
     #[error("slot {got} inserted where {expected} was expected")]

@@ -127,7 +127,7 @@ impl Shard {
             if vector.len() != dimension {
                 return Err(IndexError::Dimension { expected: dimension, got: vector.len() });
             }
-            if vector.iter().any(|value| !value.is_finite()) {
+            if !vector.iter().all(|value| crate::index::distance::fits_half(*value)) {
                 return Err(IndexError::NonFinite);
             }
         }
@@ -224,7 +224,7 @@ impl Shard {
             .chunks
             .iter()
             .enumerate()
-            .filter_map(|(slot, chunk)| Some((Arc::clone(chunk.as_ref()?), state.vector.vector(slot as Slot).to_vec())))
+            .filter_map(|(slot, chunk)| Some((Arc::clone(chunk.as_ref()?), state.vector.vector(slot as Slot))))
             .collect()
     }
 }

@@ -1,6 +1,7 @@
 //! Unit tests of `bench/filtered`.
 
 use super::*;
+use crate::index::distance::dot;
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)

@@ -223,7 +223,7 @@ impl Shard {
                 .enumerate()
                 .filter_map(|(slot, chunk)| {
                     let chunk = chunk.as_ref()?;
-                    Some((Chunk::clone(chunk), vector.vector(slot as Slot).to_vec()))
+                    Some((Chunk::clone(chunk), vector.vector(slot as Slot)))
                 })
                 .collect();
             let shard = Shard::new(id, params)?;

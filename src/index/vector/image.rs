@@ -24,6 +24,7 @@
 use super::store::{VectorStore, advised_rows};
 use super::{FrozenGraph, MAX_LAYER, PlannerCosts, VectorIndex, VectorParams};
 use crate::index::Slot;
+use crate::index::distance::{Half, fits_half, to_half, widen};
 use crate::index::frozen::Adjacency;
 use crate::index::live::LiveGraph;
 
@@ -96,9 +97,10 @@ impl VectorIndex {
             put_u32(&mut out, *ordinal);
             put_u32(&mut out, *position);
         }
+        // Widened to f32 (exact): the format predates binary16 rows and stays readable both ways.
         for slot in 0..self.len() as Slot {
-            for value in self.vector(slot) {
-                out.extend_from_slice(&value.to_le_bytes());
+            for &bits in self.row(slot) {
+                out.extend_from_slice(&widen(bits).to_le_bytes());
             }
         }
         put_u32(&mut out, to_u32(graphs.len()));
@@ -168,14 +170,16 @@ impl VectorIndex {
         }
         let stride = VectorStore::stride(dimension);
         let mut vectors = advised_rows(slots * stride);
+        let mut row = vec![0f32; dimension];
         for slot in 0..slots {
-            let values: &mut [f32] = bytemuck::cast_slice_mut(&mut vectors[slot * stride..(slot + 1) * stride]);
-            for value in &mut values[..dimension] {
+            for value in &mut row {
                 *value = f32::from_le_bytes(reader.array()?);
-                if !value.is_finite() {
-                    return Err(format!("vector of slot {slot} is not finite"));
+                if !fits_half(*value) {
+                    return Err(format!("vector of slot {slot} is not finite or beyond ±65504"));
                 }
             }
+            let halves: &mut [Half] = bytemuck::cast_slice_mut(&mut vectors[slot * stride..(slot + 1) * stride]);
+            to_half(&row, &mut halves[..dimension]);
         }
         let graph_count = reader.u32()? as usize;
         // Each graph takes at least 12 bytes.
@@ -393,7 +397,7 @@ mod tests {
             let odd: RoaringBitmap = (0..index.len() as u32).filter(|ordinal| ordinal % 2 == 1).collect();
             // Every vector, old or new, finds itself.
             for slot in (0..index.len() as Slot).step_by(37) {
-                let query = index.vector(slot).to_vec();
+                let query = index.vector(slot);
                 let search = index.search(&query, 1, &everything);
                 assert_eq!(search.report.strategy, VectorStrategy::Graph);
                 assert_eq!(search.hits[0].slot, slot);
@@ -407,7 +411,7 @@ mod tests {
             assert!(found >= 30 * 10 * 9 / 10, "recall {found} of 300 after {load} loads");
         }
         // The benchmark walks see every vector too.
-        let query = index.vector(5).to_vec();
+        let query = index.vector(5);
         let everything: RoaringBitmap = (0..index.len() as u32).collect();
         let reference = index.hnsw_rs_reference();
         for walk in [GraphWalk::HnswRs(&reference), GraphWalk::BestFirst(&reference), GraphWalk::Frozen] {

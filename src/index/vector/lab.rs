@@ -19,7 +19,7 @@ use roaring::RoaringBitmap;
 
 use super::store::ScopeReach;
 use super::{MAX_CONNECTIONS_LIMIT, VectorIndex, VectorSearch, WorseFirst, sort_best_first};
-use crate::index::distance::{dot, dot_scalar};
+use crate::index::distance::{Half, dot, dot_half};
 use crate::index::{Hit, Slot};
 
 /// Layers of hnsw_rs' graph; 16 is what hnsw_rs requires to dump an index to disk.
@@ -113,10 +113,11 @@ pub(super) fn count_distances(evaluations: usize) {
     DISTANCE_COUNT.with(|count| count.set(count.get() + evaluations));
 }
 
-/// The scalar dot, counted as one distance evaluation (the old best-first walk scores with this).
-fn counted_dot_scalar(left: &[f32], right: &[f32]) -> f32 {
+/// The index's dot with a stored row, counted as one distance evaluation (the old best-first
+/// walk scores with this).
+fn counted_dot(query: &[f32], row: &[Half]) -> f32 {
     count_distances(1);
-    dot_scalar(left, right)
+    dot_half(query, row)
 }
 
 impl VectorIndex {
@@ -125,7 +126,10 @@ impl VectorIndex {
     pub fn hnsw_rs_reference(&self) -> HnswRsReference {
         let max_connections = self.params.max_connections.clamp(2, MAX_CONNECTIONS_LIMIT);
         let graph = Hnsw::new(max_connections, self.len(), HNSW_RS_LAYERS, self.params.ef_construction.max(1), Cosine);
-        let batch: Vec<(&[f32], usize)> = (0..self.len()).map(|slot| (self.vector(slot as Slot), slot)).collect();
+        // hnsw_rs takes f32: the stored rows widened (exact), so both graphs see the same values.
+        let widened: Vec<Vec<f32>> = (0..self.len()).map(|slot| self.vector(slot as Slot)).collect();
+        let batch: Vec<(&[f32], usize)> =
+            widened.iter().enumerate().map(|(slot, vector)| (vector.as_slice(), slot)).collect();
         if batch.len() >= PARALLEL_INSERT_MIN {
             graph.parallel_insert_slice(&batch);
         } else {
@@ -232,7 +236,7 @@ impl VectorIndex {
             // dot: re-score with the one every other path uses.
             hits.retain(|hit| allowed.contains(self.store.ordinal(hit.slot)));
             for hit in &mut hits {
-                hit.score = dot(query, self.vector(hit.slot));
+                hit.score = self.score(query, hit.slot);
             }
             return hits;
         } else {
@@ -244,7 +248,7 @@ impl VectorIndex {
             .filter(|node| filter(node))
             .map(|node| {
                 let slot = Slot::try_from(node).expect("hnsw data ids are slots");
-                Hit { slot, score: dot(query, self.vector(slot)) }
+                Hit { slot, score: self.score(query, slot) }
             })
             .collect()
     }
@@ -281,13 +285,13 @@ impl HnswRsReference {
         let Some(mut current) = self.entry else {
             return Vec::new();
         };
-        let vector = |node: Slot| index.vector(node);
-        let mut current_score = counted_dot_scalar(query, vector(current));
+        let vector = |node: Slot| index.row(node);
+        let mut current_score = counted_dot(query, vector(current));
         for layer in (1..=self.top).rev() {
             loop {
                 let mut moved = false;
                 for neighbour in self.neighbour_slots(current, layer) {
-                    let score = counted_dot_scalar(query, vector(neighbour));
+                    let score = counted_dot(query, vector(neighbour));
                     if score > current_score {
                         (current, current_score) = (neighbour, score);
                         moved = true;
@@ -323,7 +327,7 @@ impl HnswRsReference {
                 if !visit(neighbour) {
                     continue;
                 }
-                let hit = Hit { slot: neighbour, score: counted_dot_scalar(query, vector(neighbour)) };
+                let hit = Hit { slot: neighbour, score: counted_dot(query, vector(neighbour)) };
                 let admit = results.len() < ef || results.peek().is_some_and(|worst| WorseFirst(hit) < *worst);
                 if !admit {
                     continue;

@@ -16,7 +16,8 @@
 //!   (`lab.rs`);
 //! - [`VectorStrategy::Empty`]: nothing in this index is allowed, so no work is done.
 //!
-//! The vectors live in one flat array of aligned rows (`store.rs`). An index decoded from an
+//! The vectors live in one flat array of aligned rows of binary16 components (`store.rs`),
+//! scored against the f32 query by [`dot_half`]. An index decoded from an
 //! image ([`VectorIndex::decode_image`], `vector/image.rs`) keeps the image's graphs sealed
 //! (read-only [`FrozenGraph`]s over consecutive slot ranges) but the last, which becomes the
 //! live graph again and takes later inserts; every graph walk covers all graphs of the index under
@@ -49,6 +50,7 @@ pub(crate) use lab::distance_count;
 pub use planner::{CALIBRATION_MIN_LEN, PlannerCosts};
 use store::VectorStore;
 
+use super::distance::{Half, dot_half, from_half};
 use super::frozen::{Adjacency, FrozenGraph};
 use super::live::LiveGraph;
 use super::{Hit, IndexError, IndexResult, Slot, WorseFirst, sort_best_first};
@@ -215,7 +217,8 @@ impl VectorIndex {
     }
 
     /// Appends vectors; slots must be exactly `len()`, `len() + 1`, ... and vectors must have
-    /// `dimension` finite components. The whole batch is validated first: on error nothing is
+    /// `dimension` finite components within ±[`HALF_MAX`](super::distance::HALF_MAX) (they are
+    /// stored rounded to binary16). The whole batch is validated first: on error nothing is
     /// inserted.
     pub fn insert_batch(&mut self, items: &[(Slot, DocOrdinal, Vec<f32>)]) -> IndexResult<()> {
         let dimension = self.dimension();
@@ -227,7 +230,7 @@ impl VectorIndex {
             if vector.len() != dimension {
                 return Err(IndexError::Dimension { expected: dimension, got: vector.len() });
             }
-            if !vector.iter().all(|value| value.is_finite()) {
+            if !vector.iter().all(|value| crate::index::distance::fits_half(*value)) {
                 return Err(IndexError::NonFinite);
             }
         }
@@ -237,7 +240,7 @@ impl VectorIndex {
             self.store.push(*ordinal, vector);
         }
         let store = &self.store;
-        self.live.extend(items.len(), |slot| store.vector(slot));
+        self.live.extend(items.len(), |slot| store.row(slot));
         debug_assert_eq!(self.live.base() as usize + self.live.nodes(), self.len());
         if self.len() >= CALIBRATION_MIN_LEN && self.len() >= 2 * self.calibrated_len {
             self.calibrate();
@@ -263,10 +266,22 @@ impl VectorIndex {
             + self.sealed.iter().map(FrozenGraph::heap_bytes).sum::<usize>()
     }
 
-    /// The stored vector of `slot` (panics when out of range).
+    /// The stored vector of `slot`, widened to f32 (what was inserted, rounded to binary16;
+    /// panics when out of range).
+    pub fn vector(&self, slot: Slot) -> Vec<f32> {
+        from_half(self.store.row(slot))
+    }
+
+    /// The stored binary16 row of `slot` (panics when out of range).
     #[inline]
-    pub fn vector(&self, slot: Slot) -> &[f32] {
-        self.store.vector(slot)
+    pub(crate) fn row(&self, slot: Slot) -> &[Half] {
+        self.store.row(slot)
+    }
+
+    /// The score every search gives `slot` for `query`: [`dot_half`] with its stored row.
+    #[inline]
+    pub fn score(&self, query: &[f32], slot: Slot) -> f32 {
+        dot_half(query, self.store.row(slot))
     }
 
     /// The document ordinal of `slot` (panics when out of range).

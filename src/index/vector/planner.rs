@@ -17,7 +17,7 @@ use roaring::RoaringBitmap;
 
 use super::store::ScopeReach;
 use super::{VectorIndex, VectorReport, VectorSearch, VectorStrategy, WorseFirst};
-use crate::index::distance::{dot, prefetch};
+use crate::index::distance::{dot_half, prefetch};
 use crate::index::{Hit, Slot};
 
 /// Smallest index whose strategy costs are measured (below it the fixed rule is cheap enough
@@ -153,7 +153,7 @@ impl VectorIndex {
         let mut unfiltered = Vec::with_capacity(queries.len());
         let mut filtered = Vec::with_capacity(queries.len());
         for (number, &slot) in queries.iter().enumerate() {
-            let query = self.vector(slot).to_vec();
+            let query = self.vector(slot);
             let scope = scan_scope(number);
             let started = std::time::Instant::now();
             let reach = self.store.reach(&scope);
@@ -162,7 +162,7 @@ impl VectorIndex {
             scan_ns.push(started.elapsed().as_nanos() as f64 / scanned.len().max(1) as f64);
             // The filtered walk starts from another vector (half a spacing on), so it does not
             // find the unfiltered walk's vectors in the cache: a walk's reads are cold in use.
-            let other = self.vector(((slot as usize + len / (2 * CALIBRATION_QUERIES)) % len) as Slot).to_vec();
+            let other = self.vector(((slot as usize + len / (2 * CALIBRATION_QUERIES)) % len) as Slot);
             for (walk_query, allowed, evaluations) in
                 [(&query, &RoaringBitmap::new(), &mut unfiltered), (&other, &tenth, &mut filtered)]
             {
@@ -255,9 +255,9 @@ impl VectorIndex {
         let mut heap = BinaryHeap::with_capacity(k + 1);
         for (position, &slot) in slots.iter().enumerate() {
             if let Some(&ahead) = slots.get(position + SCAN_PREFETCH_AHEAD) {
-                prefetch(self.vector(ahead));
+                prefetch(self.row(ahead));
             }
-            let candidate = WorseFirst(Hit { slot, score: dot(query, self.vector(slot)) });
+            let candidate = WorseFirst(Hit { slot, score: dot_half(query, self.row(slot)) });
             if heap.len() < k {
                 heap.push(candidate);
             } else if let Some(mut worst) = heap.peek_mut()

@@ -1,5 +1,6 @@
 //! The flat vector storage of a [`VectorIndex`](super::VectorIndex): every slot's vector in one
-//! array of 64-byte aligned rows, its document ordinal, and the slots of every ordinal.
+//! array of 64-byte aligned rows of binary16 components ([`Half`]: half the bytes of f32, and
+//! the walk's cost is reading rows), its document ordinal, and the slots of every ordinal.
 //!
 //! Invariants kept by this module:
 //! - slots are dense and append-only (`0..len`): slot `s` owns the first `dimension` values of
@@ -14,15 +15,16 @@ use roaring::RoaringBitmap;
 
 use crate::domain::DocOrdinal;
 use crate::index::Slot;
+use crate::index::distance::{Half, to_half};
 
-/// Lanes of one cache line of f32: the vector store's unit of alignment.
-const BLOCK_LANES: usize = 16;
+/// Components in one cache line of binary16: the vector store's unit of alignment.
+const BLOCK_LANES: usize = 32;
 
-/// 64 bytes of f32, aligned to a cache line: vectors start on a cache line and never straddle
-/// one more than they must.
+/// 64 bytes of binary16 components, aligned to a cache line: vectors start on a cache line and
+/// never straddle one more than they must.
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C, align(64))]
-pub(super) struct Block([f32; BLOCK_LANES]);
+pub(super) struct Block([Half; BLOCK_LANES]);
 
 /// Bytes of a transparent huge page on Linux (x86-64 and arm64: 2 MiB).
 const HUGE_PAGE: usize = 2 << 20;
@@ -166,24 +168,26 @@ impl VectorStore {
         self.ordinals.reserve(additional);
     }
 
-    /// Appends `vector` (exactly `dimension` components) of a chunk of `ordinal` as slot `len()`.
+    /// Appends `vector` (exactly `dimension` components, each within
+    /// [`HALF_MAX`](crate::index::distance::HALF_MAX)) of a chunk of `ordinal` as slot `len()`,
+    /// rounded to binary16.
     pub(super) fn push(&mut self, ordinal: DocOrdinal, vector: &[f32]) {
         let slot = Slot::try_from(self.len()).expect("slot space exhausted");
         let row = self.vectors.len();
         grow_rows(&mut self.vectors, self.stride);
         self.vectors.resize(row + self.stride, Block::default());
-        let values: &mut [f32] = bytemuck::cast_slice_mut(&mut self.vectors[row..]);
-        values[..self.dimension].copy_from_slice(vector);
+        let values: &mut [Half] = bytemuck::cast_slice_mut(&mut self.vectors[row..]);
+        to_half(vector, &mut values[..self.dimension]);
         self.ordinals.push(ordinal);
         self.slots_by_ordinal.entry(ordinal).or_default().push(slot);
         self.present.insert(ordinal);
     }
 
-    /// The stored vector of `slot` (panics when out of range).
+    /// The stored row of `slot`: `dimension` binary16 components (panics when out of range).
     #[inline]
-    pub(super) fn vector(&self, slot: Slot) -> &[f32] {
+    pub(super) fn row(&self, slot: Slot) -> &[Half] {
         let start = slot as usize * self.stride;
-        let row: &[f32] = bytemuck::cast_slice(&self.vectors[start..start + self.stride]);
+        let row: &[Half] = bytemuck::cast_slice(&self.vectors[start..start + self.stride]);
         &row[..self.dimension]
     }
 
@@ -258,8 +262,9 @@ thread_local! {
 mod tests {
     use super::*;
 
+    /// Distinct values that binary16 holds exactly (integers up to 2048, in sixteenths).
     fn row(slot: usize, dimension: usize) -> Vec<f32> {
-        (0..dimension).map(|component| (slot * dimension + component) as f32).collect()
+        (0..dimension).map(|component| ((slot * 7 + component) % 2048) as f32 / 16.0).collect()
     }
 
     /// Growth past two huge pages (rows moved into fresh, advised allocations) and a decoded
@@ -267,7 +272,7 @@ mod tests {
     #[test]
     fn rows_moved_into_huge_page_allocations_keep_their_values() {
         let dimension = 384;
-        let slots = 2 * HUGE_PAGE / (dimension * 4) + 500;
+        let slots = 2 * HUGE_PAGE / (dimension * size_of::<Half>()) + 500;
         let mut store = VectorStore::new(dimension);
         store.reserve(3);
         for slot in 0..slots {
@@ -275,14 +280,15 @@ mod tests {
         }
         assert!(store.vectors.capacity() * size_of::<Block>() >= 2 * HUGE_PAGE);
         let mut rows = advised_rows(store.vectors.len());
-        assert!(rows.iter().all(|block| block.0 == [0.0; BLOCK_LANES]), "zeroed");
+        assert!(rows.iter().all(|block| block.0 == [0; BLOCK_LANES]), "zeroed");
         rows.copy_from_slice(&store.vectors);
         let decoded = VectorStore::from_rows(dimension, rows, store.ordinals.clone());
         for check in [&store, &decoded] {
             assert_eq!(check.len(), slots);
             assert_eq!(check.documents(), slots.div_ceil(2));
             for slot in 0..slots {
-                assert_eq!(check.vector(slot as Slot), row(slot, dimension).as_slice(), "slot {slot}");
+                let widened = crate::index::distance::from_half(check.row(slot as Slot));
+                assert_eq!(widened, row(slot, dimension), "slot {slot}");
                 assert_eq!(check.ordinal(slot as Slot), slot as DocOrdinal / 2);
             }
         }

@@ -7,7 +7,6 @@ use rand::{Rng, SeedableRng};
 use super::walk::{TWO_HOP_MAX_SELECTIVITY, TWO_HOP_MIN_SELECTIVITY};
 use super::*;
 use crate::embed::normalize;
-use crate::index::distance::dot;
 use crate::index::frozen::Adjacency;
 
 pub(super) fn params(dimension: usize, exact_scan_threshold: usize, exact_scan_max_fraction: f64) -> VectorParams {
@@ -42,7 +41,7 @@ pub(super) fn build(params: VectorParams, count: usize, chunks_per_doc: usize, s
 pub(super) fn brute_force(index: &VectorIndex, query: &[f32], k: usize, allowed: &RoaringBitmap) -> Vec<Hit> {
     let mut hits: Vec<Hit> = (0..index.len() as Slot)
         .filter(|slot| allowed.contains(index.doc_ordinal(*slot)))
-        .map(|slot| Hit { slot, score: dot(query, index.vector(slot)) })
+        .map(|slot| Hit { slot, score: index.score(query, slot) })
         .collect();
     hits.sort_by(|left, right| right.score.total_cmp(&left.score).then(left.slot.cmp(&right.slot)));
     hits.truncate(k);
@@ -86,10 +85,12 @@ fn graph_search_never_returns_outside_allowed() {
 fn graph_search_finds_the_query_vector_itself() {
     let index = build(params(16, 0, 0.0), 1000, 1, 3);
     let allowed: RoaringBitmap = (0..1000u32).filter(|ordinal| ordinal % 2 == 0).collect();
-    let query = index.vector(42).to_vec();
+    let query = index.vector(42);
     let search = index.search(&query, 5, &allowed);
     assert_eq!(search.hits[0].slot, 42);
-    assert!((search.hits[0].score - 1.0).abs() < 1e-5);
+    // Each stored component is within 2^-11 of its value (relative): a unit vector's squared
+    // norm is then within 2^-10 of 1.
+    assert!((search.hits[0].score - 1.0).abs() < 2f32.powi(-10), "{}", search.hits[0].score);
 }
 
 #[test]
@@ -104,7 +105,7 @@ fn nothing_allowed_does_no_work() {
 #[test]
 fn planner_switches_on_threshold_and_fraction() {
     let index = build(params(8, 10, 0.1), 400, 2, 9);
-    let query = index.vector(0).to_vec();
+    let query = index.vector(0);
     let under_threshold: RoaringBitmap = (0..5u32).collect(); // 10 vectors
     assert_eq!(index.search(&query, 3, &under_threshold).report.strategy, VectorStrategy::Exact);
     let under_fraction: RoaringBitmap = (0..20u32).collect(); // 40 vectors = 10%
@@ -173,7 +174,7 @@ fn calibration_measures_costs_and_the_planner_follows_them() {
     };
     index.set_planner_costs(Some(pinned));
     let limit = pinned.exact_scan_limit(index.len());
-    let query = index.vector(0).to_vec();
+    let query = index.vector(0);
     let at_limit: RoaringBitmap = (0..limit as u32).collect();
     assert_eq!(index.search(&query, 5, &at_limit).report.strategy, VectorStrategy::Exact);
     let above: RoaringBitmap = (0..=limit as u32).collect();
@@ -319,6 +320,9 @@ fn insert_validation_is_all_or_nothing() {
     assert!(matches!(index.insert_batch(&wrong_dimension), Err(IndexError::Dimension { expected: 4, got: 3 })));
     let non_finite = [(1, 8, good.clone()), (2, 8, vec![f32::NAN, 0.0, 0.0, 0.0])];
     assert!(matches!(index.insert_batch(&non_finite), Err(IndexError::NonFinite)));
+    // Rows are binary16: a component it would turn infinite is refused, its largest is kept.
+    let beyond_half = [(1, 8, good.clone()), (2, 8, vec![65520.0, 0.0, 0.0, 0.0])];
+    assert!(matches!(index.insert_batch(&beyond_half), Err(IndexError::NonFinite)));
     let gap = [(1, 8, good.clone()), (3, 8, good.clone())];
     assert!(matches!(index.insert_batch(&gap), Err(IndexError::SlotOrder { expected: 2, got: 3 })));
     let restart = [(0, 8, good.clone())];
@@ -336,7 +340,7 @@ fn insert_validation_is_all_or_nothing() {
 fn insert_beyond_initial_capacity() {
     let index = build(params(8, 0, 0.0), 3000, 1, 21);
     assert_eq!(index.len(), 3000);
-    let query = index.vector(5).to_vec();
+    let query = index.vector(5);
     assert_eq!(index.search_unfiltered(&query, 1)[0].slot, 5);
 }
 
@@ -626,7 +630,7 @@ proptest! {
             // Fewer than k only when fewer than k are allowed (the fallback guarantees it).
             prop_assert_eq!(search.hits.len(), truth.len());
             for hit in &search.hits {
-                prop_assert_eq!(hit.score, dot(&query, index.vector(hit.slot)));
+                prop_assert_eq!(hit.score, index.score(&query, hit.slot));
             }
         }
     }

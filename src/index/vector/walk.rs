@@ -24,7 +24,7 @@ use roaring::RoaringBitmap;
 
 use super::store::ScopeReach;
 use super::{VectorIndex, WorseFirst, sort_best_first};
-use crate::index::distance::{dot, prefetch};
+use crate::index::distance::{dot_half, prefetch};
 use crate::index::frozen::Adjacency;
 use crate::index::{Hit, Slot};
 
@@ -151,9 +151,9 @@ impl VectorIndex {
         let mut current = graph.entry()?;
         let base = graph.base();
         debug_assert!(base as usize + graph.nodes() <= self.len(), "a graph covers stored slots only");
-        let vector = |node: Slot| self.vector(base + node);
+        let vector = |node: Slot| self.row(base + node);
         let mut evaluations = 1usize;
-        let mut current_score = dot(query, vector(current));
+        let mut current_score = dot_half(query, vector(current));
         for layer in (1..=graph.top_layer()).rev() {
             loop {
                 let mut moved = false;
@@ -164,7 +164,7 @@ impl VectorIndex {
                 }
                 for &neighbour in graph.neighbours(current, layer) {
                     evaluations += 1;
-                    let score = dot(query, vector(neighbour));
+                    let score = dot_half(query, vector(neighbour));
                     if score > current_score {
                         (current, current_score) = (neighbour, score);
                         moved = true;
@@ -204,7 +204,7 @@ impl VectorIndex {
             return (Vec::new(), 0);
         };
         let base = graph.base();
-        let vector = |node: Slot| self.vector(base + node);
+        let vector = |node: Slot| self.row(base + node);
         let is_allowed = |node: Slot| everything_allowed || allowed.contains(self.store.ordinal(base + node));
         let mut visited = vec![0u64; graph.nodes().div_ceil(64)];
         visited[current as usize / 64] |= 1 << (current % 64);
@@ -235,7 +235,7 @@ impl VectorIndex {
                 }
             }
             for &neighbour in &fresh {
-                let hit = Hit { slot: neighbour, score: dot(query, vector(neighbour)) };
+                let hit = Hit { slot: neighbour, score: dot_half(query, vector(neighbour)) };
                 if frontier.offer(hit, || is_allowed(neighbour)) && PREFETCH {
                     graph.prefetch_offsets(neighbour, 0);
                 }
@@ -270,7 +270,7 @@ impl VectorIndex {
             return (Vec::new(), 0);
         };
         let base = graph.base();
-        let vector = |node: Slot| self.vector(base + node);
+        let vector = |node: Slot| self.row(base + node);
         let is_allowed = |node: Slot| allowed.contains(self.store.ordinal(base + node));
         let words = graph.nodes().div_ceil(64);
         let bit = |node: Slot| (node as usize / 64, 1u64 << (node % 64));
@@ -327,7 +327,7 @@ impl VectorIndex {
                 prefetch(vector(neighbour));
             }
             for &neighbour in &fresh {
-                let hit = Hit { slot: neighbour, score: dot(query, vector(neighbour)) };
+                let hit = Hit { slot: neighbour, score: dot_half(query, vector(neighbour)) };
                 // Every fresh node is allowed: a candidate is a result.
                 if frontier.offer(hit, || true) {
                     graph.prefetch_offsets(neighbour, 0);
