@@ -137,6 +137,12 @@ pub fn fits_half(value: f32) -> bool {
     value.is_finite() && value.abs() <= HALF_MAX
 }
 
+/// Whether the binary16 `bits` are finite (their exponent is not all ones: not infinite, not NaN).
+#[inline]
+pub fn half_is_finite(bits: Half) -> bool {
+    bits & 0x7c00 != 0x7c00
+}
+
 /// `values` rounded to binary16 (to nearest, ties to even) into `out` (one length; half's
 /// slice conversion: F16C four or eight at a time where the CPU has it).
 pub fn to_half(values: &[f32], out: &mut [Half]) {
@@ -430,6 +436,9 @@ mod tests {
         assert_eq!(narrow(1.0), 0x3c00);
         assert_eq!(narrow(-2.0), 0xc000);
         assert_eq!(widen(narrow(HALF_MAX)), HALF_MAX);
+        assert!(half_is_finite(narrow(HALF_MAX)) && half_is_finite(narrow(-0.0)) && half_is_finite(1));
+        assert!(!half_is_finite(narrow(f32::INFINITY)) && !half_is_finite(narrow(f32::NAN)));
+        assert!(!half_is_finite(narrow(-65520.0)));
         // 11 significant bits: 1 + 2^-11 is a tie and rounds to even (1), 1 + 3 * 2^-11 up.
         assert_eq!(widen(narrow(1.0 + 2f32.powi(-11))), 1.0);
         assert_eq!(widen(narrow(1.0 + 3.0 * 2f32.powi(-11))), 1.0 + 2f32.powi(-9));

@@ -3,15 +3,17 @@
 //! rebuilding it (hnsw_rs' own `file_dump` is native-endian and unversioned, and a loaded index
 //! borrows its loader).
 //!
-//! Layout (version 1), every integer little-endian:
+//! Layout (version 2), every integer little-endian:
 //! ```text
 //! magic "WRNTHNSW" | version u32 | dimension u32 | max_connections u32 | ef_construction u32
 //! | has_costs u8 | scan_ns f64 | walk_ns f64 | walk_evaluations f64 | walk_growth f64
 //! | calibrated_len u64 | slots u32 | slots x (ordinal u32, chunk position u32)
-//! | slots x dimension f32 | graphs u32
+//! | slots x dimension binary16 (u16 bits) | graphs u32
 //! | graphs x (nodes u32 | entry u32 | layers u32 | layers x (neighbours u32
 //!             | (nodes + 1) offsets u32 | neighbours u32))
 //! ```
+//! Version 1 (written before the rows were binary16) is the same with `slots x dimension f32`;
+//! it is still read, each component rounded to binary16 as an insert would round it.
 //! Graphs cover consecutive slot ranges from slot 0 (their node counts sum to `slots`). A chunk
 //! position of [`NO_CHUNK`] marks a dead slot (its chunk was not written: superseded or deleted).
 //!
@@ -24,14 +26,14 @@
 use super::store::{VectorStore, advised_rows};
 use super::{FrozenGraph, MAX_LAYER, PlannerCosts, VectorIndex, VectorParams};
 use crate::index::Slot;
-use crate::index::distance::{Half, fits_half, to_half, widen};
+use crate::index::distance::{Half, fits_half, half_is_finite, to_half, widen};
 use crate::index::frozen::Adjacency;
 use crate::index::live::LiveGraph;
 
 /// First bytes of a graph image.
 pub const GRAPH_MAGIC: &[u8; 8] = b"WRNTHNSW";
-/// The version this build writes and reads.
-pub const GRAPH_VERSION: u32 = 1;
+/// The version this build writes (it also reads version 1, whose rows are f32).
+pub const GRAPH_VERSION: u32 = 2;
 /// Chunk position of a slot whose chunk is not stored.
 pub const NO_CHUNK: u32 = u32::MAX;
 /// Entry value of a graph without nodes.
@@ -61,6 +63,13 @@ pub struct DecodedVectors {
 impl VectorIndex {
     /// The image of this index with `chunk_positions[s]` recorded for slot `s` (one per slot).
     pub fn encode_image(&self, chunk_positions: &[u32]) -> Vec<u8> {
+        self.encode_image_version(chunk_positions, GRAPH_VERSION)
+    }
+
+    /// [`VectorIndex::encode_image`] in format `version` (1 or 2; tests write version 1 to
+    /// check that it still loads).
+    fn encode_image_version(&self, chunk_positions: &[u32], version: u32) -> Vec<u8> {
+        debug_assert!(version == 1 || version == 2, "graph image version {version}");
         assert_eq!(chunk_positions.len(), self.len(), "one chunk position per slot");
         let dimension = self.dimension();
         let live = (self.live.nodes() > 0).then(|| self.live.to_frozen());
@@ -70,9 +79,11 @@ impl VectorIndex {
             .flat_map(|graph| graph.layer_parts())
             .map(|(offsets, neighbours)| 4 * (1 + offsets.len() + neighbours.len()))
             .sum();
-        let mut out = Vec::with_capacity(80 + self.len() * (8 + 4 * dimension) + adjacency + 12 * graphs.len());
+        let component_bytes = if version == 1 { 4 } else { 2 };
+        let mut out =
+            Vec::with_capacity(80 + self.len() * (8 + component_bytes * dimension) + adjacency + 12 * graphs.len());
         out.extend_from_slice(GRAPH_MAGIC);
-        put_u32(&mut out, GRAPH_VERSION);
+        put_u32(&mut out, version);
         put_u32(&mut out, to_u32(dimension));
         put_u32(&mut out, to_u32(self.params.max_connections));
         put_u32(&mut out, to_u32(self.params.ef_construction));
@@ -97,10 +108,14 @@ impl VectorIndex {
             put_u32(&mut out, *ordinal);
             put_u32(&mut out, *position);
         }
-        // Widened to f32 (exact): the format predates binary16 rows and stays readable both ways.
         for slot in 0..self.len() as Slot {
             for &bits in self.row(slot) {
-                out.extend_from_slice(&widen(bits).to_le_bytes());
+                if version == 1 {
+                    // Widened to f32 (exact).
+                    out.extend_from_slice(&widen(bits).to_le_bytes());
+                } else {
+                    out.extend_from_slice(&bits.to_le_bytes());
+                }
             }
         }
         put_u32(&mut out, to_u32(graphs.len()));
@@ -128,8 +143,8 @@ impl VectorIndex {
             return Err("not a graph image (magic bytes differ)".into());
         }
         let version = reader.u32()?;
-        if version != GRAPH_VERSION {
-            return Err(format!("graph image version {version}; this build reads version {GRAPH_VERSION}"));
+        if version != 1 && version != GRAPH_VERSION {
+            return Err(format!("graph image version {version}; this build reads versions 1 and {GRAPH_VERSION}"));
         }
         let dimension = reader.u32()? as usize;
         if dimension != params.dimension {
@@ -160,8 +175,10 @@ impl VectorIndex {
         if calibrated_len > slots as u64 {
             return Err(format!("calibrated at {calibrated_len} vectors, holds {slots}"));
         }
-        // Every slot needs 8 bytes of table and 4 per component: check before allocating.
-        reader.ensure(slots, 8 + 4 * dimension)?;
+        // Every slot needs 8 bytes of table and 4 (version 1) or 2 per component: check before
+        // allocating.
+        let component_bytes = if version == 1 { 4 } else { 2 };
+        reader.ensure(slots, 8 + component_bytes * dimension)?;
         let mut ordinals = Vec::with_capacity(slots);
         let mut chunk_positions = Vec::with_capacity(slots);
         for _ in 0..slots {
@@ -172,14 +189,23 @@ impl VectorIndex {
         let mut vectors = advised_rows(slots * stride);
         let mut row = vec![0f32; dimension];
         for slot in 0..slots {
-            for value in &mut row {
-                *value = f32::from_le_bytes(reader.array()?);
-                if !fits_half(*value) {
-                    return Err(format!("vector of slot {slot} is not finite or beyond ±65504"));
+            let halves: &mut [Half] = bytemuck::cast_slice_mut(&mut vectors[slot * stride..(slot + 1) * stride]);
+            if version == 1 {
+                for value in &mut row {
+                    *value = f32::from_le_bytes(reader.array()?);
+                    if !fits_half(*value) {
+                        return Err(format!("vector of slot {slot} is not finite or beyond ±65504"));
+                    }
+                }
+                to_half(&row, &mut halves[..dimension]);
+            } else {
+                for half in &mut halves[..dimension] {
+                    *half = u16::from_le_bytes(reader.array()?);
+                    if !half_is_finite(*half) {
+                        return Err(format!("vector of slot {slot} is not finite"));
+                    }
                 }
             }
-            let halves: &mut [Half] = bytemuck::cast_slice_mut(&mut vectors[slot * stride..(slot + 1) * stride]);
-            to_half(&row, &mut halves[..dimension]);
         }
         let graph_count = reader.u32()? as usize;
         // Each graph takes at least 12 bytes.
@@ -366,6 +392,44 @@ mod tests {
         // The image of a decoded index is the image it came from.
         let positions: Vec<u32> = (0..original.len() as u32).collect();
         assert_eq!(decoded.encode_image(&positions), original.encode_image(&positions));
+    }
+
+    /// A version 1 image (f32 rows, written before the rows were binary16) loads into the same
+    /// index as the version 2 image of the same index: same rows, same searches, and its
+    /// version 2 image is the one the original writes. Version 2 is the smaller.
+    #[test]
+    fn a_version_1_image_loads_like_its_version_2_image() {
+        let original = build(params(16, 0, 0.0), 2000, 2, 71);
+        let positions: Vec<u32> = (0..original.len() as u32).collect();
+        let (old, new) = (original.encode_image_version(&positions, 1), original.encode_image(&positions));
+        assert_eq!(old.len() - new.len(), 2 * 16 * original.len());
+        let from_old = VectorIndex::decode_image(&old, *original.params()).expect("version 1 decodes").index;
+        let from_new = VectorIndex::decode_image(&new, *original.params()).expect("version 2 decodes").index;
+        for slot in 0..original.len() as Slot {
+            assert_eq!(from_old.row(slot), original.row(slot));
+            assert_eq!(from_new.row(slot), original.row(slot));
+        }
+        let everything: RoaringBitmap = (0..2000u32).collect();
+        let query = original.vector(3);
+        assert_eq!(
+            bits(&from_old.search(&query, 10, &everything).hits),
+            bits(&from_new.search(&query, 10, &everything).hits)
+        );
+        assert_eq!(from_old.encode_image(&positions), new);
+    }
+
+    /// A binary16 component that is infinite or NaN is refused, naming its slot.
+    #[test]
+    fn a_non_finite_binary16_component_is_refused() {
+        let original = build(params(8, 0, 0.0), 20, 1, 72);
+        let positions: Vec<u32> = (0..original.len() as u32).collect();
+        let mut image = original.encode_image(&positions);
+        // The rows follow the 69-byte header, the slot count and 8 bytes of table per slot.
+        let row_start = 8 + 4 + 4 * 3 + 1 + 4 * 8 + 8 + 4 + 8 * original.len();
+        let component = row_start + 2 * (8 * 5 + 3);
+        image[component..component + 2].copy_from_slice(&0x7e00u16.to_le_bytes());
+        let error = VectorIndex::decode_image(&image, *original.params()).expect_err("NaN refused");
+        assert_eq!(error, "vector of slot 5 is not finite");
     }
 
     /// Inserts after a load extend the image's last graph, so loads do not pile up graphs; a
