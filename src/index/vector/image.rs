@@ -260,6 +260,11 @@ impl VectorIndex {
         index.loaded_graphs = graph_count;
         index.costs = costs;
         index.calibrated_len = calibrated_len as usize;
+        // A version 1 image's costs were measured on f32 rows, which scan and walk slower than
+        // the binary16 rows now held: measured again, once, on what this index reads.
+        if version == 1 && index.costs.is_some() {
+            index.calibrate();
+        }
         Ok(DecodedVectors { index, chunk_positions, built_with: BuildParams { max_connections, ef_construction } })
     }
 
@@ -416,6 +421,29 @@ mod tests {
             bits(&from_new.search(&query, 10, &everything).hits)
         );
         assert_eq!(from_old.encode_image(&positions), new);
+    }
+
+    /// A version 1 image's planner costs (measured on f32 rows) are measured again on load; a
+    /// version 2 image's are kept.
+    #[test]
+    fn a_version_1_images_costs_are_measured_again() {
+        let mut original = build(params(16, 0, 0.0), 600, 2, 73);
+        let stale = PlannerCosts {
+            scan_ns_per_vector: 12345.0,
+            walk_ns_per_evaluation: 30.0,
+            walk_evaluations_unfiltered: 700.0,
+            walk_growth: 0.4,
+        };
+        original.set_planner_costs(Some(stale));
+        let positions: Vec<u32> = (0..original.len() as u32).collect();
+        let decode = |version| {
+            VectorIndex::decode_image(&original.encode_image_version(&positions, version), *original.params())
+                .expect("decodes")
+                .index
+        };
+        assert_eq!(decode(2).planner_costs(), Some(stale));
+        let measured = decode(1).planner_costs().expect("measured again");
+        assert_ne!(measured.scan_ns_per_vector, stale.scan_ns_per_vector);
     }
 
     /// A binary16 component that is infinite or NaN is refused, naming its slot.
