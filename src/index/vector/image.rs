@@ -355,6 +355,16 @@ mod tests {
         decoded.index
     }
 
+    /// Planner costs no calibration would measure, with a scan cost of `scan_ns_per_vector`.
+    fn costs(scan_ns_per_vector: f64) -> PlannerCosts {
+        PlannerCosts {
+            scan_ns_per_vector,
+            walk_ns_per_evaluation: 30.0,
+            walk_evaluations_unfiltered: 700.0,
+            walk_growth: 0.4,
+        }
+    }
+
     fn bits(hits: &[Hit]) -> Vec<(Slot, u32)> {
         hits.iter().map(|hit| (hit.slot, hit.score.to_bits())).collect()
     }
@@ -372,12 +382,7 @@ mod tests {
     #[test]
     fn decoded_graph_searches_exactly_like_its_original() {
         let mut original = build(params(16, 0, 0.0), 3000, 2, 61);
-        original.set_planner_costs(Some(PlannerCosts {
-            scan_ns_per_vector: 1.5,
-            walk_ns_per_evaluation: 30.0,
-            walk_evaluations_unfiltered: 700.0,
-            walk_growth: 0.4,
-        }));
+        original.set_planner_costs(Some(costs(1.5)));
         let decoded = round_trip(&original);
         assert_eq!(decoded.planner_costs(), original.planner_costs());
         // The one graph came back as the live graph.
@@ -428,12 +433,7 @@ mod tests {
     #[test]
     fn a_version_1_images_costs_are_measured_again() {
         let mut original = build(params(16, 0, 0.0), 600, 2, 73);
-        let stale = PlannerCosts {
-            scan_ns_per_vector: 12345.0,
-            walk_ns_per_evaluation: 30.0,
-            walk_evaluations_unfiltered: 700.0,
-            walk_growth: 0.4,
-        };
+        let stale = costs(12345.0);
         original.set_planner_costs(Some(stale));
         let positions: Vec<u32> = (0..original.len() as u32).collect();
         let decode = |version| {
