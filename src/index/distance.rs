@@ -51,24 +51,6 @@ pub fn dot(left: &[f32], right: &[f32]) -> f32 {
     arch().dispatch(Dot { left, right })
 }
 
-/// Name of the instruction set [`dot`] runs with (for benchmark output).
-pub fn simd_name() -> &'static str {
-    struct Name;
-    impl WithSimd for Name {
-        type Output = usize;
-        #[inline(always)]
-        fn with_simd<S: Simd>(self, _simd: S) -> usize {
-            S::F32_LANES
-        }
-    }
-    match arch().dispatch(Name) {
-        16 => "avx512 (16 f32 lanes)",
-        8 => "avx2+fma (8 f32 lanes)",
-        4 => "128-bit (4 f32 lanes)",
-        _ => "scalar",
-    }
-}
-
 /// Bytes in one cache line.
 const LINE_BYTES: usize = 64;
 
@@ -162,12 +144,6 @@ pub fn widen(bits: Half) -> f32 {
     half::f16::from_bits(bits).to_f32()
 }
 
-/// `value` rounded to binary16 (to nearest, ties to even).
-#[inline]
-pub fn narrow(value: f32) -> Half {
-    half::f16::from_f32(value).to_bits()
-}
-
 /// The kernels [`dot_half`] can run with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum HalfKernel {
@@ -185,25 +161,11 @@ impl HalfKernel {
     /// The widest kernel this CPU runs (detected once).
     fn detected() -> Self {
         static KERNEL: OnceLock<HalfKernel> = OnceLock::new();
-        *KERNEL.get_or_init(|| {
-            #[cfg(target_arch = "x86_64")]
-            {
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    return HalfKernel::Avx512;
-                }
-                if std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-                    && std::arch::is_x86_feature_detected!("f16c")
-                {
-                    return HalfKernel::Avx2;
-                }
-            }
-            HalfKernel::Portable
-        })
+        *KERNEL.get_or_init(|| Self::available()[0])
     }
 
-    /// Every kernel this CPU runs, widest first (tests compare them).
-    #[cfg(test)]
+    /// Every kernel this CPU runs, widest first (the portable one last, always there; tests
+    /// compare them all).
     fn available() -> Vec<Self> {
         let mut kernels = Vec::new();
         #[cfg(target_arch = "x86_64")]
@@ -414,7 +376,6 @@ mod tests {
         assert_eq!(dot(&[2.0], &[3.0]), 6.0);
         let ones = vec![1.0f32; 385];
         assert_eq!(dot(&ones, &ones), 385.0);
-        assert!(!simd_name().is_empty());
     }
 
     #[test]
@@ -427,6 +388,13 @@ mod tests {
         prefetch::<u32>(&[1, 2, 3]);
         prefetch::<()>(&[(), ()]);
         assert!(values.iter().enumerate().all(|(position, value)| *value == position as f32));
+    }
+
+    /// `value` rounded to binary16 (as `to_half` rounds it).
+    fn narrow(value: f32) -> Half {
+        let mut out = [0];
+        to_half(&[value], &mut out);
+        out[0]
     }
 
     #[test]
