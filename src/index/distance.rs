@@ -298,70 +298,113 @@ mod x86 {
 
     use super::{Half, tail};
 
-    /// A 16-lane kernel named `$name` whose left operand is `[$left]`, loaded by `$load`.
-    macro_rules! avx512_kernel {
-        ($name:ident, $left:ty, $load:expr) => {
-            #[target_feature(enable = "avx512f")]
+    /// A kernel named `$name` on `$lanes`-lane registers (`$features`) whose left operand is
+    /// `[$left]`, read by `$load`; rows are widened by `$widen`, summed with `$fmadd` and `$add`
+    /// and reduced by `$reduce`.
+    macro_rules! kernel {
+        ($name:ident, $features:literal, $lanes:literal, $left:ty, $load:ident, $widen:ident, $zero:ident,
+         $fmadd:ident, $add:ident, $reduce:ident) => {
+            #[target_feature(enable = $features)]
             pub(super) fn $name(left: &[$left], row: &[Half]) -> f32 {
-                let (left_registers, left_tail) = left.as_chunks::<16>();
-                let (row_registers, row_tail) = row.as_chunks::<16>();
-                let load = $load;
-                let widen_row = |bits: &[Half; 16]| _mm512_cvtph_ps(bytemuck::cast::<[Half; 16], __m256i>(*bits));
-                let mut sums = [_mm512_setzero_ps(); 4];
+                let (left_registers, left_tail) = left.as_chunks::<$lanes>();
+                let (row_registers, row_tail) = row.as_chunks::<$lanes>();
+                let mut sums = [$zero(); 4];
                 let mut left_blocks = left_registers.chunks_exact(4);
                 let mut row_blocks = row_registers.chunks_exact(4);
                 for (left_block, row_block) in (&mut left_blocks).zip(&mut row_blocks) {
                     for lane in 0..4 {
-                        sums[lane] = _mm512_fmadd_ps(load(&left_block[lane]), widen_row(&row_block[lane]), sums[lane]);
+                        sums[lane] = $fmadd($load(&left_block[lane]), $widen(&row_block[lane]), sums[lane]);
                     }
                 }
                 for (left_values, row_bits) in left_blocks.remainder().iter().zip(row_blocks.remainder()) {
-                    sums[0] = _mm512_fmadd_ps(load(left_values), widen_row(row_bits), sums[0]);
+                    sums[0] = $fmadd($load(left_values), $widen(row_bits), sums[0]);
                 }
-                let total = _mm512_add_ps(_mm512_add_ps(sums[0], sums[1]), _mm512_add_ps(sums[2], sums[3]));
-                _mm512_reduce_add_ps(total) + tail(left_tail, row_tail)
+                $reduce($add($add(sums[0], sums[1]), $add(sums[2], sums[3]))) + tail(left_tail, row_tail)
             }
         };
     }
 
-    /// An 8-lane kernel named `$name` whose left operand is `[$left]`, loaded by `$load`.
-    macro_rules! avx2_kernel {
-        ($name:ident, $left:ty, $load:expr) => {
-            #[target_feature(enable = "avx2,fma,f16c")]
-            pub(super) fn $name(left: &[$left], row: &[Half]) -> f32 {
-                let (left_registers, left_tail) = left.as_chunks::<8>();
-                let (row_registers, row_tail) = row.as_chunks::<8>();
-                let load = $load;
-                let widen_row = |bits: &[Half; 8]| _mm256_cvtph_ps(bytemuck::cast::<[Half; 8], __m128i>(*bits));
-                let mut sums = [_mm256_setzero_ps(); 4];
-                let mut left_blocks = left_registers.chunks_exact(4);
-                let mut row_blocks = row_registers.chunks_exact(4);
-                for (left_block, row_block) in (&mut left_blocks).zip(&mut row_blocks) {
-                    for lane in 0..4 {
-                        sums[lane] = _mm256_fmadd_ps(load(&left_block[lane]), widen_row(&row_block[lane]), sums[lane]);
-                    }
-                }
-                for (left_values, row_bits) in left_blocks.remainder().iter().zip(row_blocks.remainder()) {
-                    sums[0] = _mm256_fmadd_ps(load(left_values), widen_row(row_bits), sums[0]);
-                }
-                let total = _mm256_add_ps(_mm256_add_ps(sums[0], sums[1]), _mm256_add_ps(sums[2], sums[3]));
-                // (low half + high half), then pairs, then the last two: a fixed order.
-                let quad = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps::<1>(total));
-                let pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
-                let single = _mm_add_ps(pair, _mm_shuffle_ps::<0b01>(pair, pair));
-                _mm_cvtss_f32(single) + tail(left_tail, row_tail)
-            }
-        };
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn load16(values: &[f32; 16]) -> __m512 {
+        bytemuck::cast(*values)
     }
 
-    avx512_kernel!(dot_avx512, f32, |values: &[f32; 16]| bytemuck::cast::<[f32; 16], __m512>(*values));
-    avx512_kernel!(dot_halves_avx512, Half, |bits: &[Half; 16]| _mm512_cvtph_ps(
-        bytemuck::cast::<[Half; 16], __m256i>(*bits)
-    ));
-    avx2_kernel!(dot_avx2, f32, |values: &[f32; 8]| bytemuck::cast::<[f32; 8], __m256>(*values));
-    avx2_kernel!(dot_halves_avx2, Half, |bits: &[Half; 8]| _mm256_cvtph_ps(bytemuck::cast::<[Half; 8], __m128i>(
-        *bits
-    )));
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn widen16(bits: &[Half; 16]) -> __m512 {
+        _mm512_cvtph_ps(bytemuck::cast::<[Half; 16], __m256i>(*bits))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn load8(values: &[f32; 8]) -> __m256 {
+        bytemuck::cast(*values)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn widen8(bits: &[Half; 8]) -> __m256 {
+        _mm256_cvtph_ps(bytemuck::cast::<[Half; 8], __m128i>(*bits))
+    }
+
+    /// (low half + high half), then pairs, then the last two: a fixed order.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn reduce8(total: __m256) -> f32 {
+        let quad = _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps::<1>(total));
+        let pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+        _mm_cvtss_f32(_mm_add_ps(pair, _mm_shuffle_ps::<0b01>(pair, pair)))
+    }
+
+    kernel!(
+        dot_avx512,
+        "avx512f",
+        16,
+        f32,
+        load16,
+        widen16,
+        _mm512_setzero_ps,
+        _mm512_fmadd_ps,
+        _mm512_add_ps,
+        _mm512_reduce_add_ps
+    );
+    kernel!(
+        dot_halves_avx512,
+        "avx512f",
+        16,
+        Half,
+        widen16,
+        widen16,
+        _mm512_setzero_ps,
+        _mm512_fmadd_ps,
+        _mm512_add_ps,
+        _mm512_reduce_add_ps
+    );
+    kernel!(
+        dot_avx2,
+        "avx2,fma,f16c",
+        8,
+        f32,
+        load8,
+        widen8,
+        _mm256_setzero_ps,
+        _mm256_fmadd_ps,
+        _mm256_add_ps,
+        reduce8
+    );
+    kernel!(
+        dot_halves_avx2,
+        "avx2,fma,f16c",
+        8,
+        Half,
+        widen8,
+        widen8,
+        _mm256_setzero_ps,
+        _mm256_fmadd_ps,
+        _mm256_add_ps,
+        reduce8
+    );
 }
 
 #[cfg(test)]
