@@ -187,7 +187,8 @@ impl VectorIndex {
         }
         let stride = VectorStore::stride(dimension);
         let mut vectors = advised_rows(slots * stride);
-        let mut row = vec![0f32; dimension];
+        // Version 1's f32 components are read into this before rounding.
+        let mut row = if version == 1 { vec![0f32; dimension] } else { Vec::new() };
         for slot in 0..slots {
             let halves: &mut [Half] = bytemuck::cast_slice_mut(&mut vectors[slot * stride..(slot + 1) * stride]);
             if version == 1 {
