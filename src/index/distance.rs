@@ -55,9 +55,9 @@ pub fn dot(left: &[f32], right: &[f32]) -> f32 {
 const LINE_BYTES: usize = 64;
 
 /// Asks the CPU to start loading every cache line of `values` into its caches and returns at
-/// once: a hint for memory that will be read soon (the graph walk issues it for a neighbour
-/// list's rows before scoring any of them, so their cache misses overlap instead of queueing
-/// behind each dot product, and for the adjacency it will read next). It changes no value and
+/// once: a hint for memory that will be read soon (the graph walk issues it for the rows a few
+/// places ahead in a neighbour list, so their cache misses overlap instead of queueing behind
+/// each dot product, and for the adjacency it will read next). It changes no value and
 /// cannot fault; on targets other than x86-64 it does nothing.
 #[inline(always)]
 pub fn prefetch<T>(values: &[T]) {

@@ -24,7 +24,7 @@ use roaring::RoaringBitmap;
 
 use super::store::ScopeReach;
 use super::{VectorIndex, WorseFirst, sort_best_first};
-use crate::index::distance::{dot_half, prefetch};
+use crate::index::distance::{Half, dot_half, prefetch};
 use crate::index::frozen::Adjacency;
 use crate::index::{Hit, Slot};
 
@@ -144,7 +144,7 @@ impl VectorIndex {
     }
 
     /// Greedy descent of `graph`'s upper layers from its entry point (unfiltered: the scope
-    /// applies in layer 0 only), each list's rows prefetched before they are scored with
+    /// applies in layer 0 only), each list's rows prefetched a few ahead of the one scored with
     /// `PREFETCH`: the node layer 0 starts from, its score and the distance evaluations made;
     /// `None` for an empty graph.
     fn descend<const PREFETCH: bool, G: Adjacency>(&self, graph: &G, query: &[f32]) -> Option<(Slot, f32, usize)> {
@@ -157,19 +157,14 @@ impl VectorIndex {
         for layer in (1..=graph.top_layer()).rev() {
             loop {
                 let mut moved = false;
-                if PREFETCH {
-                    for &neighbour in graph.neighbours(current, layer) {
-                        prefetch(vector(neighbour));
-                    }
-                }
-                for &neighbour in graph.neighbours(current, layer) {
-                    evaluations += 1;
-                    let score = dot_half(query, vector(neighbour));
-                    if score > current_score {
-                        (current, current_score) = (neighbour, score);
+                let neighbours = graph.neighbours(current, layer);
+                evaluations += neighbours.len();
+                score_rows::<PREFETCH>(neighbours, vector, query, |hit| {
+                    if hit.score > current_score {
+                        (current, current_score) = (hit.slot, hit.score);
                         moved = true;
                     }
-                }
+                });
                 if !moved {
                     break;
                 }
@@ -189,7 +184,7 @@ impl VectorIndex {
     /// their slots, and the distance evaluations made.
     ///
     /// With `PREFETCH` (what searches use) the walk hints the cache ahead of its reads: the
-    /// rows of a neighbour list before any of them is scored, the offsets of a node's list when
+    /// row [`ROWS_AHEAD`] places ahead in a neighbour list before each row is scored, the offsets of a node's list when
     /// the node is admitted as a candidate, and the list of the next candidate while the
     /// current one is expanded. Without it (the benchmark's comparison) it only reads.
     pub(super) fn frozen_walk<const PREFETCH: bool, G: Adjacency>(
@@ -229,17 +224,11 @@ impl VectorIndex {
                 }
             }
             evaluations += fresh.len();
-            if PREFETCH {
-                for &neighbour in &fresh {
-                    prefetch(vector(neighbour));
+            score_rows::<PREFETCH>(&fresh, vector, query, |hit| {
+                if frontier.offer(hit, || is_allowed(hit.slot)) && PREFETCH {
+                    graph.prefetch_offsets(hit.slot, 0);
                 }
-            }
-            for &neighbour in &fresh {
-                let hit = Hit { slot: neighbour, score: dot_half(query, vector(neighbour)) };
-                if frontier.offer(hit, || is_allowed(neighbour)) && PREFETCH {
-                    graph.prefetch_offsets(neighbour, 0);
-                }
-            }
+            });
         }
         (frontier.into_hits(base), evaluations)
     }
@@ -323,18 +312,48 @@ impl VectorIndex {
                 }
             }
             evaluations += fresh.len();
-            for &neighbour in &fresh {
-                prefetch(vector(neighbour));
-            }
-            for &neighbour in &fresh {
-                let hit = Hit { slot: neighbour, score: dot_half(query, vector(neighbour)) };
+            score_rows::<true>(&fresh, vector, query, |hit| {
                 // Every fresh node is allowed: a candidate is a result.
                 if frontier.offer(hit, || true) {
-                    graph.prefetch_offsets(neighbour, 0);
+                    graph.prefetch_offsets(hit.slot, 0);
                 }
-            }
+            });
         }
         (frontier.into_hits(base), evaluations)
+    }
+}
+
+/// How many rows ahead of the one being scored a walk prefetches. A binary16 row at dimension
+/// 384 is 12 cache lines: prefetching every row of a list at once (up to 32 rows, 384 lines)
+/// overflows the core's outstanding-miss buffers, so the prefetches themselves stall and the
+/// first rows wait behind the last. `warrant bench filtered --vectors 100000 --dim 384 --queries
+/// 1000`, two rounds, ns per distance evaluation unfiltered / at s = 0.3: every row at once
+/// 121-144 / 137-171, 1 ahead 113 / 120-134, 2 ahead 95-103 / 130-136, **3 ahead 89-109 /
+/// 125-143**, 4 ahead 96-100 / 117-141, 6 ahead 102-109 / 140-163, 12 ahead 110-112 / 128-148
+/// (BENCHMARKS.md, "Prefetching a few rows ahead").
+const ROWS_AHEAD: usize = 3;
+
+/// Scores the rows of `nodes` against `query` in order and hands each hit to `take`. With
+/// `PREFETCH` the row [`ROWS_AHEAD`] places ahead is hinted into the cache before each row is
+/// scored (the first ones before the first), so a few rows' misses overlap with the arithmetic
+/// of the current one.
+#[inline(always)]
+fn score_rows<'a, const PREFETCH: bool>(
+    nodes: &[Slot],
+    row: impl Fn(Slot) -> &'a [Half],
+    query: &[f32],
+    mut take: impl FnMut(Hit),
+) {
+    if PREFETCH {
+        for &node in nodes.iter().take(ROWS_AHEAD) {
+            prefetch(row(node));
+        }
+    }
+    for (index, &node) in nodes.iter().enumerate() {
+        if PREFETCH && let Some(&later) = nodes.get(index + ROWS_AHEAD) {
+            prefetch(row(later));
+        }
+        take(Hit { slot: node, score: dot_half(query, row(node)) });
     }
 }
 
