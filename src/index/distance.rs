@@ -153,7 +153,7 @@ enum HalfKernel {
     /// 8 lanes: AVX2 + FMA + F16C.
     #[cfg(target_arch = "x86_64")]
     Avx2,
-    /// Components widened one by one (half's conversion), eight scalar accumulators.
+    /// Sixteen accumulators over branch-free widened components, vectorized by the compiler.
     Portable,
 }
 
@@ -262,23 +262,49 @@ impl Component for f32 {
 impl Component for Half {
     #[inline(always)]
     fn value(self) -> f32 {
-        widen(self)
+        widen_finite(self)
     }
 }
 
 /// The scalar tail every kernel ends with.
 #[inline(always)]
 fn tail<L: Component>(left: &[L], row: &[Half]) -> f32 {
-    left.iter().zip(row).map(|(value, &bits)| value.value() * widen(bits)).sum()
+    left.iter().zip(row).map(|(value, &bits)| value.value() * widen_finite(bits)).sum()
 }
 
-/// The portable kernel: eight scalar accumulators over the widened components.
+/// `bits` widened to f32 without a branch, exact for every finite binary16 value (the only
+/// values a stored row holds: inserts and images refuse the others); an infinity or NaN comes
+/// out as a finite value instead. The magnitude's exponent and fraction bits are shifted into
+/// an f32's fields as they stand, which reads as the value times 2^-112 (the exponent biases
+/// are 15 and 127); the product with 2^112 restores it exactly, subnormals included (scaling
+/// by a power of two does not round when the result is an f32 normal, as every binary16 value
+/// is); the sign goes back on last. Lane-wise integer and float operations only, so the compiler vectorizes it (SSE2,
+/// NEON) where no conversion instruction is detected.
+#[inline(always)]
+fn widen_finite(bits: Half) -> f32 {
+    const TWO_TO_112: f32 = f32::from_bits((112 + 127) << 23);
+    let sign = u32::from(bits & 0x8000) << 16;
+    let magnitude = f32::from_bits(u32::from(bits & 0x7fff) << 13) * TWO_TO_112;
+    f32::from_bits(magnitude.to_bits() | sign)
+}
+
+/// Lanes of the portable kernel: sixteen independent accumulators, which the compiler maps
+/// onto whatever vector registers the target has (four of SSE2 or NEON), with the widening of
+/// the row's components in the same registers.
+const PORTABLE_LANES: usize = 16;
+
+/// The portable kernel (every target; the widest one on aarch64 and on x86-64 without
+/// AVX2+FMA+F16C): sixteen accumulators over branch-free widened components, then a scalar
+/// tail. Rows are finite, so it equals the scalar dot of the widened row up to the order of
+/// the sums.
 fn dot_portable<L: Component>(left: &[L], row: &[Half]) -> f32 {
-    let mut sums = [0f32; 8];
-    let chunks = left.len() / 8 * 8;
-    for (left_block, row_block) in left[..chunks].chunks_exact(8).zip(row[..chunks].chunks_exact(8)) {
-        for lane in 0..8 {
-            sums[lane] += left_block[lane].value() * widen(row_block[lane]);
+    let mut sums = [0f32; PORTABLE_LANES];
+    let chunks = left.len() / PORTABLE_LANES * PORTABLE_LANES;
+    for (left_block, row_block) in
+        left[..chunks].chunks_exact(PORTABLE_LANES).zip(row[..chunks].chunks_exact(PORTABLE_LANES))
+    {
+        for lane in 0..PORTABLE_LANES {
+            sums[lane] += left_block[lane].value() * row_block[lane].value();
         }
     }
     sums.iter().sum::<f32>() + tail(&left[chunks..], &row[chunks..])
@@ -457,6 +483,20 @@ mod tests {
         to_half(&[0.5, -0.25, 3.0], &mut out);
         assert_eq!(from_half(&out), vec![0.5, -0.25, 3.0]);
         assert!(!half_kernel_name().is_empty());
+    }
+
+    /// Every finite binary16 value (all 63,488 bit patterns, both zeros and every subnormal
+    /// included) widens without a branch to exactly what half's conversion gives.
+    #[test]
+    fn branch_free_widening_is_exact_on_every_finite_half() {
+        let mut finite = 0;
+        for bits in 0..=u16::MAX {
+            if half_is_finite(bits) {
+                finite += 1;
+                assert_eq!(widen_finite(bits).to_bits(), widen(bits).to_bits(), "bits {bits:#06x}");
+            }
+        }
+        assert_eq!(finite, 63_488);
     }
 
     /// Small integers sum exactly in f32 whatever the order: every kernel, at every length
