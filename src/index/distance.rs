@@ -278,8 +278,8 @@ fn tail<L: Component>(left: &[L], row: &[Half]) -> f32 {
 /// an f32's fields as they stand, which reads as the value times 2^-112 (the exponent biases
 /// are 15 and 127); the product with 2^112 restores it exactly, subnormals included (scaling
 /// by a power of two does not round when the result is an f32 normal, as every binary16 value
-/// is); the sign goes back on last. Lane-wise integer and float operations only, so the compiler vectorizes it (SSE2,
-/// NEON) where no conversion instruction is detected.
+/// is); the sign goes back on last. Lane-wise integer and float operations only, so the
+/// compiler vectorizes it (SSE2, NEON) where no conversion instruction is detected.
 #[inline(always)]
 fn widen_finite(bits: Half) -> f32 {
     const TWO_TO_112: f32 = f32::from_bits((112 + 127) << 23);

@@ -184,9 +184,10 @@ impl VectorIndex {
     /// their slots, and the distance evaluations made.
     ///
     /// With `PREFETCH` (what searches use) the walk hints the cache ahead of its reads: the
-    /// row [`ROWS_AHEAD`] places ahead in a neighbour list before each row is scored, the offsets of a node's list when
-    /// the node is admitted as a candidate, and the list of the next candidate while the
-    /// current one is expanded. Without it (the benchmark's comparison) it only reads.
+    /// row [`ROWS_AHEAD`] places ahead in a neighbour list before each row is scored, the
+    /// offsets of a node's list when the node is admitted as a candidate, and the list of the
+    /// next candidate while the current one is expanded. Without it (the benchmark's
+    /// comparison) it only reads.
     pub(super) fn frozen_walk<const PREFETCH: bool, G: Adjacency>(
         &self,
         graph: &G,
