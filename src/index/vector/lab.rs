@@ -75,7 +75,8 @@ pub(crate) enum GraphWalk<'r> {
     Frozen,
     /// The one-hop best-first walk (every neighbour scored, only allowed ones kept) whatever
     /// the scope, each neighbour list's rows prefetched a few ahead of the one scored: what
-    /// searches walk above the two-hop walk's selectivities, measured below them side by side with it.
+    /// searches walk above the two-hop walk's selectivities, measured below them side by side
+    /// with it.
     OneHop,
     /// The one-hop walk without the prefetch (rows read as they are scored), to measure the
     /// prefetch side by side.
