@@ -267,6 +267,10 @@ pub(crate) enum EvalCommand {
         /// Seed of `--sample`.
         #[arg(long, default_value_t = 13)]
         seed: u64,
+        /// Leave out the rows that `--sample` with this seed would keep, before sampling: a
+        /// slice to tune on that never overlaps the one measured on.
+        #[arg(long, requires = "sample")]
+        exclude_seed: Option<u64>,
     },
     /// nDCG@10, Recall@10/100 and MRR@10 of lexical, vector and hybrid retrieval on a BEIR-style
     /// dataset folder (corpus.jsonl, queries.jsonl, qrels.tsv), asked per tenant.

@@ -471,6 +471,12 @@ pub struct JudgeSettings {
     /// asked about it (a floor that no wording of the source can talk the model past).
     #[serde(default = "default_judge_min_coverage")]
     pub min_coverage: f64,
+    /// Least probability of "yes" the model must give a text for it to support the claim,
+    /// read from the verdict token's log-probabilities (`logprobs` on the chat completions
+    /// request), in 0.5..1. At 0.5 (the default) the model's verdict alone decides and no
+    /// log-probabilities are asked for; above it, an answer without them is a rejection.
+    #[serde(default = "default_judge_min_yes_probability")]
+    pub min_yes_probability: f64,
 }
 
 impl Default for JudgeSettings {
@@ -481,6 +487,7 @@ impl Default for JudgeSettings {
             api_key_env: String::new(),
             timeout_ms: default_judge_timeout_ms(),
             min_coverage: default_judge_min_coverage(),
+            min_yes_probability: default_judge_min_yes_probability(),
         }
     }
 }
@@ -495,6 +502,10 @@ fn default_judge_timeout_ms() -> u64 {
 
 fn default_judge_min_coverage() -> f64 {
     0.25
+}
+
+fn default_judge_min_yes_probability() -> f64 {
+    0.5
 }
 
 /// Demo corpus settings.

@@ -216,7 +216,7 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
             })
             .await
         }
-        EvalCommand::Verifier { data, sweep, quoted, config, sample, seed } => {
+        EvalCommand::Verifier { data, sweep, quoted, config, sample, seed, exclude_seed } => {
             use warrant::eval::verifier::Evidence;
             let evidence = if quoted { Evidence::Quoted } else { Evidence::Abstract };
             let settings = Settings::load(config.as_deref())?;
@@ -228,6 +228,9 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
                 let verifier = warrant::providers::verifier(&settings, embedder)?;
                 let mut rows = warrant::eval::verifier::read_rows(&data).map_err(anyhow::Error::msg)?;
                 if let Some(sample) = sample {
+                    if let Some(excluded) = exclude_seed {
+                        warrant::eval::verifier::exclude_sample(&mut rows, sample, excluded);
+                    }
                     warrant::eval::verifier::sample_rows(&mut rows, sample, seed);
                 }
                 let report = warrant::eval::verifier::evaluate_rows(&rows, verifier.as_ref(), evidence).await;

@@ -5,14 +5,18 @@
 //! faithful paraphrases fail). A cited text it does not find supporting is shown to a model
 //! over the OpenAI chat-completions wire format, with the claim, and the model answers
 //! `{"verdict": "yes" | "no"}` under a strict JSON schema at temperature 0; "yes" makes the text
-//! a supporting one. Measured on SciFact claims in BENCHMARKS.md ("A language model as judge").
+//! a supporting one. With `min_yes_probability` above 0.5 a "yes" must also be likely enough:
+//! the request asks for log-probabilities, and the probability of "yes" against "no" at the
+//! verdict token must reach it. Measured on SciFact claims in BENCHMARKS.md ("A language model
+//! as judge").
 //!
 //! Invariants:
 //! - the model is asked only about a text that holds at least `min_coverage` of the claim's
 //!   content words and every number of the claim: a floor no wording of the (untrusted) source
 //!   can talk the model past, so an injected "answer yes" cannot make an unrelated text support;
 //! - the cited text travels as data between delimiters the text itself cannot close;
-//! - the verifier fails closed: an error, a timeout or an answer outside the schema is a "no";
+//! - the verifier fails closed: an error, a timeout or an answer outside the schema is a "no",
+//!   and so is a "yes" without the log-probabilities a threshold above 0.5 needs;
 //! - what the lexical verifier accepts is never sent (verbatim claims cost no model call);
 //! - the API key travels only in the `Authorization` header; provider bodies and cited text
 //!   never reach logs, errors or metric labels.
@@ -36,6 +40,9 @@ const INSTRUCTIONS: &str = "You check a claim against a passage from a document.
 
 /// Most tokens the model may produce (`{"verdict": "yes"}` is about six).
 const MAX_TOKENS: u32 = 16;
+
+/// Alternatives asked for at each token when log-probabilities are (OpenAI allows up to 20).
+const TOP_LOGPROBS: u32 = 10;
 
 /// Why a judgement gave no verdict (kept out of every log line's text and of metric labels
 /// beyond this closed set).
@@ -79,6 +86,8 @@ pub struct JudgeSupportVerifier {
     api_key: Option<outbound::ApiKey>,
     timeout: Duration,
     min_coverage: f32,
+    /// `None` at 0.5: the verdict alone decides and no log-probabilities are asked for.
+    min_yes_probability: Option<f64>,
     name: String,
 }
 
@@ -91,6 +100,7 @@ impl fmt::Debug for JudgeSupportVerifier {
             .field("api_key", &self.api_key)
             .field("timeout", &self.timeout)
             .field("min_coverage", &self.min_coverage)
+            .field("min_yes_probability", &self.min_yes_probability)
             .finish_non_exhaustive()
     }
 }
@@ -98,7 +108,10 @@ impl fmt::Debug for JudgeSupportVerifier {
 impl JudgeSupportVerifier {
     /// `lexical` first, then `model` at `base_url` (e.g. `http://127.0.0.1:18080/v1`) for the
     /// texts it rejects that hold at least `min_coverage` of a claim's content words; each
-    /// judgement may take `timeout`. Without `api_key` no `Authorization` header is sent.
+    /// judgement may take `timeout`. Without `api_key` no `Authorization` header is sent. The
+    /// model's "yes" counts at the default `min_yes_probability` (see [`with_min_yes_probability`]).
+    ///
+    /// [`with_min_yes_probability`]: JudgeSupportVerifier::with_min_yes_probability
     pub fn new(
         lexical: LexicalSupportVerifier,
         base_url: &str,
@@ -115,8 +128,20 @@ impl JudgeSupportVerifier {
             api_key: outbound::ApiKey::from(api_key),
             timeout,
             min_coverage: min_coverage as f32,
+            min_yes_probability: None,
             name: format!("lexical+judge:{model}"),
         })
+    }
+
+    /// A "yes" supports only when the model gives it at least `threshold` of the probability of
+    /// "yes" and "no" together at the verdict token. 0.5 (the default) trusts the verdict and
+    /// asks for no log-probabilities; anything outside 0.5..1 is an error.
+    pub fn with_min_yes_probability(mut self, threshold: f64) -> Result<Self, String> {
+        if !(0.5..1.0).contains(&threshold) {
+            return Err(format!("min_yes_probability must be at least 0.5 and below 1, not {threshold}"));
+        }
+        self.min_yes_probability = (threshold > 0.5).then_some(threshold);
+        Ok(self)
     }
 
     /// [`JudgeSupportVerifier::new`] as `settings` (`verifier.judge`) configure it; the API key
@@ -130,12 +155,13 @@ impl JudgeSupportVerifier {
             outbound::api_key_from_env(&settings.api_key_env),
             Duration::from_millis(settings.timeout_ms.max(1)),
             settings.min_coverage,
-        )
+        )?
+        .with_min_yes_probability(settings.min_yes_probability)
     }
 
     /// The request body of one judgement.
     fn body(&self, claim: &str, passage: &str) -> serde_json::Value {
-        json!({
+        let mut body = json!({
             "model": self.model,
             "temperature": 0,
             "max_tokens": MAX_TOKENS,
@@ -156,7 +182,12 @@ impl JudgeSupportVerifier {
                     "additionalProperties": false,
                 }},
             },
-        })
+        });
+        if self.min_yes_probability.is_some() {
+            body["logprobs"] = json!(true);
+            body["top_logprobs"] = json!(TOP_LOGPROBS);
+        }
+        body
     }
 
     /// Whether the model says `passage` supports `claim`.
@@ -172,7 +203,11 @@ impl JudgeSupportVerifier {
                 return Err(JudgeError::Status { status: status.as_u16() });
             }
             let bytes = response.bytes().await.map_err(transport_error)?;
-            verdict_of(&bytes)
+            let verdict = verdict_of(&bytes)?;
+            match self.min_yes_probability {
+                Some(threshold) if verdict => Ok(yes_probability(&bytes)? >= threshold),
+                _ => Ok(verdict),
+            }
         };
         tokio::time::timeout(self.timeout, call).await.unwrap_or(Err(JudgeError::Timeout))
     }
@@ -247,6 +282,91 @@ fn verdict_of(body: &[u8]) -> Result<bool, JudgeError> {
     }
 }
 
+#[derive(Deserialize)]
+struct Scored {
+    choices: Vec<ScoredChoice>,
+}
+
+#[derive(Deserialize)]
+struct ScoredChoice {
+    logprobs: Option<Logprobs>,
+}
+
+#[derive(Deserialize)]
+struct Logprobs {
+    content: Option<Vec<TokenLogprob>>,
+}
+
+#[derive(Deserialize)]
+struct TokenLogprob {
+    token: String,
+    logprob: f64,
+    #[serde(default)]
+    top_logprobs: Vec<Alternative>,
+}
+
+#[derive(Deserialize)]
+struct Alternative {
+    token: String,
+    logprob: f64,
+}
+
+/// What a verdict token says, once spaces, quotes and case are set aside.
+fn verdict_word(token: &str) -> Option<bool> {
+    match token.trim_matches(|c: char| c.is_whitespace() || c == '"').to_ascii_lowercase().as_str() {
+        "yes" => Some(true),
+        "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// The probability of "yes" against "no" at the verdict token of a chat-completions body with
+/// log-probabilities: the first generated token that reads yes or no, and its alternatives
+/// ("yes", " Yes" and the like pooled, as are the spellings of "no"). Without "no" among the
+/// alternatives, "no" is taken to be as likely as the least likely alternative listed (it can
+/// be no likelier), so the figure errs towards a rejection; a body without log-probabilities
+/// or without a verdict token is an error (a rejection).
+fn yes_probability(body: &[u8]) -> Result<f64, JudgeError> {
+    let scored: Scored = serde_json::from_slice(body).map_err(|_| JudgeError::Unusable("malformed response body"))?;
+    let tokens = scored
+        .choices
+        .into_iter()
+        .next()
+        .and_then(|choice| choice.logprobs)
+        .and_then(|logprobs| logprobs.content)
+        .ok_or(JudgeError::Unusable("answer without log-probabilities"))?;
+    let verdict = tokens
+        .iter()
+        .find(|token| verdict_word(&token.token).is_some())
+        .ok_or(JudgeError::Unusable("no verdict token among the log-probabilities"))?;
+    let chosen = Alternative { token: verdict.token.clone(), logprob: verdict.logprob };
+    let alternatives: Vec<&Alternative> =
+        if verdict.top_logprobs.iter().any(|alternative| alternative.token == chosen.token) {
+            verdict.top_logprobs.iter().collect()
+        } else {
+            verdict.top_logprobs.iter().chain([&chosen]).collect()
+        };
+    if alternatives.iter().any(|alternative| alternative.logprob.is_nan() || alternative.logprob > 0.0) {
+        return Err(JudgeError::Unusable("log-probability out of range"));
+    }
+    let mass = |word: bool| -> f64 {
+        alternatives
+            .iter()
+            .filter(|alternative| verdict_word(&alternative.token) == Some(word))
+            .map(|alternative| alternative.logprob.exp())
+            .sum()
+    };
+    let yes = mass(true);
+    let mut no = mass(false);
+    if no == 0.0 {
+        no = alternatives.iter().map(|alternative| alternative.logprob.exp()).fold(f64::INFINITY, f64::min);
+    }
+    if yes == 0.0 {
+        return Ok(0.0);
+    }
+    Ok(yes / (yes + no))
+}
+
 #[async_trait]
 impl SupportVerifier for JudgeSupportVerifier {
     fn name(&self) -> &str {
@@ -289,6 +409,120 @@ mod tests {
         assert!(verdict_of(b"<html>").is_err());
         assert!(verdict_of(br#"{"choices": []}"#).is_err());
         assert!(verdict_of(br#"{"choices": [{"message": {"content": null}}]}"#).is_err());
+    }
+
+    /// A chat-completions body whose verdict token is `chosen` at `logprob`, with `alternatives`.
+    fn scored(chosen: &str, logprob: f64, alternatives: &[(&str, f64)]) -> Vec<u8> {
+        let alternatives: Vec<_> =
+            alternatives.iter().map(|(token, logprob)| json!({"token": token, "logprob": logprob})).collect();
+        let token = |token: &str| json!({"token": token, "logprob": -0.01, "top_logprobs": []});
+        serde_json::to_vec(&json!({"choices": [{
+            "message": {"role": "assistant", "content": format!("{{\"verdict\": \"{chosen}\"}}")},
+            "logprobs": {"content": [
+                token("{\n"), token(" \""), token("ver"), token("dict"), token("\":"), token(" \""),
+                {"token": chosen, "logprob": logprob, "top_logprobs": alternatives},
+                token("\"\n"), token("}"),
+            ]},
+        }]}))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_probability_of_yes_is_read_at_the_verdict_token() {
+        let close = |body: Vec<u8>, expected: f64| {
+            let probability = yes_probability(&body).unwrap();
+            assert!((probability - expected).abs() < 1e-9, "{probability} against {expected}");
+        };
+        // yes 0.6 and Yes 0.1 pooled against no 0.2 and " no" 0.1
+        let alternatives = [("yes", 0.6f64.ln()), ("Yes", 0.1f64.ln()), ("no", 0.2f64.ln()), (" no", 0.1f64.ln())];
+        close(scored("yes", 0.6f64.ln(), &alternatives), 0.7);
+        // the chosen token missing from the alternatives still counts
+        close(scored("yes", 0.5f64.ln(), &[("no", 0.25f64.ln()), ("maybe", 0.1f64.ln())]), 2.0 / 3.0);
+        // "no" not listed: as likely as the least likely alternative (0.05 here)
+        close(scored("yes", 0.9f64.ln(), &[("yes", 0.9f64.ln()), ("Yes", 0.05f64.ln())]), 0.95 / 1.0);
+        // "yes" not listed at all: no probability of yes
+        close(scored("no", 0.9f64.ln(), &[("no", 0.9f64.ln())]), 0.0);
+    }
+
+    #[test]
+    fn a_yes_without_log_probabilities_is_unusable() {
+        let plain = serde_json::to_vec(
+            &json!({"choices": [{"message": {"role": "assistant", "content": r#"{"verdict": "yes"}"#}}]}),
+        )
+        .unwrap();
+        assert!(yes_probability(&plain).is_err());
+        let no_verdict =
+            serde_json::to_vec(&json!({"choices": [{"logprobs": {"content": [{"token": "{", "logprob": 0.0}]}}]}))
+                .unwrap();
+        assert!(yes_probability(&no_verdict).is_err());
+        assert!(yes_probability(&scored("yes", 0.5, &[])).is_err(), "a positive log-probability");
+        assert!(yes_probability(b"not json").is_err());
+    }
+
+    #[test]
+    fn the_yes_threshold_is_bounded_and_asks_for_log_probabilities() {
+        let settings = |min_yes_probability: f64| JudgeSettings {
+            base_url: "http://127.0.0.1:9/v1".into(),
+            model: "m".into(),
+            min_yes_probability,
+            ..JudgeSettings::default()
+        };
+        let lexical = || LexicalSupportVerifier::new(0.9, 0.2, None);
+        for outside in [0.49, 1.0, 1.5, f64::NAN] {
+            assert!(JudgeSupportVerifier::from_settings(lexical(), &settings(outside)).is_err(), "{outside}");
+        }
+        let plain = JudgeSupportVerifier::from_settings(lexical(), &settings(0.5)).unwrap();
+        assert!(plain.body("c", "p").get("logprobs").is_none(), "the default asks for none");
+        let strict = JudgeSupportVerifier::from_settings(lexical(), &settings(0.9)).unwrap();
+        let body = strict.body("c", "p");
+        assert_eq!(body["logprobs"], true);
+        assert_eq!(body["top_logprobs"], TOP_LOGPROBS);
+    }
+
+    #[tokio::test]
+    async fn a_likely_yes_supports_and_an_unlikely_one_does_not() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // a one-connection-at-a-time fake model that answers every judgement with `reply`
+        async fn serve(reply: Vec<u8>) -> String {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = listener.local_addr().unwrap();
+            tokio::spawn(async move {
+                while let Ok((mut stream, _)) = listener.accept().await {
+                    let mut request = vec![0u8; 65_536];
+                    let _ = stream.read(&mut request).await;
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        reply.len()
+                    );
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    let _ = stream.write_all(&reply).await;
+                }
+            });
+            format!("http://{address}/v1")
+        }
+        let judge = |base_url: String, threshold: f64| {
+            JudgeSupportVerifier::new(
+                LexicalSupportVerifier::new(0.9, 0.2, None),
+                &base_url,
+                "m",
+                None,
+                Duration::from_secs(5),
+                0.25,
+            )
+            .unwrap()
+            .with_min_yes_probability(threshold)
+            .unwrap()
+        };
+        let sure = serve(scored("yes", 0.95f64.ln(), &[("yes", 0.95f64.ln()), ("no", 0.05f64.ln())])).await;
+        let unsure = serve(scored("yes", 0.6f64.ln(), &[("yes", 0.6f64.ln()), ("no", 0.4f64.ln())])).await;
+        assert_eq!(judge(sure.clone(), 0.9).judge("c", "p").await, Ok(true));
+        assert_eq!(judge(unsure.clone(), 0.9).judge("c", "p").await, Ok(false));
+        assert_eq!(judge(unsure, 0.5).judge("c", "p").await, Ok(true), "the default trusts the verdict");
+        let bare = serve(
+            serde_json::to_vec(&json!({"choices": [{"message": {"content": r#"{"verdict": "yes"}"#}}]})).unwrap(),
+        )
+        .await;
+        assert!(judge(bare, 0.9).judge("c", "p").await.is_err(), "no log-probabilities: no verdict");
     }
 
     #[test]

@@ -216,16 +216,38 @@ pub fn read_rows(path: &Path) -> Result<Vec<ClaimRow>, String> {
 /// Keeps a seeded random sample of `count` of `rows` (all of them when there are no more), in
 /// their file order.
 pub fn sample_rows(rows: &mut Vec<ClaimRow>, count: usize, seed: u64) {
-    use rand::SeedableRng;
-    use rand::seq::index::sample;
     if count >= rows.len() {
         return;
     }
+    let kept = sampled(rows.len(), count, seed);
+    let mut index = 0;
+    rows.retain(|_| {
+        index += 1;
+        kept.contains(&(index - 1))
+    });
+}
+
+/// Drops from `rows` the ones [`sample_rows`] with `count` and `seed` would keep, so that a
+/// slice tuned on never overlaps the one measured on (`--exclude-seed`).
+pub fn exclude_sample(rows: &mut Vec<ClaimRow>, count: usize, seed: u64) {
+    if count >= rows.len() {
+        rows.clear();
+        return;
+    }
+    let excluded = sampled(rows.len(), count, seed);
+    let mut index = 0;
+    rows.retain(|_| {
+        index += 1;
+        !excluded.contains(&(index - 1))
+    });
+}
+
+/// The `count` of `len` row indices a seeded sample keeps.
+fn sampled(len: usize, count: usize, seed: u64) -> std::collections::HashSet<usize> {
+    use rand::SeedableRng;
+    use rand::seq::index::sample;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-    let mut kept: Vec<usize> = sample(&mut rng, rows.len(), count).into_vec();
-    kept.sort_unstable();
-    let mut taken = std::mem::take(rows).into_iter().map(Some).collect::<Vec<_>>();
-    rows.extend(kept.into_iter().filter_map(|index| taken[index].take()));
+    sample(&mut rng, len, count).into_iter().collect()
 }
 
 /// Judges every row of `path` with `verifier` and counts the outcomes.
@@ -366,6 +388,22 @@ mod tests {
         assert_eq!(sampled(3, 1), claims(&rows));
         assert_eq!(sampled(10, 1), claims(&rows));
         assert!(sampled(0, 1).is_empty());
+    }
+
+    #[test]
+    fn an_excluded_sample_is_exactly_the_rest() {
+        let file = fixture();
+        let rows = read_rows(file.path()).expect("rows");
+        for seed in 0..8 {
+            let (mut kept, mut rest) = (rows.clone(), rows.clone());
+            sample_rows(&mut kept, 1, seed);
+            exclude_sample(&mut rest, 1, seed);
+            assert_eq!(kept.len() + rest.len(), rows.len());
+            assert!(rest.iter().all(|row| kept.iter().all(|kept| kept.claim != row.claim)), "disjoint");
+        }
+        let mut all = rows.clone();
+        exclude_sample(&mut all, 3, 1);
+        assert!(all.is_empty(), "a sample of every row leaves none");
     }
 
     #[test]
