@@ -14,7 +14,7 @@ use crate::domain::ChunkingConfig;
 
 mod validate;
 
-pub use validate::is_loopback_bind;
+pub use validate::{MIN_HS256_SECRET_BYTES, is_loopback_bind, is_loopback_host};
 
 /// Errors raised while loading or validating configuration.
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +179,28 @@ pub struct ServerSettings {
     pub retry_after_seconds: u64,
     /// Log format: `text` or `json`.
     pub log_format: LogFormat,
+    /// Host names (the `Host` header without its port, compared without case) the server
+    /// answers; any other gets 421 `host_not_allowed`, which stops a DNS-rebinding page from
+    /// driving it. Empty: any host, except in demo mode, where only loopback names
+    /// (`localhost`, 127.0.0.0/8, `[::1]`) are ever answered.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Most users and groups together that one document's access list may hold (an upsert's
+    /// `acl`, or what grants add up to); beyond: 400 `acl_too_large`, nothing changes.
+    #[serde(default = "default_max_acl_names_per_document")]
+    pub max_acl_names_per_document: usize,
+    /// Most users and groups together that one grant or revoke may name; beyond: 400
+    /// `acl_too_large`.
+    #[serde(default = "default_max_acl_names_per_change")]
+    pub max_acl_names_per_change: usize,
+}
+
+fn default_max_acl_names_per_document() -> usize {
+    4096
+}
+
+fn default_max_acl_names_per_change() -> usize {
+    1024
 }
 
 /// The HS256 secret shipped in `config/default.toml` for the demo. It is public, so whoever reads
@@ -200,6 +222,12 @@ pub struct AuthSettings {
     /// key, the shared secret is ignored, so a leaked or default secret cannot sign tokens).
     #[serde(default)]
     pub allow_hs256_with_rs256: bool,
+    /// The subjects (`sub`) of the replicas this primary serves: a token with role `replica` is
+    /// a replica's credential only when its `sub` is listed here (and it passes the `issuer` and
+    /// `audience` checks every token passes); for any other subject the role grants nothing.
+    /// Empty (the default): no replica is accepted.
+    #[serde(default)]
+    pub replica_subjects: Vec<String>,
     /// Required `iss`, when not empty.
     #[serde(default)]
     pub issuer: String,

@@ -322,7 +322,8 @@ async fn download_and_swap(
     let Some(lineage) = manifest.lineage.clone() else {
         return Err(fail("the primary's snapshot has no lineage".into()));
     };
-    tokio::fs::create_dir_all(directory).await.map_err(|error| fail(error.to_string()))?;
+    // Every tenant's text passes through it: only the server's own user may enter (0700).
+    crate::storage::private_directory(directory).map_err(|error| fail(error.to_string()))?;
     for entry in &manifest.files {
         let path = format!("v1/replica/snapshot/{}/{}", manifest.snapshot_id, entry.name);
         let mut response = download(client, base, &path, token).await?;

@@ -47,6 +47,18 @@ fn describe() {
     metrics::describe_gauge!("warrant_index_chunks", "chunks stored in all shards");
     metrics::describe_counter!("warrant_scope_violations_total", "index hits outside the scope (must stay 0)");
     metrics::describe_counter!(
+        "warrant_replica_requests_total",
+        "requests of configured replicas (auth.replica_subjects) by replica and endpoint"
+    );
+    metrics::describe_counter!(
+        "warrant_replica_tokens_refused_total",
+        "tokens with role replica whose subject is not in auth.replica_subjects (the role was ignored)"
+    );
+    metrics::describe_counter!(
+        "warrant_hosts_refused_total",
+        "requests refused with 421 host_not_allowed (a Host header outside the allowed names)"
+    );
+    metrics::describe_counter!(
         "warrant_postgres_statements_cancelled_total",
         "postgres read statements cancelled because their caller stopped waiting"
     );

@@ -58,6 +58,8 @@ export WARRANT__SERVER__BIND=127.0.0.1:0
 export WARRANT__DEMO__LOAD=true
 export WARRANT__SNAPSHOTS__DIR="$workdir/snapshots"
 export WARRANT__STORAGE__DIR="$workdir/data"
+# The token below holds role replica: its subject must be a configured replica.
+export WARRANT__AUTH__REPLICA_SUBJECTS='["schemathesis"]'
 start_server
 
 token="$("$binary" token --tenant acme --sub schemathesis --groups everyone,engineering --admin --operator --replica --ttl-seconds 900)"

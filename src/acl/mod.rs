@@ -17,7 +17,7 @@ mod store;
 
 pub use scope::AuthorizationScope;
 pub use snapshot::{AclSnapshot, DocEntry};
-pub use store::{AclChange, AclMutation, AclStore, Prepared, new_lineage};
+pub use store::{AclChange, AclMutation, AclStore, Prepared, new_lineage, normalized};
 
 /// Errors of the authorization layer.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -67,6 +67,14 @@ pub enum AclError {
     /// Another change was published between preparing and publishing this one.
     #[error("the acl state changed while the change was prepared")]
     Conflict,
+    /// A document's access list, or one change, would name more users and groups than allowed.
+    #[error("{what} may name at most {limit} users and groups together")]
+    TooLarge {
+        /// `the access list of document <id>` or `one change`.
+        what: String,
+        /// The configured cap.
+        limit: usize,
+    },
 }
 
 impl AclError {
@@ -80,6 +88,7 @@ impl AclError {
             Self::Compacted { .. } => "changes_compacted",
             Self::OutOfOrder { .. } => "out_of_order",
             Self::Conflict => "conflict",
+            Self::TooLarge { .. } => "acl_too_large",
         }
     }
 }

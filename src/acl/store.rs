@@ -137,6 +137,25 @@ impl Prepared {
     pub fn snapshot(&self) -> &AclSnapshot {
         &self.next
     }
+
+    /// Refuses the change when it leaves a document it upserts or grants on with more than
+    /// `limit` users and groups together (a writer's cap, `server.max_acl_names_per_document`;
+    /// a replica applying its primary's changes does not check it).
+    pub fn check_acl_size(&self, limit: usize) -> AclResult<()> {
+        for change in &self.changes {
+            let (AclMutation::Upsert { tenant, doc_id, .. } | AclMutation::Grant { tenant, doc_id, .. }) =
+                &change.mutation
+            else {
+                continue;
+            };
+            if let Some(entry) = self.next.entry(tenant, doc_id)
+                && entry.acl.groups.len() + entry.acl.users.len() > limit
+            {
+                return Err(AclError::TooLarge { what: format!("the access list of document {doc_id}"), limit });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The published ACL snapshot, the writer lock, the change log and the lineage of its epochs.
@@ -439,7 +458,8 @@ fn apply_one(snapshot: &mut AclSnapshot, mutation: &AclMutation) -> AclResult<bo
     Ok(true)
 }
 
-fn normalized(acl: &DocAcl) -> DocAcl {
+/// `acl` sorted with repeated names removed (how every access list is kept).
+pub fn normalized(acl: &DocAcl) -> DocAcl {
     let mut groups = acl.groups.clone();
     groups.sort();
     groups.dedup();

@@ -33,7 +33,7 @@ use super::AnswerResult;
 use super::generator::{Generator, OutputShape};
 use super::response::{
     Abstention, AnswerBody, AnswerMetrics, AnswerResponse, AnswerStatus, ChunkRef, CitationOut, ClaimOut,
-    RetrieveResponse, RetrievedChunk, VectorSearchOut,
+    RetrieveResponse, RetrievedChunk,
 };
 use super::validate::{AbstentionReason, Problem, ValidClaim};
 use super::verifier::SupportVerifier;
@@ -268,16 +268,6 @@ impl AnswerPipeline {
         let scope = self.reader.scope(principal).await?;
         let retrieved = self.reader.retrieve(&scope, query).await?;
         let short = retrieved.candidates.len() < k;
-        let vector_search = retrieved
-            .vector_reports
-            .iter()
-            .map(|shard| VectorSearchOut {
-                shard: shard.shard,
-                strategy: shard.report.strategy.as_str().to_owned(),
-                allowed: shard.report.allowed,
-                distance_computations: shard.report.distance_computations,
-            })
-            .collect();
         let chunks = retrieved
             .candidates
             .into_iter()
@@ -289,6 +279,6 @@ impl AnswerPipeline {
                 retrievers: candidate.retrievers().iter().map(|retriever| retriever.as_str().to_owned()).collect(),
             })
             .collect();
-        Ok(RetrieveResponse { chunks, acl_epoch: scope.epoch(), short, vector_search })
+        Ok(RetrieveResponse { chunks, acl_epoch: scope.epoch(), short })
     }
 }

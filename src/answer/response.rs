@@ -153,20 +153,4 @@ pub struct RetrieveResponse {
     pub acl_epoch: u64,
     /// Fewer than `k` authorized chunks exist.
     pub short: bool,
-    /// Extension: what the vector search did in each shard (strategy, vectors allowed by the
-    /// caller's scope, distance computations). Counts only the caller's own scope.
-    pub vector_search: Vec<VectorSearchOut>,
-}
-
-/// One shard's vector search report.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct VectorSearchOut {
-    /// Shard number.
-    pub shard: usize,
-    /// `exact`, `graph` or `empty`.
-    pub strategy: String,
-    /// Vectors of the shard inside the scope (a lower bound under `graph`).
-    pub allowed: usize,
-    /// Distance computations made.
-    pub distance_computations: usize,
 }

@@ -105,11 +105,60 @@ fn the_demo_key_serves_only_on_loopback() {
     for named in ["auth.hs256_secret", "server.bind", "0.0.0.0:8080", "WARRANT__AUTH__HS256_SECRET"] {
         assert!(message.contains(named), "{named}: {message}");
     }
-    exposed(&[("WARRANT__AUTH__HS256_SECRET", "a-secret-of-our-own")]).expect("own secret");
+    exposed(&[("WARRANT__AUTH__HS256_SECRET", "a-secret-of-our-own-that-is-32-bytes-or-more")]).expect("own secret");
     exposed(&[("WARRANT__AUTH__RS256_PUBLIC_KEY_FILE", "/keys/idp.pem")]).expect("hs256 off with rs256");
     let both =
         [("WARRANT__AUTH__RS256_PUBLIC_KEY_FILE", "/keys/idp.pem"), ("WARRANT__AUTH__ALLOW_HS256_WITH_RS256", "true")];
     assert!(exposed(&both).is_err(), "the demo key is accepted again when hs256 is allowed beside rs256");
+}
+
+#[test]
+fn a_short_hs256_secret_serves_only_on_loopback() {
+    let serving = |bind: &str, secret: &str| {
+        let environment = [
+            ("WARRANT__SERVER__BIND".to_owned(), bind.to_owned()),
+            ("WARRANT__AUTH__HS256_SECRET".to_owned(), secret.to_owned()),
+        ];
+        Settings::from_toml(DEFAULT, environment).expect("valid settings").validate_for_serving()
+    };
+    let short = "x".repeat(MIN_HS256_SECRET_BYTES - 1);
+    let long = "x".repeat(MIN_HS256_SECRET_BYTES);
+    for bind in ["0.0.0.0:8080", "10.0.0.1:80", "[::]:8080"] {
+        let message = serving(bind, "abcde").unwrap_err().to_string();
+        assert!(message.contains("auth.hs256_secret") && message.contains("32 bytes"), "{message}");
+        assert!(serving(bind, &short).is_err(), "{bind}: 31 bytes");
+        serving(bind, &long).expect("32 bytes serve anywhere");
+    }
+    serving("127.0.0.1:8080", "abcde").expect("a short secret is the operator's business on loopback");
+    // Off when an RS256 key replaces HS256.
+    let mut settings =
+        Settings::from_toml(DEFAULT, [("WARRANT__SERVER__BIND".to_owned(), "0.0.0.0:1".to_owned())]).unwrap();
+    settings.auth.hs256_secret = "abcde".into();
+    settings.auth.rs256_public_key_file = "/keys/idp.pem".into();
+    settings.validate_for_serving().expect("hs256 is off beside rs256");
+}
+
+#[test]
+fn loopback_host_names_are_recognized() {
+    for loopback in ["localhost", "LocalHost", "localhost.", "127.0.0.1", "127.9.9.9", "[::1]"] {
+        assert!(is_loopback_host(loopback), "{loopback}");
+    }
+    for other in ["rebind.attacker.example", "localhost.attacker.example", "0.0.0.0", "10.0.0.1", "[::]", "", "[::1"] {
+        assert!(!is_loopback_host(other), "{other}");
+    }
+}
+
+#[test]
+fn acl_caps_and_allowed_hosts_are_validated() {
+    let with = |key: &str, value: &str| Settings::from_toml(DEFAULT, [(key.to_owned(), value.to_owned())]);
+    assert!(with("WARRANT__SERVER__MAX_ACL_NAMES_PER_DOCUMENT", "0").is_err());
+    let error = with("WARRANT__SERVER__MAX_ACL_NAMES_PER_CHANGE", "5000").unwrap_err().to_string();
+    assert!(error.contains("server.max_acl_names_per_change"), "{error}");
+    let error = with("WARRANT__SERVER__ALLOWED_HOSTS", r#"["https://x.example"]"#).unwrap_err().to_string();
+    assert!(error.contains("server.allowed_hosts"), "{error}");
+    with("WARRANT__SERVER__ALLOWED_HOSTS", r#"["warrant.example.com", "[::1]"]"#).expect("host names");
+    let error = with("WARRANT__AUTH__REPLICA_SUBJECTS", r#"[" "]"#).unwrap_err().to_string();
+    assert!(error.contains("auth.replica_subjects"), "{error}");
 }
 
 #[test]

@@ -58,6 +58,22 @@ impl Settings {
         check((1..=10_000).contains(&self.server.max_question_chars), "server.max_question_chars must be in 1..=10000");
         check(self.server.max_body_bytes >= 1024, "server.max_body_bytes must be at least 1024");
         check(self.server.max_in_flight >= 1, "server.max_in_flight must be at least 1");
+        check(
+            (1..=1_000_000).contains(&self.server.max_acl_names_per_document),
+            "server.max_acl_names_per_document must be in 1..=1000000",
+        );
+        check(
+            (1..=self.server.max_acl_names_per_document).contains(&self.server.max_acl_names_per_change),
+            "server.max_acl_names_per_change must be in 1..=max_acl_names_per_document",
+        );
+        check(
+            self.server.allowed_hosts.iter().all(|host| is_host_name(host)),
+            "server.allowed_hosts must list host names without scheme, port or path (e.g. \"warrant.example.com\")",
+        );
+        check(
+            self.auth.replica_subjects.iter().all(|subject| !subject.trim().is_empty()),
+            "auth.replica_subjects must not list a blank subject",
+        );
         check(self.server.workers <= 1024, "server.workers must be in 0..=1024 (0: one per core)");
         check(self.server.max_batch_documents >= 1, "server.max_batch_documents must be at least 1");
         check((8..=8192).contains(&self.embedder.dim), "embedder.dim must be in 8..=8192");
@@ -145,8 +161,54 @@ impl Settings {
                 bind = self.server.bind
             )));
         }
+        if self.auth.hs256_enabled()
+            && self.auth.hs256_secret.len() < MIN_HS256_SECRET_BYTES
+            && !is_loopback_bind(&self.server.bind)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "refusing to serve on {bind}: auth.hs256_secret is {length} bytes, and a secret under \
+                 {MIN_HS256_SECRET_BYTES} bytes can be guessed offline from any one token; set \
+                 WARRANT__AUTH__HS256_SECRET to at least {MIN_HS256_SECRET_BYTES} random bytes (for example \
+                 `openssl rand -hex 32`), or bind server.bind to a loopback address",
+                bind = self.server.bind,
+                length = self.auth.hs256_secret.len(),
+            )));
+        }
         Ok(())
     }
+}
+
+/// Shortest HS256 secret `serve` accepts off loopback: 32 bytes, the output size of SHA-256
+/// (RFC 7518 §3.2 requires a key at least that long for HS256).
+pub const MIN_HS256_SECRET_BYTES: usize = 32;
+
+/// Whether `host` is a bare host name or address as a `Host` header carries it, without port:
+/// letters, digits, `.`, `-`, or a bracketed IPv6 address.
+fn is_host_name(host: &str) -> bool {
+    let bracketed = host.strip_prefix('[').and_then(|inner| inner.strip_suffix(']'));
+    match bracketed {
+        Some(inner) => inner.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => {
+            !host.is_empty()
+                && host.len() <= 253
+                && host.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+        }
+    }
+}
+
+/// Whether the host name of a `Host` header value (port removed) is a loopback name:
+/// `localhost`, an address in 127.0.0.0/8, or `[::1]`.
+pub fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim_end_matches('.');
+    if let Some(inner) = host.strip_prefix('[').and_then(|inner| inner.strip_suffix(']')) {
+        return inner
+            .parse::<std::net::Ipv6Addr>()
+            .is_ok_and(|ip| std::net::IpAddr::V6(ip).to_canonical().is_loopback());
+    }
+    if let Ok(ip) = host.parse::<std::net::Ipv4Addr>() {
+        return ip.is_loopback();
+    }
+    host.eq_ignore_ascii_case("localhost")
 }
 
 /// Whether `bind` (`host:port`, `[v6]:port` or a bare host) names only loopback interfaces:

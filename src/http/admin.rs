@@ -166,6 +166,15 @@ async fn publish(state: &AppState, mutation: AclMutation) -> Result<HttpResponse
     Ok(json(&EpochOut { acl_epoch }))
 }
 
+/// 400 `acl_too_large` when `count` names are more than `limit` allows for `what`; checked
+/// before any work (a document's list is checked again, as grants add up, by the backend).
+fn check_count(count: usize, limit: usize, what: impl Into<String>) -> Result<(), ApiError> {
+    if count > limit {
+        return Err(crate::acl::AclError::TooLarge { what: what.into(), limit }.into());
+    }
+    Ok(())
+}
+
 /// Checks ACL names (1..=256 characters, not blank).
 fn check_names(names: &[String]) -> Result<(), ApiError> {
     if names.iter().any(|name| name.trim().is_empty() || name.chars().count() > MAX_ACL_NAME_CHARS) {
@@ -175,7 +184,8 @@ fn check_names(names: &[String]) -> Result<(), ApiError> {
 }
 
 /// Upserts documents into the caller's tenant. 400 codes: `empty_batch`, `batch_too_large`,
-/// `duplicate_document`, `invalid_document`.
+/// `duplicate_document` (a `doc_id` repeated within the batch: JSON Schema cannot state that
+/// rule, so a schema-valid batch can still get it), `invalid_document`, `acl_too_large`.
 #[utoipa::path(put, path = "/v1/admin/documents", request_body = UpsertBody,
     responses((status = 200, description = "the batch is readable", body = UpsertOut),
               JsonBodyRejected, Unauthenticated, Forbidden,
@@ -197,6 +207,11 @@ pub async fn upsert_documents(
     if documents.len() > max {
         return Err(ApiError::bad_request("batch_too_large", format!("at most {max} documents per request")));
     }
+    for document in &documents {
+        let names = document.acl.groups.len() + document.acl.users.len();
+        let limit = state.settings.server.max_acl_names_per_document;
+        check_count(names, limit, format!("the access list of document {}", document.doc_id))?;
+    }
     let _permit = admit(&state, &principal.tenant, WriteKind::Documents)?;
     let outcome = state.writer.upsert(&principal.tenant, documents).await?;
     Ok(json(&UpsertOut { acl_epoch: outcome.acl_epoch, documents: outcome.documents, chunks: outcome.chunks }))
@@ -213,16 +228,16 @@ pub async fn upsert_documents(
 pub async fn delete_document(
     state: web::Data<AppState>,
     Admin(principal): Admin,
-    path: web::Path<String>,
+    request: actix_web::HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     state.ensure_writable()?;
-    let mutation = AclMutation::Delete { tenant: principal.tenant, doc_id: path.into_inner() };
+    let mutation = AclMutation::Delete { tenant: principal.tenant, doc_id: super::doc_id_of(&request)? };
     publish(&state, mutation).await
 }
 
 /// Revokes access: the listed groups and users, or all access when neither list is given. Lists
 /// that are given but empty are refused (400 `empty_revoke`): they would revoke nothing. 400
-/// codes: `empty_revoke`, `invalid_acl_name`.
+/// codes: `empty_revoke`, `invalid_acl_name`, `acl_too_large`.
 #[utoipa::path(post, path = "/v1/admin/acl/revoke", request_body = RevokeBody,
     responses((status = 200, description = "revoked (a no-op keeps the epoch)", body = EpochOut), JsonBodyRejected, Unauthenticated, Forbidden,
               (status = 404, description = "`document_not_found` in the caller's tenant", body = ErrorBody),
@@ -242,6 +257,11 @@ pub async fn revoke(
             "revoke lists are empty; name groups or users, or omit both lists to revoke all access",
         ));
     }
+    check_count(
+        given.iter().map(|list| list.len()).sum(),
+        state.settings.server.max_acl_names_per_change,
+        "one change",
+    )?;
     for list in given {
         check_names(list)?;
     }
@@ -250,7 +270,9 @@ pub async fn revoke(
     publish(&state, mutation).await
 }
 
-/// Grants access. 400 codes: `empty_grant`, `invalid_acl_name`.
+/// Grants access. 400 codes: `empty_grant`, `invalid_acl_name`, `acl_too_large` (more names
+/// than `server.max_acl_names_per_change`, or a document's list past
+/// `server.max_acl_names_per_document`).
 #[utoipa::path(post, path = "/v1/admin/acl/grant", request_body = GrantBody,
     responses((status = 200, description = "granted (a no-op keeps the epoch)", body = EpochOut), JsonBodyRejected, Unauthenticated, Forbidden,
               (status = 404, description = "`document_not_found` in the caller's tenant", body = ErrorBody),
@@ -268,6 +290,7 @@ pub async fn grant(
     if groups.is_empty() && users.is_empty() {
         return Err(ApiError::bad_request("empty_grant", "grant needs groups or users"));
     }
+    check_count(groups.len() + users.len(), state.settings.server.max_acl_names_per_change, "one change")?;
     check_names(&groups)?;
     check_names(&users)?;
     let mutation = AclMutation::Grant { tenant: principal.tenant, doc_id: body.doc_id, groups, users };
@@ -289,7 +312,9 @@ pub async fn changes(
     query: web::Query<ChangesQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let all_tenants = principal.has_role(Role::Replica);
-    if !all_tenants && !principal.has_role(Role::Admin) {
+    if all_tenants {
+        super::replica::require_replica(&principal, "changes")?;
+    } else if !principal.has_role(Role::Admin) {
         return Err(ApiError::forbidden("admin or replica role required"));
     }
     let acl = state.engine()?.acl();

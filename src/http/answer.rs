@@ -9,7 +9,9 @@
 //! `stage` (`{"stage", "ms"}`) as each pipeline stage ends, then one `claim` (a claim with its
 //! citations, as in the envelope) per claim of the final, validated answer, then `answer` (the
 //! whole envelope, exactly the JSON response), or `error` (`{code, message}`) for a server fault
-//! after the stream began. Claims are sent only once the answer's verdict is final (validation,
+//! after the stream began. A comment line (`: keep-alive`) follows each second without an
+//! event, so a client that closed its end normally (FIN, not RST) is noticed by the next failed
+//! write. Claims are sent only once the answer's verdict is final (validation,
 //! the authorization re-check and, under `fail_answer`, every other claim), so nothing
 //! unvalidated or later withdrawn is ever streamed. Closing the stream cancels the work.
 
@@ -175,6 +177,9 @@ fn request_actor_gone() -> ApiError {
     ApiError::new(actix_web::http::StatusCode::SERVICE_UNAVAILABLE, "unavailable", "request actor unavailable")
 }
 
+/// Longest silence on an event stream before a `: keep-alive` comment is sent.
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A streamed answer in flight: stage events until the reply, then claims and the envelope.
 struct EventStream {
     state: web::Data<AppState>,
@@ -196,6 +201,10 @@ impl EventStream {
                 tokio::select! {
                     biased;
                     Some(stage) = stream.events.recv() => pending.push_back(event("stage", &stage)),
+                    // A client that closed its end normally (FIN) is noticed only when a write
+                    // fails: a comment line (ignored by event-stream readers) after each silent
+                    // second makes one, so a closed stream stops the work within two of them.
+                    () = tokio::time::sleep(HEARTBEAT) => pending.push_back(Bytes::from_static(b": keep-alive\n\n")),
                     outcome = reply => {
                         stream.reply = None;
                         drop(stream.waiting.take());

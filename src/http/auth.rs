@@ -78,6 +78,8 @@ pub enum AuthError {
 
 /// Verifies tokens with the configured keys.
 pub struct Authenticator {
+    /// `auth.replica_subjects`: the only subjects for which role `replica` counts.
+    replica_subjects: BTreeSet<String>,
     hs256: Option<DecodingKey>,
     rs256: Option<DecodingKey>,
     validation_hs: Validation,
@@ -127,6 +129,7 @@ impl Authenticator {
             validation
         };
         Ok(Self {
+            replica_subjects: settings.replica_subjects.iter().cloned().collect(),
             hs256,
             rs256,
             validation_hs: validation(Algorithm::HS256),
@@ -154,13 +157,17 @@ impl Authenticator {
         if claims.tenant.trim().is_empty() || claims.sub.trim().is_empty() {
             return Err(invalid());
         }
-        Ok(Principal {
-            tenant: claims.tenant,
-            user: claims.sub,
-            groups: claims.groups.into_iter().collect(),
-            // A role this server does not know grants nothing.
-            roles: claims.roles.iter().filter_map(|name| Role::parse(name)).collect::<BTreeSet<_>>(),
-        })
+        // A role this server does not know grants nothing, and neither does `replica` for a
+        // subject that is not a configured replica.
+        let mut roles = claims.roles.iter().filter_map(|name| Role::parse(name)).collect::<BTreeSet<_>>();
+        if roles.contains(&Role::Replica) && !self.replica_subjects.contains(&claims.sub) {
+            roles.remove(&Role::Replica);
+            metrics::counter!("warrant_replica_tokens_refused_total").increment(1);
+            tracing::warn!(
+                "a token with role replica names a subject outside auth.replica_subjects; the role is ignored"
+            );
+        }
+        Ok(Principal { tenant: claims.tenant, user: claims.sub, groups: claims.groups.into_iter().collect(), roles })
     }
 }
 
@@ -225,6 +232,7 @@ mod tests {
             hs256_secret: "unit-secret".into(),
             rs256_public_key_file: String::new(),
             allow_hs256_with_rs256: false,
+            replica_subjects: vec!["replica-1".into()],
             issuer: issuer.into(),
             audience: audience.into(),
             leeway_seconds: 5,
@@ -350,6 +358,27 @@ mod tests {
         both.allow_hs256_with_rs256 = false;
         both.hs256_secret = "unit-secret".into();
         assert!(Authenticator::from_settings(&both).is_ok());
+    }
+
+    /// Regression: role `replica` with any subject and tenant read every tenant's change feed.
+    #[test]
+    fn role_replica_counts_only_for_a_configured_replica_subject() {
+        let authenticator = Authenticator::from_settings(&settings("", "")).unwrap();
+        let token = |sub: &str, tenant: &str| {
+            encode_hs256(
+                &serde_json::json!({"sub": sub, "tenant": tenant, "roles": ["replica", "admin"], "exp": now() + 60}),
+            )
+        };
+        assert!(authenticator.verify(&token("replica-1", "replication")).unwrap().has_role(Role::Replica));
+        for (sub, tenant) in [("nobody", "globex"), ("replica-2", "replication"), ("Replica-1", "replication")] {
+            let principal = authenticator.verify(&token(sub, tenant)).unwrap();
+            assert!(!principal.has_role(Role::Replica), "{sub}");
+            assert!(principal.has_role(Role::Admin), "other roles are kept");
+        }
+        let mut none = settings("", "");
+        none.replica_subjects.clear();
+        let authenticator = Authenticator::from_settings(&none).unwrap();
+        assert!(!authenticator.verify(&token("replica-1", "replication")).unwrap().has_role(Role::Replica));
     }
 
     #[test]

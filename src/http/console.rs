@@ -11,8 +11,10 @@
 //! - demo tokens are minted only in demo mode ([`DemoUsers::from_settings`]): the demo corpus is
 //!   configured to load, the token key is the published demo key (which `serve` accepts only on
 //!   a loopback bind) and `server.bind` is loopback. Minting then grants nothing the published key
-//!   does not already grant to anyone who reads `config/default.toml`. Outside demo mode both demo
-//!   routes answer 404 exactly like an unknown route;
+//!   does not already grant to anyone who reads `config/default.toml`. Outside demo mode the demo
+//!   routes are not registered: any method and body gets the 404 of an unknown route; in demo
+//!   mode only loopback host names are answered (`super::host`), so a DNS-rebinding page cannot
+//!   mint a token;
 //! - a token is minted only for a user listed in `demo.users`, with that entry's tenant, groups
 //!   and roles; the file may list no role but `admin` (a tenant admin of its own tenant), so the
 //!   console never mints `operator` or `replica` tokens, and nothing in the request can add a
@@ -169,6 +171,7 @@ pub(super) fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceCon
         tracing::error!(file = %settings.demo.users, %reason, "demo users unusable; demo sign-in is off");
         None
     });
+    let demo_routes = demo.is_some();
     let demo = web::Data::new(DemoMode(demo));
     move |config: &mut web::ServiceConfig| {
         config.app_data(demo);
@@ -179,9 +182,13 @@ pub(super) fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceCon
                     .default_service(web::to(asset_method_not_allowed)),
             );
         }
-        config
-            .service(super::resource("/console/demo-users", web::get().to(demo_users)))
-            .service(super::resource("/console/demo-token", web::post().to(demo_token)));
+        // Outside demo mode the routes do not exist, so every method and body gets the 404 of
+        // an unknown route (a 400, 405 or 415 would tell a prober they are there).
+        if demo_routes {
+            config
+                .service(super::resource("/console/demo-users", web::get().to(demo_users)))
+                .service(super::resource("/console/demo-token", web::post().to(demo_token)));
+        }
     }
 }
 

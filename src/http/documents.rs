@@ -58,9 +58,9 @@ pub struct DocumentOut {
 pub async fn document(
     state: web::Data<AppState>,
     Authenticated(principal): Authenticated,
-    path: web::Path<String>,
+    request: actix_web::HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    let doc_id = path.into_inner();
+    let doc_id = super::doc_id_of(&request)?;
     let generation = state.ensure_fresh()?;
     let document = state
         .reader

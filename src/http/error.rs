@@ -102,7 +102,7 @@ impl From<AclError> for ApiError {
         let status = match &error {
             AclError::UnknownDocument { .. } => StatusCode::NOT_FOUND,
             AclError::StaleVersion { .. } => StatusCode::CONFLICT,
-            AclError::DuplicateDocument { .. } => StatusCode::BAD_REQUEST,
+            AclError::DuplicateDocument { .. } | AclError::TooLarge { .. } => StatusCode::BAD_REQUEST,
             AclError::Exhausted { .. } | AclError::Conflict => StatusCode::CONFLICT,
             AclError::Compacted { .. } => StatusCode::GONE,
             AclError::OutOfOrder { .. } => StatusCode::BAD_REQUEST,

@@ -18,6 +18,7 @@ pub mod console;
 pub mod contract;
 pub mod documents;
 pub mod error;
+pub mod host;
 pub mod openapi;
 pub mod ops;
 pub mod replica;
@@ -266,6 +267,17 @@ pub async fn request_id(
         response.headers_mut().insert(HeaderName::from_static("x-request-id"), value);
     }
     Ok(response)
+}
+
+/// The `{doc_id}` of a route that ends with it: the raw last path segment, percent-decoded;
+/// 400 `invalid_path` when the decoded bytes are not UTF-8 (actix's `web::Path` would read
+/// `%ff` as U+FFFD, naming another document than the one asked for).
+pub(crate) fn doc_id_of(request: &actix_web::HttpRequest) -> Result<String, ApiError> {
+    let raw = request.uri().path().rsplit('/').next().unwrap_or_default();
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|_| ApiError::bad_request("invalid_path", "the document id is not UTF-8 after percent-decoding"))
 }
 
 /// Builds an `HttpResponse` with a JSON body.

@@ -23,8 +23,17 @@ use super::{AppState, json};
 /// Bytes read per streamed piece.
 const PIECE: usize = 256 * 1024;
 
-fn require_replica(principal: &crate::domain::Principal) -> Result<(), ApiError> {
-    if principal.has_role(Role::Replica) { Ok(()) } else { Err(ApiError::forbidden("replica role required")) }
+/// Admits a configured replica (role `replica` survives verification only for a subject in
+/// `auth.replica_subjects`), naming it in the log and in `warrant_replica_requests_total`.
+pub(super) fn require_replica(principal: &crate::domain::Principal, endpoint: &'static str) -> Result<(), ApiError> {
+    if !principal.has_role(Role::Replica) {
+        return Err(ApiError::forbidden("replica role required"));
+    }
+    // The label's values are bounded by the configuration: no other subject keeps the role.
+    metrics::counter!("warrant_replica_requests_total", "replica" => principal.user.clone(), "endpoint" => endpoint)
+        .increment(1);
+    tracing::info!(replica = %principal.user, endpoint, "replica request");
+    Ok(())
 }
 
 /// The newest usable snapshot, written now when there is none.
@@ -72,7 +81,7 @@ pub async fn manifest(
     state: web::Data<AppState>,
     Authenticated(principal): Authenticated,
 ) -> Result<HttpResponse, ApiError> {
-    require_replica(&principal)?;
+    require_replica(&principal, "snapshot_manifest")?;
     let (_, manifest) = usable_snapshot(&state).await?;
     Ok(json(&manifest))
 }
@@ -91,7 +100,7 @@ pub async fn file(
     Authenticated(principal): Authenticated,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    require_replica(&principal)?;
+    require_replica(&principal, "snapshot_file")?;
     let (snapshot_id, name) = path.into_inner();
     let missing = || ApiError::not_found("snapshot_not_found", "no such snapshot file");
     if !crate::snapshot::is_safe_name(&snapshot_id) || !crate::snapshot::is_safe_name(&name) || name == MANIFEST {

@@ -27,7 +27,12 @@ pub fn app(
     >,
 > {
     let settings = Arc::clone(&state.settings);
-    App::new().app_data(state).wrap(middleware::from_fn(super::request_id)).configure(super::configure(&settings))
+    App::new()
+        .app_data(state)
+        .app_data(web::Data::new(super::host::HostPolicy::from_settings(&settings)))
+        .wrap(middleware::from_fn(super::host::check_host))
+        .wrap(middleware::from_fn(super::request_id))
+        .configure(super::configure(&settings))
 }
 
 /// Runs the server on `settings.server.bind` until a shutdown signal. Refuses to start when the

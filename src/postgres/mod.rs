@@ -80,6 +80,8 @@ pub struct PostgresParams {
     pub sentence_vectors: bool,
     /// The reranker of fused candidates (`retrieval.reranker`).
     pub reranker: crate::config::RerankerKind,
+    /// Most users and groups on one document's access list (`server.max_acl_names_per_document`).
+    pub max_acl_names_per_document: usize,
 }
 
 /// pgvector 0.8's iterative index scan mode.
@@ -310,6 +312,15 @@ impl PostgresBackend {
     /// Upserts a batch of documents into `tenant`, all or nothing, in one transaction.
     pub async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
         validate_batch(&inputs)?;
+        let limit = self.params.max_acl_names_per_document;
+        if let Some(input) = inputs.iter().find(|input| {
+            let acl = crate::acl::normalized(&input.acl);
+            acl.groups.len() + acl.users.len() > limit
+        }) {
+            return Err(
+                AclError::TooLarge { what: format!("the access list of document {}", input.doc_id), limit }.into()
+            );
+        }
         let provisional: Vec<Vec<Chunk>> = inputs
             .iter()
             .map(|input| chunk_document(&to_document(tenant, input, 1), 0, &self.params.chunking))
@@ -466,7 +477,17 @@ impl PostgresBackend {
                 ("delete", &no_names, &no_names, 1)
             }
             AclMutation::Grant { groups, users, .. } => {
-                ("grant", groups, users, add_readers(&transaction, &mut totals, tenant, doc_id, groups, users).await?)
+                let added = add_readers(&transaction, &mut totals, tenant, doc_id, groups, users).await?;
+                let readers: i64 =
+                    transaction.query_one(sql::READERS_COUNT, &[&tenant, &doc_id]).await.map_err(database)?.get(0);
+                let limit = self.params.max_acl_names_per_document;
+                if readers as u64 > limit as u64 {
+                    transaction.rollback().await.map_err(database)?;
+                    return Err(
+                        AclError::TooLarge { what: format!("the access list of document {doc_id}"), limit }.into()
+                    );
+                }
+                ("grant", groups, users, added)
             }
             AclMutation::Revoke { groups: None, users: None, .. } => {
                 let removed = totals.readers(
@@ -752,6 +773,7 @@ impl PostgresParams {
             ca_file: (!postgres.ca_file.is_empty()).then(|| postgres.ca_file.clone().into()),
             sentence_vectors: settings.verifier.sentence_vectors,
             reranker: settings.retrieval.reranker,
+            max_acl_names_per_document: settings.server.max_acl_names_per_document,
         })
     }
 }

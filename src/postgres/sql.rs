@@ -412,6 +412,9 @@ pub const READERS_INSERT: &str = "INSERT INTO document_readers (tenant_id, doc_i
     ON CONFLICT DO NOTHING
     RETURNING kind::text, name";
 
+/// How many readers (users and groups together) a document has: $1 tenant, $2 doc id.
+pub const READERS_COUNT: &str = "SELECT count(*) FROM document_readers WHERE tenant_id = $1 AND doc_id = $2";
+
 /// The tenant's kept counts recounted ($1 tenant), each 0 when they agree: live documents kept
 /// against counted; readers whose kept count disagrees with their reader rows; lexemes whose
 /// kept count disagrees with their postings; reader rows of documents that are not live; chunks
@@ -481,6 +484,7 @@ mod tests {
         (READERS_DELETE_ALL, Nothing),
         (READERS_DELETE, Nothing),
         (READERS_INSERT, Nothing),
+        (READERS_COUNT, Nothing),
         (CHANGE_INSERT, Nothing),
         (LEXICAL_TOTALS, Nothing),
         (LEXICAL_TOTALS_RECOUNTED, Nothing),

@@ -66,6 +66,8 @@ pub struct EngineParams {
     pub store_cache_bytes: usize,
     /// The reranker of fused candidates (`retrieval.reranker`).
     pub reranker: RerankerKind,
+    /// Most users and groups on one document's access list (`server.max_acl_names_per_document`).
+    pub max_acl_names_per_document: usize,
 }
 
 impl EngineParams {
@@ -94,6 +96,7 @@ impl EngineParams {
             sentence_vectors: settings.verifier.sentence_vectors,
             store_cache_bytes: settings.storage.cache_mb.saturating_mul(1 << 20),
             reranker: settings.retrieval.reranker,
+            max_acl_names_per_document: settings.server.max_acl_names_per_document,
         }
     }
 }

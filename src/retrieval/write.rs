@@ -240,6 +240,9 @@ impl Engine {
         if prepared.is_noop() {
             return Ok(prepared.epoch());
         }
+        // Checked on the snapshot the change would publish, under the writer lock: grants in
+        // flight at once cannot add up past the cap.
+        prepared.check_acl_size(self.params().max_acl_names_per_document)?;
         let retired = prepared.retired();
         self.fault(WriteStep::Commit)?;
         if let Some(store) = &self.store {

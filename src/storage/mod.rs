@@ -240,6 +240,53 @@ pub struct Store {
     file: String,
 }
 
+/// Mode of the data directory: it holds every tenant's text in the clear, so only the server's
+/// own user may enter it (as snapshot directories).
+pub const DIRECTORY_MODE: u32 = 0o700;
+/// Mode of the store file.
+pub const FILE_MODE: u32 = 0o600;
+
+/// Creates `directory` (and missing parents) with mode [`DIRECTORY_MODE`], or takes group and
+/// other access away from an existing one, saying so in the log.
+pub fn private_directory(directory: &Path) -> StorageResult<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let shown = directory.display().to_string();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIRECTORY_MODE)
+        .create(directory)
+        .map_err(|error| io(&shown, error))?;
+    restrict(directory)
+}
+
+/// Creates the file at `path` with mode [`FILE_MODE`] when missing (empty; redb fills it), or
+/// takes group and other access away from an existing one, saying so in the log. Done before
+/// redb opens it, so the store is never readable by others, not even for a moment.
+fn private_file(path: &Path) -> StorageResult<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(FILE_MODE)
+        .open(path)
+        .map_err(|error| io(&path.display().to_string(), error))?;
+    restrict(path)
+}
+
+/// Clears the group and other bits of `path` (never adds any), logging a change.
+fn restrict(path: &Path) -> StorageResult<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let shown = path.display().to_string();
+    let current = std::fs::metadata(path).map_err(|error| io(&shown, error))?.permissions().mode() & 0o7777;
+    let wanted = current & !0o077;
+    if wanted != current {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(wanted)).map_err(|error| io(&shown, error))?;
+        tracing::warn!(path = %shown, from = %format!("{current:o}"), to = %format!("{wanted:o}"), "tightened the permissions of the data directory: it holds every tenant's text");
+    }
+    Ok(())
+}
+
 fn io(file: &str, error: impl std::fmt::Display) -> StorageError {
     StorageError::Io { file: file.to_owned(), reason: error.to_string() }
 }
@@ -293,10 +340,11 @@ impl Store {
         dimension: usize,
         cache_bytes: usize,
     ) -> StorageResult<(Self, Recovered)> {
-        std::fs::create_dir_all(directory).map_err(|error| io(&directory.display().to_string(), error))?;
+        private_directory(directory)?;
         let path: PathBuf = directory.join(STORE_FILE);
         let file = path.display().to_string();
         let existed = std::fs::metadata(&path).map(|metadata| metadata.len() > 0).unwrap_or(false);
+        private_file(&path)?;
         // A file redb did not write last (torn or altered) must be refused, never trusted: the
         // integrity check verifies every page checksum of the committed trees on open.
         let db = std::panic::catch_unwind(|| {
@@ -328,12 +376,13 @@ impl Store {
         chunks: &[(std::sync::Arc<Chunk>, Vec<f32>)],
         cache_bytes: usize,
     ) -> StorageResult<Self> {
-        std::fs::create_dir_all(directory).map_err(|error| io(&directory.display().to_string(), error))?;
+        private_directory(directory)?;
         let path = directory.join(STORE_FILE);
         let file = path.display().to_string();
         if std::fs::metadata(&path).map(|metadata| metadata.len() > 0).unwrap_or(false) {
             return Err(io(&file, "a store already exists here; restore only seeds a new data directory"));
         }
+        private_file(&path)?;
         let db =
             redb::Builder::new().set_cache_size(cache_bytes).create(&path).map_err(|error| open_error(&file, error))?;
         let store = Self { db, file };

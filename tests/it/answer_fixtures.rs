@@ -367,6 +367,7 @@ async fn sides(backend: &Backend, settings: &Settings) -> (Arc<dyn ReadSide>, Ar
                 ca_file: crate::postgres::test_database_ca(),
                 sentence_vectors: true,
                 reranker: settings.retrieval.reranker,
+                max_acl_names_per_document: settings.server.max_acl_names_per_document,
             };
             let embedder = Arc::new(HashedEmbedder::new(settings.embedder.dim));
             let backend = warrant::postgres::PostgresBackend::connect(params, embedder).await.expect("connects");

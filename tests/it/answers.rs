@@ -276,7 +276,8 @@ mod streaming {
     /// Parsed server-sent events: (event name, data as JSON).
     fn parse(text: &str) -> Vec<(String, Value)> {
         text.split("\n\n")
-            .filter(|frame| !frame.trim().is_empty())
+            // Comment frames (`: keep-alive`) carry no event.
+            .filter(|frame| !frame.trim().is_empty() && !frame.starts_with(':'))
             .map(|frame| {
                 let field = |name: &str| {
                     frame.lines().find_map(|line| line.strip_prefix(name)).map(str::trim).expect("field").to_owned()
@@ -371,6 +372,69 @@ mod streaming {
         assert!(!body.contains("999 euros"), "the unsupported claim reached the stream");
         let quote = &envelope["answer"]["claims"][0]["citations"][0]["quote"];
         assert_eq!(quote, QUOTE);
+    }
+
+    /// Never answers; sets `cancelled` when its work is dropped (the pipeline was cancelled).
+    struct HangingGenerator {
+        cancelled: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    struct SetOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[async_trait]
+    impl Generator for HangingGenerator {
+        fn name(&self) -> &str {
+            "hanging-test"
+        }
+
+        async fn generate(&self, _: &GenerationRequest) -> Result<String, GeneratorError> {
+            let _cancelled = SetOnDrop(Arc::clone(&self.cancelled));
+            std::future::pending::<()>().await;
+            Err(GeneratorError::Refused("unreachable".into()))
+        }
+    }
+
+    /// Regression: a streamed answer whose client closed the connection normally (FIN, not RST)
+    /// ran on to its deadline, holding its in-flight slot: nothing was written to notice the
+    /// close while the generator ran.
+    #[actix_web::test]
+    async fn a_stream_whose_client_closes_normally_is_cancelled() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let server = start(Some(Arc::new(HangingGenerator { cancelled: Arc::clone(&cancelled) }))).await;
+        let address = server.base.trim_start_matches("http://").to_owned();
+        let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let body =
+            json!({"question": "How much are hotel stays reimbursed per night in London?", "deadline_ms": 60_000})
+                .to_string();
+        let request = format!(
+            "POST /v1/answer HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {}\r\naccept: text/event-stream\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            token(),
+            body.len()
+        );
+        socket.write_all(request.as_bytes()).await.unwrap();
+        // Read until the prompt stage arrived: the generator runs, and nothing more is sent.
+        let mut seen = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains(r#""stage":"prompt""#) {
+            let read = tokio::time::timeout(Duration::from_secs(30), socket.read(&mut buffer)).await.unwrap().unwrap();
+            assert!(read > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buffer[..read]);
+        }
+        // Everything sent was read, so closing sends a FIN (not an RST).
+        drop(socket);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+            assert!(std::time::Instant::now() < deadline, "the work went on after the client closed its stream");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     #[actix_web::test]

@@ -171,6 +171,78 @@ async fn demo_tokens_are_refused_outside_demo_mode() {
         assert_eq!(reply.status, 404, "{what}");
         // The console itself is still served (sign in by pasting a token).
         assert_eq!(send!(&service, "GET", "/console", None::<&str>, None).status, 200, "{what}");
+        // Regression: malformed requests got 400/405/415 here, telling a prober the routes
+        // exist. Every one now gets exactly the reply of an unknown route.
+        for path in ["/console/demo-token", "/console/demo-users"] {
+            for (method, content_type, body) in [
+                ("POST", "application/json", "{not json"),
+                ("POST", "text/plain", "alice"),
+                ("POST", "application/json", r#"{"who": 1}"#),
+                ("GET", "", ""),
+                ("PUT", "application/json", "{}"),
+                ("DELETE", "", ""),
+            ] {
+                let ask = |uri: &str| {
+                    let mut request = TestRequest::default().method(method.parse().unwrap()).uri(uri);
+                    if !content_type.is_empty() {
+                        request = request.insert_header(("content-type", content_type)).set_payload(body);
+                    }
+                    request.to_request()
+                };
+                let demo = self::reply(call_service(&service, ask(path)).await).await;
+                let unknown = self::reply(call_service(&service, ask("/console/no-such-route")).await).await;
+                assert_eq!((demo.status, &demo.text), (unknown.status, &unknown.text), "{what}: {method} {path}");
+                assert_eq!(demo.status, 404, "{what}: {method} {path}");
+                assert!(demo.headers.get("allow").is_none(), "{what}: {method} {path}");
+            }
+        }
+    }
+}
+
+/// Regression: in demo mode `POST /console/demo-token` with `Host: rebind.attacker.example`
+/// returned an acme admin token, so a DNS-rebinding web page could drive a loopback demo server.
+#[actix_web::test]
+async fn a_demo_server_answers_loopback_host_names_only() {
+    let service = init_service(app(state(demo_settings()).await)).await;
+    let with_host = |method: &str, uri: &str, host: &str| {
+        let request = TestRequest::default().method(method.parse().unwrap()).uri(uri).insert_header(("host", host));
+        if method == "POST" { request.set_json(json!({"user": "root"})) } else { request }.to_request()
+    };
+    for host in
+        ["rebind.attacker.example", "rebind.attacker.example:8080", "localhost.attacker.example", "0.0.0.0:8080"]
+    {
+        let minted = reply(call_service(&service, with_host("POST", "/console/demo-token", host)).await).await;
+        assert_eq!((minted.status, minted.body["code"].as_str()), (421, Some("host_not_allowed")), "{host}");
+        assert!(!minted.text.contains("eyJ"), "{host}: a token leaked");
+        for uri in ["/console/demo-users", "/console", "/v1/documents/travel-policy", "/healthz"] {
+            assert_eq!(
+                reply(call_service(&service, with_host("GET", uri, host)).await).await.status,
+                421,
+                "{host} {uri}"
+            );
+        }
+    }
+    for host in ["localhost:8080", "127.0.0.1:8080", "[::1]:8080", "LOCALHOST"] {
+        let minted = reply(call_service(&service, with_host("POST", "/console/demo-token", host)).await).await;
+        assert_eq!(minted.status, 200, "{host}: {}", minted.text);
+    }
+}
+
+#[actix_web::test]
+async fn outside_demo_mode_allowed_hosts_name_the_hosts_answered() {
+    let mut settings = demo_settings();
+    settings.auth.hs256_secret = "a-private-secret-of-this-deployment".into();
+    let open = init_service(app(state(settings.clone()).await)).await;
+    let get = |uri: &str, host: &str| TestRequest::get().uri(uri).insert_header(("host", host)).to_request();
+    assert_eq!(reply(call_service(&open, get("/console", "anything.example")).await).await.status, 200);
+    settings.server.allowed_hosts = vec!["warrant.example.com".into()];
+    let bound = init_service(app(state(settings).await)).await;
+    for host in ["warrant.example.com", "Warrant.Example.com:443"] {
+        assert_eq!(reply(call_service(&bound, get("/console", host)).await).await.status, 200, "{host}");
+    }
+    for host in ["attacker.example", "localhost:8080", "warrant.example.com.attacker.example"] {
+        let refused = reply(call_service(&bound, get("/console", host)).await).await;
+        assert_eq!((refused.status, refused.body["code"].as_str()), (421, Some("host_not_allowed")), "{host}");
     }
 }
 
@@ -269,6 +341,17 @@ async fn a_document_is_readable_exactly_when_the_caller_may_read_it_and_its_chun
         assert_eq!((reply.status, reply.text.as_str()), (404, missing.text.as_str()));
     }
     assert_eq!(send!(&service, "GET", "/v1/documents/reorg-plan", None::<&str>, None).status, 401);
+    // Regression: `%ff` was read as U+FFFD (another id than the one sent) instead of the
+    // documented 400; a percent-encoded id that is UTF-8 names the document.
+    for bad in ["/v1/documents/%ff", "/v1/documents/reorg%C3-plan", "/v1/documents/%ed%a0%80"] {
+        let reply = send!(&service, "GET", bad, Some(&alice), None);
+        assert_eq!((reply.status, reply.body["code"].as_str()), (400, Some("invalid_path")), "{bad}");
+    }
+    let epoch = send!(&service, "GET", "/v1/documents/reorg-plan", Some(&alice), None).body["acl_epoch"].clone();
+    let reply = send!(&service, "DELETE", "/v1/admin/documents/%ff", Some(&root), None);
+    assert_eq!((reply.status, reply.body["code"].as_str()), (400, Some("invalid_path")));
+    let encoded = send!(&service, "GET", "/v1/documents/reorg%2Dpl%61n", Some(&alice), None);
+    assert_eq!((encoded.status, &encoded.body["acl_epoch"]), (200, &epoch), "nothing changed; the encoded id reads");
     // Same doc_id in two tenants: each reads its own.
     let acme = send!(&service, "GET", "/v1/documents/travel-policy", Some(&bob), None);
     let globex = send!(&service, "GET", "/v1/documents/travel-policy", Some(&gina), None);

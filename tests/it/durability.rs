@@ -110,6 +110,31 @@ async fn every_acknowledged_write_survives_a_restart_with_its_lineage_and_nothin
 }
 
 /// One write of each kind, applied to an engine holding `hotel` (v1, group all).
+/// Regression: `warrant.redb` was created 0644 in a 0755 data directory, readable by every
+/// local user though it holds every tenant's text (snapshots of the same data were 0600/0700).
+#[actix_web::test]
+async fn the_data_directory_and_its_store_are_private_new_or_existing() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    let chmod = |path: &Path, mode: u32| std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let settings = settings(2);
+    let data = root.path().join("new").join("data");
+    let engine = open(&data, &settings).await;
+    engine.upsert("acme", vec![doc("a", "A", "Hotel stays cost 180 euros.", &["all"])]).await.unwrap();
+    drop(engine);
+    assert_eq!(mode(&data), 0o700, "a new data directory");
+    assert_eq!(mode(&data.join(warrant::storage::STORE_FILE)), 0o600, "a new store");
+    // An existing directory and store left readable (an older build made them so): tightened at
+    // start, the data kept.
+    chmod(&data, 0o755);
+    chmod(&data.join(warrant::storage::STORE_FILE), 0o644);
+    let engine = open(&data, &settings).await;
+    assert_eq!(mode(&data), 0o700, "an existing data directory");
+    assert_eq!(mode(&data.join(warrant::storage::STORE_FILE)), 0o600, "an existing store");
+    assert_eq!(visible(&engine, "acme", "u", &["all"]).await.len(), 1);
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Write {
     NewDocument,
@@ -245,6 +270,7 @@ async fn durable_state(directory: &Path) -> actix_web::web::Data<warrant::http::
     let mut settings = settings(2);
     settings.storage.dir = directory.join("data").display().to_string();
     settings.snapshots.dir = directory.join("snapshots").display().to_string();
+    settings.auth.replica_subjects = vec!["replica-1".into()];
     let embedder: Arc<dyn warrant::embed::Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
     let providers = warrant::providers::Providers {
         embedder: Arc::clone(&embedder),
@@ -355,6 +381,16 @@ async fn snapshots_need_the_operator_role_and_replica_endpoints_the_replica_role
     }
     let (status, _, _) = send!(app, GET, &format!("/v1/replica/snapshot/{id}/{name}"), &acme_admin);
     assert_eq!(status, 403);
+    // Role `replica` is a credential only for a configured replica subject (auth.replica_subjects):
+    // with any other subject, in any tenant, it reads neither snapshots nor the whole feed.
+    for unlisted in [token("nobody", "nobody", &[], "replica"), token("globex", "replica-2", &[], "replica")] {
+        assert_eq!(send!(app, GET, "/v1/replica/snapshot", &unlisted).0, 403);
+        assert_eq!(send!(app, GET, &format!("/v1/replica/snapshot/{id}/{name}"), &unlisted).0, 403);
+        assert_eq!(send!(app, GET, "/v1/admin/acl/changes?since=0", &unlisted).0, 403);
+    }
+    let (status, feed, _) = send!(app, GET, "/v1/admin/acl/changes?since=0", &replica);
+    assert_eq!(status, 200);
+    assert!(!feed["changes"].as_array().unwrap().is_empty(), "the configured replica reads every tenant's changes");
 }
 
 #[actix_web::test]

@@ -57,6 +57,7 @@ fn params(url: &str) -> PostgresParams {
         ca_file: test_database_ca(),
         sentence_vectors: true,
         reranker: warrant::config::RerankerKind::Identity,
+        max_acl_names_per_document: 4096,
     }
 }
 
@@ -324,6 +325,31 @@ async fn postgres_grant_delete_and_noops() {
     backend.mutate(delete.clone()).await.unwrap();
     assert!(backend.retrieve(&dave, "launch plan April").await.unwrap().candidates.is_empty());
     assert_eq!(backend.mutate(delete).await.expect_err("deleted").code(), "document_not_found");
+}
+
+/// Regression: nothing capped a document's access list. Grants that add up past
+/// `max_acl_names_per_document` are refused with `acl_too_large`, changing nothing, as is an
+/// upsert whose list alone is past it.
+#[actix_web::test]
+async fn postgres_a_documents_access_list_is_capped() {
+    let Some(url) = fresh_database().await else { return };
+    let mut capped = params(&url);
+    capped.max_acl_names_per_document = 3;
+    let backend = PostgresBackend::connect(capped, Arc::new(HashedEmbedder::new(DIMENSION))).await.unwrap();
+    backend.upsert("acme", vec![doc("plan", "Plan", "The launch plan targets April.", &["exec"])]).await.unwrap();
+    let grant = |users: &[&str]| AclMutation::Grant {
+        tenant: "acme".into(),
+        doc_id: "plan".into(),
+        groups: vec![],
+        users: users.iter().map(|user| user.to_string()).collect(),
+    };
+    let epoch = backend.mutate(grant(&["ann", "bo"])).await.unwrap();
+    assert_eq!(backend.mutate(grant(&["cy"])).await.expect_err("4 names").code(), "acl_too_large");
+    let cy = principal("acme", "cy", &[]);
+    assert!(backend.retrieve(&cy, "launch plan April").await.unwrap().candidates.is_empty(), "nothing granted");
+    assert_eq!(backend.mutate(grant(&["ann"])).await.unwrap(), epoch, "the epoch did not move");
+    let crowded = doc("crowded", "Crowded", "Crowded.", &["a", "b", "c", "d"]);
+    assert_eq!(backend.upsert("acme", vec![crowded]).await.expect_err("4 names").code(), "acl_too_large");
 }
 
 /// One random corpus: (tenant index, groups, users) per document.

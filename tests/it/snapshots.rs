@@ -415,6 +415,7 @@ pub(crate) fn command(snapshot_dir: &Path, arguments: &[&str]) -> Command {
         .env("WARRANT__SNAPSHOTS__DIR", snapshot_dir)
         .env("WARRANT__STORAGE__DIR", "")
         .env("WARRANT__REPLICA__TOKEN_ENV", REPLICA_TOKEN_ENV)
+        .env("WARRANT__AUTH__REPLICA_SUBJECTS", r#"["replica-1"]"#)
         .env("WARRANT__REPLICA__MAX_LAG_MS", MAX_LAG_MS.to_string())
         .env("WARRANT__REPLICA__POLL_INTERVAL_MS", "100")
         .env(REPLICA_TOKEN_ENV, token("replication", "replica-1", &[], "replica"))

@@ -267,39 +267,14 @@ pub struct RetrieveResponse {
     pub acl_epoch: u64,
     /// Fewer than `k` authorized chunks exist.
     pub short: bool,
-    /// Extension: what the vector search did in each shard (strategy, vectors allowed by the
-    /// caller's scope, distance computations). Counts only the caller's own scope.
-    pub vector_search: Vec<VectorSearchOut>,
+    // No per-shard vector search report (strategy, allowed, distance computations): how a
+    // walk goes depends on every tenant's vectors in the shard, so its counts told a caller how
+    // much other tenants hold. `warrant bench filtered` prints them.
 }
 
 impl From<layer::RetrieveResponse> for RetrieveResponse {
     fn from(response: layer::RetrieveResponse) -> Self {
-        let layer::RetrieveResponse { chunks, acl_epoch, short, vector_search } = response;
-        Self {
-            chunks: chunks.into_iter().map(RetrievedChunk::from).collect(),
-            acl_epoch,
-            short,
-            vector_search: vector_search.into_iter().map(VectorSearchOut::from).collect(),
-        }
-    }
-}
-
-/// One shard's vector search report.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct VectorSearchOut {
-    /// Shard number.
-    pub shard: usize,
-    /// `exact`, `graph` or `empty`.
-    pub strategy: String,
-    /// Vectors of the shard inside the scope (a lower bound under `graph`).
-    pub allowed: usize,
-    /// Distance computations made.
-    pub distance_computations: usize,
-}
-
-impl From<layer::VectorSearchOut> for VectorSearchOut {
-    fn from(report: layer::VectorSearchOut) -> Self {
-        let layer::VectorSearchOut { shard, strategy, allowed, distance_computations } = report;
-        Self { shard, strategy, allowed, distance_computations }
+        let layer::RetrieveResponse { chunks, acl_epoch, short } = response;
+        Self { chunks: chunks.into_iter().map(RetrievedChunk::from).collect(), acl_epoch, short }
     }
 }

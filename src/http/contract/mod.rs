@@ -26,7 +26,7 @@ mod tests {
 
     use crate::answer::response::{
         Abstention, AnswerBody, AnswerMetrics, AnswerResponse, AnswerStatus, ChunkRef, CitationOut, ClaimOut,
-        RetrieveResponse, RetrievedChunk, VectorSearchOut,
+        RetrieveResponse, RetrievedChunk,
     };
     use crate::answer::validate::AbstentionReason;
 
@@ -144,10 +144,6 @@ mod tests {
             ],
             acl_epoch: 19,
             short: true,
-            vector_search: vec![
-                VectorSearchOut { shard: 0, strategy: "exact".to_owned(), allowed: 12, distance_computations: 13 },
-                VectorSearchOut { shard: 1, strategy: "graph".to_owned(), allowed: 900, distance_computations: 211 },
-            ],
         };
         assert_same_json::<_, answer::RetrieveResponse>(response);
     }

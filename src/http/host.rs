@@ -1,0 +1,152 @@
+//! The `Host` check: which host names this server answers, so that a web page whose name was
+//! rebound to this server's address (DNS rebinding) cannot drive it through a visitor's browser.
+//!
+//! Invariants:
+//! - in demo mode (the published demo key on a loopback bind, see
+//!   [`super::console::DemoUsers::demo_mode`]) only loopback host names are answered
+//!   (`localhost`, 127.0.0.0/8, `[::1]`): a page at `rebind.attacker.example` resolving to
+//!   127.0.0.1 gets 421 `host_not_allowed`, never a demo token;
+//! - otherwise, when `server.allowed_hosts` lists names, only those are answered; an empty list
+//!   answers any host (a deployment behind its own proxy);
+//! - the check reads the `Host` header (or the HTTP/2 authority) only, never `Forwarded` or
+//!   `X-Forwarded-Host`, which any client may set; a request with no host at all (HTTP/1.0)
+//!   is let through, since no browser sends one;
+//! - a refused request reaches no handler: nothing is read, minted or changed.
+
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header;
+use actix_web::middleware::Next;
+use actix_web::web;
+
+use crate::config::{Settings, is_loopback_host};
+
+use super::error::ApiError;
+
+/// The host names one app answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostPolicy {
+    /// Any host.
+    Any,
+    /// Loopback names only (demo mode).
+    Loopback,
+    /// These names (lowercase, without port).
+    Listed(Vec<String>),
+}
+
+impl HostPolicy {
+    /// The policy `settings` ask for (see the module's invariants).
+    pub fn from_settings(settings: &Settings) -> Self {
+        if super::console::DemoUsers::demo_mode(settings) {
+            Self::Loopback
+        } else if settings.server.allowed_hosts.is_empty() {
+            Self::Any
+        } else {
+            Self::Listed(settings.server.allowed_hosts.iter().map(|host| normalized(host)).collect())
+        }
+    }
+
+    /// Whether a request naming `host` (a `Host` header value, port included or not) is
+    /// answered; `None` is a request without a host.
+    pub fn allows(&self, host: Option<&str>) -> bool {
+        let Some(host) = host else { return true };
+        let name = normalized(host_name(host));
+        match self {
+            Self::Any => true,
+            Self::Loopback => is_loopback_host(&name),
+            Self::Listed(names) => names.contains(&name),
+        }
+    }
+}
+
+/// Lowercase, without a trailing dot (`Example.COM.` and `example.com` are one name).
+fn normalized(host: &str) -> String {
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// The host name of a `Host` value: `[v6]:port` → `[v6]`, `name:port` → `name`.
+fn host_name(value: &str) -> &str {
+    let value = value.trim();
+    if value.starts_with('[') {
+        return value.find(']').map_or(value, |end| &value[..=end]);
+    }
+    match value.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|byte| byte.is_ascii_digit()) => name,
+        _ => value,
+    }
+}
+
+/// Middleware: answers 421 `host_not_allowed` to a request whose host the app's
+/// [`HostPolicy`] (app data) does not allow.
+pub async fn check_host(
+    request: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    let allowed = match request.app_data::<web::Data<HostPolicy>>() {
+        None => true,
+        Some(policy) => {
+            let from_header = request.headers().get(header::HOST).map(|value| value.to_str().unwrap_or("\u{0}"));
+            let host = from_header.or_else(|| request.uri().authority().map(|authority| authority.as_str()));
+            policy.allows(host)
+        }
+    };
+    if !allowed {
+        metrics::counter!("warrant_hosts_refused_total").increment(1);
+        let response = actix_web::ResponseError::error_response(&ApiError::new(
+            actix_web::http::StatusCode::MISDIRECTED_REQUEST,
+            "host_not_allowed",
+            "this server does not answer requests for that host name",
+        ));
+        return Ok(request.into_response(response).map_into_right_body());
+    }
+    Ok(next.call(request).await?.map_into_left_body())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_lose_their_port_and_case() {
+        assert_eq!(host_name("localhost:8080"), "localhost");
+        assert_eq!(host_name("[::1]:8080"), "[::1]");
+        assert_eq!(host_name("[::1]"), "[::1]");
+        assert_eq!(host_name("Example.com"), "Example.com");
+        let listed = HostPolicy::Listed(vec!["warrant.example.com".into()]);
+        assert!(listed.allows(Some("Warrant.Example.COM:443")));
+        assert!(listed.allows(Some("warrant.example.com.")));
+        assert!(!listed.allows(Some("warrant.example.com.attacker.example")));
+        assert!(!listed.allows(Some("localhost")));
+    }
+
+    #[test]
+    fn demo_mode_answers_loopback_names_only() {
+        let loopback = HostPolicy::Loopback;
+        for host in ["localhost:8080", "127.0.0.1:8080", "[::1]:8080", "LOCALHOST", "127.0.0.2"] {
+            assert!(loopback.allows(Some(host)), "{host}");
+        }
+        for host in [
+            "rebind.attacker.example",
+            "rebind.attacker.example:8080",
+            "localhost.attacker.example",
+            "0.0.0.0",
+            "\u{0}",
+            "",
+        ] {
+            assert!(!loopback.allows(Some(host)), "{host}");
+        }
+        assert!(loopback.allows(None), "a request without a host is not a browser's");
+        assert!(HostPolicy::Any.allows(Some("anything.example")));
+    }
+
+    #[test]
+    fn the_policy_follows_the_settings() {
+        let demo = Settings::defaults();
+        assert_eq!(HostPolicy::from_settings(&demo), HostPolicy::Loopback);
+        let mut private = Settings::defaults();
+        private.auth.hs256_secret = "a-private-secret-of-this-deployment-32b".into();
+        assert_eq!(HostPolicy::from_settings(&private), HostPolicy::Any);
+        private.server.allowed_hosts = vec!["Warrant.Example.com".into()];
+        assert_eq!(HostPolicy::from_settings(&private), HostPolicy::Listed(vec!["warrant.example.com".into()]));
+    }
+}
