@@ -241,6 +241,15 @@
         claims.append(item);
       }
       container.append(claims);
+      // Claims the generator wrote that validation withheld: said, by code, never hidden.
+      const withheld = body.answer.partial ? body.answer.withheld || [] : [];
+      if (withheld.length) {
+        const box = el("div", { cls: "withheld", attrs: { "data-withheld": withheld.length } },
+          el("strong", { text: "Partial answer: " }),
+          withheld.length + (withheld.length === 1 ? " claim was" : " claims were") + " withheld by validation ");
+        withheld.forEach((entry) => box.append(el("code", { text: entry.reason }), " "));
+        container.append(box);
+      }
     } else if (body.abstention) {
       const reason = body.abstention.reason;
       const box = el("div", { cls: "abstention", attrs: { "data-reason": reason } },

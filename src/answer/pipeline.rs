@@ -33,7 +33,7 @@ use super::AnswerResult;
 use super::generator::{Generator, OutputShape};
 use super::response::{
     Abstention, AnswerBody, AnswerMetrics, AnswerResponse, AnswerStatus, ChunkRef, CitationOut, ClaimOut,
-    RetrieveResponse, RetrievedChunk,
+    RetrieveResponse, RetrievedChunk, Withheld,
 };
 use super::validate::{AbstentionReason, Problem, ValidClaim};
 use super::verifier::SupportVerifier;
@@ -130,6 +130,18 @@ impl StageClock {
     }
 }
 
+/// The claims of the generator's output that validation dropped while others stand, in its
+/// order: one entry each, with the code of its first problem (a problem of a claim that stands
+/// is a dropped citation, not a withheld claim).
+fn withheld(claims: &[ValidClaim], problems: &[Problem]) -> Vec<Withheld> {
+    let standing: std::collections::BTreeSet<usize> = claims.iter().map(|claim| claim.number).collect();
+    let mut dropped: std::collections::BTreeMap<usize, &'static str> = std::collections::BTreeMap::new();
+    for problem in problems.iter().filter(|problem| problem.claim > 0 && !standing.contains(&problem.claim)) {
+        dropped.entry(problem.claim).or_insert(problem.rejection.code());
+    }
+    dropped.into_values().map(|code| Withheld { reason: code.to_owned() }).collect()
+}
+
 /// The answer pipeline with its providers.
 pub struct AnswerPipeline {
     reader: Arc<dyn ReadSide>,
@@ -167,8 +179,9 @@ impl RequestState {
         }
     }
 
-    fn answered(mut self, claims: Vec<ValidClaim>) -> AnswerResponse {
+    fn answered(mut self, claims: Vec<ValidClaim>, problems: &[Problem]) -> AnswerResponse {
         self.metrics.stages_ms = self.clock.stages;
+        let withheld = withheld(&claims, problems);
         let anchored = claims.iter().filter(|claim| claim.anchored).count();
         self.metrics.claims_anchored = u32::try_from(anchored).unwrap_or(u32::MAX);
         metrics::counter!("warrant_claims_anchored_total").increment(anchored as u64);
@@ -197,7 +210,7 @@ impl RequestState {
         AnswerResponse {
             request_id: self.request_id,
             status: AnswerStatus::Answered,
-            answer: Some(AnswerBody { claims }),
+            answer: Some(AnswerBody { claims, partial: !withheld.is_empty(), withheld }),
             abstention: None,
             acl_epoch: self.acl_epoch,
             metrics: self.metrics,
@@ -250,7 +263,7 @@ impl AnswerPipeline {
         match outcome {
             Ok((claims, problems)) => {
                 state.reject(&problems);
-                Ok(state.answered(claims))
+                Ok(state.answered(claims, &problems))
             }
             Err(Halt::Abstain(reason, diagnostics)) => Ok(state.abstain(reason, diagnostics)),
             Err(Halt::Fault(error)) => Err(error),

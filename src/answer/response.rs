@@ -83,6 +83,22 @@ pub struct ClaimOut {
 pub struct AnswerBody {
     /// Validated claims.
     pub claims: Vec<ClaimOut>,
+    /// Extension: whether claims the generator wrote were withheld (dropped by validation under
+    /// `claim_policy = "drop_claim"`), so the claims above are not all it said. Sent only when
+    /// true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
+    /// Extension: one entry per withheld claim, in the generator's order: its rejection code,
+    /// never its text. Sent only when not empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<Withheld>,
+}
+
+/// A claim the generator wrote that validation withheld: why, as a code (no text).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Withheld {
+    /// The rejection code of the claim (e.g. `unsupported_claim`).
+    pub reason: String,
 }
 
 /// Why the server abstained, with safe diagnostic codes.

@@ -366,6 +366,9 @@ mod streaming {
         let envelope = &events.last().unwrap().1;
         assert_eq!(envelope["status"], "answered", "{envelope}");
         assert_eq!(envelope["metrics"]["citations_rejected"]["unsupported_claim"], 1, "{envelope}");
+        // Regression (issue 47): a claim dropped under drop_claim left the answer looking whole.
+        assert_eq!(envelope["answer"]["partial"], true, "{envelope}");
+        assert_eq!(envelope["answer"]["withheld"], json!([{"reason": "unsupported_claim"}]), "{envelope}");
         let streamed: Vec<&str> =
             events.iter().filter(|(name, _)| name == "claim").map(|(_, data)| data["text"].as_str().unwrap()).collect();
         assert_eq!(streamed, [HOTEL]);

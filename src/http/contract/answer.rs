@@ -104,12 +104,41 @@ impl From<layer::ClaimOut> for ClaimOut {
 pub struct AnswerBody {
     /// Validated claims.
     pub claims: Vec<ClaimOut>,
+    /// Extension: `true` when claims the generator wrote were withheld by validation (the
+    /// claims above are not all it said); absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[schema(required = false)]
+    pub partial: bool,
+    /// Extension: one entry per withheld claim, in the generator's order, with its rejection
+    /// code only (never its text); absent when none was withheld.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(required = false)]
+    pub withheld: Vec<Withheld>,
 }
 
 impl From<layer::AnswerBody> for AnswerBody {
     fn from(body: layer::AnswerBody) -> Self {
-        let layer::AnswerBody { claims } = body;
-        Self { claims: claims.into_iter().map(ClaimOut::from).collect() }
+        let layer::AnswerBody { claims, partial, withheld } = body;
+        Self {
+            claims: claims.into_iter().map(ClaimOut::from).collect(),
+            partial,
+            withheld: withheld.into_iter().map(Withheld::from).collect(),
+        }
+    }
+}
+
+/// A claim validation withheld: its rejection code (no text).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Withheld {
+    /// The claim's rejection code, e.g. `unsupported_claim`.
+    #[schema(example = "unsupported_claim")]
+    pub reason: String,
+}
+
+impl From<layer::Withheld> for Withheld {
+    fn from(withheld: layer::Withheld) -> Self {
+        let layer::Withheld { reason } = withheld;
+        Self { reason }
     }
 }
 

@@ -26,7 +26,7 @@ mod tests {
 
     use crate::answer::response::{
         Abstention, AnswerBody, AnswerMetrics, AnswerResponse, AnswerStatus, ChunkRef, CitationOut, ClaimOut,
-        RetrieveResponse, RetrievedChunk,
+        RetrieveResponse, RetrievedChunk, Withheld,
     };
     use crate::answer::validate::AbstentionReason;
 
@@ -79,6 +79,8 @@ mod tests {
             request_id: "request-1".to_owned(),
             status: AnswerStatus::Answered,
             answer: Some(AnswerBody {
+                partial: true,
+                withheld: vec![Withheld { reason: "unsupported_claim".to_owned() }],
                 claims: vec![
                     ClaimOut {
                         text: "Hotel stays in London are reimbursed up to 250 GBP per night.".to_owned(),
@@ -98,6 +100,12 @@ mod tests {
             metrics: metrics(),
         };
         assert_same_json::<_, answer::AnswerResponse>(response.clone());
+        // A whole answer carries neither `partial` nor `withheld`.
+        let mut whole = response.clone();
+        whole.answer = whole.answer.map(|body| AnswerBody { partial: false, withheld: vec![], ..body });
+        let sent = serde_json::to_value(answer::AnswerResponse::from(whole.clone())).unwrap();
+        assert!(sent["answer"].get("partial").is_none() && sent["answer"].get("withheld").is_none(), "{sent}");
+        assert_same_json::<_, answer::AnswerResponse>(whole);
         let claim = response.answer.iter().flat_map(|answer| answer.claims.clone()).next().unwrap();
         assert_same_json::<_, answer::ClaimOut>(claim);
     }
