@@ -65,6 +65,17 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/console/demo-token"),
 ];
 
+/// The routes only a demo serves ([`console::DemoUsers::demo_mode`]): elsewhere they are neither
+/// registered nor documented, so they answer like any unknown route.
+pub const DEMO_ROUTES: &[&str] = &["/console/demo-users", "/console/demo-token"];
+
+/// The routes a server with `settings` serves and documents: [`ROUTES`], less [`DEMO_ROUTES`]
+/// outside demo mode.
+pub fn served_routes(settings: &Settings) -> Vec<(&'static str, &'static str)> {
+    let demo = console::DemoUsers::demo_mode(settings);
+    ROUTES.iter().copied().filter(|(_, path)| demo || !DEMO_ROUTES.contains(path)).collect()
+}
+
 /// Shared state of all handlers.
 pub struct AppState {
     /// The backend's read side (documents, readiness; the pipeline holds the same one).

@@ -2,7 +2,8 @@
 //! annotations and the schema derives of the wire types, then given this server's configured
 //! limits. Clients are generated from it, so it must describe exactly what the server does.
 //!
-//! Invariants: the document lists exactly [`super::ROUTES`]; every route that takes a token
+//! Invariants: the document lists exactly the routes served ([`super::served_routes`]: [`super::ROUTES`],
+//! less the demo routes outside demo mode); every route that takes a token
 //! declares `bearer` security and [`Unauthenticated`], every route that needs a role also
 //! [`Forbidden`], every route that reads a JSON body [`JsonBodyRejected`]; every error response
 //! is an [`ErrorBody`]; request schemas declare the constraints the handlers enforce (the patterns
@@ -125,6 +126,13 @@ pub fn document(settings: &Settings) -> Document {
         _ => false,
     };
     debug_assert!(applied, "UpsertBody.documents is not an array property");
+    // Outside demo mode the demo routes do not exist: documenting them would promise a 405 for
+    // other methods where the server answers the 404 of an unknown route.
+    if !super::console::DemoUsers::demo_mode(settings) {
+        for path in super::DEMO_ROUTES {
+            document.paths.paths.remove(*path);
+        }
+    }
     document
 }
 

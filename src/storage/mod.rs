@@ -247,15 +247,29 @@ pub const DIRECTORY_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
 
 /// Creates `directory` (and missing parents) with mode [`DIRECTORY_MODE`], or takes group and
-/// other access away from an existing one, saying so in the log.
+/// other access away from an existing one, saying so in the log. An existing directory that is
+/// open to others and is not a data directory (it holds other files, or is a shared directory
+/// such as `/tmp`) is refused, never changed: `storage.dir` must be a directory of its own.
 pub fn private_directory(directory: &Path) -> StorageResult<()> {
-    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let shown = directory.display().to_string();
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(DIRECTORY_MODE)
         .create(directory)
         .map_err(|error| io(&shown, error))?;
+    let mode = std::fs::metadata(directory).map_err(|error| io(&shown, error))?.permissions().mode();
+    if mode & 0o077 != 0 {
+        let empty = std::fs::read_dir(directory).map_err(|error| io(&shown, error))?.next().is_none();
+        let ours = empty || directory.join(STORE_FILE).exists();
+        if !ours || mode & 0o1000 != 0 {
+            return Err(io(
+                &shown,
+                "the directory is open to other users and is not a warrant data directory (it holds other files, or \
+                 is shared); set storage.dir to a directory of its own",
+            ));
+        }
+    }
     restrict(directory)
 }
 

@@ -171,6 +171,11 @@ async fn demo_tokens_are_refused_outside_demo_mode() {
         assert_eq!(reply.status, 404, "{what}");
         // The console itself is still served (sign in by pasting a token).
         assert_eq!(send!(&service, "GET", "/console", None::<&str>, None).status, 200, "{what}");
+        // Neither are the demo routes documented (a document listing them promised 405s).
+        let spec = send!(&service, "GET", "/openapi.json", None::<&str>, None).body;
+        for path in warrant::http::DEMO_ROUTES {
+            assert!(spec["paths"].get(*path).is_none(), "{what}: {path} documented");
+        }
         // Regression: malformed requests got 400/405/415 here, telling a prober the routes
         // exist. Every one now gets exactly the reply of an unknown route.
         for path in ["/console/demo-token", "/console/demo-users"] {
@@ -221,6 +226,10 @@ async fn a_demo_server_answers_loopback_host_names_only() {
                 "{host} {uri}"
             );
         }
+    }
+    let spec = reply(call_service(&service, with_host("GET", "/openapi.json", "localhost:8080")).await).await.body;
+    for path in warrant::http::DEMO_ROUTES {
+        assert!(spec["paths"][*path].is_object(), "demo mode documents {path}");
     }
     for host in ["localhost:8080", "127.0.0.1:8080", "[::1]:8080", "LOCALHOST"] {
         let minted = reply(call_service(&service, with_host("POST", "/console/demo-token", host)).await).await;

@@ -133,6 +133,17 @@ async fn the_data_directory_and_its_store_are_private_new_or_existing() {
     assert_eq!(mode(&data), 0o700, "an existing data directory");
     assert_eq!(mode(&data.join(warrant::storage::STORE_FILE)), 0o600, "an existing store");
     assert_eq!(visible(&engine, "acme", "u", &["all"]).await.len(), 1);
+    drop(engine);
+    // A shared directory that is not a data directory is refused, never changed.
+    let shared = root.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::write(shared.join("someone-elses-file"), b"x").unwrap();
+    chmod(&shared, 0o1777);
+    let embedder = Arc::new(HashedEmbedder::new(settings.embedder.dim));
+    let params = EngineParams::from_settings(&settings, settings.embedder.dim);
+    let refused = Engine::open(params, embedder, &shared).await.err().expect("refused");
+    assert!(refused.to_string().contains("storage.dir"), "{refused}");
+    assert_eq!(mode(&shared), 0o777, "left as it was");
 }
 
 #[derive(Clone, Copy, Debug)]
