@@ -265,6 +265,22 @@ pub fn build_state_on(
             crate::snapshot::checkpoint::spawn(Arc::clone(engine), Arc::clone(&settings));
         }
     }
+    // An embedded primary with configured replicas keeps its committed changes for them.
+    let replication = match &engine {
+        Some(engine) if settings.replica.follow.is_empty() && !settings.auth.replica_subjects.is_empty() => {
+            let replica = &settings.replica;
+            let log = Arc::new(crate::replication::ReplicationLog::new(
+                engine.acl().epoch(),
+                replica.stream_buffer_mb.saturating_mul(1 << 20),
+                replica.sync,
+                std::time::Duration::from_millis(replica.lease_ms),
+                std::time::Duration::from_millis(replica.heartbeat_ms),
+            ));
+            engine.attach_sink(Arc::clone(&log) as Arc<dyn crate::retrieval::ChangeSink>);
+            Some(log)
+        }
+        _ => None,
+    };
     let pipeline = Arc::new(pipeline(&settings, Arc::clone(&reader), &providers));
     let state = web::Data::new(AppState {
         reader,
@@ -282,6 +298,7 @@ pub fn build_state_on(
         settings,
         ready: AtomicBool::new(false),
         replica,
+        replication,
     });
     Ok(state)
 }

@@ -574,10 +574,47 @@ pub struct ReplicaSettings {
     /// Name of the environment variable holding the replica's service token (role `replica`).
     #[serde(default)]
     pub token_env: String,
-    /// Longest time without a successful poll before answers fail closed (503 `replica_stale`).
+    /// Longest time without a heartbeat at the primary's epoch before answers fail closed
+    /// (503 `replica_stale`).
     pub max_lag_ms: u64,
-    /// Time between two polls of the primary's change feed.
+    /// Time between two attempts to (re)connect to the primary's stream.
     pub poll_interval_ms: u64,
+    /// Which acknowledged changes wait for every leased replica (on the primary):
+    /// `revocations` (deletes, revokes and upserts that retire a version), `all`, or `none`
+    /// (replicas serve on heartbeats within `max_lag_ms` alone, without leases).
+    #[serde(default)]
+    pub sync: ReplicaSync,
+    /// Lease a replica holds after each renewal; a replica serves only while it holds one.
+    #[serde(default = "default_lease_ms")]
+    pub lease_ms: u64,
+    /// Safety margin a replica takes off its lease (counted from when it *sent* the renewal), so
+    /// it stops serving before the primary deems the lease gone.
+    #[serde(default = "default_lease_margin_ms")]
+    pub lease_margin_ms: u64,
+    /// Longest silence on the replication stream before the primary sends a heartbeat.
+    #[serde(default = "default_heartbeat_ms")]
+    pub heartbeat_ms: u64,
+    /// Bytes of committed changes (content included) the primary keeps for replicas to read;
+    /// a replica further behind re-bootstraps from a snapshot. Bounds the primary's memory
+    /// whatever the number or speed of replicas.
+    #[serde(default = "default_stream_buffer_mb")]
+    pub stream_buffer_mb: usize,
+}
+
+fn default_lease_ms() -> u64 {
+    2_000
+}
+
+fn default_lease_margin_ms() -> u64 {
+    200
+}
+
+fn default_heartbeat_ms() -> u64 {
+    250
+}
+
+fn default_stream_buffer_mb() -> usize {
+    64
 }
 
 /// A closed set of names one settings key accepts, parsed once when the settings are read: an
@@ -678,6 +715,21 @@ named_kinds!(
         Text => "text",
         /// One JSON object per line.
         Json => "json",
+    }
+);
+
+named_kinds!(
+    /// `replica.sync`: which changes a primary acknowledges only once every leased replica
+    /// applied them.
+    #[derive(Default)]
+    ReplicaSync, "replica.sync" {
+        /// Deletes, revokes and upserts that retire a version (whatever can remove access).
+        #[default]
+        Revocations => "revocations",
+        /// Every change.
+        All => "all",
+        /// None: replicas serve on heartbeats alone.
+        None => "none",
     }
 );
 

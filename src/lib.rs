@@ -21,6 +21,7 @@ mod outbound;
 pub mod postgres;
 pub mod providers;
 pub mod replica;
+pub mod replication;
 pub mod retrieval;
 pub mod snapshot;
 pub mod storage;

@@ -1,72 +1,91 @@
 //! Replica mode: a server that follows a primary. It starts from a snapshot (`snapshots.restore`)
-//! or, without one, bootstraps from the primary's latest snapshot, then polls the primary's ACL
-//! change feed (`GET /v1/admin/acl/changes?since=<local epoch>` with a service token of role
-//! `replica`) and applies the changes in order with [`crate::acl::AclStore::apply_remote`].
+//! or, without one, bootstraps from the primary's latest snapshot, then reads the primary's
+//! replication stream (`GET /v1/replica/stream?since=<local epoch>&lineage=<local lineage>` with
+//! a service token of role `replica`; frames in [`crate::replication`]) and applies each committed
+//! change in order with the content it adds ([`Engine::apply_replicated`]): new document versions
+//! are indexed from the primary's chunks and embeddings, never re-embedded, so a replica is a full
+//! read copy of its primary.
+//!
+//! Leases: unless the primary's `replica.sync` is `none`, the replica serves only while it holds
+//! a lease, renewed with `POST /v1/replica/lease` every quarter lease and at once after it
+//! applied a change the primary tracks; the renewal acknowledges the epoch applied. The replica
+//! counts a granted lease from the moment it *sent* the renewal, less `replica.lease_margin_ms`,
+//! on the monotonic clock, so it stops serving before the primary deems the lease gone; the
+//! primary grants none to a replica that has not applied every tracked change. A change that can
+//! remove access moves the generation before it is acknowledged, so no request that loaded the
+//! state before it returns after the primary acknowledged the revoke.
 //!
 //! Lineage: epochs are compared only within one lineage (a random id given to a data directory
-//! when it is created, and to a primary restored from a snapshot). When the feed reports another
-//! lineage, an epoch below the replica's, or that the changes it needs were compacted away, the
-//! replica goes stale at once (its generation moves, so answers computed on the old state are
-//! never returned) and re-synchronizes by itself: it downloads the primary's latest snapshot
-//! (`GET /v1/replica/snapshot`, then every file it lists, streamed to a temporary directory),
-//! verifies every file's size and sha256 before decoding anything, swaps its whole state to it
-//! ([`crate::retrieval::Engine::replace_core`]), and follows the feed again.
+//! when it is created, and to a primary restored from a snapshot). When the primary reports
+//! another lineage, an epoch below the replica's, or that the changes it needs are no longer
+//! kept (410), the replica goes stale at once (its generation moves, so answers computed on the
+//! old state are never returned) and re-synchronizes by itself: it downloads the primary's latest
+//! snapshot (`GET /v1/replica/snapshot`, then every file it lists, streamed to a temporary
+//! directory), verifies every file's size and sha256 before decoding anything, swaps its whole
+//! state to it ([`crate::retrieval::Engine::replace_core`]), and streams again.
 //!
-//! Fail closed: the replica is *fresh* only while its last successful poll is at most
-//! `replica.max_lag_ms` old and left it at the primary's epoch in the primary's lineage. Before
-//! the first successful poll, when the primary is unreachable, answers errors, or reports a state
-//! the replica cannot follow, the HTTP layer answers `/v1/answer` and `/v1/retrieve` with 503
-//! `replica_stale`. An upsert on the primary whose new version the replica has no chunks for
-//! still tombstones the old version here: the document disappears rather than being served stale.
+//! Fail closed: the replica is *fresh* only while it holds a lease (when leases are on) and the
+//! stream brought it to the primary's epoch within `replica.max_lag_ms` (a change or a
+//! heartbeat). Before that, when the primary is unreachable, silent, or reports a state the
+//! replica cannot follow, the HTTP layer answers with 503 `replica_stale`.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use std::path::{Path, PathBuf};
-
 use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
-use crate::acl::AclChange;
 use crate::config::Settings;
+use crate::replication::{Frame, FrameReader};
 use crate::retrieval::Engine;
-
 use crate::snapshot::Manifest;
 
-/// Never-yet marker of `last_success_ms`.
+/// Never-yet marker of `last_success_ms` and `lease_until_ms`.
 const NEVER: u64 = u64::MAX;
 
 /// What a replica knows about its freshness. Shared by the follower and the HTTP layer.
 pub struct ReplicaStatus {
     started: Instant,
     max_lag: Duration,
-    /// Milliseconds after `started` of the last successful, in-sync poll ([`NEVER`] before one).
+    /// Milliseconds after `started` of the last moment the stream left this replica at the
+    /// primary's epoch ([`NEVER`] before one).
     last_success_ms: AtomicU64,
-    /// The primary's epoch in the last successful reply.
+    /// The primary's epoch in the last frame.
     primary_epoch: AtomicU64,
-    /// Whether the last reply left this replica at the primary's epoch.
+    /// Whether the last frame left this replica at the primary's epoch.
     in_sync: AtomicBool,
-    /// Moves every time the replica goes stale for divergence; a request that saw another
-    /// generation at its start must not return what it computed.
+    /// Moves every time the replica goes stale for divergence, and when it applies a change
+    /// that can remove access; a request that saw another generation at its start must not
+    /// return what it computed.
     generation: AtomicU64,
+    /// Whether serving needs a lease (the primary's `replica.sync` is not `none`).
+    leased: AtomicBool,
+    /// Milliseconds after `started` when the lease runs out, by this replica's count ([`NEVER`]:
+    /// none held).
+    lease_until_ms: AtomicU64,
 }
 
 /// Freshness as reported by `/readyz` (sent as `crate::http::contract::replica::ReplicaReport`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplicaReport {
-    /// Whether the replica may answer (within its lag bound).
+    /// Whether the replica may answer (a lease, and within its lag bound).
     pub fresh: bool,
-    /// Seconds since the last successful poll (since start when there was none).
+    /// Seconds since the stream last left it at the primary's epoch (since start when never).
     pub lag_seconds: f64,
     /// Bound on the lag, seconds.
     pub max_lag_seconds: f64,
-    /// The primary's epoch at the last successful poll.
+    /// The primary's epoch in the last frame.
     pub primary_epoch: u64,
+    /// Milliseconds its lease still runs by its own count (0: none; absent when the primary
+    /// grants none, `replica.sync = "none"`).
+    pub lease_remaining_ms: Option<u64>,
 }
 
 impl ReplicaStatus {
-    /// A status that is stale until the first successful poll.
+    /// A status that is stale until the stream brought the replica to the primary's epoch and
+    /// (unless the primary says leases are off) a lease was granted.
     pub fn new(max_lag: Duration) -> Self {
         Self {
             started: Instant::now(),
@@ -75,15 +94,28 @@ impl ReplicaStatus {
             primary_epoch: AtomicU64::new(0),
             in_sync: AtomicBool::new(false),
             generation: AtomicU64::new(0),
+            leased: AtomicBool::new(true),
+            lease_until_ms: AtomicU64::new(NEVER),
         }
     }
 
+    fn since_start(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.started).as_millis() as u64
+    }
+
     /// Goes stale at once (divergence detected: another lineage, an epoch that went backwards,
-    /// compacted changes) and moves the generation.
+    /// changes no longer kept) and moves the generation; the lease is dropped.
     pub fn mark_stale(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.in_sync.store(false, Ordering::SeqCst);
         self.last_success_ms.store(NEVER, Ordering::SeqCst);
+        self.lease_until_ms.store(NEVER, Ordering::SeqCst);
+    }
+
+    /// Moves the generation without going stale: a change that can remove access was applied,
+    /// so what a request computed on the state before it must not be returned.
+    pub fn bump_generation(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// The current generation (see [`ReplicaStatus::mark_stale`]).
@@ -91,19 +123,33 @@ impl ReplicaStatus {
         self.generation.load(Ordering::SeqCst)
     }
 
-    /// Records a successful poll at `now` after which the replica is at `local_epoch` and the
-    /// primary reported `primary_epoch`.
+    /// Whether serving needs a lease (off only when the primary's `replica.sync` is `none`).
+    pub fn require_lease(&self, required: bool) {
+        self.leased.store(required, Ordering::SeqCst);
+    }
+
+    /// A renewal sent at `sent` was granted for `lease`: the replica holds it until
+    /// `sent + lease - margin` (never less than it already holds).
+    pub fn extend_lease(&self, sent: Instant, lease: Duration, margin: Duration) {
+        let until = self.since_start(sent + lease.saturating_sub(margin));
+        let current = self.lease_until_ms.load(Ordering::SeqCst);
+        if current == NEVER || until > current {
+            self.lease_until_ms.store(until, Ordering::SeqCst);
+        }
+    }
+
+    /// Records that the stream left this replica at `local_epoch` at `now`, the primary at
+    /// `primary_epoch`.
     pub fn record_poll(&self, now: Instant, local_epoch: u64, primary_epoch: u64) {
         self.primary_epoch.store(primary_epoch, Ordering::SeqCst);
         let in_sync = local_epoch == primary_epoch;
         self.in_sync.store(in_sync, Ordering::SeqCst);
         if in_sync {
-            let elapsed = now.saturating_duration_since(self.started).as_millis() as u64;
-            self.last_success_ms.store(elapsed, Ordering::SeqCst);
+            self.last_success_ms.store(self.since_start(now), Ordering::SeqCst);
         }
     }
 
-    /// Time since the last successful, in-sync poll (since start when there was none).
+    /// Time since the stream last left the replica in sync (since start when never).
     pub fn lag(&self, now: Instant) -> Duration {
         let elapsed = now.saturating_duration_since(self.started);
         match self.last_success_ms.load(Ordering::SeqCst) {
@@ -112,110 +158,133 @@ impl ReplicaStatus {
         }
     }
 
-    /// Whether answers may be served: a successful poll within the bound.
-    pub fn is_fresh(&self, now: Instant) -> bool {
-        self.last_success_ms.load(Ordering::SeqCst) != NEVER && self.lag(now) <= self.max_lag
+    /// Milliseconds the lease still runs at `now` (0 when none).
+    fn lease_remaining_ms(&self, now: Instant) -> u64 {
+        match self.lease_until_ms.load(Ordering::SeqCst) {
+            NEVER => 0,
+            until => until.saturating_sub(self.since_start(now)),
+        }
     }
 
-    /// The `/readyz` view (also sets `warrant_replica_lag_seconds`).
+    /// Whether answers may be served: in sync within the bound and, when leases are on, a lease
+    /// running.
+    pub fn is_fresh(&self, now: Instant) -> bool {
+        let synced = self.last_success_ms.load(Ordering::SeqCst) != NEVER && self.lag(now) <= self.max_lag;
+        synced && (!self.leased.load(Ordering::SeqCst) || self.lease_remaining_ms(now) > 0)
+    }
+
+    /// The `/readyz` view (also sets `warrant_replica_lag_seconds` and
+    /// `warrant_replica_lease_remaining_seconds`).
     pub fn report(&self) -> ReplicaReport {
         let now = Instant::now();
         let lag = self.lag(now).as_secs_f64();
+        let lease = self.leased.load(Ordering::SeqCst).then(|| self.lease_remaining_ms(now));
         metrics::gauge!("warrant_replica_lag_seconds").set(lag);
+        metrics::gauge!("warrant_replica_lease_remaining_seconds").set(lease.unwrap_or(0) as f64 / 1000.0);
         ReplicaReport {
             fresh: self.is_fresh(now),
             lag_seconds: lag,
             max_lag_seconds: self.max_lag.as_secs_f64(),
             primary_epoch: self.primary_epoch.load(Ordering::SeqCst),
+            lease_remaining_ms: lease,
         }
     }
-}
-
-/// The primary's feed reply.
-#[derive(Debug, Deserialize)]
-struct Feed {
-    changes: Vec<AclChange>,
-    acl_epoch: u64,
-    #[serde(default)]
-    lineage: Option<String>,
-}
-
-/// The outcome of one poll.
-enum Polled {
-    /// Applied; the replica is at `local`, the primary at `primary`, same lineage.
-    Followed { local: u64, primary: u64 },
-    /// The replica cannot follow the feed from its state: re-synchronize.
-    Diverged(&'static str),
 }
 
 /// Longest time one snapshot download may take.
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Errors of one poll (logged, never fatal: staleness is what fails closed).
+/// Errors of following the primary (logged, never fatal: staleness is what fails closed).
 #[derive(Debug, thiserror::Error)]
 enum PollError {
     #[error("primary unreachable: {0}")]
     Unreachable(String),
     #[error("primary answered status {0}")]
     Status(u16),
-    #[error("feed reply is malformed: {0}")]
+    #[error("stream is malformed: {0}")]
     Malformed(String),
-    #[error("applying the feed failed: {0}")]
-    Apply(String),
+    #[error("the replica cannot follow the primary's stream: {0}")]
+    Diverged(String),
     #[error("re-synchronization failed: {0}")]
     Resync(String),
 }
 
-/// Spawns the follower on the current (actix/tokio) runtime. The token is read from the
-/// environment variable `settings.replica.token_env`; without one the replica stays stale (fail
-/// closed). Snapshots downloaded for re-synchronization are verified in a temporary directory
-/// under `settings.snapshots.dir` and removed once loaded.
-pub fn spawn_follower(engine: Arc<Engine>, settings: &Settings, status: Arc<ReplicaStatus>) {
-    let token = crate::outbound::api_key_from_env(&settings.replica.token_env);
-    if token.is_none() {
-        tracing::error!(variable = %settings.replica.token_env, "replica token variable is unset or empty: the replica stays stale");
+/// The session of the open stream, and a wake-up for the lease renewer.
+#[derive(Default)]
+struct Session {
+    current: std::sync::Mutex<Option<(String, Duration)>>,
+    acknowledge: tokio::sync::Notify,
+}
+
+impl Session {
+    fn get(&self) -> Option<(String, Duration)> {
+        self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
-    let base = settings.replica.follow.clone();
+
+    fn set(&self, session: Option<(String, Duration)>) {
+        *self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = session;
+    }
+}
+
+/// How the follower reaches its primary.
+struct Primary {
+    client: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+/// Spawns the follower (the stream reader and the lease renewer) on the current (actix/tokio)
+/// runtime. The token is read from the environment variable `settings.replica.token_env`;
+/// without one the replica stays stale (fail closed). Snapshots downloaded for
+/// re-synchronization are verified in a temporary directory under `settings.snapshots.dir` and
+/// removed once loaded.
+pub fn spawn_follower(engine: Arc<Engine>, settings: &Settings, status: Arc<ReplicaStatus>) {
+    let Some(token) = crate::outbound::api_key_from_env(&settings.replica.token_env) else {
+        tracing::error!(variable = %settings.replica.token_env, "replica token variable is unset or empty: the replica stays stale");
+        return;
+    };
+    let connect = Duration::from_millis(settings.replica.max_lag_ms.clamp(200, 10_000));
+    let client = match crate::outbound::client(connect) {
+        Ok(client) => client,
+        Err(error) => {
+            tracing::error!(%error, "replica http client unavailable: the replica stays stale");
+            return;
+        }
+    };
+    let primary = Arc::new(Primary { client, base: settings.replica.follow.clone(), token });
+    let session = Arc::new(Session::default());
+    let margin = Duration::from_millis(settings.replica.lease_margin_ms);
+    actix_rt::spawn(renew_leases(
+        Arc::clone(&primary),
+        Arc::clone(&engine),
+        Arc::clone(&status),
+        Arc::clone(&session),
+        margin,
+    ));
     let interval = Duration::from_millis(settings.replica.poll_interval_ms);
-    let timeout = Duration::from_millis(settings.replica.max_lag_ms.clamp(200, 10_000));
+    // Three missed heartbeats (at least a second) and the stream is taken for dead.
+    let silence = Duration::from_millis(settings.replica.heartbeat_ms.saturating_mul(3).max(1_000));
     let scratch = PathBuf::from(&settings.snapshots.dir);
     actix_rt::spawn(async move {
-        let client = match crate::outbound::client(timeout) {
-            Ok(client) => client,
-            Err(error) => {
-                tracing::error!(%error, "replica http client unavailable: the replica stays stale");
-                return;
-            }
-        };
         let mut failures: u64 = 0;
         loop {
-            if let Some(token) = &token {
-                let outcome = match poll(&client, &base, token, timeout, &engine).await {
-                    Ok(Polled::Followed { local, primary }) => {
-                        status.record_poll(Instant::now(), local, primary);
-                        if local != primary {
-                            tracing::warn!(local, primary, "replica epoch differs from the primary's after a poll");
-                        }
-                        Ok(())
-                    }
-                    Ok(Polled::Diverged(reason)) => {
-                        status.mark_stale();
-                        tracing::warn!(
-                            reason,
-                            "replica cannot follow the primary's feed: re-synchronizing from its snapshot"
-                        );
-                        resync(&client, &base, token, &scratch, &engine).await
-                    }
-                    Err(error) => Err(error),
-                };
-                match outcome {
-                    Ok(()) => failures = 0,
-                    Err(error) => {
-                        failures += 1;
-                        // Log the first failure and then every 20th, not every poll.
-                        if failures % 20 == 1 {
-                            tracing::warn!(%error, failures, "replica poll failed");
-                        }
+            let outcome = match follow(&primary, &engine, &status, &session, silence).await {
+                Err(PollError::Diverged(reason)) => {
+                    status.mark_stale();
+                    session.set(None);
+                    tracing::warn!(%reason, "replica cannot follow the primary's stream: re-synchronizing from its snapshot");
+                    resync(&primary.client, &primary.base, &primary.token, &scratch, &engine).await
+                }
+                other => other,
+            };
+            session.set(None);
+            match outcome {
+                Ok(()) => failures = 0,
+                Err(error) => {
+                    failures += 1;
+                    // Log the first failure and then every 20th, not every attempt.
+                    if failures % 20 == 1 {
+                        tracing::warn!(%error, failures, "replica stream failed");
                     }
                 }
             }
@@ -225,43 +294,133 @@ pub fn spawn_follower(engine: Arc<Engine>, settings: &Settings, status: Arc<Repl
     });
 }
 
-async fn poll(
-    client: &reqwest::Client,
-    base: &str,
-    token: &str,
-    timeout: Duration,
+/// Reads the primary's stream from the local epoch and applies every change in order until the
+/// stream ends, falls silent for `silence`, or cannot be followed ([`PollError::Diverged`]).
+async fn follow(
+    primary: &Primary,
     engine: &Engine,
-) -> Result<Polled, PollError> {
+    status: &ReplicaStatus,
+    session: &Session,
+    silence: Duration,
+) -> Result<(), PollError> {
     let acl = engine.acl();
-    let since = acl.epoch();
-    let url = crate::outbound::endpoint(base, "v1/admin/acl/changes");
-    let response = client
-        .get(url)
-        .query(&[("since", since)])
-        .bearer_auth(token)
-        .timeout(timeout)
-        .send()
+    let (since, lineage) = (acl.epoch(), acl.lineage().to_owned());
+    let request = primary
+        .client
+        .get(crate::outbound::endpoint(&primary.base, "v1/replica/stream"))
+        .query(&[("since", since.to_string()), ("lineage", lineage.clone())])
+        .bearer_auth(&primary.token)
+        .send();
+    let mut response = tokio::time::timeout(silence, request)
         .await
+        .map_err(|_| PollError::Unreachable("no answer".into()))?
         .map_err(|error| PollError::Unreachable(crate::outbound::describe(error)))?;
-    if response.status() == reqwest::StatusCode::GONE {
-        return Ok(Polled::Diverged("the changes this replica needs were compacted away"));
-    }
     if !response.status().is_success() {
-        return Err(PollError::Status(response.status().as_u16()));
+        let status = response.status().as_u16();
+        let code = response.json::<Refusal>().await.map(|refusal| refusal.code).unwrap_or_default();
+        return Err(match code.as_str() {
+            "lineage_mismatch" | "changes_compacted" => {
+                PollError::Diverged(format!("the primary answered {status} {code}"))
+            }
+            _ => PollError::Status(status),
+        });
     }
-    let feed: Feed = response.json().await.map_err(|error| PollError::Malformed(crate::outbound::describe(error)))?;
-    if feed.lineage.as_deref() != Some(acl.lineage()) {
-        return Ok(Polled::Diverged("the primary reports another lineage"));
+    let mut reader = FrameReader::default();
+    loop {
+        let piece = match tokio::time::timeout(silence, response.chunk()).await {
+            Err(_) => return Err(PollError::Unreachable("the stream fell silent".into())),
+            Ok(Err(error)) => return Err(PollError::Unreachable(crate::outbound::describe(error))),
+            Ok(Ok(None)) => return Ok(()),
+            Ok(Ok(Some(piece))) => piece,
+        };
+        reader.push(&piece);
+        while let Some(frame) = reader.next_frame().map_err(PollError::Malformed)? {
+            match frame {
+                Frame::Hello(hello) => {
+                    if hello.lineage != lineage || hello.since != since {
+                        return Err(PollError::Diverged("the primary's stream is of another history".into()));
+                    }
+                    status.require_lease(hello.sync != crate::config::ReplicaSync::None.as_str());
+                    session.set(Some((hello.session, Duration::from_millis(hello.lease_ms))));
+                    session.acknowledge.notify_one();
+                }
+                Frame::Change(change) => {
+                    let (epoch, tracked, removes_access) = (change.epoch, change.tracked, change.removes_access);
+                    let (changes, documents) = change.decode().map_err(PollError::Malformed)?;
+                    let reached = engine
+                        .apply_replicated(&changes, &documents)
+                        .await
+                        .map_err(|error| PollError::Diverged(format!("applying epoch {epoch} failed: {error}")))?;
+                    if removes_access {
+                        // Before the acknowledgement: nothing computed on the state before this
+                        // change may be returned once the primary acknowledged it.
+                        status.bump_generation();
+                    }
+                    status.record_poll(Instant::now(), reached, epoch);
+                    if tracked {
+                        session.acknowledge.notify_one();
+                    }
+                }
+                Frame::Heartbeat { epoch } => status.record_poll(Instant::now(), engine.acl().epoch(), epoch),
+            }
+        }
     }
-    if feed.acl_epoch < since {
-        return Ok(Polled::Diverged("the primary's epoch went backwards"));
+}
+
+/// A refusal's code (`{code, message}`).
+#[derive(Deserialize)]
+struct Refusal {
+    code: String,
+}
+
+/// Reply of `POST /v1/replica/lease`.
+#[derive(Deserialize)]
+struct LeaseReply {
+    granted: bool,
+}
+
+/// Renews the lease of the open session every quarter lease, and at once when the follower
+/// applied a tracked change (the renewal acknowledges the epoch applied).
+async fn renew_leases(
+    primary: Arc<Primary>,
+    engine: Arc<Engine>,
+    status: Arc<ReplicaStatus>,
+    session: Arc<Session>,
+    margin: Duration,
+) {
+    let url = crate::outbound::endpoint(&primary.base, "v1/replica/lease");
+    loop {
+        let period = session.get().map_or(Duration::from_millis(250), |(_, lease)| lease / 4);
+        tokio::select! {
+            () = session.acknowledge.notified() => {}
+            () = tokio::time::sleep(period) => {}
+        }
+        let Some((current, lease)) = session.get() else { continue };
+        let sent = Instant::now();
+        let applied = engine.acl().epoch();
+        let reply = primary
+            .client
+            .post(&url)
+            .bearer_auth(&primary.token)
+            .json(&serde_json::json!({"session": current, "applied_epoch": applied}))
+            .timeout(lease / 2)
+            .send()
+            .await;
+        match reply {
+            Ok(response) if response.status().is_success() => {
+                if response.json::<LeaseReply>().await.is_ok_and(|reply| reply.granted) {
+                    status.extend_lease(sent, lease, margin);
+                }
+            }
+            Ok(response) if response.status() == reqwest::StatusCode::NOT_FOUND => {
+                if session.get().is_some_and(|(open, _)| open == current) {
+                    session.set(None);
+                }
+            }
+            Ok(response) => tracing::debug!(status = response.status().as_u16(), "lease renewal refused"),
+            Err(error) => tracing::debug!(error = %crate::outbound::describe(error), "lease renewal failed"),
+        }
     }
-    let local = if feed.changes.is_empty() {
-        since
-    } else {
-        engine.apply_remote(&feed.changes).await.map_err(|error| PollError::Apply(error.to_string()))?
-    };
-    Ok(Polled::Followed { local, primary: feed.acl_epoch })
 }
 
 /// Downloads the primary's latest snapshot into a temporary directory under `scratch`, verifies
@@ -368,6 +527,7 @@ mod tests {
     #[test]
     fn stale_until_first_poll_then_fresh_within_the_bound_only() {
         let status = ReplicaStatus::new(Duration::from_millis(100));
+        status.require_lease(false);
         let start = status.started;
         assert!(!status.is_fresh(start));
         status.record_poll(start + Duration::from_millis(10), 5, 5);
@@ -376,8 +536,30 @@ mod tests {
     }
 
     #[test]
+    fn with_leases_on_it_serves_only_while_its_own_count_of_the_lease_runs() {
+        let status = ReplicaStatus::new(Duration::from_secs(10));
+        let start = status.started;
+        status.record_poll(start, 5, 5);
+        assert!(!status.is_fresh(start), "in sync but never leased");
+        // Granted 2 s from when the renewal was sent (at 1 s), less a 200 ms margin.
+        status.extend_lease(start + Duration::from_secs(1), Duration::from_secs(2), Duration::from_millis(200));
+        assert!(status.is_fresh(start + Duration::from_millis(2_700)));
+        assert!(!status.is_fresh(start + Duration::from_millis(2_800)), "the margin ends it before the primary does");
+        // An older grant never shortens it.
+        status.extend_lease(start, Duration::from_secs(2), Duration::from_millis(200));
+        assert!(status.is_fresh(start + Duration::from_millis(2_700)));
+        // Divergence drops the lease with the generation.
+        let generation = status.generation();
+        status.mark_stale();
+        assert!(status.generation() > generation);
+        status.record_poll(start + Duration::from_secs(2), 6, 6);
+        assert!(!status.is_fresh(start + Duration::from_secs(2)));
+    }
+
+    #[test]
     fn a_poll_that_leaves_the_replica_behind_does_not_refresh() {
         let status = ReplicaStatus::new(Duration::from_millis(100));
+        status.require_lease(false);
         let start = status.started;
         status.record_poll(start, 5, 5);
         status.record_poll(start + Duration::from_millis(90), 5, 7);

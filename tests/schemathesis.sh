@@ -6,7 +6,10 @@
 # body the server sends is the one /openapi.json documents; data the schema forbids is refused and
 # data it allows is not refused with 400; a missing token is 401; an undocumented method is 405
 # with `Allow`. No check is excluded; the one filter (tests/schemathesis_hooks.py) drops valid-
-# looking upsert batches that repeat a doc_id, a rule JSON Schema cannot state. The seed and the
+# looking upsert batches that repeat a doc_id, a rule JSON Schema cannot state; and one operation
+# is left out, the replication stream (GET /v1/replica/stream), which by design never ends while
+# its replica keeps up, so a request/response fuzzer can only time out on it (its refusals are
+# probed in tests/it/openapi.rs, its frames in tests/it/replication.rs). The seed and the
 # example budget are fixed, so a run is repeatable and short (about 30 s of testing). Destructive
 # calls (delete, revoke, snapshots) hit a throwaway server, in any order.
 #
@@ -79,6 +82,7 @@ status=0
   --workers 1 \
   --generation-database none \
   --request-timeout 30 \
+  --exclude-path /v1/replica/stream \
   --no-color) \
   || status=$?
 

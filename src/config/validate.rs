@@ -119,6 +119,17 @@ impl Settings {
                 "replica.token_env must name a variable when replica.follow is set",
             );
         }
+        check((100..=600_000).contains(&self.replica.lease_ms), "replica.lease_ms must be in 100..=600000");
+        check(
+            self.replica.lease_margin_ms >= 1 && self.replica.lease_margin_ms * 2 <= self.replica.lease_ms,
+            "replica.lease_margin_ms must be at least 1 and at most half of replica.lease_ms",
+        );
+        check(
+            (10..=60_000).contains(&self.replica.heartbeat_ms)
+                && self.replica.heartbeat_ms * 2 <= self.replica.max_lag_ms,
+            "replica.heartbeat_ms must be in 10..=60000 and at most half of replica.max_lag_ms",
+        );
+        check((1..=65_536).contains(&self.replica.stream_buffer_mb), "replica.stream_buffer_mb must be in 1..=65536");
         check(self.storage.checkpoint_changes >= 1, "storage.checkpoint_changes must be at least 1");
         if self.storage.backend == super::StorageBackend::Postgres {
             // Replicas and restores are the embedded engine's; a database replicates itself.

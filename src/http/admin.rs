@@ -163,6 +163,8 @@ fn admit(state: &AppState, tenant: &str, kind: WriteKind) -> Result<tokio::sync:
 async fn publish(state: &AppState, mutation: AclMutation) -> Result<HttpResponse, ApiError> {
     let _permit = admit(state, mutation.tenant(), WriteKind::Acl)?;
     let acl_epoch = state.writer.mutate(mutation).await?;
+    // Not before every leased replica enforces it (issue 45): see `crate::replication`.
+    state.settle(acl_epoch).await;
     Ok(json(&EpochOut { acl_epoch }))
 }
 
@@ -214,6 +216,7 @@ pub async fn upsert_documents(
     }
     let _permit = admit(&state, &principal.tenant, WriteKind::Documents)?;
     let outcome = state.writer.upsert(&principal.tenant, documents).await?;
+    state.settle(outcome.acl_epoch).await;
     Ok(json(&UpsertOut { acl_epoch: outcome.acl_epoch, documents: outcome.documents, chunks: outcome.chunks }))
 }
 

@@ -57,6 +57,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/admin/snapshots"),
     ("get", "/v1/replica/snapshot"),
     ("get", "/v1/replica/snapshot/{snapshot_id}/{file}"),
+    ("get", "/v1/replica/stream"),
+    ("post", "/v1/replica/lease"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -102,6 +104,9 @@ pub struct AppState {
     pub admission: admission::TenantAdmission,
     /// Serializes writing a snapshot for replicas that ask for one.
     pub replica_snapshot: tokio::sync::Mutex<()>,
+    /// The replication log and leases of an embedded primary with configured replicas
+    /// (`auth.replica_subjects`); `None` otherwise.
+    pub replication: Option<Arc<crate::replication::ReplicationLog>>,
 }
 
 impl AppState {
@@ -122,6 +127,15 @@ impl AppState {
         match &self.replica {
             Some(status) if status.generation() != generation || !status.is_fresh(Instant::now()) => Err(stale()),
             _ => Ok(()),
+        }
+    }
+
+    /// Waits until every replica holding a lease applied the tracked changes up to `epoch`
+    /// (an acknowledged write returns only then; at most one lease), when this primary has
+    /// replicas.
+    pub async fn settle(&self, epoch: u64) {
+        if let Some(replication) = &self.replication {
+            replication.leases().settle(epoch).await;
         }
     }
 
@@ -187,6 +201,8 @@ pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + 
             .service(resource("/v1/admin/snapshots", web::post().to(admin::create_snapshot)))
             .service(resource("/v1/replica/snapshot", web::get().to(replica::manifest)))
             .service(resource("/v1/replica/snapshot/{snapshot_id}/{file}", web::get().to(replica::file)))
+            .service(resource("/v1/replica/stream", web::get().to(replica::stream)))
+            .service(resource("/v1/replica/lease", web::post().to(replica::lease)))
             .service(resource("/healthz", web::get().to(ops::healthz)))
             .service(resource("/readyz", web::get().to(ops::readyz)))
             .service(resource("/metrics", web::get().to(ops::metrics)))

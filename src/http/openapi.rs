@@ -95,6 +95,7 @@ impl utoipa::Modify for BearerAuth {
         super::answer::answer, super::answer::retrieve, super::documents::document,
         super::admin::upsert_documents, super::admin::delete_document, super::admin::revoke, super::admin::grant,
         super::admin::changes, super::admin::create_snapshot, super::replica::manifest, super::replica::file,
+        super::replica::stream, super::replica::lease,
         super::ops::healthz, super::ops::readyz, super::ops::metrics, super::ops::openapi,
         super::console::demo_users, super::console::demo_token
     ),

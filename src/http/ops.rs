@@ -24,6 +24,10 @@ pub struct Readiness {
     /// Replica freshness (absent on a primary).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replica: Option<super::contract::replica::ReplicaReport>,
+    /// On a primary with configured replicas: each replica stream session (connected or with a
+    /// lease still running), its acknowledged epoch and its lease.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<Vec<super::contract::replica::ReplicaLease>>,
 }
 
 /// `/healthz` body.
@@ -65,6 +69,13 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         },
         embedder: state.reader.embedder_name().to_owned(),
         generator: state.pipeline.generator().name().to_owned(),
+        replicas: state.replication.as_ref().map(|log| {
+            log.leases()
+                .report(std::time::Instant::now())
+                .into_iter()
+                .map(|lease| super::contract::replica::ReplicaLease::from((lease, acl_epoch)))
+                .collect()
+        }),
         acl_epoch,
         lineage,
         replica,
@@ -87,6 +98,25 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     }
     if let Some(status) = &state.replica {
         status.report();
+    }
+    if let (Some(log), Some(engine)) = (&state.replication, &state.engine) {
+        let epoch = engine.acl().epoch();
+        // Per replica (labels bounded by auth.replica_subjects): its best session.
+        let mut best: std::collections::BTreeMap<String, crate::replication::LeaseReport> = Default::default();
+        for lease in log.leases().report(std::time::Instant::now()) {
+            let slot = best.entry(lease.replica.clone()).or_insert_with(|| lease.clone());
+            if (lease.connected, lease.applied_epoch) > (slot.connected, slot.applied_epoch) {
+                *slot = lease;
+            }
+        }
+        for (replica, lease) in best {
+            metrics::gauge!("warrant_replication_applied_epoch", "replica" => replica.clone())
+                .set(lease.applied_epoch as f64);
+            metrics::gauge!("warrant_replication_lag_changes", "replica" => replica.clone())
+                .set(epoch.saturating_sub(lease.applied_epoch) as f64);
+            metrics::gauge!("warrant_replication_lease_remaining_seconds", "replica" => replica)
+                .set(lease.lease_remaining_ms as f64 / 1000.0);
+        }
     }
     state.metrics.run_upkeep();
     HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(state.metrics.render())

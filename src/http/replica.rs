@@ -6,18 +6,25 @@
 //! When no snapshot of the current lineage is recent enough for a replica to follow the change
 //! feed from it (its epoch is below the log's compaction floor), one is written first.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
 
 use actix_web::{HttpResponse, web};
+use bytes::Bytes;
 use futures::StreamExt;
+use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
+use utoipa::ToSchema;
 
 use crate::domain::Role;
+use crate::replication::{Frame, Hello, Renewal, ReplicationLog, encode_frame};
 use crate::snapshot::{MANIFEST, Manifest};
 
 use super::auth::Authenticated;
 use super::error::{ApiError, ErrorBody};
-use super::openapi::{Forbidden, Unauthenticated};
+use super::openapi::{Forbidden, JsonBodyRejected, Unauthenticated};
 use super::{AppState, json};
 
 /// Bytes read per streamed piece.
@@ -43,7 +50,9 @@ async fn usable_snapshot(state: &AppState) -> Result<(PathBuf, Manifest), ApiErr
     let acl = engine.acl();
     let root = PathBuf::from(&state.settings.snapshots.dir);
     let lineage = acl.lineage().to_owned();
-    let floor = acl.log_floor();
+    // A snapshot the replica can stream on from: not older than the change log or what the
+    // replication log keeps.
+    let floor = acl.log_floor().max(state.replication.as_ref().map_or(0, |log| log.floor()));
     let found = {
         let root = root.clone();
         let lineage = lineage.clone();
@@ -135,4 +144,189 @@ pub async fn file(
         }
     });
     Ok(HttpResponse::Ok().content_type("application/octet-stream").streaming(stream.boxed_local()))
+}
+
+/// Query of `GET /v1/replica/stream`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct StreamQuery {
+    /// Stream the changes after this epoch (the replica's).
+    #[serde(default, deserialize_with = "crate::domain::schema::query_integer")]
+    #[param(schema_with = since_schema)]
+    pub since: u64,
+    /// The replica's lineage: epochs are compared only within one.
+    #[param(example = "0f4c9d2e")]
+    pub lineage: String,
+}
+
+fn since_schema() -> utoipa::openapi::Object {
+    super::contract::schema::unsigned(0, false, "stream the changes with an epoch greater than this")
+}
+
+/// The replication log of this primary, or 409 `replication_off` (no replica is configured in
+/// `auth.replica_subjects`, or this server is not an embedded primary).
+fn replication(state: &AppState) -> Result<&Arc<ReplicationLog>, ApiError> {
+    state.replication.as_ref().ok_or_else(|| {
+        ApiError::new(
+            actix_web::http::StatusCode::CONFLICT,
+            "replication_off",
+            "this server streams no changes (not an embedded primary, or auth.replica_subjects is empty)",
+        )
+    })
+}
+
+/// Closes its session's stream when the response is dropped (the lease runs on to expiry).
+struct OpenSession {
+    log: Arc<ReplicationLog>,
+    session: String,
+}
+
+impl Drop for OpenSession {
+    fn drop(&mut self) {
+        self.log.leases().close(&self.session);
+    }
+}
+
+/// The replication stream: every change committed after `since`, in order, with the content of
+/// the document versions it adds, then each one as it commits, and a heartbeat after each
+/// `replica.heartbeat_ms` of silence (frames in `crate::replication`). It ends when the replica
+/// falls behind what the primary keeps (`replica.stream_buffer_mb`): the next request then
+/// answers 410 and the replica re-bootstraps from a snapshot (as after a 409 `lineage_mismatch`).
+#[utoipa::path(get, path = "/v1/replica/stream", params(StreamQuery),
+    responses((status = 200, description = "frames until the connection closes (length-prefixed bincode, see `crate::replication`)", content_type = "application/octet-stream"),
+              (status = 400, description = "`invalid_query`", body = ErrorBody),
+              Unauthenticated, Forbidden,
+              (status = 409, description = "`lineage_mismatch` (another lineage, or an epoch ahead of the primary's: re-bootstrap from a snapshot), `backend_unsupported` or `replication_off`", body = ErrorBody),
+              (status = 410, description = "`changes_compacted`: older than what the primary keeps; re-bootstrap from a snapshot", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn stream(
+    state: web::Data<AppState>,
+    Authenticated(principal): Authenticated,
+    query: web::Query<StreamQuery>,
+) -> Result<HttpResponse, ApiError> {
+    require_replica(&principal, "stream")?;
+    let acl = state.engine()?.acl();
+    let log = Arc::clone(replication(&state)?);
+    let StreamQuery { since, lineage } = query.into_inner();
+    if lineage != acl.lineage() || since > acl.epoch() {
+        return Err(ApiError::new(
+            actix_web::http::StatusCode::CONFLICT,
+            "lineage_mismatch",
+            "the replica's state is not of this primary's history; re-bootstrap from a snapshot",
+        ));
+    }
+    let first = log.after(since).map_err(|behind| {
+        ApiError::new(
+            actix_web::http::StatusCode::GONE,
+            "changes_compacted",
+            format!("only changes after epoch {} are kept; re-bootstrap from a snapshot", behind.floor),
+        )
+    })?;
+    let session = log.leases().open(&principal.user, since, Instant::now());
+    tracing::info!(replica = %principal.user, %session, since, "replication stream opened");
+    let hello = encode_frame(&Frame::Hello(Hello {
+        session: session.clone(),
+        lineage: acl.lineage().to_owned(),
+        since,
+        lease_ms: log.leases().lease().as_millis() as u64,
+        sync: log.sync().as_str().to_owned(),
+    }));
+    let replica = principal.user;
+    let pending: VecDeque<Bytes> = std::iter::once(hello).chain(first.iter().map(|(_, frame)| frame.clone())).collect();
+    let cursor = first.last().map_or(since, |(epoch, _)| *epoch);
+    let updates = log.subscribe();
+    let open = OpenSession { log: Arc::clone(&log), session };
+    let body = futures::stream::unfold(
+        (open, pending, cursor, updates, replica),
+        |(open, mut pending, mut cursor, mut updates, replica)| async move {
+            loop {
+                if let Some(frame) = pending.pop_front() {
+                    metrics::counter!("warrant_replication_bytes_total", "replica" => replica.clone())
+                        .increment(frame.len() as u64);
+                    return Some((Ok::<_, std::io::Error>(frame), (open, pending, cursor, updates, replica)));
+                }
+                match open.log.after(cursor) {
+                    Err(_) => {
+                        tracing::warn!(%replica, cursor, "replica fell behind the replication log; it must re-bootstrap");
+                        return None;
+                    }
+                    Ok(frames) if !frames.is_empty() => {
+                        cursor = frames.last().map_or(cursor, |(epoch, _)| *epoch);
+                        pending.extend(frames.into_iter().map(|(_, frame)| frame));
+                        continue;
+                    }
+                    Ok(_) => {}
+                }
+                tokio::select! {
+                    changed = updates.changed() => {
+                        if changed.is_err() {
+                            return None;
+                        }
+                    }
+                    () = tokio::time::sleep(open.log.heartbeat()) => {
+                        pending.push_back(encode_frame(&Frame::Heartbeat { epoch: cursor }));
+                    }
+                }
+            }
+        },
+    );
+    Ok(HttpResponse::Ok()
+        .content_type("application/octet-stream")
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-cache"))
+        .insert_header((actix_web::http::header::CONTENT_ENCODING, "identity"))
+        .streaming(body.boxed_local()))
+}
+
+/// Body of `POST /v1/replica/lease`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseBody {
+    /// The session of the replica's open stream (its `hello` frame).
+    #[schema(example = "5f0c3a9e0d8b4c1f9a7e2b6d4c3a1f0e")]
+    pub session: String,
+    /// The last epoch the replica applied.
+    #[serde(deserialize_with = "crate::domain::schema::integer")]
+    #[schema(schema_with = applied_schema)]
+    pub applied_epoch: u64,
+}
+
+fn applied_schema() -> utoipa::openapi::Object {
+    super::contract::schema::unsigned(0, false, "the last epoch the replica applied")
+}
+
+/// Reply of `POST /v1/replica/lease`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LeaseOut {
+    /// Whether the lease was renewed (for `lease_ms` from when the request arrived).
+    pub granted: bool,
+    /// The lease each renewal grants.
+    pub lease_ms: u64,
+    /// A tracked epoch the replica must apply before it is leased again (when not granted).
+    pub required_epoch: u64,
+}
+
+/// Acknowledges what a replica applied and renews its lease: granted only to a session whose
+/// stream is open and that applied every tracked change. A replica counts its lease from when it
+/// sent this request, less `replica.lease_margin_ms`.
+#[utoipa::path(post, path = "/v1/replica/lease", request_body = LeaseBody,
+    responses((status = 200, description = "acknowledged; `granted` says whether the lease was renewed", body = LeaseOut),
+              JsonBodyRejected, Unauthenticated, Forbidden,
+              (status = 404, description = "`unknown_session`: no such stream session (the primary restarted, or the lease ran out after the stream closed)", body = ErrorBody),
+              (status = 409, description = "`backend_unsupported` or `replication_off`", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn lease(
+    state: web::Data<AppState>,
+    Authenticated(principal): Authenticated,
+    body: web::Json<LeaseBody>,
+) -> Result<HttpResponse, ApiError> {
+    require_replica(&principal, "lease")?;
+    state.engine()?;
+    let log = replication(&state)?;
+    let lease_ms = log.leases().lease().as_millis() as u64;
+    match log.leases().renew(&body.session, body.applied_epoch, Instant::now()) {
+        Renewal::Granted(_) => Ok(json(&LeaseOut { granted: true, lease_ms, required_epoch: 0 })),
+        Renewal::Refused { required } => Ok(json(&LeaseOut { granted: false, lease_ms, required_epoch: required })),
+        Renewal::Unknown => Err(ApiError::not_found("unknown_session", "no such replication session")),
+    }
 }

@@ -123,6 +123,31 @@ pub struct Engine {
     pub(super) store: Option<Arc<Store>>,
     /// Test-only failures between write-path steps (write side).
     pub(super) faults: Mutex<Option<FaultHook>>,
+    /// Where a primary hands every committed change for its replicas ([`Engine::attach_sink`]).
+    pub(super) sink: std::sync::OnceLock<Arc<dyn ChangeSink>>,
+}
+
+/// One change as committed and published by a primary, for its replicas: the log entries of one
+/// epoch, the content of the document versions it adds (encoded as the store's rows), the
+/// ordinal counter after it, and whether it can remove anyone's access.
+pub struct Committed<'a> {
+    /// Its epoch.
+    pub epoch: u64,
+    /// Its change-log entries.
+    pub changes: &'a [crate::acl::AclChange],
+    /// The document versions it publishes, one per `Upsert` change.
+    pub documents: &'a [crate::storage::EncodedDocument],
+    /// The ordinal counter after it.
+    pub next_ordinal: crate::domain::DocOrdinal,
+    /// Whether it deletes, revokes or retires a version (can remove access).
+    pub removes_access: bool,
+}
+
+/// Receives each committed change of a primary, in commit order: called under the writer
+/// lock, after the change is durable and published, never for a no-op.
+pub trait ChangeSink: Send + Sync {
+    /// One committed change.
+    fn committed(&self, committed: Committed<'_>);
 }
 
 /// The shard of a document: a stable hash of (tenant, doc_id) modulo the shard count.
@@ -236,6 +261,7 @@ impl Engine {
             query_cache: Mutex::new(LruCache::new(cache_size)),
             store,
             faults: Mutex::new(None),
+            sink: std::sync::OnceLock::new(),
         }))
     }
 

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 
 pub use backend::{Authorization, DocumentView, ReadSide, ReadableVersions, WriteSide};
 pub use coordinator::{Coordinator, EmbeddedRepository, FanOut, Retrieve};
-pub use engine::{Engine, EngineParams, Recovery, reranker, shard_of};
+pub use engine::{ChangeSink, Committed, Engine, EngineParams, Recovery, reranker, shard_of};
 pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};
 pub use rerank::{IdentityReranker, RerankQuery, Reranker, SENTENCE_LIST_WEIGHT, SentenceReranker};
 pub use select::{Selection, SelectionLimits, select_context};

@@ -153,7 +153,8 @@ impl Engine {
         let (documents, rows) = {
             let (provisional, chunking) = (Arc::clone(provisional), self.params.chunking);
             let (vectors, sentences) = (Arc::clone(vectors), Arc::clone(sentences));
-            let (ordinals, encode) = (ordinals.clone(), self.store.is_some());
+            // Encoded for the store, and for replicas when a primary has any.
+            let (ordinals, encode) = (ordinals.clone(), self.store.is_some() || self.sink.get().is_some());
             off_thread(documents.len(), move || {
                 let rows = batch_rows(&documents, ordinals, &provisional, (&vectors, &sentences), &chunking, encode);
                 (documents, rows)
@@ -166,8 +167,9 @@ impl Engine {
             Ok(()) => self.index_chunks(items.into_iter().flatten().collect()).await,
             Err(error) => Err(error),
         };
+        let encoded = Arc::new(encoded);
         let staged = match indexed {
-            Ok(()) => self.stage(encoded).await,
+            Ok(()) => self.stage(Arc::clone(&encoded)).await,
             Err(error) => Err(error),
         };
         if let Err(error) = staged {
@@ -187,7 +189,7 @@ impl Engine {
             })
             .collect();
         let published = if self.store.is_some() { unpublished.clone() } else { RoaringBitmap::new() };
-        match self.publish(mutations, published).await {
+        match self.publish(mutations, published, &encoded).await {
             Ok(epoch) => Ok(UpsertOutcome { acl_epoch: epoch, documents: documents.len(), chunks: chunk_count }),
             Err(error) => {
                 self.abandon(unpublished).await;
@@ -199,7 +201,7 @@ impl Engine {
     /// Writes a batch's rows to the store ahead of its publication, [`STAGE_DOCUMENTS`] documents
     /// per transaction, outside the writer lock: a revoke waits at most for one small
     /// transaction, never for a whole batch's commit.
-    async fn stage(&self, encoded: Vec<EncodedDocument>) -> RetrievalResult<()> {
+    async fn stage(&self, encoded: Arc<Vec<EncodedDocument>>) -> RetrievalResult<()> {
         self.fault(WriteStep::Stage)?;
         let Some(store) = &self.store else { return Ok(()) };
         let store = Arc::clone(store);
@@ -227,13 +229,19 @@ impl Engine {
     /// acknowledged. A no-op (granting what is granted, revoking what is not) changes nothing
     /// and returns the current epoch.
     pub async fn mutate(&self, mutation: AclMutation) -> RetrievalResult<u64> {
-        self.publish(vec![mutation], RoaringBitmap::new()).await
+        self.publish(vec![mutation], RoaringBitmap::new(), &[]).await
     }
 
     /// Under the writer lock: validates `mutations` against the current snapshot, commits them
-    /// (making the `published` staged rows live) as one durable transaction, then publishes.
+    /// (making the `published` staged rows live) as one durable transaction, then publishes, then
+    /// hands the change with `documents` (the content of its upserts) to the replication sink.
     /// Nothing is visible before it is durable; a failure anywhere publishes nothing.
-    async fn publish(&self, mutations: Vec<AclMutation>, published: RoaringBitmap) -> RetrievalResult<u64> {
+    async fn publish(
+        &self,
+        mutations: Vec<AclMutation>,
+        published: RoaringBitmap,
+        documents: &[EncodedDocument],
+    ) -> RetrievalResult<u64> {
         let _writer = self.writer.lock().await;
         let acl = self.acl();
         let prepared = acl.prepare(mutations)?;
@@ -263,7 +271,78 @@ impl Engine {
             .map_err(|error| StorageError::Io { file: STORE_FILE.into(), reason: error.to_string() })??;
         }
         self.fault(WriteStep::Publish)?;
-        self.publish_and_purge(&acl, prepared)
+        let Some(sink) = self.sink.get() else { return self.publish_and_purge(&acl, prepared) };
+        let changes = prepared.changes().to_vec();
+        let removes_access =
+            !retired.is_empty() || changes.iter().any(|change| matches!(change.mutation, AclMutation::Revoke { .. }));
+        let epoch = self.publish_and_purge(&acl, prepared)?;
+        // Still under the writer lock: the sink sees changes in commit order.
+        sink.committed(super::Committed {
+            epoch,
+            changes: &changes,
+            documents,
+            next_ordinal: acl.next_ordinal(),
+            removes_access,
+        });
+        Ok(epoch)
+    }
+
+    /// Makes this engine a primary that hands every committed change to `sink` (its replicas'
+    /// log). Set once, before the first write; later calls are ignored.
+    pub fn attach_sink(&self, sink: Arc<dyn super::ChangeSink>) {
+        if self.sink.set(sink).is_err() {
+            tracing::warn!("a replication sink was already attached");
+        }
+    }
+
+    /// Applies one change a primary committed, with the content of the document versions it
+    /// adds (a replica): its chunks are indexed under the primary's ordinals (no re-chunking, no
+    /// re-embedding), then the change is published under the writer lock. A change at or below
+    /// the current epoch was applied already and is skipped; one that skips an epoch is refused
+    /// (`out_of_order`: the replica re-bootstraps). Returns the epoch reached.
+    pub async fn apply_replicated(
+        &self,
+        changes: &[crate::acl::AclChange],
+        documents: &[EncodedDocument],
+    ) -> RetrievalResult<u64> {
+        let acl = self.acl();
+        let Some(epoch) = changes.first().map(|change| change.epoch) else { return Ok(acl.epoch()) };
+        if epoch <= acl.epoch() {
+            return Ok(acl.epoch());
+        }
+        if epoch != acl.epoch() + 1 || changes.iter().any(|change| change.epoch != epoch) {
+            return Err(AclError::OutOfOrder { epoch }.into());
+        }
+        let dimension = self.embedder.dimension();
+        let mut items = Vec::new();
+        let mut shipped = RoaringBitmap::new();
+        for document in documents {
+            items.extend(document.decode(dimension).map_err(|reason| invalid("", &reason))?);
+            shipped.insert(document.ordinal);
+        }
+        let upserted: RoaringBitmap = changes
+            .iter()
+            .filter_map(|change| match change.mutation {
+                AclMutation::Upsert { ordinal, .. } => Some(ordinal),
+                _ => None,
+            })
+            .collect();
+        if upserted != shipped {
+            return Err(invalid("", "a replicated change's documents do not match its upserts"));
+        }
+        if !items.is_empty() {
+            self.index_chunks(items).await?;
+        }
+        let _writer = self.writer.lock().await;
+        let acl = self.acl();
+        let applied = match acl.prepare_remote(changes) {
+            Ok(prepared) => self.publish_and_purge(&acl, prepared),
+            Err(error) => Err(error.into()),
+        };
+        if applied.is_err() && !shipped.is_empty() {
+            self.purge_later(shipped);
+        }
+        applied
     }
 
     /// Publishes a prepared change (the new ACL snapshot is what every later scope reads) and

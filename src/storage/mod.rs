@@ -168,6 +168,55 @@ impl EncodedDocument {
     }
 }
 
+impl EncodedDocument {
+    /// The chunks (sentence vectors attached) and vectors of dimension `dimension` these rows
+    /// hold; an error says what does not decode or fit (a replica refuses the change).
+    pub fn decode(&self, dimension: usize) -> Result<Vec<(Chunk, Vec<f32>)>, String> {
+        let sentences = (!self.sentences.is_empty()).then_some(self.sentences.as_slice());
+        Rows { ordinal: self.ordinal, chunks: &self.chunks, vectors: &self.vectors, sentences }.decode(dimension)
+    }
+}
+
+/// One document version's rows as stored (and as replicated), borrowed.
+struct Rows<'a> {
+    ordinal: DocOrdinal,
+    chunks: &'a [u8],
+    vectors: &'a [u8],
+    sentences: Option<&'a [u8]>,
+}
+
+impl Rows<'_> {
+    /// Decodes the rows: every chunk must name `ordinal`, the vectors must be `dimension` f32
+    /// per chunk, the sentence vectors (when present) one entry per chunk.
+    fn decode(&self, dimension: usize) -> Result<Vec<(Chunk, Vec<f32>)>, String> {
+        let ordinal = self.ordinal;
+        let mut document: Vec<Chunk> = exact(&format!("chunks of ordinal {ordinal}"), self.chunks)?;
+        if let Some(bytes) = self.sentences {
+            let what = format!("sentence vectors of ordinal {ordinal}");
+            let sentences: Vec<Option<SentenceVectors>> = exact(&what, bytes)?;
+            if sentences.len() != document.len() {
+                return Err(format!("{what} do not match its chunks"));
+            }
+            for (chunk, vectors) in document.iter_mut().zip(sentences) {
+                chunk.sentence_vectors = vectors.map(std::sync::Arc::new);
+            }
+        }
+        if dimension == 0 || self.vectors.len() != document.len() * dimension * 4 {
+            return Err(format!("vectors of ordinal {ordinal} have the wrong size"));
+        }
+        let mut decoded = Vec::with_capacity(document.len());
+        for (chunk, bytes) in document.into_iter().zip(self.vectors.chunks_exact(dimension * 4)) {
+            if chunk.doc_ordinal != ordinal {
+                return Err(format!("a chunk stored under ordinal {ordinal} names another"));
+            }
+            let vector =
+                bytes.chunks_exact(4).map(|value| f32::from_le_bytes([value[0], value[1], value[2], value[3]]));
+            decoded.push((chunk, vector.collect()));
+        }
+        Ok(decoded)
+    }
+}
+
 /// The per-document tables (`chunks`, `vectors`, `sentences`) inside one write transaction.
 struct DocumentRows<'txn> {
     chunks: redb::Table<'txn, u32, &'static [u8]>,
@@ -322,10 +371,15 @@ fn open_error(file: &str, error: redb::DatabaseError) -> StorageError {
 }
 
 fn decode<T: serde::de::DeserializeOwned>(file: &str, what: &str, bytes: &[u8]) -> StorageResult<T> {
+    exact(what, bytes).map_err(|reason| corrupted(file, reason))
+}
+
+/// The bincode value that `bytes` hold exactly (no trailing bytes); the error names `what`.
+fn exact<T: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, String> {
     let (value, read) = bincode::serde::decode_from_slice::<T, _>(bytes, bincode::config::standard())
-        .map_err(|error| corrupted(file, format!("{what}: {error}")))?;
+        .map_err(|error| format!("{what}: {error}"))?;
     if read != bytes.len() {
-        return Err(corrupted(file, format!("{what}: trailing bytes")));
+        return Err(format!("{what}: trailing bytes"));
     }
     Ok(value)
 }
@@ -571,40 +625,24 @@ impl Store {
             if ordinal >= next_ordinal {
                 return Err(corrupted(file, format!("holds ordinal {ordinal} beyond next_ordinal {next_ordinal}")));
             }
-            let mut document: Vec<Chunk> = decode(file, &format!("chunks of ordinal {ordinal}"), bytes.value())?;
-            if let Some(row) = sentence_rows
+            let sentences = sentence_rows
                 .as_ref()
                 .map(|rows| rows.get(ordinal))
                 .transpose()
                 .map_err(|error| io(file, error))?
-                .flatten()
-            {
-                let what = format!("sentence vectors of ordinal {ordinal}");
-                let sentences: Vec<Option<SentenceVectors>> = decode(file, &what, row.value())?;
-                if sentences.len() != document.len() {
-                    return Err(corrupted(file, format!("{what} do not match its chunks")));
-                }
-                for (chunk, vectors) in document.iter_mut().zip(sentences) {
-                    chunk.sentence_vectors = vectors.map(std::sync::Arc::new);
-                }
-            }
+                .flatten();
             let vectors = vector_rows
                 .get(ordinal)
                 .map_err(|error| io(file, error))?
                 .ok_or_else(|| corrupted(file, format!("vectors of ordinal {ordinal} are missing")))?;
-            let raw = vectors.value();
             let dimension = configured.rsplit('\0').next().and_then(|value| value.parse::<usize>().ok()).unwrap_or(0);
-            if dimension == 0 || raw.len() != document.len() * dimension * 4 {
-                return Err(corrupted(file, format!("vectors of ordinal {ordinal} have the wrong size")));
-            }
-            for (chunk, bytes) in document.into_iter().zip(raw.chunks_exact(dimension * 4)) {
-                if chunk.doc_ordinal != ordinal {
-                    return Err(corrupted(file, format!("a chunk stored under ordinal {ordinal} names another")));
-                }
-                let vector =
-                    bytes.chunks_exact(4).map(|value| f32::from_le_bytes([value[0], value[1], value[2], value[3]]));
-                chunks.push((chunk, vector.collect()));
-            }
+            let rows = Rows {
+                ordinal,
+                chunks: bytes.value(),
+                vectors: vectors.value(),
+                sentences: sentences.as_ref().map(|row| row.value()),
+            };
+            chunks.extend(rows.decode(dimension).map_err(|reason| corrupted(file, reason))?);
             found.insert(ordinal);
         }
         if let Some(missing) = (&live - &found).min() {

@@ -793,6 +793,23 @@ async fn a_replica_refuses_a_primary_restored_from_an_older_snapshot_until_it_re
     let address = primary.base.trim_start_matches("http://").to_owned();
     primary.child.kill().unwrap();
     primary.child.wait().unwrap();
+    // With its primary gone the replica fails closed once its lease runs out (one lease, 2 s).
+    let mut refused = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while refused == 0 {
+        let (status, body) =
+            call(&http, &replica.base, reqwest::Method::POST, "/v1/retrieve", &alice, Some(travel.clone())).await;
+        match status {
+            503 => {
+                assert_eq!(body["code"], "replica_stale");
+                refused += 1;
+            }
+            200 => assert!(!super::snapshots::retrieved_docs(&body).contains(&"travel-policy".to_owned())),
+            other => panic!("unexpected status {other}: {body}"),
+        }
+        assert!(Instant::now() < deadline, "the replica kept serving with its primary gone");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let mut restored_command = command(&snapshots, &["--restore", snapshot.to_str().unwrap()]);
     restored_command.env("WARRANT__STORAGE__DIR", root.path().join("data-2")).env("WARRANT__SERVER__BIND", &address);
     let restored = spawn_command(restored_command);
@@ -814,7 +831,6 @@ async fn a_replica_refuses_a_primary_restored_from_an_older_snapshot_until_it_re
     assert_ne!(new_lineage, old_lineage, "a restore forks the lineage");
 
     // Until the replica has re-synchronized it refuses; it never serves the revoked document.
-    let mut refused = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let started = Instant::now();

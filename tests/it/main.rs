@@ -15,6 +15,7 @@ mod openapi;
 mod persisted_indexes;
 mod postgres;
 mod providers;
+mod replication;
 mod retrieval;
 mod scripted;
 mod security;

@@ -17,11 +17,46 @@ pub struct ReplicaReport {
     pub max_lag_seconds: f64,
     /// The primary's epoch at the last successful poll.
     pub primary_epoch: u64,
+    /// Milliseconds its lease still runs by its own count (0: none held); absent when the
+    /// primary grants none (`replica.sync = "none"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_remaining_ms: Option<u64>,
 }
 
 impl From<layer::ReplicaReport> for ReplicaReport {
     fn from(report: layer::ReplicaReport) -> Self {
-        let layer::ReplicaReport { fresh, lag_seconds, max_lag_seconds, primary_epoch } = report;
-        Self { fresh, lag_seconds, max_lag_seconds, primary_epoch }
+        let layer::ReplicaReport { fresh, lag_seconds, max_lag_seconds, primary_epoch, lease_remaining_ms } = report;
+        Self { fresh, lag_seconds, max_lag_seconds, primary_epoch, lease_remaining_ms }
+    }
+}
+
+/// One replica stream session of a primary, in `/readyz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplicaLease {
+    /// The replica (its token's subject, one of `auth.replica_subjects`).
+    pub replica: String,
+    /// The stream's session.
+    pub session: String,
+    /// Whether its stream is open.
+    pub connected: bool,
+    /// The last epoch it acknowledged.
+    pub applied_epoch: u64,
+    /// Changes it has not acknowledged (the primary's epoch less `applied_epoch`).
+    pub lag_changes: u64,
+    /// Milliseconds its lease still runs (0: none).
+    pub lease_remaining_ms: u64,
+}
+
+impl From<(crate::replication::LeaseReport, u64)> for ReplicaLease {
+    fn from((report, epoch): (crate::replication::LeaseReport, u64)) -> Self {
+        let crate::replication::LeaseReport { replica, session, connected, applied_epoch, lease_remaining_ms } = report;
+        Self {
+            replica,
+            session,
+            connected,
+            applied_epoch,
+            lag_changes: epoch.saturating_sub(applied_epoch),
+            lease_remaining_ms,
+        }
     }
 }
