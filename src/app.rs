@@ -121,6 +121,9 @@ pub async fn start_engine(
     let params = EngineParams::from_settings(settings, embedder.dimension());
     let restore = settings.snapshots.restore.as_str();
     let replica = !settings.replica.follow.is_empty();
+    if replica && !settings.storage.dir.is_empty() {
+        return start_durable_replica(settings, params, embedder).await;
+    }
     if replica || settings.storage.dir.is_empty() {
         if restore.is_empty() {
             return Ok((Engine::start(params, embedder)?, !replica));
@@ -180,6 +183,48 @@ pub async fn start_engine(
         "data directory opened"
     );
     Ok((engine, recovery.created))
+}
+
+/// A replica with a data directory: it resumes from what it applied (its store keeps its
+/// primary's lineage and epoch, so it streams on from there without downloading anything); a new
+/// directory is seeded from `snapshots.restore` keeping the snapshot's lineage, or created empty
+/// (a fresh lineage: the primary answers 409 `lineage_mismatch` and the replica bootstraps from its
+/// snapshot, re-seeding the store).
+async fn start_durable_replica(
+    settings: &Settings,
+    params: EngineParams,
+    embedder: Arc<dyn crate::embed::Embedder>,
+) -> Result<(Arc<Engine>, bool), StartError> {
+    let data = Path::new(&settings.storage.dir).to_owned();
+    let restore = settings.snapshots.restore.clone();
+    let exists = std::fs::metadata(data.join(crate::storage::STORE_FILE)).map(|meta| meta.len() > 0).unwrap_or(false);
+    if exists || restore.is_empty() {
+        if exists && !restore.is_empty() {
+            tracing::info!(data = %data.display(), "the replica resumes from its data directory; snapshots.restore is not needed");
+        }
+        let (engine, recovery) = Engine::open(params, embedder, &data).await?;
+        tracing::info!(acl_epoch = engine.acl().epoch(), lineage = %engine.acl().lineage(), created = recovery.created, "replica data directory opened");
+        return Ok((engine, false));
+    }
+    let directory = Path::new(&restore).to_owned();
+    let shown = directory.display().to_string();
+    let (name, dimension, vector, cache_bytes) =
+        (embedder.name().to_owned(), embedder.dimension(), params.vector, params.store_cache_bytes);
+    let (restored, store) = tokio::task::spawn_blocking(move || {
+        let restored = crate::snapshot::restore(&directory, &name, dimension, vector)
+            .map_err(|error| StartError::Snapshot { path: shown, error })?;
+        let chunks: Vec<_> = restored.shards.iter().flat_map(|shard| shard.export()).collect();
+        // The replica keeps the snapshot's lineage: it follows the same history.
+        let store = crate::storage::Store::seed(&data, &name, dimension, &restored.acl, &chunks, cache_bytes)
+            .map_err(|error| StartError::Retrieval(error.into()))?;
+        Ok::<_, StartError>((restored, store))
+    })
+    .await
+    .map_err(|error| StartError::Restore(error.to_string()))??;
+    let mut params = params;
+    params.shards = restored.manifest.shards;
+    tracing::info!(snapshot = %restored.manifest.snapshot_id, acl_epoch = restored.manifest.acl_epoch, "replica data directory seeded from the snapshot");
+    Ok((Engine::start_durable(params, embedder, restored.acl, restored.shards, store)?, false))
 }
 
 /// A started backend: its two sides, the embedded engine when it is the backend, and whether

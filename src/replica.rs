@@ -516,6 +516,7 @@ async fn download_and_swap(
     let epoch = restored.manifest.acl_epoch;
     let acl = restored.acl.relabeled(lineage.clone());
     engine.replace_core(acl, restored.shards).await.map_err(|error| fail(error.to_string()))?;
+    metrics::counter!("warrant_replica_bootstraps_total").increment(1);
     tracing::info!(snapshot = %manifest.snapshot_id, acl_epoch = epoch, lineage = %lineage, "replica re-synchronized from the primary's snapshot");
     Ok(())
 }

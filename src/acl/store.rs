@@ -138,6 +138,11 @@ impl Prepared {
         &self.next
     }
 
+    /// The ordinal counter a primary's changes move this store to (remote changes only).
+    pub fn next_ordinal(&self) -> Option<DocOrdinal> {
+        self.next_ordinal
+    }
+
     /// Refuses the change when it leaves a document it upserts or grants on with more than
     /// `limit` users and groups together (a writer's cap, `server.max_acl_names_per_document`;
     /// a replica applying its primary's changes does not check it).

@@ -289,14 +289,27 @@ impl Engine {
     }
 
     /// Replaces the ACL state and shards whole (a replica re-synchronized from its primary's
-    /// snapshot; in-memory engines only). Waits for in-progress writes; requests that loaded the
-    /// old state finish on it, and the HTTP layer refuses to return what they produce.
+    /// snapshot). A durable replica's store is re-seeded with them first, in one transaction.
+    /// Waits for in-progress writes; requests that loaded the old state finish on it, and the
+    /// HTTP layer refuses to return what they produce.
     pub async fn replace_core(&self, acl: AclStore, shards: Vec<Arc<Shard>>) -> RetrievalResult<()> {
-        debug_assert!(self.store.is_none(), "a durable engine never swaps its state");
         let _writer = self.writer.lock().await;
+        let acl = Arc::new(acl);
+        if let Some(store) = &self.store {
+            let (store, acl, shards) = (Arc::clone(store), Arc::clone(&acl), shards.clone());
+            tokio::task::spawn_blocking(move || {
+                let chunks: Vec<_> = shards.iter().flat_map(|shard| shard.export()).collect();
+                store.reseed(&acl, &chunks)
+            })
+            .await
+            .map_err(|error| crate::storage::StorageError::Io {
+                file: crate::storage::STORE_FILE.into(),
+                reason: error.to_string(),
+            })??;
+        }
         let mut params = self.params.clone();
         params.shards = shards.len();
-        let core = Self::core(&params, Arc::new(acl), Some(shards))?;
+        let core = Self::core(&params, acl, Some(shards))?;
         let epoch = core.acl.epoch();
         self.core.store(Arc::new(core));
         self.lock_cache().clear();

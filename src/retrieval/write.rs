@@ -287,6 +287,38 @@ impl Engine {
         Ok(epoch)
     }
 
+    /// A durable replica's commit of a primary's change: its log entries, the rows of the
+    /// versions it adds and the removal of those it retires, in one transaction, before it is
+    /// published (so a restart resumes from it).
+    async fn commit_replicated(
+        &self,
+        acl: &AclStore,
+        prepared: &crate::acl::Prepared,
+        documents: &[EncodedDocument],
+    ) -> RetrievalResult<()> {
+        let Some(store) = &self.store else { return Ok(()) };
+        if prepared.is_noop() {
+            return Ok(());
+        }
+        let store = Arc::clone(store);
+        let changes = prepared.changes().to_vec();
+        let removed = prepared.retired();
+        let next_ordinal = prepared.next_ordinal().map_or(acl.next_ordinal(), |next| next.max(acl.next_ordinal()));
+        let documents = documents.to_vec();
+        tokio::task::spawn_blocking(move || {
+            store.commit(&Commit {
+                changes: &changes,
+                added: &documents,
+                removed: &removed,
+                published: &RoaringBitmap::new(),
+                next_ordinal,
+            })
+        })
+        .await
+        .map_err(|error| StorageError::Io { file: STORE_FILE.into(), reason: error.to_string() })??;
+        Ok(())
+    }
+
     /// Makes this engine a primary that hands every committed change to `sink` (its replicas'
     /// log). Set once, before the first write; later calls are ignored.
     pub fn attach_sink(&self, sink: Arc<dyn super::ChangeSink>) {
@@ -336,7 +368,10 @@ impl Engine {
         let _writer = self.writer.lock().await;
         let acl = self.acl();
         let applied = match acl.prepare_remote(changes) {
-            Ok(prepared) => self.publish_and_purge(&acl, prepared),
+            Ok(prepared) => match self.commit_replicated(&acl, &prepared, documents).await {
+                Ok(()) => self.publish_and_purge(&acl, prepared),
+                Err(error) => Err(error),
+            },
             Err(error) => Err(error.into()),
         };
         if applied.is_err() && !shipped.is_empty() {

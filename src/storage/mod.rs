@@ -454,16 +454,47 @@ impl Store {
         let db =
             redb::Builder::new().set_cache_size(cache_bytes).create(&path).map_err(|error| open_error(&file, error))?;
         let store = Self { db, file };
-        let file = store.file.as_str();
+        store.write_seed(&format!("{embedder}\0{dimension}"), acl, chunks)?;
+        Ok(store)
+    }
+
+    /// Replaces everything this open store holds with `acl` and `chunks` (a durable replica
+    /// re-bootstrapped from its primary's snapshot), in one durable transaction: a crash leaves
+    /// the old contents or the new, whole. The embedder stays the store's.
+    pub fn reseed(&self, acl: &AclStore, chunks: &[(std::sync::Arc<Chunk>, Vec<f32>)]) -> StorageResult<()> {
+        let file = self.file.as_str();
+        let embedder = {
+            let txn = self.db.begin_read().map_err(|error| io(file, error))?;
+            let meta = txn.open_table(META).map_err(|error| corrupted(file, error))?;
+            let value = meta.get("embedder").map_err(|error| io(file, error))?;
+            let value = value.ok_or_else(|| corrupted(file, "meta embedder is missing"))?;
+            String::from_utf8(value.value().to_vec()).map_err(|_| corrupted(file, "meta embedder is not UTF-8"))?
+        };
+        self.write_seed(&embedder, acl, chunks)
+    }
+
+    /// One transaction that leaves the store holding exactly `acl` (its snapshot as the
+    /// checkpoint, its retained log, lineage and ordinal counter) and `chunks`.
+    fn write_seed(
+        &self,
+        embedder: &str,
+        acl: &AclStore,
+        chunks: &[(std::sync::Arc<Chunk>, Vec<f32>)],
+    ) -> StorageResult<()> {
+        let file = self.file.as_str();
         let snapshot = acl.load();
-        let txn = store.db.begin_write().map_err(|error| io(file, error))?;
+        let txn = self.db.begin_write().map_err(|error| io(file, error))?;
         {
+            txn.delete_table(CHANGES).map_err(|error| io(file, error))?;
+            for table in [CHUNKS, VECTORS, SENTENCES, STAGED] {
+                txn.delete_table(table).map_err(|error| io(file, error))?;
+            }
             let mut meta = txn.open_table(META).map_err(|error| io(file, error))?;
             meta.insert("format", STORE_FORMAT.to_le_bytes().as_slice()).map_err(|error| io(file, error))?;
             meta.insert("lineage", acl.lineage().as_bytes()).map_err(|error| io(file, error))?;
             meta.insert("next_ordinal", acl.next_ordinal().to_le_bytes().as_slice())
                 .map_err(|error| io(file, error))?;
-            meta.insert("embedder", format!("{embedder}\0{dimension}").as_bytes()).map_err(|error| io(file, error))?;
+            meta.insert("embedder", embedder.as_bytes()).map_err(|error| io(file, error))?;
             meta.insert("checkpoint", encode(snapshot.as_ref()).as_slice()).map_err(|error| io(file, error))?;
             let mut changes = txn.open_table(CHANGES).map_err(|error| io(file, error))?;
             let log = acl.log();
@@ -480,8 +511,7 @@ impl Store {
                 rows.insert(&EncodedDocument::encode(ordinal, &items), file)?;
             }
         }
-        txn.commit().map_err(|error| io(file, error))?;
-        Ok(store)
+        txn.commit().map_err(|error| io(file, error))
     }
 
     /// The database file (for messages).

@@ -319,3 +319,347 @@ async fn a_stopped_replica_delays_a_revoke_by_a_lease_at_most_and_serves_nothing
         }
     }
 }
+
+/// The value of a counter on `/metrics` (0 when absent).
+async fn counter(http: &reqwest::Client, base: &str, name: &str) -> f64 {
+    let text = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .filter(|line| line.starts_with(name) && !line.starts_with('#'))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+async fn leased(http: &reqwest::Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ready(http, base).await["replica"]["lease_remaining_ms"].as_u64().unwrap_or(0) == 0 {
+        assert!(Instant::now() < deadline, "the replica never became ready with a lease");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[actix_web::test]
+async fn a_replica_with_a_data_directory_resumes_from_its_epoch_after_kill_9() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let root = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::new();
+    let admin = token("acme", "root", &[], "admin");
+    let alice = token("acme", "alice", &["everyone", "engineering"], "");
+    let primary = spawn_command(command(&root.path().join("primary-snapshots"), &[]));
+    let data = root.path().join("replica-data");
+    let replica_command = || {
+        let mut replica = command(&root.path().join("replica-snapshots"), &["--follow", &primary.base]);
+        replica.env("WARRANT__STORAGE__DIR", &data);
+        replica
+    };
+    let mut replica = spawn_command(replica_command());
+    leased(&http, &replica.base).await;
+    assert_eq!(
+        counter(&http, &replica.base, "warrant_replica_bootstraps_total").await,
+        1.0,
+        "a new directory bootstraps"
+    );
+    let upload = |doc_id: &str| json!({"documents": [{"doc_id": doc_id, "title": "Parking", "text": format!("Staff parking permits for {doc_id} cost 40 euros per month."), "acl": {"groups": ["everyone"]}}]});
+    assert_eq!(
+        call(&http, &primary.base, reqwest::Method::PUT, "/v1/admin/documents", &admin, Some(upload("parking-a")))
+            .await
+            .0,
+        200
+    );
+    let (_, on_primary) =
+        call(&http, &primary.base, reqwest::Method::GET, "/v1/documents/parking-a", &alice, None).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while call(&http, &replica.base, reqwest::Method::GET, "/v1/documents/parking-a", &alice, None).await.0 != 200 {
+        assert!(Instant::now() < deadline, "the document never reached the replica");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let epoch = ready(&http, &replica.base).await["acl_epoch"].clone();
+    replica.child.kill().unwrap();
+    replica.child.wait().unwrap();
+    let replica = spawn_command(replica_command());
+    leased(&http, &replica.base).await;
+    assert_eq!(
+        counter(&http, &replica.base, "warrant_replica_bootstraps_total").await,
+        0.0,
+        "it resumed, downloading nothing"
+    );
+    assert_eq!(ready(&http, &replica.base).await["acl_epoch"], epoch);
+    let (status, document) =
+        call(&http, &replica.base, reqwest::Method::GET, "/v1/documents/parking-a", &alice, None).await;
+    assert_eq!((status, &document["chunks"]), (200, &on_primary["chunks"]), "what it applied survived kill -9");
+    // It follows on: a revoke is enforced before it returns, a new document arrives.
+    let revoke = json!({"doc_id": "parking-a"});
+    assert_eq!(
+        call(&http, &primary.base, reqwest::Method::POST, "/v1/admin/acl/revoke", &admin, Some(revoke)).await.0,
+        200
+    );
+    let (status, _) = call(&http, &replica.base, reqwest::Method::GET, "/v1/documents/parking-a", &alice, None).await;
+    assert!(status == 404 || status == 503, "served after the revoke returned: {status}");
+    assert_eq!(
+        call(&http, &primary.base, reqwest::Method::PUT, "/v1/admin/documents", &admin, Some(upload("parking-b")))
+            .await
+            .0,
+        200
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while call(&http, &replica.base, reqwest::Method::GET, "/v1/documents/parking-b", &alice, None).await.0 != 200 {
+        assert!(Instant::now() < deadline, "a document after the restart never reached the replica");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// ---- measurements (by hand; figures in BENCHMARKS.md, "Replication") ----
+
+fn percentile(samples: &mut [f64], fraction: f64) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[((samples.len() - 1) as f64 * fraction).round() as usize]
+}
+
+fn rss_mib(process: &Process) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", process.child.id())).unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
+/// Starts a primary and `count` replicas (leased), and waits out the primary's start-up grace.
+async fn measured_cluster(http: &reqwest::Client, root: &Path, count: usize) -> (Process, Vec<Process>) {
+    let mut primary_command = command(&root.join("primary-snapshots"), &[]);
+    primary_command
+        .env("WARRANT__SERVER__MAX_BATCH_DOCUMENTS", "500")
+        .env("WARRANT__SERVER__MAX_BODY_BYTES", "16777216");
+    let primary = spawn_command(primary_command);
+    let replicas: Vec<Process> = (0..count)
+        .map(|index| spawn_command(command(&root.join(format!("replica-{index}")), &["--follow", &primary.base])))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for replica in &replicas {
+        while ready(http, &replica.base).await["replica"]["lease_remaining_ms"].as_u64().unwrap_or(0) == 0 {
+            assert!(Instant::now() < deadline, "a replica never became ready");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    tokio::time::sleep(LEASE + Duration::from_millis(500)).await;
+    (primary, replicas)
+}
+
+fn batch(round: usize, size: usize) -> Value {
+    let documents: Vec<Value> = (0..size)
+        .map(|index| {
+            let words: Vec<String> = (0..60).map(|word| format!("w{}", (round * 7919 + index * 31 + word * 17) % 5000)).collect();
+            json!({"doc_id": format!("bulk-{round}-{index}"), "title": "bulk", "text": words.join(" "), "acl": {"groups": ["everyone"]}})
+        })
+        .collect();
+    json!({"documents": documents})
+}
+
+/// `WARRANT_BIN=$CARGO_TARGET_DIR/release/warrant cargo test --test it replication::measure -- --ignored --nocapture`
+#[actix_web::test]
+#[ignore = "a measurement: prints the figures of BENCHMARKS.md, \"Replication\""]
+async fn measure_replication() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let admin = token("acme", "root", &[], "admin");
+    let alice = token("acme", "alice", &["everyone", "engineering"], "");
+    let revoke = json!({"doc_id": "laptop-faq", "groups": ["everyone"]});
+    let grant = json!({"doc_id": "laptop-faq", "groups": ["everyone"]});
+    let query = json!({"query": "hotel stays reimbursed per night in London", "k": 6});
+    for count in [0, 1, 3] {
+        let root = tempfile::tempdir().unwrap();
+        let (primary, replicas) = measured_cluster(&http, root.path(), count).await;
+        let mut revokes = Vec::new();
+        for _ in 0..200 {
+            let started = Instant::now();
+            let (status, _) =
+                call(&http, &primary.base, reqwest::Method::POST, "/v1/admin/acl/revoke", &admin, Some(revoke.clone()))
+                    .await;
+            revokes.push(started.elapsed().as_secs_f64() * 1000.0);
+            assert_eq!(status, 200);
+            assert_eq!(
+                call(&http, &primary.base, reqwest::Method::POST, "/v1/admin/acl/grant", &admin, Some(grant.clone()))
+                    .await
+                    .0,
+                200
+            );
+        }
+        println!(
+            "replicas {count}: revoke acknowledged p50 {:.2} ms, p99 {:.2} ms (200 revokes); primary RSS {:.0} MiB",
+            percentile(&mut revokes, 0.5),
+            percentile(&mut revokes, 0.99),
+            rss_mib(&primary)
+        );
+        if count == 0 {
+            continue;
+        }
+        // Upsert-to-visible lag of 500-document batches, on every replica.
+        let mut lags = Vec::new();
+        let mut upserts = Vec::new();
+        for round in 0..10 {
+            let started = Instant::now();
+            let (status, body) = call(
+                &http,
+                &primary.base,
+                reqwest::Method::PUT,
+                "/v1/admin/documents",
+                &admin,
+                Some(batch(round, 500)),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            let acknowledged = Instant::now();
+            upserts.push((acknowledged - started).as_secs_f64() * 1000.0);
+            let waits: Vec<_> = replicas
+                .iter()
+                .map(|replica| {
+                    let (base, alice) = (replica.base.clone(), alice.clone());
+                    actix_rt::spawn(async move {
+                        let http = reqwest::Client::new();
+                        let path = format!("/v1/documents/bulk-{round}-499");
+                        while call(&http, &base, reqwest::Method::GET, &path, &alice, None).await.0 != 200 {}
+                        acknowledged.elapsed().as_secs_f64() * 1000.0
+                    })
+                })
+                .collect();
+            for wait in waits {
+                lags.push(wait.await.unwrap());
+            }
+        }
+        println!(
+            "replicas {count}: 500-document upsert acknowledged p50 {:.0} ms; visible on a replica after the acknowledgement p50 {:.1} ms, p99 {:.1} ms ({} samples); primary RSS {:.0} MiB, replica RSS {:.0} MiB",
+            percentile(&mut upserts, 0.5),
+            percentile(&mut lags, 0.5),
+            percentile(&mut lags, 0.99),
+            lags.len(),
+            rss_mib(&primary),
+            rss_mib(&replicas[0])
+        );
+        // Read throughput, one client, the same query on the primary and a replica.
+        for (name, base) in [("primary", &primary.base), ("replica", &replicas[0].base)] {
+            let started = Instant::now();
+            for _ in 0..1000 {
+                assert_eq!(
+                    call(&http, base, reqwest::Method::POST, "/v1/retrieve", &alice, Some(query.clone())).await.0,
+                    200
+                );
+            }
+            println!(
+                "replicas {count}: /v1/retrieve on the {name}: {:.0} requests/s (one client)",
+                1000.0 / started.elapsed().as_secs_f64()
+            );
+        }
+        if count == 3 {
+            // Catch-up after a 20 s partition (SIGSTOP) while the primary takes 500-document batches.
+            signal(&replicas[2], "STOP");
+            let stopped = Instant::now();
+            let mut round = 100;
+            while stopped.elapsed() < Duration::from_secs(20) {
+                assert_eq!(
+                    call(
+                        &http,
+                        &primary.base,
+                        reqwest::Method::PUT,
+                        "/v1/admin/documents",
+                        &admin,
+                        Some(batch(round, 500))
+                    )
+                    .await
+                    .0,
+                    200
+                );
+                round += 1;
+            }
+            let target = ready(&http, &primary.base).await["acl_epoch"].as_u64().unwrap();
+            let behind = ready(&http, &replicas[0].base).await["acl_epoch"].as_u64().unwrap_or(0);
+            signal(&replicas[2], "CONT");
+            let woke = Instant::now();
+            loop {
+                let reached = ready(&http, &replicas[2].base).await["acl_epoch"].as_u64().unwrap_or(0);
+                if reached >= target {
+                    break;
+                }
+                assert!(woke.elapsed() < Duration::from_secs(300), "never caught up");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let documents = (round - 100) * 500;
+            println!(
+                "replicas {count}: after a 20 s partition ({} batches, {documents} documents, epoch {target}; an unpartitioned replica was at {behind}), caught up in {:.2} s ({:.0} documents/s)",
+                round - 100,
+                woke.elapsed().as_secs_f64(),
+                documents as f64 / woke.elapsed().as_secs_f64()
+            );
+        }
+        drop(replicas);
+        drop(primary);
+    }
+}
+
+/// `WARRANT_BIN=… cargo test --test it replication::measure_a_slow -- --ignored --nocapture`: a
+/// "replica" that reads its stream at 1 KB/s while the primary takes 500-document batches; the
+/// primary's memory stays bounded by `replica.stream_buffer_mb` (8 MiB here), whatever it falls
+/// behind, and the slow reader is cut off (it would re-bootstrap).
+#[actix_web::test]
+#[ignore = "a measurement: prints the figures of BENCHMARKS.md, \"Replication\""]
+async fn measure_a_slow_replica_against_the_primarys_memory() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let admin = token("acme", "root", &[], "admin");
+    for slow_reader in [false, true] {
+        let root = tempfile::tempdir().unwrap();
+        let mut primary_command = command(&root.path().join("primary-snapshots"), &[]);
+        primary_command
+            .env("WARRANT__SERVER__MAX_BATCH_DOCUMENTS", "500")
+            .env("WARRANT__SERVER__MAX_BODY_BYTES", "16777216")
+            .env("WARRANT__REPLICA__STREAM_BUFFER_MB", "8");
+        let primary = spawn_command(primary_command);
+        let state = ready(&http, &primary.base).await;
+        let (epoch, lineage) = (state["acl_epoch"].as_u64().unwrap(), state["lineage"].as_str().unwrap().to_owned());
+        let address = primary.base.trim_start_matches("http://").to_owned();
+        let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let request = format!(
+            "GET /v1/replica/stream?since={epoch}&lineage={lineage} HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {}\r\n\r\n",
+            token("replication", "replica-1", &[], "replica")
+        );
+        if slow_reader {
+            socket.write_all(request.as_bytes()).await.unwrap();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let stop = Arc::clone(&stop);
+            actix_rt::spawn(async move {
+                let mut buffer = [0u8; 1024];
+                let mut read = 0;
+                while slow_reader && !stop.load(Ordering::SeqCst) {
+                    match socket.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return (read, true),
+                        Ok(count) => read += count,
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                (read, false)
+            })
+        };
+        let before = rss_mib(&primary);
+        let mut peak = before;
+        for round in 0..40 {
+            let (status, body) = call(
+                &http,
+                &primary.base,
+                reqwest::Method::PUT,
+                "/v1/admin/documents",
+                &admin,
+                Some(batch(round, 500)),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            peak = peak.max(rss_mib(&primary));
+        }
+        stop.store(true, Ordering::SeqCst);
+        let (read, closed) = reader.await.unwrap();
+        println!(
+            "slow reader {slow_reader}: 40 batches of 500 documents: primary RSS {before:.0} -> peak {peak:.0} MiB (stream buffer 8 MiB); the reader got {read} bytes at 1 KB/s, its stream closed by the primary: {closed}"
+        );
+    }
+}

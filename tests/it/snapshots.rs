@@ -400,7 +400,9 @@ impl Drop for Process {
 }
 
 pub(crate) fn command(snapshot_dir: &Path, arguments: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_warrant"));
+    // Measurements run by hand may point WARRANT_BIN at a release build.
+    let binary = std::env::var_os("WARRANT_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_warrant").into());
+    let mut command = Command::new(binary);
     command
         .current_dir(MANIFEST_DIR)
         .arg("serve")
