@@ -402,6 +402,20 @@ async fn snapshots_need_the_operator_role_and_replica_endpoints_the_replica_role
     let (status, feed, _) = send!(app, GET, "/v1/admin/acl/changes?since=0", &replica);
     assert_eq!(status, 200);
     assert!(!feed["changes"].as_array().unwrap().is_empty(), "the configured replica reads every tenant's changes");
+    // A replica of another lineage gets no stream, so no session and no lease.
+    let (status, refused, _) = send!(app, GET, "/v1/replica/stream?since=0&lineage=another-history", &replica);
+    assert_eq!((status, refused["code"].as_str()), (409, Some("lineage_mismatch")));
+    let lineage = feed["lineage"].as_str().unwrap();
+    let ahead = format!("/v1/replica/stream?since={}&lineage={lineage}", feed["acl_epoch"].as_u64().unwrap() + 1);
+    assert_eq!(send!(app, GET, ahead, &replica).1["code"], "lineage_mismatch", "an epoch ahead of the primary's");
+    let renewal = json!({"session": "forged-session", "applied_epoch": 1_000_000});
+    let (status, refused, _) = send!(app, POST, "/v1/replica/lease", &replica, renewal.clone());
+    assert_eq!((status, refused["code"].as_str()), (404, Some("unknown_session")));
+    for unlisted in [token("nobody", "nobody", &[], "replica"), acme_admin.clone()] {
+        let stream = format!("/v1/replica/stream?since=0&lineage={lineage}");
+        assert_eq!(send!(app, GET, stream, &unlisted).0, 403);
+        assert_eq!(send!(app, POST, "/v1/replica/lease", &unlisted, renewal.clone()).0, 403);
+    }
 }
 
 #[actix_web::test]
