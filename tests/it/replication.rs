@@ -301,9 +301,23 @@ async fn a_stopped_replica_delays_a_revoke_by_a_lease_at_most_and_serves_nothing
         assert!(Instant::now() < deadline, "the woken replica never caught up");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // The primary dies: both replicas fail closed within a lease.
+    // kill -9 of the primary in the middle of a revoke (it waits for the stopped replica): the
+    // revoke does not return 200, and both replicas fail closed within a lease.
+    signal(&replicas[1], "STOP");
+    let revoking = {
+        let (base, admin) = (primary.base.clone(), admin.clone());
+        actix_rt::spawn(async move {
+            let revoke = json!({"doc_id": "vacation-policy"});
+            call(&reqwest::Client::new(), &base, reqwest::Method::POST, "/v1/admin/acl/revoke", &admin, Some(revoke))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
     primary.child.kill().unwrap();
     primary.child.wait().unwrap();
+    let (status, body) = revoking.await.unwrap();
+    assert_ne!(status, 200, "a revoke returned though its primary died before every replica applied it: {body}");
+    signal(&replicas[1], "CONT");
     for replica in &replicas {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -314,6 +328,7 @@ async fn a_stopped_replica_delays_a_revoke_by_a_lease_at_most_and_serves_nothing
                 break;
             }
             assert_eq!(status, 200, "{body}");
+            assert!(!retrieved_docs(&body).contains(&"travel-policy".to_owned()));
             assert!(Instant::now() < deadline, "a replica kept serving with its primary gone");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
