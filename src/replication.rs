@@ -172,7 +172,8 @@ pub struct Behind {
 }
 
 struct Ring {
-    frames: VecDeque<(u64, Bytes)>,
+    /// (epoch, encoded frame, when it was committed).
+    frames: VecDeque<(u64, Bytes, Instant)>,
     bytes: usize,
     capacity: usize,
     /// Every change above this epoch is in `frames`.
@@ -205,13 +206,22 @@ impl ReplicationLog {
         self.ring.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The encoded changes above `since`, in order, or [`Behind`] when some of them are gone.
-    pub fn after(&self, since: u64) -> Result<Vec<(u64, Bytes)>, Behind> {
+    /// The first encoded change above `since`, if any, or [`Behind`] when it is gone.
+    pub fn next_after(&self, since: u64) -> Result<Option<(u64, Bytes)>, Behind> {
         let ring = self.ring();
         if since < ring.floor {
             return Err(Behind { floor: ring.floor });
         }
-        Ok(ring.frames.iter().filter(|(epoch, _)| *epoch > since).cloned().collect())
+        let position = ring.frames.partition_point(|(epoch, _, _)| *epoch <= since);
+        Ok(ring.frames.get(position).map(|(epoch, frame, _)| (*epoch, frame.clone())))
+    }
+
+    /// How long the oldest change above `acknowledged` has been committed, at `now` (0 when
+    /// there is none, or it is no longer kept): a replica's lag in time.
+    pub fn lag(&self, acknowledged: u64, now: Instant) -> Duration {
+        let ring = self.ring();
+        let position = ring.frames.partition_point(|(epoch, _, _)| *epoch <= acknowledged);
+        ring.frames.get(position).map_or(Duration::ZERO, |(_, _, committed)| now.saturating_duration_since(*committed))
     }
 
     /// The lowest epoch a replica can stream from.
@@ -246,11 +256,11 @@ impl ReplicationLog {
 
     fn push(&self, epoch: u64, frame: Bytes) {
         let mut ring = self.ring();
-        debug_assert!(ring.frames.back().is_none_or(|(last, _)| *last < epoch), "changes in commit order");
+        debug_assert!(ring.frames.back().is_none_or(|(last, _, _)| *last < epoch), "changes in commit order");
         ring.bytes += frame.len();
-        ring.frames.push_back((epoch, frame));
+        ring.frames.push_back((epoch, frame, Instant::now()));
         while ring.bytes > ring.capacity && ring.frames.len() > 1 {
-            let (dropped, bytes) = ring.frames.pop_front().expect("more than one frame");
+            let (dropped, bytes, _) = ring.frames.pop_front().expect("more than one frame");
             ring.bytes -= bytes.len();
             ring.floor = dropped;
         }
@@ -475,6 +485,16 @@ mod tests {
         encode_frame(&Frame::Heartbeat { epoch })
     }
 
+    /// Every epoch above `since` that the log holds, read as a stream reads it.
+    fn epochs_after(log: &ReplicationLog, mut since: u64) -> Result<Vec<u64>, Behind> {
+        let mut epochs = Vec::new();
+        while let Some((epoch, _)) = log.next_after(since)? {
+            epochs.push(epoch);
+            since = epoch;
+        }
+        Ok(epochs)
+    }
+
     #[test]
     fn frames_round_trip_whatever_pieces_they_arrive_in() {
         let frames = vec![
@@ -538,20 +558,24 @@ mod tests {
             Duration::from_secs(2),
             Duration::from_millis(250),
         );
-        assert_eq!(log.after(10).unwrap(), vec![]);
-        assert_eq!(log.after(9), Err(Behind { floor: 10 }));
+        assert_eq!(epochs_after(&log, 10), Ok(vec![]));
+        assert_eq!(epochs_after(&log, 9), Err(Behind { floor: 10 }));
         for epoch in 11..=15 {
             log.push(epoch, heartbeat(epoch));
         }
         assert!(log.bytes() <= 3 * heartbeat(0).len());
         assert_eq!(log.floor(), 12);
-        assert_eq!(log.after(11), Err(Behind { floor: 12 }));
-        let epochs: Vec<u64> = log.after(12).unwrap().into_iter().map(|(epoch, _)| epoch).collect();
-        assert_eq!(epochs, [13, 14, 15]);
+        assert_eq!(epochs_after(&log, 11), Err(Behind { floor: 12 }));
+        assert_eq!(epochs_after(&log, 12), Ok(vec![13, 14, 15]));
+        assert_eq!(log.next_after(13).unwrap().map(|(epoch, _)| epoch), Some(14));
+        assert_eq!(log.next_after(15).unwrap(), None);
+        assert_eq!(log.next_after(11), Err(Behind { floor: 12 }));
         // The newest change is kept even when it alone is over the bound.
         let big = Bytes::from(vec![0; 10 * heartbeat(0).len()]);
         log.push(16, big);
-        assert_eq!(log.after(15).unwrap().len(), 1);
+        assert_eq!(epochs_after(&log, 15), Ok(vec![16]));
+        assert_eq!(log.lag(16, Instant::now()), Duration::ZERO, "nothing unacknowledged");
+        assert!(log.lag(15, Instant::now() + Duration::from_secs(1)) >= Duration::from_secs(1));
         assert_eq!(log.floor(), 15);
     }
 

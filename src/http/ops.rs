@@ -70,10 +70,14 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         embedder: state.reader.embedder_name().to_owned(),
         generator: state.pipeline.generator().name().to_owned(),
         replicas: state.replication.as_ref().map(|log| {
+            let now = std::time::Instant::now();
             log.leases()
-                .report(std::time::Instant::now())
+                .report(now)
                 .into_iter()
-                .map(|lease| super::contract::replica::ReplicaLease::from((lease, acl_epoch)))
+                .map(|lease| {
+                    let lag_ms = log.lag(lease.applied_epoch, now).as_millis() as u64;
+                    super::contract::replica::ReplicaLease::from((lease, acl_epoch, lag_ms))
+                })
                 .collect()
         }),
         acl_epoch,
@@ -114,6 +118,8 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
                 .set(lease.applied_epoch as f64);
             metrics::gauge!("warrant_replication_lag_changes", "replica" => replica.clone())
                 .set(epoch.saturating_sub(lease.applied_epoch) as f64);
+            metrics::gauge!("warrant_replication_lag_seconds", "replica" => replica.clone())
+                .set(log.lag(lease.applied_epoch, std::time::Instant::now()).as_secs_f64());
             metrics::gauge!("warrant_replication_lease_remaining_seconds", "replica" => replica)
                 .set(lease.lease_remaining_ms as f64 / 1000.0);
         }

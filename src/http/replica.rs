@@ -216,7 +216,7 @@ pub async fn stream(
             "the replica's state is not of this primary's history; re-bootstrap from a snapshot",
         ));
     }
-    let first = log.after(since).map_err(|behind| {
+    log.next_after(since).map_err(|behind| {
         ApiError::new(
             actix_web::http::StatusCode::GONE,
             "changes_compacted",
@@ -233,8 +233,9 @@ pub async fn stream(
         sync: log.sync().as_str().to_owned(),
     }));
     let replica = principal.user;
-    let pending: VecDeque<Bytes> = std::iter::once(hello).chain(first.iter().map(|(_, frame)| frame.clone())).collect();
-    let cursor = first.last().map_or(since, |(epoch, _)| *epoch);
+    // One frame at a time: a reader that stalls holds at most one frame beyond the log.
+    let pending: VecDeque<Bytes> = VecDeque::from([hello]);
+    let cursor = since;
     let updates = log.subscribe();
     let open = OpenSession { log: Arc::clone(&log), session };
     let body = futures::stream::unfold(
@@ -246,17 +247,17 @@ pub async fn stream(
                         .increment(frame.len() as u64);
                     return Some((Ok::<_, std::io::Error>(frame), (open, pending, cursor, updates, replica)));
                 }
-                match open.log.after(cursor) {
+                match open.log.next_after(cursor) {
                     Err(_) => {
                         tracing::warn!(%replica, cursor, "replica fell behind the replication log; it must re-bootstrap");
                         return None;
                     }
-                    Ok(frames) if !frames.is_empty() => {
-                        cursor = frames.last().map_or(cursor, |(epoch, _)| *epoch);
-                        pending.extend(frames.into_iter().map(|(_, frame)| frame));
+                    Ok(Some((epoch, frame))) => {
+                        cursor = epoch;
+                        pending.push_back(frame);
                         continue;
                     }
-                    Ok(_) => {}
+                    Ok(None) => {}
                 }
                 tokio::select! {
                     changed = updates.changed() => {

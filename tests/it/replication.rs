@@ -85,10 +85,14 @@ async fn cluster_at(http: &reqwest::Client, root: &Path, distance: Duration) -> 
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    let leased = ready(http, &primary.base).await["replicas"].as_array().map_or(0, |sessions| {
-        sessions.iter().filter(|session| session["lease_remaining_ms"].as_u64() > Some(0)).count()
-    });
-    assert!(leased >= 2, "the primary sees both leases");
+    let sessions = ready(http, &primary.base).await["replicas"].as_array().cloned().unwrap_or_default();
+    let leased = sessions.iter().filter(|session| session["lease_remaining_ms"].as_u64() > Some(0)).count();
+    assert!(leased >= 2, "the primary sees both leases: {sessions:?}");
+    for session in &sessions {
+        for field in ["applied_epoch", "lag_changes", "lag_ms"] {
+            assert!(session[field].is_u64(), "{field} in {session}");
+        }
+    }
     (primary, replicas)
 }
 

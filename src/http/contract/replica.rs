@@ -43,12 +43,15 @@ pub struct ReplicaLease {
     pub applied_epoch: u64,
     /// Changes it has not acknowledged (the primary's epoch less `applied_epoch`).
     pub lag_changes: u64,
+    /// Milliseconds since the oldest change it has not acknowledged was committed (0: none).
+    pub lag_ms: u64,
     /// Milliseconds its lease still runs (0: none).
     pub lease_remaining_ms: u64,
 }
 
-impl From<(crate::replication::LeaseReport, u64)> for ReplicaLease {
-    fn from((report, epoch): (crate::replication::LeaseReport, u64)) -> Self {
+impl From<(crate::replication::LeaseReport, u64, u64)> for ReplicaLease {
+    /// A session's report with the primary's epoch and the session's lag in milliseconds.
+    fn from((report, epoch, lag_ms): (crate::replication::LeaseReport, u64, u64)) -> Self {
         let crate::replication::LeaseReport { replica, session, connected, applied_epoch, lease_remaining_ms } = report;
         Self {
             replica,
@@ -56,6 +59,7 @@ impl From<(crate::replication::LeaseReport, u64)> for ReplicaLease {
             connected,
             applied_epoch,
             lag_changes: epoch.saturating_sub(applied_epoch),
+            lag_ms,
             lease_remaining_ms,
         }
     }
