@@ -441,6 +441,12 @@ impl Leases {
             return;
         }
         let started = Instant::now();
+        // The sessions this write waits for: leased, not yet acknowledging it.
+        let waited_for: Vec<String> = {
+            let state = self.state();
+            let pending = state.sessions.iter().filter(|(_, lease)| lease.expires > started && lease.acked < target);
+            pending.map(|(session, _)| session.clone()).collect()
+        };
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
@@ -451,10 +457,15 @@ impl Leases {
                 () = tokio::time::sleep_until(deadline.into()) => {}
             }
         }
-        for lease in self.state().sessions.values().filter(|lease| lease.acked < target) {
+        // Those whose lease ran out instead of acknowledging.
+        let state = self.state();
+        let expired =
+            waited_for.iter().filter_map(|session| state.sessions.get(session)).filter(|lease| lease.acked < target);
+        for lease in expired {
             metrics::counter!("warrant_replication_unacknowledged_total", "replica" => lease.replica.clone())
                 .increment(1);
         }
+        drop(state);
         metrics::histogram!("warrant_replication_ack_wait_seconds").record(started.elapsed().as_secs_f64());
     }
 
