@@ -38,9 +38,10 @@ use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
 use crate::config::Settings;
-use crate::replication::{Frame, FrameReader};
+use crate::replication::{Frame, FrameReader, WireDocument};
 use crate::retrieval::Engine;
 use crate::snapshot::Manifest;
+use roaring::RoaringBitmap;
 
 /// Never-yet marker of `last_success_ms` and `lease_until_ms`.
 const NEVER: u64 = u64::MAX;
@@ -226,6 +227,78 @@ impl Session {
     }
 }
 
+/// Longest wait for the change that publishes a batch indexed ahead; past it the batch is taken
+/// for abandoned by the primary and its chunks are dropped.
+const AHEAD_TTL: Duration = Duration::from_secs(60);
+
+/// Indexing a hinted batch ahead: the ordinals it indexed, or why it failed.
+type Indexing = tokio::task::JoinHandle<Result<RoaringBitmap, String>>;
+
+/// Batches indexed ahead from the primary's content hints, by the follower (one task): their
+/// ordinals, when the hint came, and the indexing.
+#[derive(Default)]
+struct Ahead {
+    batches: Vec<(RoaringBitmap, Instant, Indexing)>,
+}
+
+impl Ahead {
+    /// Starts indexing a hinted batch (unless some of it is already indexed ahead).
+    fn start(&mut self, engine: &Arc<Engine>, documents: Vec<crate::storage::EncodedDocument>) {
+        let ordinals: RoaringBitmap = documents.iter().map(|document| document.ordinal).collect();
+        // A hint below the ordinals this replica has published may be for a change it applied
+        // already (a hint can arrive after its change): never index it twice.
+        let published_below = engine.acl().next_ordinal();
+        if ordinals.min().is_none_or(|lowest| lowest < published_below)
+            || self.batches.iter().any(|(held, _, _)| !held.is_disjoint(&ordinals))
+        {
+            return;
+        }
+        let engine = Arc::clone(engine);
+        let handle =
+            actix_rt::spawn(async move { engine.index_ahead(&documents).await.map_err(|error| error.to_string()) });
+        self.batches.push((ordinals, Instant::now(), handle));
+    }
+
+    /// The ordinals of `shipped` indexed ahead (waiting for that indexing to end); an error
+    /// when indexing ahead failed (some of its chunks may be in the index: re-synchronize).
+    async fn take(&mut self, shipped: &RoaringBitmap) -> Result<RoaringBitmap, PollError> {
+        let mut indexed = RoaringBitmap::new();
+        let mut index = 0;
+        while index < self.batches.len() {
+            if self.batches[index].0.is_disjoint(shipped) {
+                index += 1;
+                continue;
+            }
+            let (ordinals, _, handle) = self.batches.swap_remove(index);
+            match handle.await {
+                Ok(Ok(done)) if done == ordinals && ordinals.is_subset(shipped) => {
+                    metrics::counter!("warrant_replica_batches_indexed_ahead_total").increment(1);
+                    indexed |= done;
+                }
+                _ => return Err(PollError::Diverged("indexing a hinted batch ahead failed".into())),
+            }
+        }
+        Ok(indexed)
+    }
+
+    /// Drops batches whose change never came within [`AHEAD_TTL`].
+    fn expire(&mut self, engine: &Engine, now: Instant) {
+        let (stale, fresh): (Vec<_>, Vec<_>) = self
+            .batches
+            .drain(..)
+            .partition(|(_, started, handle)| handle.is_finished() && now.duration_since(*started) > AHEAD_TTL);
+        self.batches = fresh;
+        for (ordinals, _, _) in stale {
+            engine.forget_ahead(ordinals);
+        }
+    }
+
+    /// Forgets everything (the engine's state was replaced: what was indexed ahead went with it).
+    fn clear(&mut self) {
+        self.batches.clear();
+    }
+}
+
 /// How the follower reaches its primary.
 struct Primary {
     client: reqwest::Client,
@@ -267,11 +340,13 @@ pub fn spawn_follower(engine: Arc<Engine>, settings: &Settings, status: Arc<Repl
     let scratch = PathBuf::from(&settings.snapshots.dir);
     actix_rt::spawn(async move {
         let mut failures: u64 = 0;
+        let mut ahead = Ahead::default();
         loop {
-            let outcome = match follow(&primary, &engine, &status, &session, silence).await {
+            let outcome = match follow(&primary, &engine, &status, &session, &mut ahead, silence).await {
                 Err(PollError::Diverged(reason)) => {
                     status.mark_stale();
                     session.set(None);
+                    ahead.clear();
                     tracing::warn!(%reason, "replica cannot follow the primary's stream: re-synchronizing from its snapshot");
                     resync(&primary.client, &primary.base, &primary.token, &scratch, &engine).await
                 }
@@ -298,9 +373,10 @@ pub fn spawn_follower(engine: Arc<Engine>, settings: &Settings, status: Arc<Repl
 /// stream ends, falls silent for `silence`, or cannot be followed ([`PollError::Diverged`]).
 async fn follow(
     primary: &Primary,
-    engine: &Engine,
+    engine: &Arc<Engine>,
     status: &ReplicaStatus,
     session: &Session,
+    ahead: &mut Ahead,
     silence: Duration,
 ) -> Result<(), PollError> {
     let acl = engine.acl();
@@ -344,11 +420,17 @@ async fn follow(
                     session.set(Some((hello.session, Duration::from_millis(hello.lease_ms))));
                     session.acknowledge.notify_one();
                 }
+                Frame::Content { documents } => {
+                    ahead.start(engine, documents.into_iter().map(WireDocument::into_encoded).collect());
+                }
                 Frame::Change(change) => {
                     let (epoch, tracked, removes_access) = (change.epoch, change.tracked, change.removes_access);
                     let (changes, documents) = change.decode().map_err(PollError::Malformed)?;
+                    let shipped: RoaringBitmap = documents.iter().map(|document| document.ordinal).collect();
+                    let indexed = ahead.take(&shipped).await?;
+                    ahead.expire(engine, Instant::now());
                     let reached = engine
-                        .apply_replicated(&changes, &documents)
+                        .apply_replicated(&changes, &documents, &indexed)
                         .await
                         .map_err(|error| PollError::Diverged(format!("applying epoch {epoch} failed: {error}")))?;
                     if removes_access {
@@ -555,6 +637,75 @@ mod tests {
         assert!(status.generation() > generation);
         status.record_poll(start + Duration::from_secs(2), 6, 6);
         assert!(!status.is_fresh(start + Duration::from_secs(2)));
+    }
+
+    /// Records what a primary hands its replicas.
+    #[derive(Default)]
+    struct Capture {
+        staged: std::sync::Mutex<Vec<Vec<crate::storage::EncodedDocument>>>,
+        committed: std::sync::Mutex<Vec<(Vec<crate::acl::AclChange>, Vec<crate::storage::EncodedDocument>)>>,
+    }
+
+    impl crate::retrieval::ChangeSink for Capture {
+        fn committed(&self, committed: crate::retrieval::Committed<'_>) {
+            let entry = (committed.changes.to_vec(), committed.documents.to_vec());
+            self.committed.lock().unwrap().push(entry);
+        }
+
+        fn staged(&self, documents: &[crate::storage::EncodedDocument]) {
+            self.staged.lock().unwrap().push(documents.to_vec());
+        }
+    }
+
+    fn engine() -> Arc<Engine> {
+        let mut settings = Settings::defaults();
+        settings.embedder.dim = 16;
+        let params = crate::retrieval::EngineParams::from_settings(&settings, 16);
+        Engine::start(params, Arc::new(crate::embed::HashedEmbedder::new(16))).unwrap()
+    }
+
+    fn chunks_of(engine: &Engine, ordinals: &RoaringBitmap) -> usize {
+        engine
+            .shards()
+            .iter()
+            .map(|shard| ordinals.iter().map(|ordinal| shard.chunks_of(ordinal).len()).sum::<usize>())
+            .sum()
+    }
+
+    #[actix_rt::test]
+    async fn a_batch_indexed_ahead_is_published_once_and_a_late_hint_is_never_indexed_again() {
+        let (primary, replica) = (engine(), engine());
+        let capture = Arc::new(Capture::default());
+        primary.attach_sink(Arc::clone(&capture) as Arc<dyn crate::retrieval::ChangeSink>);
+        let input = |doc_id: &str| crate::retrieval::DocumentInput {
+            doc_id: doc_id.into(),
+            title: String::new(),
+            text: "Hotel stays are reimbursed up to 180 euros per night. Receipts are required for every stay.".into(),
+            acl: crate::domain::DocAcl { groups: vec!["all".into()], users: vec![] },
+            version: None,
+        };
+        primary.upsert("t", vec![input("a"), input("b")]).await.unwrap();
+        let hinted = capture.staged.lock().unwrap()[0].clone();
+        let (changes, documents) = capture.committed.lock().unwrap()[0].clone();
+        let shipped: RoaringBitmap = documents.iter().map(|document| document.ordinal).collect();
+        let expected = chunks_of(&primary, &shipped);
+        assert!(expected > 0);
+        let mut ahead = Ahead::default();
+        ahead.start(&replica, hinted.clone());
+        let indexed = ahead.take(&shipped).await.unwrap();
+        assert_eq!(indexed, shipped, "the hint was indexed ahead");
+        replica.apply_replicated(&changes, &documents, &indexed).await.unwrap();
+        assert_eq!(chunks_of(&replica, &shipped), expected, "published once, never indexed twice");
+        // The same hint arriving after its change (a stream that sent the change first).
+        ahead.start(&replica, hinted);
+        assert!(ahead.batches.is_empty(), "a hint below the published ordinals is ignored");
+        assert_eq!(chunks_of(&replica, &shipped), expected);
+        // Without a hint the change alone carries the content.
+        primary.upsert("t", vec![input("c")]).await.unwrap();
+        let (changes, documents) = capture.committed.lock().unwrap()[1].clone();
+        let shipped: RoaringBitmap = documents.iter().map(|document| document.ordinal).collect();
+        replica.apply_replicated(&changes, &documents, &RoaringBitmap::new()).await.unwrap();
+        assert_eq!(chunks_of(&replica, &shipped), chunks_of(&primary, &shipped));
     }
 
     #[test]

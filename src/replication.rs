@@ -11,6 +11,13 @@
 //! back-pressure comes for free (actix pulls the next frame only when the socket takes it); the
 //! acknowledgement and the lease need a reply, which a one-way HTTP/1.1 body cannot carry.
 //!
+//! Content hints: when a primary starts indexing a document batch it also sends the batch's
+//! content to the streams that are caught up ([`Frame::Content`]), so replicas index it while the
+//! primary does; the change that publishes it then only has to be published there. A hint is
+//! only a hint: the change carries the same content, a stream that is behind misses hints, a
+//! replica ignores a hint below the ordinals it has published (a hint can arrive after its
+//! change), and drops what it indexed ahead for a change that never came.
+//!
 //! Wire: each frame is a little-endian `u32` length, then that many bytes of bincode of a
 //! [`Frame`]; a frame is at most [`MAX_FRAME_BYTES`]. The change entries travel as JSON (the feed's
 //! and the store's format of a mutation, which bincode cannot decode: it is tagged by `kind`).
@@ -42,6 +49,10 @@ use crate::storage::EncodedDocument;
 /// Largest frame a replica accepts (a 500-document batch of long documents is far below).
 pub const MAX_FRAME_BYTES: usize = 256 << 20;
 
+/// Content hints held for streams that have not sent them yet (a stream further behind misses
+/// them: they are hints).
+const CONTENT_HINTS: usize = 4;
+
 /// One frame of the replication stream.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Frame {
@@ -53,6 +64,13 @@ pub enum Frame {
     Heartbeat {
         /// The last epoch sent.
         epoch: u64,
+    },
+    /// A hint: the content of a document batch the primary is indexing now, not yet committed
+    /// (it may never be). A replica may index it ahead, outside every scope; the change that
+    /// publishes it carries the same content again, so nothing depends on the hint.
+    Content {
+        /// The batch's document versions.
+        documents: Vec<WireDocument>,
     },
 }
 
@@ -101,22 +119,29 @@ pub struct WireDocument {
     pub sentences: Vec<u8>,
 }
 
+impl WireDocument {
+    fn of(document: &EncodedDocument) -> Self {
+        Self {
+            ordinal: document.ordinal,
+            chunks: document.chunks.clone(),
+            vectors: document.vectors.clone(),
+            sentences: document.sentences.clone(),
+        }
+    }
+
+    /// The store's rows again.
+    pub fn into_encoded(self) -> EncodedDocument {
+        EncodedDocument { ordinal: self.ordinal, chunks: self.chunks, vectors: self.vectors, sentences: self.sentences }
+    }
+}
+
 impl ChangeFrame {
     /// The change entries and documents, decoded; an error names what is malformed.
     pub fn decode(self) -> Result<(Vec<AclChange>, Vec<EncodedDocument>), String> {
         let mutations: Vec<AclMutation> = serde_json::from_slice(&self.mutations)
             .map_err(|error| format!("change of epoch {}: {error}", self.epoch))?;
         let changes = mutations.into_iter().map(|mutation| AclChange { epoch: self.epoch, mutation }).collect();
-        let documents = self
-            .documents
-            .into_iter()
-            .map(|document| EncodedDocument {
-                ordinal: document.ordinal,
-                chunks: document.chunks,
-                vectors: document.vectors,
-                sentences: document.sentences,
-            })
-            .collect();
+        let documents = self.documents.into_iter().map(WireDocument::into_encoded).collect();
         Ok((changes, documents))
     }
 }
@@ -184,6 +209,8 @@ struct Ring {
 pub struct ReplicationLog {
     ring: Mutex<Ring>,
     latest: tokio::sync::watch::Sender<u64>,
+    /// Content hints of batches being indexed ([`Frame::Content`]), to the open streams.
+    content: tokio::sync::broadcast::Sender<Bytes>,
     leases: Leases,
     sync: ReplicaSync,
     heartbeat: Duration,
@@ -196,6 +223,7 @@ impl ReplicationLog {
         Self {
             ring: Mutex::new(Ring { frames: VecDeque::new(), bytes: 0, capacity, floor: epoch }),
             latest: tokio::sync::watch::Sender::new(epoch),
+            content: tokio::sync::broadcast::Sender::new(CONTENT_HINTS),
             leases: Leases::new(lease, Instant::now()),
             sync,
             heartbeat,
@@ -237,6 +265,11 @@ impl ReplicationLog {
     /// Resolves when a change is added (the epoch it reached).
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.latest.subscribe()
+    }
+
+    /// The content hints of batches being indexed, from now on.
+    pub fn content_hints(&self) -> tokio::sync::broadcast::Receiver<Bytes> {
+        self.content.subscribe()
     }
 
     /// The leases of this primary's replicas.
@@ -284,21 +317,21 @@ impl ChangeSink for ReplicationLog {
         let frame = Frame::Change(ChangeFrame {
             epoch: committed.epoch,
             mutations: serde_json::to_vec(&mutations).expect("mutations always encode"),
-            documents: committed
-                .documents
-                .iter()
-                .map(|document| WireDocument {
-                    ordinal: document.ordinal,
-                    chunks: document.chunks.clone(),
-                    vectors: document.vectors.clone(),
-                    sentences: document.sentences.clone(),
-                })
-                .collect(),
+            documents: committed.documents.iter().map(WireDocument::of).collect(),
             next_ordinal: committed.next_ordinal,
             tracked,
             removes_access: committed.removes_access,
         });
         self.push(committed.epoch, encode_frame(&frame));
+    }
+
+    fn staged(&self, documents: &[EncodedDocument]) {
+        if documents.is_empty() || self.content.receiver_count() == 0 {
+            return;
+        }
+        let frame = Frame::Content { documents: documents.iter().map(WireDocument::of).collect() };
+        // A stream that lags behind this channel just misses the hint.
+        let _ = self.content.send(encode_frame(&frame));
     }
 }
 

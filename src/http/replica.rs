@@ -188,6 +188,57 @@ impl Drop for OpenSession {
     }
 }
 
+/// One replica's stream in flight.
+struct Streaming {
+    open: OpenSession,
+    pending: VecDeque<Bytes>,
+    /// The last epoch sent.
+    cursor: u64,
+    updates: tokio::sync::watch::Receiver<u64>,
+    hints: tokio::sync::broadcast::Receiver<Bytes>,
+    replica: String,
+}
+
+impl Streaming {
+    /// The next frame to send: what is pending, else the next change, else (caught up) a content
+    /// hint, a heartbeat after a silence, or the end when the replica fell behind the log.
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(frame) = self.pending.pop_front() {
+                return Some(frame);
+            }
+            match self.open.log.next_after(self.cursor) {
+                Err(_) => {
+                    tracing::warn!(replica = %self.replica, cursor = self.cursor, "replica fell behind the replication log; it must re-bootstrap");
+                    return None;
+                }
+                Ok(Some((epoch, frame))) => {
+                    self.cursor = epoch;
+                    return Some(frame);
+                }
+                Ok(None) => {}
+            }
+            tokio::select! {
+                biased;
+                changed = self.updates.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                }
+                hint = self.hints.recv() => match hint {
+                    Ok(frame) => return Some(frame),
+                    // Missed hints are only hints.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                },
+                () = tokio::time::sleep(self.open.log.heartbeat()) => {
+                    self.pending.push_back(encode_frame(&Frame::Heartbeat { epoch: self.cursor }));
+                }
+            }
+        }
+    }
+}
+
 /// The replication stream: every change committed after `since`, in order, with the content of
 /// the document versions it adds, then each one as it commits, and a heartbeat after each
 /// `replica.heartbeat_ms` of silence (frames in `crate::replication`). It ends when the replica
@@ -235,43 +286,20 @@ pub async fn stream(
     let replica = principal.user;
     // One frame at a time: a reader that stalls holds at most one frame beyond the log.
     let pending: VecDeque<Bytes> = VecDeque::from([hello]);
-    let cursor = since;
-    let updates = log.subscribe();
-    let open = OpenSession { log: Arc::clone(&log), session };
-    let body = futures::stream::unfold(
-        (open, pending, cursor, updates, replica),
-        |(open, mut pending, mut cursor, mut updates, replica)| async move {
-            loop {
-                if let Some(frame) = pending.pop_front() {
-                    metrics::counter!("warrant_replication_bytes_total", "replica" => replica.clone())
-                        .increment(frame.len() as u64);
-                    return Some((Ok::<_, std::io::Error>(frame), (open, pending, cursor, updates, replica)));
-                }
-                match open.log.next_after(cursor) {
-                    Err(_) => {
-                        tracing::warn!(%replica, cursor, "replica fell behind the replication log; it must re-bootstrap");
-                        return None;
-                    }
-                    Ok(Some((epoch, frame))) => {
-                        cursor = epoch;
-                        pending.push_back(frame);
-                        continue;
-                    }
-                    Ok(None) => {}
-                }
-                tokio::select! {
-                    changed = updates.changed() => {
-                        if changed.is_err() {
-                            return None;
-                        }
-                    }
-                    () = tokio::time::sleep(open.log.heartbeat()) => {
-                        pending.push_back(encode_frame(&Frame::Heartbeat { epoch: cursor }));
-                    }
-                }
-            }
-        },
-    );
+    let state = Streaming {
+        updates: log.subscribe(),
+        hints: log.content_hints(),
+        open: OpenSession { log: Arc::clone(&log), session },
+        pending,
+        cursor: since,
+        replica,
+    };
+    let body = futures::stream::unfold(state, |mut state| async move {
+        let frame = state.next().await?;
+        metrics::counter!("warrant_replication_bytes_total", "replica" => state.replica.clone())
+            .increment(frame.len() as u64);
+        Some((Ok::<_, std::io::Error>(frame), state))
+    });
     Ok(HttpResponse::Ok()
         .content_type("application/octet-stream")
         .insert_header((actix_web::http::header::CACHE_CONTROL, "no-cache"))

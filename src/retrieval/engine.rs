@@ -148,6 +148,10 @@ pub struct Committed<'a> {
 pub trait ChangeSink: Send + Sync {
     /// One committed change.
     fn committed(&self, committed: Committed<'_>);
+
+    /// The content of a document batch about to be indexed and committed (it may still fail):
+    /// replicas may index it ahead, outside every scope, while the primary does the same.
+    fn staged(&self, _documents: &[crate::storage::EncodedDocument]) {}
 }
 
 /// The shard of a document: a stable hash of (tenant, doc_id) modulo the shard count.

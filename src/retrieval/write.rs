@@ -162,6 +162,10 @@ impl Engine {
             .await
         };
         let BatchRows { items, encoded, chunk_count } = rows?;
+        if let Some(sink) = self.sink.get() {
+            // Replicas index the batch while this engine does (a hint: the change carries it too).
+            sink.staged(&encoded);
+        }
         let unpublished: RoaringBitmap = ordinals.clone().collect();
         let indexed = match self.fault(WriteStep::Index) {
             Ok(()) => self.index_chunks(items.into_iter().flatten().collect()).await,
@@ -319,6 +323,27 @@ impl Engine {
         Ok(())
     }
 
+    /// Indexes document versions a primary is about to publish (its content hint) under their
+    /// ordinals, which no scope holds until the change that publishes them is applied: the
+    /// replica then only publishes ([`Engine::apply_replicated`] with these as `indexed`).
+    /// Returns the ordinals indexed.
+    pub async fn index_ahead(&self, documents: &[EncodedDocument]) -> RetrievalResult<RoaringBitmap> {
+        let dimension = self.embedder.dimension();
+        let mut items = Vec::new();
+        let mut ordinals = RoaringBitmap::new();
+        for document in documents {
+            items.extend(document.decode(dimension).map_err(|reason| invalid("", &reason))?);
+            ordinals.insert(document.ordinal);
+        }
+        self.index_chunks(items).await?;
+        Ok(ordinals)
+    }
+
+    /// Drops chunks indexed ahead whose change never came (the primary's batch failed).
+    pub fn forget_ahead(&self, ordinals: RoaringBitmap) {
+        self.purge_later(ordinals);
+    }
+
     /// Makes this engine a primary that hands every committed change to `sink` (its replicas'
     /// log). Set once, before the first write; later calls are ignored.
     pub fn attach_sink(&self, sink: Arc<dyn super::ChangeSink>) {
@@ -336,6 +361,7 @@ impl Engine {
         &self,
         changes: &[crate::acl::AclChange],
         documents: &[EncodedDocument],
+        indexed: &RoaringBitmap,
     ) -> RetrievalResult<u64> {
         let acl = self.acl();
         let Some(epoch) = changes.first().map(|change| change.epoch) else { return Ok(acl.epoch()) };
@@ -349,7 +375,11 @@ impl Engine {
         let mut items = Vec::new();
         let mut shipped = RoaringBitmap::new();
         for document in documents {
-            items.extend(document.decode(dimension).map_err(|reason| invalid("", &reason))?);
+            let decoded = document.decode(dimension).map_err(|reason| invalid("", &reason))?;
+            // Indexed ahead from the primary's content hint ([`Engine::index_ahead`]).
+            if !indexed.contains(document.ordinal) {
+                items.extend(decoded);
+            }
             shipped.insert(document.ordinal);
         }
         let upserted: RoaringBitmap = changes
