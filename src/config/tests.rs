@@ -138,6 +138,17 @@ fn a_short_hs256_secret_serves_only_on_loopback() {
     settings.validate_for_serving().expect("hs256 is off beside rs256");
 }
 
+/// Issue 44: a candidate budget below `top_k_max` was accepted, so a request for `top_k_max`
+/// chunks could come back short though more were authorized.
+#[test]
+fn candidate_budgets_below_top_k_max_are_refused() {
+    for key in ["WARRANT__RETRIEVAL__LEXICAL_CANDIDATES", "WARRANT__RETRIEVAL__VECTOR_CANDIDATES"] {
+        let error = Settings::from_toml(DEFAULT, [(key.to_owned(), "19".to_owned())]).unwrap_err().to_string();
+        assert!(error.contains("retrieval.top_k_max"), "{key}: {error}");
+        Settings::from_toml(DEFAULT, [(key.to_owned(), "20".to_owned())]).expect("equal to top_k_max");
+    }
+}
+
 #[test]
 fn loopback_host_names_are_recognized() {
     for loopback in ["localhost", "LocalHost", "localhost.", "127.0.0.1", "127.9.9.9", "[::1]"] {

@@ -47,6 +47,12 @@ impl Settings {
             "retrieval.top_k_default must be in 1..=top_k_max",
         );
         check(self.retrieval.top_k_max <= 100, "retrieval.top_k_max must be at most 100");
+        check(
+            self.retrieval.lexical_candidates >= self.retrieval.top_k_max
+                && self.retrieval.vector_candidates >= self.retrieval.top_k_max,
+            "retrieval.lexical_candidates and retrieval.vector_candidates must be at least retrieval.top_k_max \
+             (a request for top_k_max chunks could not be filled)",
+        );
         check(self.answer.deadline_ms >= 1, "answer.deadline_ms must be positive");
         check(
             self.answer.deadline_ms <= self.answer.max_deadline_ms,
