@@ -143,6 +143,10 @@ impl From<RetrievalError> for ApiError {
             RetrievalError::Acl(inner) => inner.into(),
             RetrievalError::Storage(inner) => inner.into(),
             RetrievalError::InvalidDocument { .. } => Self::bad_request("invalid_document", error.to_string()),
+            RetrievalError::QueryVector(_) => {
+                tracing::error!(code = error.code(), %error, "the embedder's query vector was refused");
+                Self::internal(error.code())
+            }
         }
     }
 }

@@ -622,6 +622,7 @@ impl PostgresBackend {
 #[async_trait]
 impl RetrievalRepository for PostgresBackend {
     async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved> {
+        query.check_vector(self.embedder.dimension())?;
         let lexical = async {
             if query.lexical_candidates == 0 {
                 return Ok(None);

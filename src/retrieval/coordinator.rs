@@ -227,18 +227,21 @@ async fn global_statistics(
 /// in-memory shard actors.
 pub struct EmbeddedRepository {
     coordinator: Addr<Coordinator>,
+    /// The indexes' vector dimension: a query vector is checked against it on the way in.
+    dimension: usize,
 }
 
 impl EmbeddedRepository {
-    /// A repository over a running coordinator.
-    pub fn new(coordinator: Addr<Coordinator>) -> Self {
-        Self { coordinator }
+    /// A repository over a running coordinator whose indexes hold vectors of `dimension`.
+    pub fn new(coordinator: Addr<Coordinator>, dimension: usize) -> Self {
+        Self { coordinator, dimension }
     }
 }
 
 #[async_trait]
 impl RetrievalRepository for EmbeddedRepository {
     async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved> {
+        query.check_vector(self.dimension)?;
         let message = Retrieve { scope: scope.clone(), query: query.clone() };
         self.coordinator.send(message).await.map_err(|_| IndexError::Unavailable)?
     }

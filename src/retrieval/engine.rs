@@ -288,7 +288,7 @@ impl Engine {
             params.rrf_k,
             reranker(params.reranker, params.rrf_k),
         ));
-        let repository = Arc::new(EmbeddedRepository::new(coordinator));
+        let repository = Arc::new(EmbeddedRepository::new(coordinator, params.vector.dimension));
         Ok(Core { acl, shards, shard_actors, repository })
     }
 

@@ -55,6 +55,10 @@ pub enum RetrievalError {
         /// What is wrong.
         reason: String,
     },
+    /// A query vector that cannot be searched with: another dimension than the index's, a value
+    /// that is not finite, or a norm that is neither 1 nor 0 (the embedder broke its contract).
+    #[error("query vector refused: {0}")]
+    QueryVector(String),
 }
 
 impl RetrievalError {
@@ -66,6 +70,7 @@ impl RetrievalError {
             Self::Acl(error) => error.code(),
             Self::Storage(error) => error.code(),
             Self::InvalidDocument { .. } => "invalid_document",
+            Self::QueryVector(_) => "invalid_query_vector",
         }
     }
 }
@@ -84,6 +89,29 @@ pub struct RetrievalQuery {
     pub lexical_candidates: usize,
     /// Vector candidates per shard.
     pub vector_candidates: usize,
+}
+
+impl RetrievalQuery {
+    /// Checks the query vector where it enters retrieval: `dimension` values, all finite, of unit
+    /// L2 norm (within 1e-3) or all zero (text without features). A vector that fails would make
+    /// every distance meaningless, or worse, compare rows past their end.
+    pub fn check_vector(&self, dimension: usize) -> RetrievalResult<()> {
+        let Some(vector) = &self.vector else { return Ok(()) };
+        if vector.len() != dimension {
+            return Err(RetrievalError::QueryVector(format!(
+                "{} values where the index has {dimension}",
+                vector.len()
+            )));
+        }
+        if vector.iter().any(|value| !value.is_finite()) {
+            return Err(RetrievalError::QueryVector("a value is not finite".into()));
+        }
+        let norm = vector.iter().map(|value| f64::from(*value) * f64::from(*value)).sum::<f64>().sqrt();
+        if norm != 0.0 && (norm - 1.0).abs() > 1e-3 {
+            return Err(RetrievalError::QueryVector(format!("norm {norm:.4} is neither 1 nor 0")));
+        }
+        Ok(())
+    }
 }
 
 /// What one shard's vector search did.

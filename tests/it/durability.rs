@@ -275,6 +275,43 @@ async fn a_hit_of_another_tenant_is_dropped_by_the_coordinator_and_counted() {
     assert!(result.candidates.is_empty(), "another tenant's chunk reached fusion");
 }
 
+/// Issue 44: a query vector entered retrieval unchecked (another dimension, NaN, any norm).
+/// Now each is a typed error where it enters retrieval, and a unit or all-zero vector passes.
+#[actix_web::test]
+async fn a_query_vector_is_checked_where_it_enters_retrieval() {
+    let settings = settings(1);
+    let engine = super::support::engine(&settings);
+    engine.upsert("acme", vec![doc("memo", "Memo", "The budget memo is due in March.", &["all"])]).await.unwrap();
+    let scope = engine.scope(&principal("acme", "u", &["all"]));
+    let dimension = settings.embedder.dim;
+    let query = |vector: Vec<f32>| RetrievalQuery {
+        text: "budget memo".into(),
+        vector: Some(vector),
+        lexical_candidates: 10,
+        vector_candidates: 10,
+    };
+    let mut unit = vec![0.0; dimension];
+    unit[0] = 1.0;
+    let mut not_finite = unit.clone();
+    not_finite[1] = f32::NAN;
+    for (what, vector) in [
+        ("short", vec![1.0; dimension - 1]),
+        ("long", {
+            let mut long = unit.clone();
+            long.push(0.0);
+            long
+        }),
+        ("not finite", not_finite),
+        ("not unit", vec![1.0; dimension]),
+    ] {
+        let error =
+            engine.repository().retrieve(&scope, &query(vector)).await.err().unwrap_or_else(|| panic!("{what} passed"));
+        assert_eq!(error.code(), "invalid_query_vector", "{what}");
+    }
+    assert!(engine.repository().retrieve(&scope, &query(unit)).await.is_ok());
+    assert!(engine.repository().retrieve(&scope, &query(vec![0.0; dimension])).await.is_ok(), "text without features");
+}
+
 // ---- HTTP: storage failures, roles, revoke rules ----
 
 async fn durable_state(directory: &Path) -> actix_web::web::Data<warrant::http::AppState> {
