@@ -474,6 +474,13 @@ fn batch(round: usize, size: usize) -> Value {
     json!({"documents": documents})
 }
 
+/// PUTs the 500-document batch `round` on the primary and checks it was acknowledged.
+async fn put_batch(http: &reqwest::Client, base: &str, admin: &str, round: usize) {
+    let (status, body) =
+        call(http, base, reqwest::Method::PUT, "/v1/admin/documents", admin, Some(batch(round, 500))).await;
+    assert_eq!(status, 200, "{body}");
+}
+
 /// `WARRANT_BIN=$CARGO_TARGET_DIR/release/warrant cargo test --test it replication::measure -- --ignored --nocapture`
 #[actix_web::test]
 #[ignore = "a measurement: prints the figures of BENCHMARKS.md, \"Replication\""]
@@ -517,16 +524,7 @@ async fn measure_replication() {
         let mut upserts = Vec::new();
         for round in 0..10 {
             let started = Instant::now();
-            let (status, body) = call(
-                &http,
-                &primary.base,
-                reqwest::Method::PUT,
-                "/v1/admin/documents",
-                &admin,
-                Some(batch(round, 500)),
-            )
-            .await;
-            assert_eq!(status, 200, "{body}");
+            put_batch(&http, &primary.base, &admin, round).await;
             let acknowledged = Instant::now();
             upserts.push((acknowledged - started).as_secs_f64() * 1000.0);
             let waits: Vec<_> = replicas
@@ -574,19 +572,7 @@ async fn measure_replication() {
             let stopped = Instant::now();
             let mut round = 100;
             while stopped.elapsed() < Duration::from_secs(20) {
-                assert_eq!(
-                    call(
-                        &http,
-                        &primary.base,
-                        reqwest::Method::PUT,
-                        "/v1/admin/documents",
-                        &admin,
-                        Some(batch(round, 500))
-                    )
-                    .await
-                    .0,
-                    200
-                );
+                put_batch(&http, &primary.base, &admin, round).await;
                 round += 1;
             }
             let target = ready(&http, &primary.base).await["acl_epoch"].as_u64().unwrap();
@@ -663,16 +649,7 @@ async fn measure_a_slow_replica_against_the_primarys_memory() {
         let before = rss_mib(&primary);
         let mut peak = before;
         for round in 0..40 {
-            let (status, body) = call(
-                &http,
-                &primary.base,
-                reqwest::Method::PUT,
-                "/v1/admin/documents",
-                &admin,
-                Some(batch(round, 500)),
-            )
-            .await;
-            assert_eq!(status, 200, "{body}");
+            put_batch(&http, &primary.base, &admin, round).await;
             peak = peak.max(rss_mib(&primary));
         }
         stop.store(true, Ordering::SeqCst);
