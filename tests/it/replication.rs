@@ -78,12 +78,8 @@ async fn cluster_at(http: &reqwest::Client, root: &Path, distance: Duration) -> 
         .enumerate()
         .map(|(index, follow)| spawn_command(command(&root.join(format!("replica-{index}")), &["--follow", follow])))
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
     for replica in &replicas {
-        while ready(http, &replica.base).await["replica"]["lease_remaining_ms"].as_u64().unwrap_or(0) == 0 {
-            assert!(Instant::now() < deadline, "a replica never became ready with a lease");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        leased(http, &replica.base).await;
     }
     let sessions = ready(http, &primary.base).await["replicas"].as_array().cloned().unwrap_or_default();
     let leased = sessions.iter().filter(|session| session["lease_remaining_ms"].as_u64() > Some(0)).count();
@@ -453,12 +449,8 @@ async fn measured_cluster(http: &reqwest::Client, root: &Path, count: usize) -> 
     let replicas: Vec<Process> = (0..count)
         .map(|index| spawn_command(command(&root.join(format!("replica-{index}")), &["--follow", &primary.base])))
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(120);
     for replica in &replicas {
-        while ready(http, &replica.base).await["replica"]["lease_remaining_ms"].as_u64().unwrap_or(0) == 0 {
-            assert!(Instant::now() < deadline, "a replica never became ready");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        leased(http, &replica.base).await;
     }
     tokio::time::sleep(LEASE + Duration::from_millis(500)).await;
     (primary, replicas)
