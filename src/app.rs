@@ -180,6 +180,7 @@ pub async fn start_engine(
         chunks = recovery.chunks,
         acl_epoch = engine.acl().epoch(),
         lineage = %engine.acl().lineage(),
+        indexes = ?recovery.indexes,
         "data directory opened"
     );
     Ok((engine, recovery.created))

@@ -28,6 +28,48 @@ pub struct Readiness {
     /// lease still running), its acknowledged epoch and its lease.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<Vec<super::contract::replica::ReplicaLease>>,
+    /// On an engine opened from its data directory: how the indexes came back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<RecoveryReport>,
+}
+
+/// How a durable engine's indexes came back at start (counts only).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RecoveryReport {
+    /// `index_set` (loaded from the last index set and its journal) or `rebuilt` (no usable
+    /// set: indexed from the stored rows).
+    pub indexes: &'static str,
+    /// Live chunks recovered.
+    pub chunks: usize,
+    /// Chunks restored from the index journal (not indexed again).
+    pub journaled_chunks: usize,
+    /// Chunks indexed again from the stored rows (newer than the set and its journal, or all
+    /// of them when rebuilt).
+    pub reindexed_chunks: usize,
+    /// Shards whose journal was refused before its end (damaged; named in the log).
+    pub journals_refused: usize,
+    /// Seconds the open took.
+    pub seconds: f64,
+}
+
+impl From<&crate::retrieval::Recovery> for RecoveryReport {
+    fn from(recovery: &crate::retrieval::Recovery) -> Self {
+        use crate::storage::indexes::IndexSetOutcome;
+        let (indexes, journaled_chunks, reindexed_chunks, journals_refused) = match &recovery.indexes {
+            IndexSetOutcome::Loaded { journaled, indexed_after, journal_stopped, .. } => {
+                ("index_set", *journaled, *indexed_after, journal_stopped.len())
+            }
+            IndexSetOutcome::Rebuilt { .. } => ("rebuilt", 0, recovery.chunks, 0),
+        };
+        Self {
+            indexes,
+            chunks: recovery.chunks,
+            journaled_chunks,
+            reindexed_chunks,
+            journals_refused,
+            seconds: recovery.seconds,
+        }
+    }
 }
 
 /// `/healthz` body.
@@ -83,6 +125,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         acl_epoch,
         lineage,
         replica,
+        recovery: state.engine.as_ref().and_then(|engine| engine.recovery()).map(RecoveryReport::from),
     };
     if ready { json(&body) } else { HttpResponse::ServiceUnavailable().json(body) }
 }

@@ -15,6 +15,7 @@
 //! has its document ordinal inside the `allowed` bitmap it was given (checked again here in
 //! debug builds and counted as a violation in release builds, where it is also dropped).
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use actix::{Actor, Handler, Message, SyncContext};
@@ -27,8 +28,13 @@ use super::vector::{VectorIndex, VectorParams, VectorReport};
 use super::{Hit, IndexError, IndexResult, Slot};
 
 mod image;
+mod journal;
 
-pub use image::{ChunkPositions, Compaction, MAX_DEAD_FRACTION, MAX_SEALED_GRAPHS, ShardImage, ShardImageError};
+pub use image::{
+    ChunkPositions, Compaction, JournalReplay, LoadedShard, MAX_DEAD_FRACTION, MAX_SEALED_GRAPHS, ShardImage,
+    ShardImageError,
+};
+pub use journal::{JournalSink, ShardDelta};
 
 /// A hit resolved to its chunk.
 #[derive(Clone, Debug)]
@@ -69,6 +75,9 @@ fn sized_threads_per_shard(cores: usize, shards: usize) -> usize {
 pub struct Shard {
     id: usize,
     state: RwLock<ShardState>,
+    /// Where the records of index changes go, when the shard is journaled (taken after
+    /// `state`'s lock, never before it).
+    journal: std::sync::Mutex<Option<journal::Journal>>,
 }
 
 /// Sizes of one shard.
@@ -92,6 +101,7 @@ impl Shard {
                 vector: VectorIndex::new(params),
                 lexical: LexicalIndex::new()?,
             }),
+            journal: std::sync::Mutex::new(None),
         })
     }
 
@@ -117,6 +127,38 @@ impl Shard {
         self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    fn journal(&self) -> std::sync::MutexGuard<'_, Option<journal::Journal>> {
+        self.journal.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts journaling every later index change into `sink`, the shard's current state being
+    /// the journal's base, whose lexical index holds the segment files `known` (as
+    /// [`Shard::export_image_journaled`] or a load from a base and its journal reports them).
+    pub fn attach_journal(&self, sink: Box<dyn JournalSink>, known: BTreeSet<String>) {
+        let _state = self.write();
+        *self.journal() = Some(journal::Journal { sink, known });
+    }
+
+    /// Whether index changes are journaled.
+    pub fn journaled(&self) -> bool {
+        self.journal().is_some()
+    }
+
+    /// Appends `delta` to the journal; a failure is logged and ends journaling (a restart then
+    /// indexes what the journal lacks from the store's rows).
+    fn append(&self, journal: &mut Option<journal::Journal>, delta: IndexResult<ShardDelta>) {
+        let Some(open) = journal.as_mut() else { return };
+        let appended = delta.map_err(|error| error.to_string()).and_then(|delta| {
+            let payload = delta.encode();
+            metrics::counter!("warrant_index_journal_bytes_total").increment(payload.len() as u64);
+            open.sink.append(&payload).map_err(|error| error.to_string())
+        });
+        if let Err(error) = appended {
+            tracing::warn!(shard = self.id, %error, "the index journal failed; this shard stops journaling until the next index set");
+            *journal = None;
+        }
+    }
+
     /// Adds chunks with their embeddings. Validates vectors first, then indexes lexically (with
     /// rollback on failure), then inserts vectors, then publishes the chunks: a failed batch
     /// leaves the shard unchanged.
@@ -131,6 +173,9 @@ impl Shard {
                 return Err(IndexError::NonFinite);
             }
         }
+        let mut journal = self.journal();
+        state.vector.track_changes(journal.is_some());
+        let mark = state.vector.mark();
         let first = state.chunks.len() as Slot;
         let lexical_items: Vec<(Slot, u32, &str, &str)> = items
             .iter()
@@ -146,6 +191,17 @@ impl Shard {
             .map(|(offset, (chunk, vector))| (first + offset as Slot, chunk.doc_ordinal, vector.clone()))
             .collect();
         state.vector.insert_batch(&vector_items)?;
+        if journal.is_some() {
+            let state = &mut *state;
+            let delta = state.lexical.journal_delta(&mut journal.as_mut().expect("journaled").known).map(|lexical| {
+                ShardDelta {
+                    positions: items.iter().map(|(chunk, _)| chunk.ordinal).collect(),
+                    vector: Some(state.vector.take_delta(mark)),
+                    lexical,
+                }
+            });
+            self.append(&mut journal, delta);
+        }
         state.chunks.extend(items.into_iter().map(|(chunk, _)| Some(Arc::new(chunk))));
         Ok(())
     }
@@ -204,7 +260,17 @@ impl Shard {
     /// Physically removes the chunks of tombstoned ordinals from the lexical index. (HNSW has no
     /// delete; their vectors stay until a rebuild and are excluded by every scope.)
     pub fn purge(&self, ordinals: &RoaringBitmap) -> IndexResult<()> {
-        self.write().lexical.delete_ordinals(ordinals)
+        let mut state = self.write();
+        state.lexical.delete_ordinals(ordinals)?;
+        let mut journal = self.journal();
+        if let Some(open) = journal.as_mut() {
+            let delta = state
+                .lexical
+                .journal_delta(&mut open.known)
+                .map(|lexical| ShardDelta { lexical, ..ShardDelta::default() });
+            self.append(&mut journal, delta);
+        }
+        Ok(())
     }
 
     /// Current sizes.

@@ -125,6 +125,8 @@ pub struct Engine {
     pub(super) faults: Mutex<Option<FaultHook>>,
     /// Where a primary hands every committed change for its replicas ([`Engine::attach_sink`]).
     pub(super) sink: std::sync::OnceLock<Arc<dyn ChangeSink>>,
+    /// What opening the data directory found (durable engines opened from one).
+    recovery: std::sync::OnceLock<Recovery>,
 }
 
 /// One change as committed and published by a primary, for its replicas: the log entries of one
@@ -191,6 +193,7 @@ impl Engine {
         embedder: Arc<dyn Embedder>,
         directory: &Path,
     ) -> RetrievalResult<(Arc<Self>, Recovery)> {
+        let started = std::time::Instant::now();
         let name = embedder.name().to_owned();
         let dimension = embedder.dimension();
         let directory = directory.to_owned();
@@ -222,14 +225,19 @@ impl Engine {
             replayed: recovered.replayed,
             chunks: chunk_count,
             file: store.file().to_owned(),
+            seconds: started.elapsed().as_secs_f64(),
         };
         let engine = Self::assemble(params, embedder, Arc::new(recovered.acl), Some(shards), Some(Arc::new(store)))?;
         metrics::gauge!("warrant_acl_epoch").set(engine.acl().epoch() as f64);
+        if !recovery.indexes.journaling() {
+            engine.journal_soon();
+        }
+        let _ = engine.recovery.set(recovery.clone());
         Ok((engine, recovery))
     }
 
     /// Starts a durable engine on pre-built state and an open store (a primary seeded from a
-    /// snapshot: [`Store::seed`]).
+    /// snapshot: [`Store::seed`]). Must run inside an actix System.
     pub fn start_durable(
         params: EngineParams,
         embedder: Arc<dyn Embedder>,
@@ -237,7 +245,20 @@ impl Engine {
         shards: Vec<Arc<Shard>>,
         store: Store,
     ) -> RetrievalResult<Arc<Self>> {
-        Self::assemble(params, embedder, Arc::new(acl), Some(shards), Some(Arc::new(store)))
+        let engine = Self::assemble(params, embedder, Arc::new(acl), Some(shards), Some(Arc::new(store)))?;
+        engine.journal_soon();
+        Ok(engine)
+    }
+
+    /// Writes an index set in the background, so that the shards journal their changes from it
+    /// (a durable engine whose shards were built or replaced rather than loaded with their
+    /// journal). Must run inside an actix System.
+    pub(crate) fn journal_soon(self: &Arc<Self>) {
+        if self.store.is_none() {
+            return;
+        }
+        let engine = Arc::clone(self);
+        actix_rt::spawn(async move { engine.write_indexes().await });
     }
 
     fn assemble(
@@ -266,6 +287,7 @@ impl Engine {
             store,
             faults: Mutex::new(None),
             sink: std::sync::OnceLock::new(),
+            recovery: std::sync::OnceLock::new(),
         }))
     }
 
@@ -297,7 +319,7 @@ impl Engine {
     /// Waits for in-progress writes; requests that loaded the old state finish on it, and the
     /// HTTP layer refuses to return what they produce.
     pub async fn replace_core(&self, acl: AclStore, shards: Vec<Arc<Shard>>) -> RetrievalResult<()> {
-        let _writer = self.writer.lock().await;
+        let writer = self.writer.lock().await;
         let acl = Arc::new(acl);
         if let Some(store) = &self.store {
             let (store, acl, shards) = (Arc::clone(store), Arc::clone(&acl), shards.clone());
@@ -318,7 +340,15 @@ impl Engine {
         self.core.store(Arc::new(core));
         self.lock_cache().clear();
         metrics::gauge!("warrant_acl_epoch").set(epoch as f64);
+        drop(writer);
+        // The new shards journal their changes from an index set of their own.
+        self.write_indexes().await;
         Ok(())
+    }
+
+    /// What opening the data directory found (`None` unless the engine was opened from one).
+    pub fn recovery(&self) -> Option<&Recovery> {
+        self.recovery.get()
     }
 
     /// The ACL store.
@@ -375,8 +405,10 @@ pub struct Recovery {
     pub chunks: usize,
     /// The database file.
     pub file: String,
-    /// Whether the indexes were loaded from an index set or rebuilt.
+    /// Whether the indexes were loaded from an index set (and its journal) or rebuilt.
     pub indexes: crate::storage::indexes::IndexSetOutcome,
+    /// Seconds the open took (store, indexes, journals).
+    pub seconds: f64,
 }
 
 /// The reranker `retrieval.reranker` names, fusing with the constant `rrf_k`.

@@ -29,9 +29,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::journal;
 use crate::acl::AclStore;
 use crate::domain::{Chunk, DocOrdinal};
-use crate::index::shard::{ChunkPositions, Shard};
+use crate::index::shard::{JournalReplay, JournalSink, LoadedShard, Shard};
 use crate::index::vector::VectorParams;
 use crate::index::{IndexError, IndexResult};
 
@@ -74,14 +75,30 @@ pub enum IndexSetOutcome {
     Loaded {
         /// The set's directory name.
         set: String,
-        /// Chunks indexed on top of the set.
+        /// Slots restored from the set's journal (chunks not indexed again).
+        journaled: usize,
+        /// Journal records applied.
+        journal_records: usize,
+        /// Chunks indexed on top of the set and its journal (from the store's rows).
         indexed_after: usize,
+        /// Why a shard's journal was not applied to its end (each names the file), if any was not.
+        journal_stopped: Vec<String>,
+        /// Whether every shard journals again from here (otherwise a new index set is due).
+        journaling: bool,
     },
     /// No set, or none usable: rebuilt from the rows (`reason` says why).
     Rebuilt {
         /// Why no set was used.
         reason: String,
     },
+}
+
+impl IndexSetOutcome {
+    /// Whether every shard journals its changes from here on (otherwise a new index set is due:
+    /// until one is written, a restart indexes their later chunks again).
+    pub fn journaling(&self) -> bool {
+        matches!(self, Self::Loaded { journaling: true, .. })
+    }
 }
 
 /// One shard's live rows keyed by (document ordinal, chunk position in the document).
@@ -108,15 +125,29 @@ pub fn write(data_dir: &Path, acl: &AclStore, embedder: &str, shards: &[Arc<Shar
     let root = data_dir.join(INDEXES_DIR);
     fs::create_dir_all(&root).map_err(failure)?;
     let epoch = acl.epoch();
-    let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_millis()).unwrap_or(0);
-    let name = format!("{epoch:012}-{unix_ms:013}");
+    let mut unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_millis()).unwrap_or(0);
+    // A name of its own, also for two sets written within one millisecond at one epoch (each
+    // set's journal is named after it).
+    let mut name = format!("{epoch:012}-{unix_ms:013}");
+    while root.join(&name).exists() || data_dir.join(journal::JOURNAL_DIR).join(&name).exists() {
+        unix_ms += 1;
+        name = format!("{epoch:012}-{unix_ms:013}");
+    }
     let temporary = root.join(format!("{TMP_PREFIX}{name}"));
     let _ = fs::remove_dir_all(&temporary);
     fs::create_dir(&temporary).map_err(failure)?;
     let mut files = Vec::new();
     for (number, shard) in shards.iter().enumerate() {
-        // Every chunk is kept: whether its ordinal is live is the store's answer at open.
-        let image = shard.export_image(|_| true, ChunkPositions::InDocument)?;
+        // Every chunk is kept: whether its ordinal is live is the store's answer at open. From
+        // the image on, the shard's changes go to this set's journal.
+        let journal = journal::path(data_dir, &name, number);
+        let image = shard.export_image_journaled(|| match journal::FileSink::create(&journal, number) {
+            Ok(sink) => Some(Box::new(sink) as Box<dyn JournalSink>),
+            Err(error) => {
+                tracing::warn!(%error, journal = %journal.display(), "could not start an index journal; a restart indexes this shard's later chunks again");
+                None
+            }
+        })?;
         for (file, bytes) in [(graph_name(number), &image.graph), (lexical_name(number), &image.lexical)] {
             write_synced(&temporary.join(&file), bytes)?;
             files.push((file, bytes.len() as u64, hex::encode(Sha256::digest(bytes))));
@@ -137,6 +168,7 @@ pub fn write(data_dir: &Path, acl: &AclStore, embedder: &str, shards: &[Arc<Shar
     fs::rename(&temporary, &target).map_err(failure)?;
     sync_directory(&root)?;
     prune(&root);
+    journal::prune(data_dir, &list(&root));
     Ok(target)
 }
 
@@ -199,8 +231,7 @@ pub fn load_or_build(
     }
     let attempt = match &newest {
         None => Err(LoadFailure::Unusable("no index set".to_owned())),
-        Some(name) => load_set(&root.join(name), acl, embedder, params, &mut per_shard)
-            .map(|(shards, after)| (shards, IndexSetOutcome::Loaded { set: name.clone(), indexed_after: after })),
+        Some(name) => load_set(data_dir, name, acl, embedder, params, &mut per_shard),
     };
     match attempt {
         Ok(loaded) => Ok(loaded),
@@ -236,16 +267,19 @@ impl From<String> for LoadFailure {
     }
 }
 
-/// Loads every shard of the set in `directory`, taking the chunks it names out of `per_shard`
-/// and indexing what is left there on top. When the set is unusable the error says why and
-/// `per_shard` still holds every chunk (rows are only taken once every shard loaded).
+/// Loads every shard of the set `name` and applies its journal, taking the chunks they name out
+/// of `per_shard`, then journals on from there and indexes what is left there on top. When the
+/// set is unusable the error says why and `per_shard` still holds every chunk (rows are only
+/// taken once every shard loaded).
 fn load_set(
-    directory: &Path,
+    data_dir: &Path,
+    name: &str,
     acl: &AclStore,
     embedder: &str,
     params: VectorParams,
     per_shard: &mut [ShardRows],
-) -> Result<(Vec<Arc<Shard>>, usize), LoadFailure> {
+) -> Result<(Vec<Arc<Shard>>, IndexSetOutcome), LoadFailure> {
+    let directory = data_dir.join(INDEXES_DIR).join(name);
     let bytes = fs::read(directory.join(MANIFEST)).map_err(|error| format!("{MANIFEST}: {error}"))?;
     let manifest: IndexSetManifest = serde_json::from_slice(&bytes).map_err(|error| format!("{MANIFEST}: {error}"))?;
     if manifest.format != SET_FORMAT {
@@ -258,47 +292,96 @@ fn load_set(
         return Err(LoadFailure::Unusable("the set is newer than the store".into()));
     }
     let mut contents: HashMap<String, Vec<u8>> = HashMap::new();
-    for (name, size, sha256) in &manifest.files {
-        let content = fs::read(directory.join(name)).map_err(|error| format!("{name}: {error}"))?;
+    for (file, size, sha256) in &manifest.files {
+        let content = fs::read(directory.join(file)).map_err(|error| format!("{file}: {error}"))?;
         if content.len() as u64 != *size || hex::encode(Sha256::digest(&content)) != *sha256 {
-            return Err(format!("{name} has another size or checksum than the manifest records").into());
+            return Err(format!("{file} has another size or checksum than the manifest records").into());
         }
-        contents.insert(name.clone(), content);
+        contents.insert(file.clone(), content);
     }
-    let mut shards = Vec::with_capacity(per_shard.len());
+    // The store's next ordinal bounds every committed chunk; a journal slot beyond it belongs to
+    // a batch that never committed.
+    let next_ordinal = acl.next_ordinal();
+    let mut loaded = Vec::with_capacity(per_shard.len());
     let mut taken: Vec<Vec<(DocOrdinal, u32)>> = Vec::with_capacity(per_shard.len());
+    let mut journals = Vec::with_capacity(per_shard.len());
     for (number, rows) in per_shard.iter().enumerate() {
-        let (graph, lexical) = match (contents.get(&graph_name(number)), contents.get(&lexical_name(number))) {
+        let (graph, lexical) = match (contents.remove(&graph_name(number)), contents.remove(&lexical_name(number))) {
             (Some(graph), Some(lexical)) => (graph, lexical),
             _ => return Err(format!("shard {number}'s files are not listed").into()),
         };
+        let path = journal::path(data_dir, name, number);
+        let file = journal::read(&path, number);
+        let payloads = file.as_ref().map(journal::JournalFile::payloads).unwrap_or_default();
         let mut used = Vec::new();
-        let (shard, compaction) =
-            Shard::load_with(number, params, graph, lexical, manifest.next_ordinal, |ordinal, position| {
+        let shard =
+            Shard::load_with(number, params, (&graph, &lexical), &payloads, next_ordinal, |ordinal, position| {
                 let (chunk, _) = rows.get(&(ordinal, position))?;
                 used.push((ordinal, position));
                 Some(chunk.clone())
             })
             .map_err(|error| format!("shard {number}: {error}"))?;
-        if let Some(reason) = compaction {
+        if let Some(reason) = shard.compaction {
             tracing::info!(shard = number, ?reason, "compacted a shard while loading its index set");
         }
-        shards.push(shard);
+        let mut replay = shard.replay.clone();
+        if let Some(stopped) = replay.stopped.take() {
+            replay.stopped = Some(format!("{}: {stopped}", path.display()));
+        }
+        if let Some(damage) = file.as_ref().and_then(|file| file.damage.clone()) {
+            replay.stopped.get_or_insert(damage);
+        }
+        let keep = file.as_ref().map_or(0, |file| file.keep(shard.replay.records));
+        journals.push((path, keep, replay));
+        loaded.push(shard);
         taken.push(used);
     }
-    let mut indexed_after = 0;
-    let mut loaded = Vec::with_capacity(shards.len());
-    for ((shard, used), rows) in shards.into_iter().zip(taken).zip(per_shard.iter_mut()) {
+    let mut outcome = (0, 0, 0, Vec::new(), true);
+    let mut shards = Vec::with_capacity(loaded.len());
+    for (number, (((loaded, used), rows), (path, keep, replay))) in
+        loaded.into_iter().zip(taken).zip(per_shard.iter_mut()).zip(journals).enumerate()
+    {
+        let LoadedShard { shard, compaction, known, .. } = loaded;
         for key in used {
             rows.remove(&key);
         }
+        if let Some(stopped) = &replay.stopped {
+            metrics::counter!("warrant_index_journal_refused_total").increment(1);
+            tracing::warn!(shard = number, reason = %stopped, "the index journal was not applied to its end; what it lacks is indexed again from the store's rows");
+        }
+        // A compacted shard is no longer the set's state: it journals again from the next set.
+        let resumed = compaction.is_none().then(|| journal::FileSink::resume(&path, number, keep));
+        match resumed {
+            Some(Ok(sink)) => shard.attach_journal(Box::new(sink), known),
+            Some(Err(error)) => {
+                tracing::warn!(%error, journal = %path.display(), "could not reopen the index journal");
+                outcome.4 = false;
+            }
+            None => outcome.4 = false,
+        }
         let mut later: Vec<(Chunk, Vec<f32>)> = rows.drain().map(|(_, row)| row).collect();
         later.sort_by_key(|(chunk, _)| (chunk.doc_ordinal, chunk.ordinal));
-        indexed_after += later.len();
+        let JournalReplay { records, slots, stopped, .. } = replay;
+        outcome.0 += slots;
+        outcome.1 += records;
+        outcome.2 += later.len();
+        outcome.3.extend(stopped);
         if !later.is_empty() {
             shard.add(later).map_err(LoadFailure::Index)?;
         }
-        loaded.push(Arc::new(shard));
+        shards.push(Arc::new(shard));
     }
-    Ok((loaded, indexed_after))
+    let (journaled, journal_records, indexed_after, journal_stopped, journaling) = outcome;
+    metrics::counter!("warrant_index_journal_restored_total").increment(journaled as u64);
+    Ok((
+        shards,
+        IndexSetOutcome::Loaded {
+            set: name.to_owned(),
+            journaled,
+            journal_records,
+            indexed_after,
+            journal_stopped,
+            journaling,
+        },
+    ))
 }

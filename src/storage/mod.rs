@@ -41,6 +41,7 @@
 //!   restarts, and the lineage id is written once, when the file is created.
 
 pub mod indexes;
+pub mod journal;
 
 use std::path::{Path, PathBuf};
 

@@ -15,6 +15,7 @@ mod openapi;
 mod persisted_indexes;
 mod postgres;
 mod providers;
+mod recovery;
 mod replication;
 mod retrieval;
 mod scripted;

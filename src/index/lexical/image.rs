@@ -46,6 +46,9 @@ const EXPORT_ATTEMPTS: usize = 8;
 /// The files of an image: name and raw content.
 type ImageFiles = Vec<(String, Vec<u8>)>;
 
+/// A committed state read consistently: `meta.json`, the files read, every file name it names.
+type Committed = (Vec<u8>, ImageFiles, BTreeSet<String>);
+
 /// The part of `meta.json` the export needs.
 #[derive(serde::Deserialize)]
 struct Meta {
@@ -70,58 +73,156 @@ fn image_error(reason: impl std::fmt::Display) -> IndexError {
 impl LexicalIndex {
     /// The image of the committed state of this index.
     pub fn encode_image(&self) -> IndexResult<Vec<u8>> {
+        Ok(self.encode_image_named()?.0)
+    }
+
+    /// The image of the committed state of this index and the names of the segment files it
+    /// holds (what a journal started with the image knows already).
+    pub fn encode_image_named(&self) -> IndexResult<(Vec<u8>, BTreeSet<String>)> {
+        let (meta, files, names) = self.files_since(&BTreeSet::new())?;
+        let mut all = vec![(META_FILE.to_owned(), meta)];
+        all.extend(files);
+        Ok((encode(&all), names))
+    }
+
+    /// What the committed state holds beyond the segment files named `known`: its `meta.json`
+    /// and the files it names that are not in `known`; `known` becomes the files it names.
+    pub fn journal_delta(&self, known: &mut BTreeSet<String>) -> IndexResult<LexicalDelta> {
+        let (meta, files, names) = self.files_since(known)?;
+        *known = names;
+        Ok(LexicalDelta { meta, files })
+    }
+
+    /// `meta.json`, the files it names except `known` ones (read), and every name it names,
+    /// consistent with each other (retried while background merges replace segments).
+    fn files_since(&self, known: &BTreeSet<String>) -> IndexResult<Committed> {
         for _ in 0..EXPORT_ATTEMPTS {
-            if let Some(files) = self.committed_files()? {
-                return Ok(encode(&files));
+            if let Some(found) = self.try_files_since(known)? {
+                return Ok(found);
             }
         }
         Err(image_error("segments kept changing while they were copied"))
     }
 
-    /// `meta.json` and the files of the segments it names, or `None` when a merge replaced a
-    /// segment while they were read (try again).
-    fn committed_files(&self) -> IndexResult<Option<ImageFiles>> {
+    /// [`LexicalIndex::files_since`] once, or `None` when a merge replaced a segment while the
+    /// files were read (try again).
+    fn try_files_since(&self, known: &BTreeSet<String>) -> IndexResult<Option<Committed>> {
         let read_meta = || self.directory.atomic_read(Path::new(META_FILE)).map_err(image_error);
         let meta_bytes = read_meta()?;
         let meta: Meta = serde_json::from_slice(&meta_bytes).map_err(image_error)?;
-        let mut files = vec![(META_FILE.to_owned(), meta_bytes.clone())];
-        for segment in &meta.segments {
-            let uuid = segment.segment_id.uuid_string();
-            let mut names: Vec<String> =
-                SEGMENT_EXTENSIONS.iter().map(|extension| format!("{uuid}.{extension}")).collect();
-            if let Some(deletes) = &segment.deletes {
-                names.push(format!("{uuid}.{}.del", deletes.opstamp));
-            }
-            for name in names {
-                let path = PathBuf::from(&name);
-                if !self.directory.exists(&path).map_err(image_error)? {
-                    // Positions are only written for fields that record them; anything else
-                    // missing means the segment was merged away meanwhile.
-                    if name.ends_with(".pos") {
-                        continue;
-                    }
-                    return Ok(None);
+        let mut files = Vec::new();
+        let mut names = BTreeSet::new();
+        for name in segment_files(&meta) {
+            let path = PathBuf::from(&name);
+            if !self.directory.exists(&path).map_err(image_error)? {
+                // Positions are only written for fields that record them; anything else
+                // missing means the segment was merged away meanwhile.
+                if name.ends_with(".pos") {
+                    continue;
                 }
+                return Ok(None);
+            }
+            if !known.contains(&name) {
                 let Ok(slice) = self.directory.open_read(&path) else {
                     return Ok(None);
                 };
                 let bytes = slice.read_bytes().map_err(image_error)?;
-                files.push((name, bytes.as_slice().to_vec()));
+                files.push((name.clone(), bytes.as_slice().to_vec()));
             }
+            names.insert(name);
         }
-        Ok((read_meta()? == meta_bytes).then_some(files))
+        Ok((read_meta()? == meta_bytes).then_some((meta_bytes, files, names)))
     }
 
     /// Loads an image written by [`LexicalIndex::encode_image`] into a fresh in-RAM index. The
     /// error says what is wrong; a panic inside tantivy is caught and reported as an error.
     pub fn decode_image(bytes: &[u8]) -> Result<Self, String> {
+        LexicalFiles::from_image(bytes)?.open()
+    }
+}
+
+/// The file names a `meta.json` names (`.pos` files may not exist).
+fn segment_files(meta: &Meta) -> Vec<String> {
+    let mut names = Vec::new();
+    for segment in &meta.segments {
+        let uuid = segment.segment_id.uuid_string();
+        names.extend(SEGMENT_EXTENSIONS.iter().map(|extension| format!("{uuid}.{extension}")));
+        if let Some(deletes) = &segment.deletes {
+            names.push(format!("{uuid}.{}.del", deletes.opstamp));
+        }
+    }
+    names
+}
+
+/// What a commit (or a merge) added to a lexical index since a known state: the new
+/// `meta.json` and the segment files it names that the known state lacked (a journal record's
+/// lexical part).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LexicalDelta {
+    /// The committed `meta.json`.
+    pub meta: Vec<u8>,
+    /// New segment files: name and raw content.
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+/// The files of a lexical index being assembled from an image and the journal's deltas after
+/// it, opened once complete ([`LexicalFiles::open`]).
+#[derive(Debug)]
+pub struct LexicalFiles {
+    /// Every file by name, `meta.json` included; only those the current `meta.json` names.
+    files: std::collections::BTreeMap<String, Vec<u8>>,
+}
+
+impl LexicalFiles {
+    /// The files of an image written by [`LexicalIndex::encode_image`].
+    pub fn from_image(bytes: &[u8]) -> Result<Self, String> {
         let files = decode(bytes)?;
         if !files.iter().any(|(name, _)| name == META_FILE) {
             return Err(format!("the image lacks {META_FILE}"));
         }
+        Ok(Self { files: files.into_iter().collect() })
+    }
+
+    /// Applies a delta: checks its names and that every file its `meta.json` names is held or
+    /// added (the error says which is not, and nothing changed), then keeps only those.
+    pub fn apply(&mut self, delta: &LexicalDelta) -> Result<(), String> {
+        let named = self.check(delta)?;
+        for (name, content) in &delta.files {
+            self.files.insert(name.clone(), content.clone());
+        }
+        self.files.retain(|name, _| named.contains(name));
+        self.files.insert(META_FILE.to_owned(), delta.meta.clone());
+        Ok(())
+    }
+
+    /// Whether [`LexicalFiles::apply`] would accept `delta`: the files its `meta.json` names.
+    pub fn check(&self, delta: &LexicalDelta) -> Result<BTreeSet<String>, String> {
+        let meta: Meta = serde_json::from_slice(&delta.meta).map_err(|error| format!("{META_FILE}: {error}"))?;
+        if let Some((name, _)) = delta.files.iter().find(|(name, _)| !is_plain_name(name) || name == META_FILE) {
+            return Err(format!("file {name:?} is not a segment file"));
+        }
+        let named: BTreeSet<String> = segment_files(&meta).into_iter().collect();
+        let added: BTreeSet<&str> = delta.files.iter().map(|(name, _)| name.as_str()).collect();
+        if let Some(missing) = named
+            .iter()
+            .find(|name| !name.ends_with(".pos") && !added.contains(name.as_str()) && !self.files.contains_key(*name))
+        {
+            return Err(format!("{META_FILE} names {missing}, which neither the image nor the journal holds"));
+        }
+        Ok(named)
+    }
+
+    /// The segment files held (what a journal continuing from here knows already).
+    pub fn names(&self) -> BTreeSet<String> {
+        self.files.keys().filter(|name| *name != META_FILE).cloned().collect()
+    }
+
+    /// Opens the files as a fresh in-RAM index: checks tantivy's per-file checksums and that
+    /// the schema is this build's; a panic inside tantivy is caught and reported as an error.
+    pub fn open(self) -> Result<LexicalIndex, String> {
         let directory = RamDirectory::create();
         let mut managed = BTreeSet::new();
-        for (name, content) in &files {
+        for (name, content) in &self.files {
             directory.atomic_write(Path::new(name), content).map_err(|error| error.to_string())?;
             managed.insert(name.clone());
         }
@@ -130,7 +231,7 @@ impl LexicalIndex {
         let mut list = serde_json::to_vec(&managed).map_err(|error| error.to_string())?;
         writeln!(list).map_err(|error| error.to_string())?;
         directory.atomic_write(Path::new(MANAGED_FILE), &list).map_err(|error| error.to_string())?;
-        let opened = catch_unwind(AssertUnwindSafe(|| -> Result<Self, String> {
+        let opened = catch_unwind(AssertUnwindSafe(|| -> Result<LexicalIndex, String> {
             let index = Index::open(directory.clone()).map_err(|error| error.to_string())?;
             let (expected, fields) = schema();
             if index.schema() != expected {

@@ -60,7 +60,7 @@ mod statistics;
 mod top_k;
 
 use analysis::{ANALYZER, english_analyzer, token_count, unstemmed_analyzer};
-pub use image::{LEXICAL_MAGIC, LEXICAL_VERSION};
+pub use image::{LEXICAL_MAGIC, LEXICAL_VERSION, LexicalDelta, LexicalFiles};
 use scope::Snapshot;
 pub use statistics::LexicalStatistics;
 use statistics::{GivenStatistics, ScopeStatistics};

@@ -6,11 +6,13 @@
 //! alive lexical document names a slot with the same ordinal), or the load is refused naming
 //! the image at fault.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 
+use super::journal::{Journal, JournalSink, ShardDelta};
 use super::{Shard, ShardState};
 use crate::domain::{Chunk, DocOrdinal};
-use crate::index::lexical::LexicalIndex;
+use crate::index::lexical::LexicalFiles;
 use crate::index::vector::{NO_CHUNK, VectorIndex, VectorParams};
 use crate::index::{IndexError, Slot};
 
@@ -43,6 +45,47 @@ pub enum ShardImageError {
     /// Building the shard failed (compaction).
     #[error(transparent)]
     Index(#[from] IndexError),
+}
+
+/// How far a load applied a shard's journal.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct JournalReplay {
+    /// Records applied.
+    pub records: usize,
+    /// Slots they added (chunks not inserted again).
+    pub slots: usize,
+    /// Records at the journal's end left out because they hold a batch that never committed
+    /// (in flight at a crash): the expected end of a journal, nothing is lost.
+    pub uncommitted: usize,
+    /// Why the replay stopped before the journal's end, if a record was refused (damaged or
+    /// not fitting: what the rest held is indexed again from the store's rows).
+    pub stopped: Option<String>,
+}
+
+/// Why a journal record was not applied.
+enum Unapplied {
+    /// It holds a batch that never committed.
+    Uncommitted,
+    /// It does not decode or fit (the reason).
+    Refused(String),
+}
+
+impl From<String> for Unapplied {
+    fn from(reason: String) -> Self {
+        Self::Refused(reason)
+    }
+}
+
+/// A shard loaded from an index set and its journal ([`Shard::load_with`]).
+pub struct LoadedShard {
+    /// The shard.
+    pub shard: Shard,
+    /// Why it was compacted (then it is no longer the journal's state).
+    pub compaction: Option<Compaction>,
+    /// What the journal did.
+    pub replay: JournalReplay,
+    /// The lexical segment files the shard holds.
+    pub known: BTreeSet<String>,
 }
 
 /// Why a loaded shard was compacted.
@@ -78,7 +121,15 @@ impl Shard {
         live: impl Fn(DocOrdinal) -> bool,
         positions: ChunkPositions,
     ) -> Result<ShardImage, IndexError> {
-        let state = self.read();
+        Ok(Self::image_of(&self.read(), live, positions)?.0)
+    }
+
+    /// The images of `state` and the lexical segment files the image holds.
+    fn image_of(
+        state: &ShardState,
+        live: impl Fn(DocOrdinal) -> bool,
+        positions: ChunkPositions,
+    ) -> Result<(ShardImage, BTreeSet<String>), IndexError> {
         let mut chunks = Vec::new();
         let positions: Vec<u32> = state
             .chunks
@@ -95,8 +146,22 @@ impl Shard {
             })
             .collect();
         let graph = state.vector.encode_image(&positions);
-        let lexical = state.lexical.encode_image()?;
-        Ok(ShardImage { chunks, graph, lexical })
+        let (lexical, known) = state.lexical.encode_image_named()?;
+        Ok((ShardImage { chunks, graph, lexical }, known))
+    }
+
+    /// [`Shard::export_image`] with [`ChunkPositions::InDocument`] (an index set), and from the
+    /// same state on, every index change journaled into what `sink` returns (`None`: the shard
+    /// is not journaled). The image and the journal's start are one atomic step: no change falls
+    /// between them.
+    pub fn export_image_journaled(
+        &self,
+        sink: impl FnOnce() -> Option<Box<dyn JournalSink>>,
+    ) -> Result<ShardImage, IndexError> {
+        let state = self.read();
+        let (image, known) = Self::image_of(&state, |_| true, ChunkPositions::InDocument)?;
+        *self.journal() = sink().map(|sink| Journal { sink, known });
+        Ok(image)
     }
 
     /// Loads shard `id` from its images (`chunks` in the order the graph image's chunk
@@ -144,24 +209,51 @@ impl Shard {
             }
             slot_chunks[slot as usize] = Some(Arc::new(chunk));
         }
-        Self::finish_load(id, params, vector, decoded.built_with, slot_chunks, lexical)
+        let lexical = LexicalFiles::from_image(lexical).map_err(ShardImageError::Lexical)?;
+        let (shard, compaction, _) = Self::finish_load(id, params, vector, decoded.built_with, slot_chunks, lexical)?;
+        Ok((shard, compaction))
     }
 
-    /// Loads shard `id` from an index set's images: the chunk of each slot is what `resolve`
-    /// returns for the slot's ordinal and chunk position inside its document (`None`: the
-    /// document was deleted or superseded since, the slot is dead). Otherwise as [`Shard::load`].
+    /// Loads shard `id` from an index set's images and the `journal` records written after
+    /// them (payloads in order): the records are applied in order up to the first that does not
+    /// decode, does not fit, or names an ordinal at or beyond `next_ordinal` (a batch that was
+    /// never committed); [`JournalReplay`] says how far it went and why it stopped. The chunk of
+    /// each slot is what `resolve` returns for the slot's ordinal and chunk position inside its
+    /// document (`None`: the document was deleted or superseded since, or never committed: the
+    /// slot is dead). Otherwise as [`Shard::load`]. Returns the shard, why it was compacted (then
+    /// it is no longer the journal's state), what the journal did, and the lexical segment
+    /// files the shard holds (the `known` of a journal continuing from it).
     pub fn load_with(
         id: usize,
         params: VectorParams,
-        graph: &[u8],
-        lexical: &[u8],
+        (graph, lexical): (&[u8], &[u8]),
+        journal: &[&[u8]],
         next_ordinal: DocOrdinal,
         mut resolve: impl FnMut(DocOrdinal, u32) -> Option<Chunk>,
-    ) -> Result<(Shard, Option<Compaction>), ShardImageError> {
+    ) -> Result<LoadedShard, ShardImageError> {
         let decoded = Self::decode_graph(graph, params, next_ordinal)?;
-        let vector = decoded.index;
+        let mut vector = decoded.index;
+        let mut positions = decoded.chunk_positions;
+        let mut files = LexicalFiles::from_image(lexical).map_err(ShardImageError::Lexical)?;
+        let mut replay = JournalReplay::default();
+        for (number, payload) in journal.iter().enumerate() {
+            match Self::apply_record(&mut vector, &mut files, &mut positions, payload, next_ordinal) {
+                Ok(slots) => {
+                    replay.records += 1;
+                    replay.slots += slots;
+                }
+                Err(Unapplied::Uncommitted) => {
+                    replay.uncommitted = journal.len() - number;
+                    break;
+                }
+                Err(Unapplied::Refused(reason)) => {
+                    replay.stopped = Some(format!("record {}: {reason}", number + 1));
+                    break;
+                }
+            }
+        }
         let mut slot_chunks: Vec<Option<Arc<Chunk>>> = vec![None; vector.len()];
-        for (slot, &position) in decoded.chunk_positions.iter().enumerate() {
+        for (slot, &position) in positions.iter().enumerate() {
             if position == NO_CHUNK {
                 continue;
             }
@@ -176,7 +268,37 @@ impl Shard {
                 slot_chunks[slot] = Some(Arc::new(chunk));
             }
         }
-        Self::finish_load(id, params, vector, decoded.built_with, slot_chunks, lexical)
+        let (shard, compaction, known) = Self::finish_load(id, params, vector, decoded.built_with, slot_chunks, files)?;
+        Ok(LoadedShard { shard, compaction, replay, known })
+    }
+
+    /// Applies one journal record (all of it or, with the reason, none of it); returns the
+    /// slots it added.
+    fn apply_record(
+        vector: &mut VectorIndex,
+        files: &mut LexicalFiles,
+        positions: &mut Vec<u32>,
+        payload: &[u8],
+        next_ordinal: DocOrdinal,
+    ) -> Result<usize, Unapplied> {
+        let delta = ShardDelta::decode(payload, vector.dimension())?;
+        files.check(&delta.lexical)?;
+        let mut slots = 0;
+        if let Some(changes) = &delta.vector {
+            if changes.ordinals().len() != delta.positions.len() {
+                return Err(Unapplied::Refused("the slots and their chunk positions differ in number".into()));
+            }
+            if changes.ordinals().iter().any(|ordinal| *ordinal >= next_ordinal) {
+                // Every later record is of a batch indexed after this one reserved its
+                // ordinals: none of them committed either (a commit records the next ordinal).
+                return Err(Unapplied::Uncommitted);
+            }
+            vector.apply_delta(changes)?;
+            positions.extend_from_slice(&delta.positions);
+            slots = delta.positions.len();
+        }
+        files.apply(&delta.lexical)?;
+        Ok(slots)
     }
 
     /// The decoded graph image, every slot's ordinal checked against `next_ordinal`.
@@ -203,8 +325,8 @@ impl Shard {
         vector: VectorIndex,
         built_with: crate::index::vector::BuildParams,
         slot_chunks: Vec<Option<Arc<Chunk>>>,
-        lexical: &[u8],
-    ) -> Result<(Shard, Option<Compaction>), ShardImageError> {
+        lexical: LexicalFiles,
+    ) -> Result<(Shard, Option<Compaction>, BTreeSet<String>), ShardImageError> {
         let dead = slot_chunks.iter().filter(|chunk| chunk.is_none()).count();
         let compaction = if dead as f64 > MAX_DEAD_FRACTION * slot_chunks.len() as f64 {
             Some(Compaction::DeadSlots)
@@ -230,9 +352,10 @@ impl Shard {
             if !items.is_empty() {
                 shard.add(items)?;
             }
-            return Ok((shard, Some(reason)));
+            return Ok((shard, Some(reason), BTreeSet::new()));
         }
-        let lexical = LexicalIndex::decode_image(lexical).map_err(ShardImageError::Lexical)?;
+        let known = lexical.names();
+        let lexical = lexical.open().map_err(ShardImageError::Lexical)?;
         for (slot, ordinal) in lexical.alive_slots() {
             if (slot as usize) >= vector.len() || vector.doc_ordinal(slot) != ordinal {
                 return Err(ShardImageError::Lexical(format!(
@@ -240,8 +363,12 @@ impl Shard {
                 )));
             }
         }
-        let shard = Shard { id, state: RwLock::new(ShardState { chunks: slot_chunks, vector, lexical }) };
-        Ok((shard, None))
+        let shard = Shard {
+            id,
+            state: RwLock::new(ShardState { chunks: slot_chunks, vector, lexical }),
+            journal: std::sync::Mutex::new(None),
+        };
+        Ok((shard, None, known))
     }
 
     /// Number of sealed graphs of the vector index (tests and diagnostics).

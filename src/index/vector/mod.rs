@@ -33,6 +33,7 @@
 
 use roaring::RoaringBitmap;
 
+mod delta;
 mod image;
 #[cfg(any(test, feature = "lab"))]
 mod lab;
@@ -40,6 +41,7 @@ mod planner;
 mod store;
 mod walk;
 
+pub use delta::VectorDelta;
 pub use image::{BuildParams, DecodedVectors, GRAPH_MAGIC, GRAPH_VERSION, NO_CHUNK};
 #[cfg(any(test, feature = "lab"))]
 pub(crate) use lab::GraphWalk;

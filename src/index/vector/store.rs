@@ -183,6 +183,21 @@ impl VectorStore {
         self.present.insert(ordinal);
     }
 
+    /// Appends an already rounded row (`dimension` finite binary16 components) of a chunk of
+    /// `ordinal` as slot `len()`.
+    pub(super) fn push_row(&mut self, ordinal: DocOrdinal, row: &[Half]) {
+        debug_assert_eq!(row.len(), self.dimension, "one full row");
+        let slot = Slot::try_from(self.len()).expect("slot space exhausted");
+        let start = self.vectors.len();
+        grow_rows(&mut self.vectors, self.stride);
+        self.vectors.resize(start + self.stride, Block::default());
+        let values: &mut [Half] = bytemuck::cast_slice_mut(&mut self.vectors[start..]);
+        values[..self.dimension].copy_from_slice(row);
+        self.ordinals.push(ordinal);
+        self.slots_by_ordinal.entry(ordinal).or_default().push(slot);
+        self.present.insert(ordinal);
+    }
+
     /// The stored row of `slot`: `dimension` binary16 components (panics when out of range).
     #[inline]
     pub(super) fn row(&self, slot: Slot) -> &[Half] {
