@@ -182,6 +182,38 @@ pub(crate) enum BenchCommand {
         #[command(flatten)]
         corpus: SyntheticCorpus,
     },
+    /// Fills a data directory as a steadily ingesting server does (one-chunk documents, index
+    /// sets as checkpoints write them), prints the write figures as JSON, then ends without
+    /// closing anything, as `kill -9` would (`benches/recovery.sh` times the restart).
+    RecoveryFill {
+        /// The data directory (created; must not hold a store yet).
+        #[arg(long)]
+        dir: PathBuf,
+        /// One-chunk documents to write.
+        #[arg(long, default_value_t = 100_000)]
+        chunks: usize,
+        /// Tenants (one per batch, in turn).
+        #[arg(long, default_value_t = 20)]
+        tenants: usize,
+        /// Words per document.
+        #[arg(long, default_value_t = 60)]
+        words: usize,
+        /// Documents per batch.
+        #[arg(long, default_value_t = 500)]
+        batch: usize,
+        /// Batches in flight.
+        #[arg(long, default_value_t = 2)]
+        in_flight: usize,
+        /// An index set after every this many chunks (0: only at the start).
+        #[arg(long, default_value_t = 0)]
+        set_every: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Configuration file (shards, index, embedder.dim).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Snapshot create and restore versus re-ingestion on a synthetic corpus (hashed embedder).
     Snapshot {
         #[command(flatten)]

@@ -14,6 +14,15 @@ use crate::cli::{BenchCommand, EvalCommand};
 /// `warrant bench …`.
 pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
     match command {
+        BenchCommand::RecoveryFill { dir, chunks, tenants, words, batch, in_flight, set_every, seed, config } => {
+            let settings = Settings::load(config.as_deref())?;
+            let fill =
+                warrant::bench::recovery::FillConfig { chunks, tenants, words, batch, in_flight, set_every, seed };
+            let report = warrant::bench::recovery::fill(&settings, &fill, &dir).await.map_err(anyhow::Error::msg)?;
+            println!("{}", serde_json::to_string(&report)?);
+            // Nothing is closed: the store and the journals are left as a kill -9 leaves them.
+            std::process::exit(0)
+        }
         BenchCommand::Snapshot { corpus } => bench_snapshot(corpus.config.clone(), corpus.bench_config()).await,
         BenchCommand::Durability {
             acl_changes,

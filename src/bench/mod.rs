@@ -5,4 +5,5 @@
 pub mod durability;
 pub mod embed;
 pub mod filtered;
+pub mod recovery;
 pub mod snapshot;

@@ -72,6 +72,14 @@ impl ApiError {
         }
     }
 
+    /// 503 `starting` with `Retry-After: 1`: the server is still opening its data.
+    pub fn starting() -> Self {
+        Self {
+            retry_after: Some(1),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, "starting", "the server is still loading its data")
+        }
+    }
+
     fn internal(code: &'static str) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, code, "internal error")
     }

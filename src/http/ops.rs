@@ -31,6 +31,38 @@ pub struct Readiness {
     /// On an engine opened from its data directory: how the indexes came back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovery: Option<RecoveryReport>,
+    /// While the server is still opening its data directory (status `starting`): how far it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loading: Option<crate::storage::progress::Progress>,
+}
+
+/// The provider names `/readyz` shows while the state loads.
+#[derive(Clone, Debug)]
+pub struct Names {
+    /// Active embedder.
+    pub embedder: String,
+    /// Active generator.
+    pub generator: String,
+}
+
+/// `/readyz` while the state loads: 503 `starting` with the progress of the load.
+pub async fn loading(names: web::Data<Names>) -> HttpResponse {
+    HttpResponse::ServiceUnavailable().json(Readiness {
+        status: "starting",
+        embedder: names.embedder.clone(),
+        generator: names.generator.clone(),
+        acl_epoch: 0,
+        lineage: String::new(),
+        replica: None,
+        replicas: None,
+        recovery: None,
+        loading: Some(crate::storage::progress::now()),
+    })
+}
+
+/// Any other path while the state loads: 503 `starting`, retry in a second.
+pub async fn not_yet() -> Result<HttpResponse, super::error::ApiError> {
+    Err(super::error::ApiError::starting())
 }
 
 /// How a durable engine's indexes came back at start (counts only).
@@ -126,6 +158,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         lineage,
         replica,
         recovery: state.engine.as_ref().and_then(|engine| engine.recovery()).map(RecoveryReport::from),
+        loading: None,
     };
     if ready { json(&body) } else { HttpResponse::ServiceUnavailable().json(body) }
 }

@@ -35,19 +35,55 @@ pub fn app(
         .configure(super::configure(&settings))
 }
 
+/// The server that holds the port while the state loads: `/healthz`, `/readyz` with the
+/// progress of opening the data directory, and 503 `starting` for every other path. It does not
+/// handle signals (a stop during the load ends the process; nothing was acknowledged yet).
+fn loading_server(
+    listener: std::net::TcpListener,
+    names: super::ops::Names,
+) -> std::io::Result<actix_web::dev::Server> {
+    let names = web::Data::new(names);
+    Ok(HttpServer::new(move || {
+        App::new()
+            .app_data(names.clone())
+            .route("/healthz", web::get().to(super::ops::healthz))
+            .route("/readyz", web::get().to(super::ops::loading))
+            .default_service(web::to(super::ops::not_yet))
+    })
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(0)
+    .listen(listener)?
+    .run())
+}
+
 /// Runs the server on `settings.server.bind` until a shutdown signal. Refuses to start when the
 /// settings may not be served ([`Settings::validate_for_serving`]).
 pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), StartError> {
     settings.validate_for_serving()?;
     super::console::DemoUsers::from_settings(&settings)
         .map_err(|reason| StartError::Demo { path: settings.demo.users.clone(), reason })?;
-    let (state, fresh) = build_state_with(Arc::clone(&settings), providers).await?;
+    // The port is bound once: while the state loads, a small server on it answers `/healthz`
+    // and `/readyz` (503 with the load's progress) and 503 `starting` to anything else.
+    let listener = std::net::TcpListener::bind(&settings.server.bind)?;
+    let names = super::ops::Names {
+        embedder: providers.embedder.name().to_owned(),
+        generator: providers.generator.name().to_owned(),
+    };
+    let loading = loading_server(listener.try_clone()?, names)?;
+    let loading_handle = loading.handle();
+    actix_rt::spawn(loading);
+    if let Ok(address) = listener.local_addr() {
+        eprintln!("warrant loading on http://{address} (/readyz reports the progress)");
+    }
+    let built = build_state_with(Arc::clone(&settings), providers).await;
+    loading_handle.stop(false).await;
+    let (state, fresh) = built?;
     if fresh && settings.demo.load {
         let count = load_corpus(state.writer.as_ref(), Path::new(&settings.demo.corpus)).await?;
         tracing::info!(documents = count, corpus = %settings.demo.corpus, "demo corpus loaded");
     }
     state.ready.store(true, Ordering::SeqCst);
-    let bind = settings.server.bind.clone();
     let server_state = state.clone();
     let server = HttpServer::new(move || app(server_state.clone()))
         .workers(match settings.server.workers {
@@ -55,7 +91,7 @@ pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), 
             workers => workers,
         })
         .shutdown_timeout(10)
-        .bind(&bind)?;
+        .listen(listener)?;
     for address in server.addrs() {
         eprintln!("warrant listening on http://{address}");
     }

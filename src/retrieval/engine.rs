@@ -201,9 +201,14 @@ impl Engine {
         let shard_count = params.shards;
         let cache_bytes = params.store_cache_bytes;
         let (store, recovered, shards, chunk_count) = tokio::task::spawn_blocking(move || -> RetrievalResult<_> {
+            use crate::storage::progress::{self, Phase};
+            progress::enter(Phase::Store);
             let (store, mut recovered) = Store::open(&directory, &name, dimension, cache_bytes)?;
             let chunks = std::mem::take(&mut recovered.chunks);
             let count = chunks.len();
+            tracing::info!(chunks = count, seconds = started.elapsed().as_secs_f64(), "store read");
+            progress::sized(count, shard_count);
+            progress::enter(Phase::IndexSet);
             let (shards, indexes) = crate::storage::indexes::load_or_build(
                 &directory,
                 &recovered.acl,
@@ -213,6 +218,7 @@ impl Engine {
                 chunks,
                 vector,
             )?;
+            progress::enter(Phase::Done);
             Ok((store, recovered, (shards, indexes), count))
         })
         .await

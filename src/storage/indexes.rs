@@ -237,6 +237,7 @@ pub fn load_or_build(
         Ok(loaded) => Ok(loaded),
         Err(LoadFailure::Index(error)) => Err(error),
         Err(LoadFailure::Unusable(reason)) => {
+            super::progress::enter(super::progress::Phase::Indexing);
             if newest.is_some() {
                 tracing::warn!(%reason, "index set not used; rebuilding the indexes from the stored rows");
             }
@@ -279,6 +280,7 @@ fn load_set(
     params: VectorParams,
     per_shard: &mut [ShardRows],
 ) -> Result<(Vec<Arc<Shard>>, IndexSetOutcome), LoadFailure> {
+    let started = std::time::Instant::now();
     let directory = data_dir.join(INDEXES_DIR).join(name);
     let bytes = fs::read(directory.join(MANIFEST)).map_err(|error| format!("{MANIFEST}: {error}"))?;
     let manifest: IndexSetManifest = serde_json::from_slice(&bytes).map_err(|error| format!("{MANIFEST}: {error}"))?;
@@ -299,6 +301,7 @@ fn load_set(
         }
         contents.insert(file.clone(), content);
     }
+    tracing::info!(set = name, seconds = started.elapsed().as_secs_f64(), "index set read and verified");
     // The store's next ordinal bounds every committed chunk; a journal slot beyond it belongs to
     // a batch that never committed.
     let next_ordinal = acl.next_ordinal();
@@ -321,6 +324,7 @@ fn load_set(
                 Some(chunk.clone())
             })
             .map_err(|error| format!("shard {number}: {error}"))?;
+        super::progress::shard_loaded();
         if let Some(reason) = shard.compaction {
             tracing::info!(shard = number, ?reason, "compacted a shard while loading its index set");
         }
@@ -336,6 +340,8 @@ fn load_set(
         loaded.push(shard);
         taken.push(used);
     }
+    tracing::info!(set = name, seconds = started.elapsed().as_secs_f64(), "index set and journals loaded");
+    super::progress::enter(super::progress::Phase::Indexing);
     let mut outcome = (0, 0, 0, Vec::new(), true);
     let mut shards = Vec::with_capacity(loaded.len());
     for (number, (((loaded, used), rows), (path, keep, replay))) in

@@ -42,6 +42,7 @@
 
 pub mod indexes;
 pub mod journal;
+pub mod progress;
 
 use std::path::{Path, PathBuf};
 
@@ -571,6 +572,7 @@ impl Store {
 
     /// The recovered state, and the staged ordinals that were never published.
     fn recover(&self, configured: &str, created: bool) -> StorageResult<(Recovered, RoaringBitmap)> {
+        let started = std::time::Instant::now();
         let file = self.file.as_str();
         let txn = self.db.begin_read().map_err(|error| io(file, error))?;
         let meta = txn.open_table(META).map_err(|error| corrupted(file, error))?;
@@ -618,6 +620,7 @@ impl Store {
         }
         let acl = AclStore::restore(checkpoint, retained, next_ordinal, lineage);
         acl.apply_remote(&replay).map_err(|error| corrupted(file, format!("replaying the change log: {error}")))?;
+        tracing::info!(replayed = replay.len(), seconds = started.elapsed().as_secs_f64(), "acl state recovered");
         let snapshot = acl.load();
         let live: RoaringBitmap =
             snapshot.tenant_names().flat_map(|tenant| snapshot.entries(tenant).map(|entry| entry.ordinal)).collect();

@@ -358,3 +358,71 @@ async fn kill_9_during_ingestion_comes_back_from_the_journal_like_a_node_that_ne
     assert!(expected.iter().all(|hits| !hits.is_empty()));
     assert_eq!(answers(&http, &crashed.base).await, expected);
 }
+
+/// While a server opens its data directory, its port already answers: `/readyz` 503 `starting`
+/// with the load's phase, any other path 503 `starting` with `Retry-After`; then 200 with how
+/// the indexes came back.
+#[actix_web::test]
+async fn readyz_reports_the_progress_of_the_load_before_the_server_is_ready() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    {
+        // Rows without an index set: the server indexes them all at start, which takes a while.
+        let (engine, _) = open_durable(&settings(2, 64), &data).await;
+        let mut random = rand::rngs::SmallRng::seed_from_u64(0x52);
+        for number in 0..6 {
+            engine.upsert("acme", batch(&mut random, number, 600)).await.unwrap();
+        }
+    }
+    std::fs::remove_dir_all(data.join(warrant::storage::indexes::INDEXES_DIR)).unwrap();
+    std::fs::remove_dir_all(data.join(warrant::storage::journal::JOURNAL_DIR)).unwrap();
+    let mut command = command(&root.path().join("snapshots"), &[]);
+    command.env("WARRANT__STORAGE__DIR", &data).env("WARRANT__DEMO__LOAD", "false");
+    let mut child = command.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(address) = line.strip_prefix("warrant loading on ") {
+                let _ = sender.send(address.split_whitespace().next().unwrap_or_default().to_owned());
+            }
+        }
+    });
+    let node = Process { child, base: receiver.recv_timeout(Duration::from_secs(60)).unwrap() };
+    let http = reqwest::Client::new();
+    let reader = token("acme", "reader", &["everyone"], "");
+    let (mut starting, mut refused) = (None, None);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let ready = loop {
+        assert!(Instant::now() < deadline, "never ready");
+        let response = http.get(format!("{}/readyz", node.base)).send().await.unwrap();
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        if status == 200 {
+            break body;
+        }
+        assert_eq!((status, body["status"].as_str()), (503, Some("starting")), "{body}");
+        starting.get_or_insert(body);
+        if refused.is_none() {
+            let response = http
+                .post(format!("{}/v1/retrieve", node.base))
+                .bearer_auth(&reader)
+                .json(&json!({"query": "hotel"}))
+                .send()
+                .await
+                .unwrap();
+            let retry = response.headers().get("retry-after").map(|value| value.to_str().unwrap().to_owned());
+            refused = Some((response.status().as_u16(), retry, response.json::<Value>().await.unwrap()));
+        }
+    };
+    let starting = starting.expect("the port answered before the server was ready");
+    let phase = starting["loading"]["phase"].as_str().unwrap();
+    assert!(["starting", "store", "index_set", "indexing"].contains(&phase), "{starting}");
+    let (status, retry, body) = refused.unwrap();
+    assert_eq!((status, retry.as_deref(), body["code"].as_str()), (503, Some("1"), Some("starting")), "{body}");
+    assert_eq!(ready["recovery"]["indexes"], "rebuilt", "{ready}");
+    assert!(ready["recovery"]["chunks"].as_u64().unwrap() > 3000, "{ready}");
+    assert!(ready.get("loading").is_none(), "{ready}");
+}
