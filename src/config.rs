@@ -91,6 +91,14 @@ pub struct StorageSettings {
     /// (BENCHMARKS.md, "Memory per chunk").
     #[serde(default = "default_store_cache_mb")]
     pub cache_mb: usize,
+    /// Journal every index change next to the last index set, so that a restart applies the
+    /// journal instead of indexing again what the set lacks (BENCHMARKS.md, "Recovery").
+    #[serde(default = "default_true")]
+    pub index_journal: bool,
+    /// Write a new index set (in the background) once the shards' journals since the last one
+    /// hold this many MiB, which bounds the journal a restart applies.
+    #[serde(default = "default_index_journal_max_mb")]
+    pub index_journal_max_mb: u64,
     /// Where documents, chunks, vectors and ACLs live: `embedded` (default: in-process shards,
     /// redb system of record) or `postgres` (PostgreSQL + pgvector shared by stateless nodes).
     #[serde(default)]
@@ -98,6 +106,10 @@ pub struct StorageSettings {
     /// PostgreSQL backend settings (used when `backend = "postgres"`).
     #[serde(default)]
     pub postgres: PostgresSettings,
+}
+
+fn default_index_journal_max_mb() -> u64 {
+    1024
 }
 
 fn default_store_cache_mb() -> usize {

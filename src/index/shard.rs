@@ -136,7 +136,12 @@ impl Shard {
     /// [`Shard::export_image_journaled`] or a load from a base and its journal reports them).
     pub fn attach_journal(&self, sink: Box<dyn JournalSink>, known: BTreeSet<String>) {
         let _state = self.write();
-        *self.journal() = Some(journal::Journal { sink, known });
+        *self.journal() = Some(journal::Journal { sink, known, bytes: 0 });
+    }
+
+    /// Bytes journaled since the journal started (0 when the shard is not journaled).
+    pub fn journal_bytes(&self) -> u64 {
+        self.journal().as_ref().map_or(0, |journal| journal.bytes)
     }
 
     /// Whether index changes are journaled.
@@ -151,6 +156,7 @@ impl Shard {
         let appended = delta.map_err(|error| error.to_string()).and_then(|delta| {
             let payload = delta.encode();
             metrics::counter!("warrant_index_journal_bytes_total").increment(payload.len() as u64);
+            open.bytes += payload.len() as u64;
             open.sink.append(&payload).map_err(|error| error.to_string())
         });
         if let Err(error) = appended {

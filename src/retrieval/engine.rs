@@ -68,6 +68,10 @@ pub struct EngineParams {
     pub reranker: RerankerKind,
     /// Most users and groups on one document's access list (`server.max_acl_names_per_document`).
     pub max_acl_names_per_document: usize,
+    /// Journal index changes between index sets (`storage.index_journal`).
+    pub index_journal: bool,
+    /// Journal bytes that make a new index set due (`storage.index_journal_max_mb`).
+    pub index_journal_max_bytes: u64,
 }
 
 impl EngineParams {
@@ -97,6 +101,8 @@ impl EngineParams {
             store_cache_bytes: settings.storage.cache_mb.saturating_mul(1 << 20),
             reranker: settings.retrieval.reranker,
             max_acl_names_per_document: settings.server.max_acl_names_per_document,
+            index_journal: settings.storage.index_journal,
+            index_journal_max_bytes: settings.storage.index_journal_max_mb.saturating_mul(1 << 20),
         }
     }
 }
@@ -127,6 +133,8 @@ pub struct Engine {
     pub(super) sink: std::sync::OnceLock<Arc<dyn ChangeSink>>,
     /// What opening the data directory found (durable engines opened from one).
     recovery: std::sync::OnceLock<Recovery>,
+    /// Whether an index set made due by the journals' size is being written.
+    pub(super) set_writing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// One change as committed and published by a primary, for its replicas: the log entries of one
@@ -199,6 +207,7 @@ impl Engine {
         let directory = directory.to_owned();
         let vector = params.vector;
         let shard_count = params.shards;
+        let journal = params.index_journal;
         let cache_bytes = params.store_cache_bytes;
         let (store, recovered, shards, chunk_count) = tokio::task::spawn_blocking(move || -> RetrievalResult<_> {
             use crate::storage::progress::{self, Phase};
@@ -213,10 +222,10 @@ impl Engine {
                 &directory,
                 &recovered.acl,
                 &format!("{name}/{dimension}"),
-                |chunk| shard_of(&chunk.tenant, &chunk.doc_id, shard_count),
-                shard_count,
+                (|chunk: &crate::domain::Chunk| shard_of(&chunk.tenant, &chunk.doc_id, shard_count), shard_count),
                 chunks,
-                vector,
+                |ordinals: &roaring::RoaringBitmap| store.vectors(ordinals).map_err(RetrievalError::from),
+                (vector, journal),
             )?;
             progress::enter(Phase::Done);
             Ok((store, recovered, (shards, indexes), count))
@@ -235,7 +244,10 @@ impl Engine {
         };
         let engine = Self::assemble(params, embedder, Arc::new(recovered.acl), Some(shards), Some(Arc::new(store)))?;
         metrics::gauge!("warrant_acl_epoch").set(engine.acl().epoch() as f64);
-        if !recovery.indexes.journaling() {
+        if recovery.created {
+            // Nothing to write but the empty images: the journal starts before the first write.
+            engine.write_indexes().await;
+        } else if !recovery.indexes.journaling() {
             engine.journal_soon();
         }
         let _ = engine.recovery.set(recovery.clone());
@@ -259,12 +271,10 @@ impl Engine {
     /// Writes an index set in the background, so that the shards journal their changes from it
     /// (a durable engine whose shards were built or replaced rather than loaded with their
     /// journal). Must run inside an actix System.
-    pub(crate) fn journal_soon(self: &Arc<Self>) {
-        if self.store.is_none() {
-            return;
+    pub(crate) fn journal_soon(&self) {
+        if let Some(write) = self.store.as_ref().and_then(|store| self.index_set_writer(store)) {
+            actix_rt::spawn(write);
         }
-        let engine = Arc::clone(self);
-        actix_rt::spawn(async move { engine.write_indexes().await });
     }
 
     fn assemble(
@@ -294,6 +304,7 @@ impl Engine {
             faults: Mutex::new(None),
             sink: std::sync::OnceLock::new(),
             recovery: std::sync::OnceLock::new(),
+            set_writing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }))
     }
 

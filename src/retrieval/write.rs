@@ -119,9 +119,36 @@ impl Engine {
                     // Another upsert of the same document won the race; take the next version.
                     continue;
                 }
-                result => return result,
+                result => {
+                    if result.is_ok() {
+                        self.write_set_when_journals_grow();
+                    }
+                    return result;
+                }
             }
         }
+    }
+
+    /// Starts writing an index set in the background once the shards' journals since the last
+    /// one hold `storage.index_journal_max_mb` (one at a time): the journal a restart applies
+    /// stays bounded, and sets are written where ingestion is, not only at checkpoints.
+    fn write_set_when_journals_grow(&self) {
+        use std::sync::atomic::Ordering;
+        let Some(store) = &self.store else { return };
+        let bytes: u64 = self.shards().iter().map(|shard| shard.journal_bytes()).sum();
+        if bytes == 0 || bytes < self.params.index_journal_max_bytes || self.set_writing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Some(write) = self.index_set_writer(store) else {
+            self.set_writing.store(false, Ordering::SeqCst);
+            return;
+        };
+        let writing = Arc::clone(&self.set_writing);
+        tracing::info!(journal_bytes = bytes, "the index journals are large: writing an index set");
+        actix_rt::spawn(async move {
+            write.await;
+            writing.store(false, Ordering::SeqCst);
+        });
     }
 
     async fn try_upsert(
@@ -473,18 +500,32 @@ impl Engine {
     /// Writes the shards' index images next to the store; a failure is logged, the next restart
     /// then rebuilds.
     async fn write_index_set(&self, store: &Store) {
-        let Some(directory) = Path::new(store.file()).parent().map(Path::to_owned) else { return };
+        if let Some(write) = self.index_set_writer(store) {
+            write.await;
+        }
+    }
+
+    /// The writing of an index set of the current shards, holding neither the engine nor its
+    /// store (a background write does not keep the data directory's store open).
+    pub(super) fn index_set_writer(&self, store: &Store) -> Option<impl std::future::Future<Output = ()> + use<>> {
+        let directory = Path::new(store.file()).parent().map(Path::to_owned)?;
         let acl = self.acl();
         let shards = self.shards();
         let embedder = format!("{}/{}", self.embedder.name(), self.embedder.dimension());
-        let written =
-            tokio::task::spawn_blocking(move || crate::storage::indexes::write(&directory, &acl, &embedder, &shards))
-                .await;
-        match written {
-            Ok(Ok(path)) => tracing::info!(set = %path.display(), "index set written"),
-            Ok(Err(error)) => tracing::warn!(%error, "writing the index set failed; a restart rebuilds the indexes"),
-            Err(error) => tracing::warn!(%error, "writing the index set failed; a restart rebuilds the indexes"),
-        }
+        let journaled = self.params.index_journal;
+        Some(async move {
+            let written = tokio::task::spawn_blocking(move || {
+                crate::storage::indexes::write(&directory, &acl, &embedder, &shards, journaled)
+            })
+            .await;
+            match written {
+                Ok(Ok(path)) => tracing::info!(set = %path.display(), "index set written"),
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "writing the index set failed; a restart rebuilds the indexes")
+                }
+                Err(error) => tracing::warn!(%error, "writing the index set failed; a restart rebuilds the indexes"),
+            }
+        })
     }
 
     async fn embed_texts(&self, texts: Vec<String>) -> RetrievalResult<Vec<Vec<f32>>> {

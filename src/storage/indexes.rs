@@ -30,6 +30,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::journal;
+use roaring::RoaringBitmap;
+
 use crate::acl::AclStore;
 use crate::domain::{Chunk, DocOrdinal};
 use crate::index::shard::{JournalReplay, JournalSink, LoadedShard, Shard};
@@ -102,7 +104,7 @@ impl IndexSetOutcome {
 }
 
 /// One shard's live rows keyed by (document ordinal, chunk position in the document).
-type ShardRows = HashMap<(DocOrdinal, u32), (Chunk, Vec<f32>)>;
+type ShardRows = HashMap<(DocOrdinal, u32), Chunk>;
 
 fn graph_name(shard: usize) -> String {
     format!("shard-{shard:04}.graph.bin")
@@ -120,7 +122,13 @@ fn failure(what: impl std::fmt::Display) -> IndexError {
 /// prunes beyond [`RETAIN`]. Needs no writer lock: each shard's images are taken atomically and
 /// the next ordinal is read after them (so every slot's ordinal is below it); at open, slots are
 /// resolved against the store's live rows. Returns the set's directory.
-pub fn write(data_dir: &Path, acl: &AclStore, embedder: &str, shards: &[Arc<Shard>]) -> IndexResult<PathBuf> {
+pub fn write(
+    data_dir: &Path,
+    acl: &AclStore,
+    embedder: &str,
+    shards: &[Arc<Shard>],
+    journaled: bool,
+) -> IndexResult<PathBuf> {
     let _guard = WRITE_LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let root = data_dir.join(INDEXES_DIR);
     fs::create_dir_all(&root).map_err(failure)?;
@@ -141,7 +149,7 @@ pub fn write(data_dir: &Path, acl: &AclStore, embedder: &str, shards: &[Arc<Shar
         // Every chunk is kept: whether its ordinal is live is the store's answer at open. From
         // the image on, the shard's changes go to this set's journal.
         let journal = journal::path(data_dir, &name, number);
-        let image = shard.export_image_journaled(|| match journal::FileSink::create(&journal, number) {
+        let image = shard.export_image_journaled(|| match journaled.then(|| journal::FileSink::create(&journal, number))? {
             Ok(sink) => Some(Box::new(sink) as Box<dyn JournalSink>),
             Err(error) => {
                 tracing::warn!(%error, journal = %journal.display(), "could not start an index journal; a restart indexes this shard's later chunks again");
@@ -211,134 +219,197 @@ fn prune(root: &Path) {
     }
 }
 
-/// The shards of a store that recovered `acl` and the live `chunks` (with their vectors): loaded
-/// from the newest index set under `data_dir` when it is usable, the chunks it does not know
-/// indexed on top; otherwise (logged) rebuilt from the chunks.
-pub fn load_or_build(
+/// Stored vectors by (document ordinal, chunk position), read for the given ordinals.
+pub type StoredVectors = HashMap<(DocOrdinal, u32), Vec<f32>>;
+
+/// The shards of a store that recovered `acl` and the live `chunks`: loaded from the newest
+/// index set under `data_dir` and its journal when it is usable, the chunks they do not know
+/// indexed on top; otherwise (logged) rebuilt from the chunks. Only the chunks to index have
+/// their vectors read (`vectors`, from the store): a set and its journal hold the others'.
+pub fn load_or_build<E: From<IndexError>>(
     data_dir: &Path,
     acl: &AclStore,
     embedder: &str,
-    shard_of: impl Fn(&Chunk) -> usize,
-    shard_count: usize,
-    chunks: Vec<(Chunk, Vec<f32>)>,
-    params: VectorParams,
-) -> IndexResult<(Vec<Arc<Shard>>, IndexSetOutcome)> {
+    (shard_of, shard_count): (impl Fn(&Chunk) -> usize, usize),
+    chunks: Vec<Chunk>,
+    vectors: impl Fn(&RoaringBitmap) -> Result<StoredVectors, E>,
+    (params, journaled): (VectorParams, bool),
+) -> Result<(Vec<Arc<Shard>>, IndexSetOutcome), E> {
     let root = data_dir.join(INDEXES_DIR);
     let newest = list(&root).pop();
     let mut per_shard: Vec<ShardRows> = vec![HashMap::new(); shard_count];
-    for (chunk, vector) in chunks {
-        per_shard[shard_of(&chunk).min(shard_count - 1)].insert((chunk.doc_ordinal, chunk.ordinal), (chunk, vector));
+    for chunk in chunks {
+        per_shard[shard_of(&chunk).min(shard_count - 1)].insert((chunk.doc_ordinal, chunk.ordinal), chunk);
     }
     let attempt = match &newest {
-        None => Err(LoadFailure::Unusable("no index set".to_owned())),
-        Some(name) => load_set(data_dir, name, acl, embedder, params, &mut per_shard),
+        None => Err("no index set".to_owned()),
+        Some(name) => load_set(data_dir, name, acl, embedder, (params, journaled), &mut per_shard),
     };
     match attempt {
-        Ok(loaded) => Ok(loaded),
-        Err(LoadFailure::Index(error)) => Err(error),
-        Err(LoadFailure::Unusable(reason)) => {
+        Ok((shards, outcome)) => {
+            // What the set and its journal lack: indexed on top (and journaled).
+            for (shard, rows) in shards.iter().zip(per_shard) {
+                let later = with_vectors(rows, &vectors)?;
+                if !later.is_empty() {
+                    shard.add(later)?;
+                }
+            }
+            Ok((shards, outcome))
+        }
+        Err(reason) => {
             super::progress::enter(super::progress::Phase::Indexing);
             if newest.is_some() {
                 tracing::warn!(%reason, "index set not used; rebuilding the indexes from the stored rows");
             }
-            let items: Vec<Vec<(Chunk, Vec<f32>)>> = per_shard
-                .into_iter()
-                .map(|rows| {
-                    let mut rows: Vec<(Chunk, Vec<f32>)> = rows.into_values().collect();
-                    rows.sort_by_key(|(chunk, _)| (chunk.doc_ordinal, chunk.ordinal));
-                    rows
-                })
-                .collect();
+            let items = per_shard.into_iter().map(|rows| with_vectors(rows, &vectors)).collect::<Result<_, E>>()?;
             Ok((Shard::build_all(items, params)?, IndexSetOutcome::Rebuilt { reason }))
         }
     }
 }
 
-/// Why a set was not loaded.
-enum LoadFailure {
-    /// The set is unusable (missing, damaged, mismatched): rebuild from the rows.
-    Unusable(String),
-    /// Indexing the rows newer than the set failed (a rebuild would fail the same way).
-    Index(IndexError),
+/// `rows` with their stored vectors, in (ordinal, position) order.
+fn with_vectors<E: From<IndexError>>(
+    rows: ShardRows,
+    vectors: &impl Fn(&RoaringBitmap) -> Result<StoredVectors, E>,
+) -> Result<Vec<(Chunk, Vec<f32>)>, E> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ordinals: RoaringBitmap = rows.keys().map(|(ordinal, _)| *ordinal).collect();
+    let mut stored = vectors(&ordinals)?;
+    let mut items = Vec::with_capacity(rows.len());
+    for (key, chunk) in rows {
+        let vector = stored.remove(&key).ok_or_else(|| failure(format!("no stored vector for chunk {key:?}")))?;
+        items.push((chunk, vector));
+    }
+    items.sort_by_key(|(chunk, _)| (chunk.doc_ordinal, chunk.ordinal));
+    Ok(items)
 }
 
-impl From<String> for LoadFailure {
-    fn from(reason: String) -> Self {
-        Self::Unusable(reason)
+/// One shard loaded from its images and journal: the shard, the rows it took, and its journal
+/// (path, bytes to keep, what the replay did).
+type ShardLoad = (LoadedShard, Vec<(DocOrdinal, u32)>, (PathBuf, u64, JournalReplay));
+
+/// Loads shard `number` from its images (`graph`, `lexical`) and its journal in the set `name`,
+/// taking its slots' chunks from `rows` (the keys it took are returned).
+fn load_shard(
+    data_dir: &Path,
+    name: &str,
+    params: VectorParams,
+    next_ordinal: DocOrdinal,
+    (number, graph, lexical): (usize, &[u8], &[u8]),
+    rows: &ShardRows,
+) -> Result<ShardLoad, String> {
+    let path = journal::path(data_dir, name, number);
+    let file = journal::read(&path, number);
+    let payloads = file.as_ref().map(journal::JournalFile::payloads).unwrap_or_default();
+    let mut used = Vec::new();
+    let shard = Shard::load_with(number, params, (graph, lexical), &payloads, next_ordinal, |ordinal, position| {
+        let chunk = rows.get(&(ordinal, position))?;
+        used.push((ordinal, position));
+        Some(chunk.clone())
+    })
+    .map_err(|error| format!("shard {number}: {error}"))?;
+    super::progress::shard_loaded();
+    if let Some(reason) = shard.compaction {
+        tracing::info!(shard = number, ?reason, "compacted a shard while loading its index set");
     }
+    let mut replay = shard.replay.clone();
+    if let Some(stopped) = replay.stopped.take() {
+        replay.stopped = Some(format!("{}: {stopped}", path.display()));
+    }
+    if let Some(damage) = file.as_ref().and_then(|file| file.damage.clone()) {
+        replay.stopped.get_or_insert(damage);
+    }
+    let keep = file.as_ref().map_or(0, |file| file.keep(shard.replay.records));
+    Ok((shard, used, (path, keep, replay)))
 }
 
 /// Loads every shard of the set `name` and applies its journal, taking the chunks they name out
-/// of `per_shard`, then journals on from there and indexes what is left there on top. When the
-/// set is unusable the error says why and `per_shard` still holds every chunk (rows are only
-/// taken once every shard loaded).
+/// of `per_shard` (what is left there is for the caller to index on top), and journals on from
+/// there. When the set is unusable the error says why and `per_shard` still holds every chunk
+/// (rows are only taken once every shard loaded).
 fn load_set(
     data_dir: &Path,
     name: &str,
     acl: &AclStore,
     embedder: &str,
-    params: VectorParams,
+    (params, journaled): (VectorParams, bool),
     per_shard: &mut [ShardRows],
-) -> Result<(Vec<Arc<Shard>>, IndexSetOutcome), LoadFailure> {
+) -> Result<(Vec<Arc<Shard>>, IndexSetOutcome), String> {
     let started = std::time::Instant::now();
     let directory = data_dir.join(INDEXES_DIR).join(name);
     let bytes = fs::read(directory.join(MANIFEST)).map_err(|error| format!("{MANIFEST}: {error}"))?;
     let manifest: IndexSetManifest = serde_json::from_slice(&bytes).map_err(|error| format!("{MANIFEST}: {error}"))?;
     if manifest.format != SET_FORMAT {
-        return Err(format!("format {} is not {SET_FORMAT}", manifest.format).into());
+        return Err(format!("format {} is not {SET_FORMAT}", manifest.format));
     }
     if manifest.lineage != acl.lineage() || manifest.embedder != embedder || manifest.shards != per_shard.len() {
-        return Err(LoadFailure::Unusable("lineage, embedder or shard count differs from the store's".into()));
+        return Err("lineage, embedder or shard count differs from the store's".into());
     }
     if manifest.next_ordinal > acl.next_ordinal() || manifest.epoch > acl.epoch() {
-        return Err(LoadFailure::Unusable("the set is newer than the store".into()));
+        return Err("the set is newer than the store".into());
     }
-    let mut contents: HashMap<String, Vec<u8>> = HashMap::new();
-    for (file, size, sha256) in &manifest.files {
-        let content = fs::read(directory.join(file)).map_err(|error| format!("{file}: {error}"))?;
-        if content.len() as u64 != *size || hex::encode(Sha256::digest(&content)) != *sha256 {
-            return Err(format!("{file} has another size or checksum than the manifest records").into());
-        }
-        contents.insert(file.clone(), content);
-    }
+    // Read and checked on every core (sha256 of ~1 KB per chunk).
+    let mut contents: HashMap<String, Vec<u8>> = {
+        use rayon::prelude::*;
+        manifest
+            .files
+            .par_iter()
+            .map(|(file, size, sha256)| {
+                let content = fs::read(directory.join(file)).map_err(|error| format!("{file}: {error}"))?;
+                if content.len() as u64 != *size || hex::encode(Sha256::digest(&content)) != *sha256 {
+                    return Err(format!("{file} has another size or checksum than the manifest records"));
+                }
+                Ok((file.clone(), content))
+            })
+            .collect::<Result<_, String>>()?
+    };
     tracing::info!(set = name, seconds = started.elapsed().as_secs_f64(), "index set read and verified");
     // The store's next ordinal bounds every committed chunk; a journal slot beyond it belongs to
     // a batch that never committed.
     let next_ordinal = acl.next_ordinal();
-    let mut loaded = Vec::with_capacity(per_shard.len());
-    let mut taken: Vec<Vec<(DocOrdinal, u32)>> = Vec::with_capacity(per_shard.len());
-    let mut journals = Vec::with_capacity(per_shard.len());
-    for (number, rows) in per_shard.iter().enumerate() {
-        let (graph, lexical) = match (contents.remove(&graph_name(number)), contents.remove(&lexical_name(number))) {
-            (Some(graph), Some(lexical)) => (graph, lexical),
-            _ => return Err(format!("shard {number}'s files are not listed").into()),
-        };
-        let path = journal::path(data_dir, name, number);
-        let file = journal::read(&path, number);
-        let payloads = file.as_ref().map(journal::JournalFile::payloads).unwrap_or_default();
-        let mut used = Vec::new();
-        let shard =
-            Shard::load_with(number, params, (&graph, &lexical), &payloads, next_ordinal, |ordinal, position| {
-                let (chunk, _) = rows.get(&(ordinal, position))?;
-                used.push((ordinal, position));
-                Some(chunk.clone())
-            })
-            .map_err(|error| format!("shard {number}: {error}"))?;
-        super::progress::shard_loaded();
-        if let Some(reason) = shard.compaction {
-            tracing::info!(shard = number, ?reason, "compacted a shard while loading its index set");
+    let mut images = Vec::with_capacity(per_shard.len());
+    for number in 0..per_shard.len() {
+        match (contents.remove(&graph_name(number)), contents.remove(&lexical_name(number))) {
+            (Some(graph), Some(lexical)) => images.push((graph, lexical)),
+            _ => return Err(format!("shard {number}'s files are not listed")),
         }
-        let mut replay = shard.replay.clone();
-        if let Some(stopped) = replay.stopped.take() {
-            replay.stopped = Some(format!("{}: {stopped}", path.display()));
+    }
+    // Shards load in parallel, as many at once as there are cores (each holds its journal's
+    // bytes while it loads).
+    let parallel = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let mut results = Vec::with_capacity(per_shard.len());
+    let work: Vec<_> = images
+        .into_iter()
+        .zip(per_shard.iter())
+        .enumerate()
+        .map(|(number, (image, rows))| (number, image, rows))
+        .collect();
+    for group in work.chunks(parallel.max(1)) {
+        let loaded: Vec<Result<ShardLoad, String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = group
+                .iter()
+                .map(|(number, (graph, lexical), rows)| {
+                    scope.spawn(move || {
+                        load_shard(data_dir, name, params, next_ordinal, (*number, graph, lexical), rows)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| handle.join().unwrap_or_else(|_| Err("loading a shard panicked".to_owned())))
+                .collect()
+        });
+        for result in loaded {
+            results.push(result?);
         }
-        if let Some(damage) = file.as_ref().and_then(|file| file.damage.clone()) {
-            replay.stopped.get_or_insert(damage);
-        }
-        let keep = file.as_ref().map_or(0, |file| file.keep(shard.replay.records));
-        journals.push((path, keep, replay));
+    }
+    let (mut loaded, mut taken, mut journals) = (Vec::new(), Vec::new(), Vec::new());
+    for (shard, used, journal) in results {
         loaded.push(shard);
         taken.push(used);
+        journals.push(journal);
     }
     tracing::info!(set = name, seconds = started.elapsed().as_secs_f64(), "index set and journals loaded");
     super::progress::enter(super::progress::Phase::Indexing);
@@ -356,7 +427,7 @@ fn load_set(
             tracing::warn!(shard = number, reason = %stopped, "the index journal was not applied to its end; what it lacks is indexed again from the store's rows");
         }
         // A compacted shard is no longer the set's state: it journals again from the next set.
-        let resumed = compaction.is_none().then(|| journal::FileSink::resume(&path, number, keep));
+        let resumed = (journaled && compaction.is_none()).then(|| journal::FileSink::resume(&path, number, keep));
         match resumed {
             Some(Ok(sink)) => shard.attach_journal(Box::new(sink), known),
             Some(Err(error)) => {
@@ -365,16 +436,11 @@ fn load_set(
             }
             None => outcome.4 = false,
         }
-        let mut later: Vec<(Chunk, Vec<f32>)> = rows.drain().map(|(_, row)| row).collect();
-        later.sort_by_key(|(chunk, _)| (chunk.doc_ordinal, chunk.ordinal));
         let JournalReplay { records, slots, stopped, .. } = replay;
         outcome.0 += slots;
         outcome.1 += records;
-        outcome.2 += later.len();
+        outcome.2 += rows.len();
         outcome.3.extend(stopped);
-        if !later.is_empty() {
-            shard.add(later).map_err(LoadFailure::Index)?;
-        }
         shards.push(Arc::new(shard));
     }
     let (journaled, journal_records, indexed_after, journal_stopped, journaling) = outcome;

@@ -191,6 +191,18 @@ impl Rows<'_> {
     /// Decodes the rows: every chunk must name `ordinal`, the vectors must be `dimension` f32
     /// per chunk, the sentence vectors (when present) one entry per chunk.
     fn decode(&self, dimension: usize) -> Result<Vec<(Chunk, Vec<f32>)>, String> {
+        let document = self.decode_chunks(dimension)?;
+        let mut decoded = Vec::with_capacity(document.len());
+        for (chunk, bytes) in document.into_iter().zip(self.vectors.chunks_exact(dimension * 4)) {
+            let vector =
+                bytes.chunks_exact(4).map(|value| f32::from_le_bytes([value[0], value[1], value[2], value[3]]));
+            decoded.push((chunk, vector.collect()));
+        }
+        Ok(decoded)
+    }
+
+    /// The chunks alone (sentence vectors attached), the vectors' size checked but not decoded.
+    fn decode_chunks(&self, dimension: usize) -> Result<Vec<Chunk>, String> {
         let ordinal = self.ordinal;
         let mut document: Vec<Chunk> = exact(&format!("chunks of ordinal {ordinal}"), self.chunks)?;
         if let Some(bytes) = self.sentences {
@@ -206,16 +218,10 @@ impl Rows<'_> {
         if dimension == 0 || self.vectors.len() != document.len() * dimension * 4 {
             return Err(format!("vectors of ordinal {ordinal} have the wrong size"));
         }
-        let mut decoded = Vec::with_capacity(document.len());
-        for (chunk, bytes) in document.into_iter().zip(self.vectors.chunks_exact(dimension * 4)) {
-            if chunk.doc_ordinal != ordinal {
-                return Err(format!("a chunk stored under ordinal {ordinal} names another"));
-            }
-            let vector =
-                bytes.chunks_exact(4).map(|value| f32::from_le_bytes([value[0], value[1], value[2], value[3]]));
-            decoded.push((chunk, vector.collect()));
+        if document.iter().any(|chunk| chunk.doc_ordinal != ordinal) {
+            return Err(format!("a chunk stored under ordinal {ordinal} names another"));
         }
-        Ok(decoded)
+        Ok(document)
     }
 }
 
@@ -275,8 +281,9 @@ pub struct Commit<'a> {
 pub struct Recovered {
     /// The ACL store: checkpoint + replayed log, the retained log, ordinals, lineage.
     pub acl: AclStore,
-    /// Every live document version's chunks with their vectors.
-    pub chunks: Vec<(Chunk, Vec<f32>)>,
+    /// Every live document version's chunks (their vectors are read on demand:
+    /// [`Store::vectors`]).
+    pub chunks: Vec<Chunk>,
     /// Epoch of the checkpoint recovery started from.
     pub checkpoint_epoch: u64,
     /// Change batches replayed on top of it.
@@ -289,6 +296,8 @@ pub struct Recovered {
 pub struct Store {
     db: Database,
     file: String,
+    /// Components of a stored vector.
+    dimension: usize,
 }
 
 /// Mode of the data directory: it holds every tenant's text in the clear, so only the server's
@@ -422,7 +431,7 @@ impl Store {
         })
         .map_err(|_| corrupted(&file, "the database file could not be read (redb panicked while opening it)"))?
         .map_err(|error| open_error(&file, error))?;
-        let store = Self { db, file };
+        let store = Self { db, file, dimension };
         let configured = format!("{embedder}\0{dimension}");
         if !existed {
             store.initialize(&configured)?;
@@ -455,7 +464,7 @@ impl Store {
         private_file(&path)?;
         let db =
             redb::Builder::new().set_cache_size(cache_bytes).create(&path).map_err(|error| open_error(&file, error))?;
-        let store = Self { db, file };
+        let store = Self { db, file, dimension };
         store.write_seed(&format!("{embedder}\0{dimension}"), acl, chunks)?;
         Ok(store)
     }
@@ -676,13 +685,34 @@ impl Store {
                 vectors: vectors.value(),
                 sentences: sentences.as_ref().map(|row| row.value()),
             };
-            chunks.extend(rows.decode(dimension).map_err(|reason| corrupted(file, reason))?);
+            chunks.extend(rows.decode_chunks(dimension).map_err(|reason| corrupted(file, reason))?);
             found.insert(ordinal);
         }
         if let Some(missing) = (&live - &found).min() {
             return Err(corrupted(file, format!("the chunks of live ordinal {missing} are missing")));
         }
         Ok((Recovered { acl, chunks, checkpoint_epoch, replayed: replayed_epochs.len(), created }, abandoned))
+    }
+
+    /// The stored vectors of the chunks of `ordinals` (live versions), by (ordinal, chunk
+    /// position): what indexing them needs (a restart reads only those its index set and journal
+    /// lack).
+    pub fn vectors(&self, ordinals: &RoaringBitmap) -> StorageResult<indexes::StoredVectors> {
+        let file = self.file.as_str();
+        let txn = self.db.begin_read().map_err(|error| io(file, error))?;
+        let chunk_rows = txn.open_table(CHUNKS).map_err(|error| corrupted(file, error))?;
+        let vector_rows = txn.open_table(VECTORS).map_err(|error| corrupted(file, error))?;
+        let mut stored = indexes::StoredVectors::new();
+        for ordinal in ordinals {
+            let missing = || corrupted(file, format!("the rows of ordinal {ordinal} are missing"));
+            let chunks = chunk_rows.get(ordinal).map_err(|error| io(file, error))?.ok_or_else(missing)?;
+            let vectors = vector_rows.get(ordinal).map_err(|error| io(file, error))?.ok_or_else(missing)?;
+            let rows = Rows { ordinal, chunks: chunks.value(), vectors: vectors.value(), sentences: None };
+            for (chunk, vector) in rows.decode(self.dimension).map_err(|reason| corrupted(file, reason))? {
+                stored.insert((ordinal, chunk.ordinal), vector);
+            }
+        }
+        Ok(stored)
     }
 
     /// Commits one published change as one durable transaction (fsynced when this returns).

@@ -78,7 +78,7 @@ fn what_was_committed_comes_back_after_reopening_with_the_same_lineage() {
     upsert(&acl, &store, "acme", "b", 1, "beta text");
     revoke(&acl, &store, "acme", "b");
     drop(store);
-    let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
+    let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
     assert!(!recovered.created);
     let snapshot = recovered.acl.load();
     assert_eq!(recovered.acl.lineage(), lineage);
@@ -89,8 +89,13 @@ fn what_was_committed_comes_back_after_reopening_with_the_same_lineage() {
     assert!(snapshot.allows(&reader(), second));
     assert_eq!(snapshot.entry("acme", "b").unwrap().acl, DocAcl::default(), "the revoke survived");
     // Only live versions keep rows: the superseded version's chunks were removed.
-    assert!(recovered.chunks.iter().all(|(chunk, vector)| chunk.doc_ordinal != first && vector.len() == DIMENSION));
-    assert!(recovered.chunks.iter().any(|(chunk, _)| chunk.doc_ordinal == second));
+    assert!(recovered.chunks.iter().all(|chunk| chunk.doc_ordinal != first));
+    assert!(recovered.chunks.iter().any(|chunk| chunk.doc_ordinal == second));
+    // Vectors are read on demand, for the chunks that need indexing.
+    let live: RoaringBitmap = [second].into_iter().collect();
+    let vectors = store.vectors(&live).unwrap();
+    assert_eq!(vectors.len(), recovered.chunks.iter().filter(|chunk| chunk.doc_ordinal == second).count());
+    assert!(vectors.iter().all(|((ordinal, _), vector)| *ordinal == second && vector.len() == DIMENSION));
 }
 
 /// A batch whose rows were staged but whose commit never happened (a crash in between):
@@ -118,7 +123,7 @@ fn rows_staged_but_never_published_are_deleted_on_reopening() {
     for _ in 0..2 {
         let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
         assert_eq!(recovered.acl.epoch(), acl.epoch());
-        assert!(recovered.chunks.iter().all(|(chunk, _)| chunk.doc_ordinal == live));
+        assert!(recovered.chunks.iter().all(|chunk| chunk.doc_ordinal == live));
         assert!(!recovered.chunks.is_empty());
         let txn = store.db.begin_read().unwrap();
         assert!(txn.open_table(CHUNKS).unwrap().get(abandoned).unwrap().is_none(), "the staged rows were deleted");

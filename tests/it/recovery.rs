@@ -426,3 +426,37 @@ async fn readyz_reports_the_progress_of_the_load_before_the_server_is_ready() {
     assert!(ready["recovery"]["chunks"].as_u64().unwrap() > 3000, "{ready}");
     assert!(ready.get("loading").is_none(), "{ready}");
 }
+
+/// `storage.index_journal_max_mb` bounds the journal: once the journals since the last index
+/// set reach it, a new set is written in the background (here at every batch). With
+/// `storage.index_journal = false` nothing is journaled and a restart indexes again what the set
+/// lacks, as before the journal.
+#[actix_web::test]
+async fn large_journals_make_a_new_index_set_and_the_journal_can_be_turned_off() {
+    let mut settings = settings(2, 64);
+    settings.storage.index_journal_max_mb = 0;
+    let directory = tempfile::tempdir().unwrap();
+    let (engine, _) = open_durable(&settings, directory.path()).await;
+    let mut random = rand::rngs::SmallRng::seed_from_u64(0x53);
+    for number in 0..3 {
+        engine.upsert("acme", batch(&mut random, number, 50)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let sets = super::persisted_indexes::index_sets(directory.path());
+    let newest = sets.last().unwrap().file_name().unwrap().to_string_lossy().into_owned();
+    assert!(!newest.starts_with("000000000000-"), "no set was written after the first batches: {sets:?}");
+    drop(engine);
+
+    settings.storage.index_journal = false;
+    let directory = tempfile::tempdir().unwrap();
+    let (engine, _) = open_durable(&settings, directory.path()).await;
+    engine.upsert("acme", batch(&mut random, 0, 50)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let journals = directory.path().join(warrant::storage::journal::JOURNAL_DIR);
+    let files = std::fs::read_dir(&journals).map(|entries| entries.count()).unwrap_or(0);
+    assert_eq!(files, 0, "a journal was written with storage.index_journal = false");
+    drop(engine);
+    let (_, recovery) = open_durable(&settings, directory.path()).await;
+    let (journaled, indexed_again, _) = journal_outcome(&recovery.indexes);
+    assert_eq!((journaled, indexed_again), (0, 50));
+}

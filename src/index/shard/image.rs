@@ -160,7 +160,7 @@ impl Shard {
     ) -> Result<ShardImage, IndexError> {
         let state = self.read();
         let (image, known) = Self::image_of(&state, |_| true, ChunkPositions::InDocument)?;
-        *self.journal() = sink().map(|sink| Journal { sink, known });
+        *self.journal() = sink().map(|sink| Journal { sink, known, bytes: 0 });
         Ok(image)
     }
 

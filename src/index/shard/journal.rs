@@ -42,6 +42,8 @@ pub trait JournalSink: Send {
 pub(super) struct Journal {
     pub(super) sink: Box<dyn JournalSink>,
     pub(super) known: BTreeSet<String>,
+    /// Payload bytes appended since the journal started.
+    pub(super) bytes: u64,
 }
 
 /// One journal record (see the module docs).
