@@ -30,7 +30,10 @@ URL="http://127.0.0.1:$PORT"
 ready_after() { # $1: binary, $2: directory, $3: log; sets READY: seconds to the first 200 of /readyz
   local started
   started=$(date +%s.%N)
-  WARRANT__STORAGE__DIR="$2" WARRANT__SNAPSHOTS__DIR="$2.snapshots" "$1" serve >>"$3" 2>&1 &
+  local config=()
+  # A build older than the configuration's keys reads its own file, BINARY.toml, when there is one.
+  [ -f "$1.toml" ] && config=(--config "$1.toml")
+  WARRANT__STORAGE__DIR="$2" WARRANT__SNAPSHOTS__DIR="$2.snapshots" "$1" serve "${config[@]}" >>"$3" 2>&1 &
   PID=$!
   until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$URL/readyz" 2>/dev/null)" = 200 ]; do
     kill -0 "$PID" 2>/dev/null || { tail -5 "$3" >&2; exit 1; }

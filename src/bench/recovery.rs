@@ -54,10 +54,12 @@ pub struct FillReport {
     pub batch_ms_p99: f64,
     /// Bytes of index journal on disk now (since the last index set).
     pub journal_bytes: u64,
-    /// Chunks written since the last index set.
-    pub journaled_chunks: usize,
-    /// `journal_bytes / journaled_chunks`.
-    pub journal_bytes_per_chunk: f64,
+    /// `journal_bytes / chunks` when the newest index set is the first one (every chunk is in
+    /// the journal); `None` when a later set was written (by `--set-every` or because the
+    /// journals reached `storage.index_journal_max_mb`).
+    pub journal_bytes_per_chunk: Option<f64>,
+    /// Directory name of the newest index set (`<epoch>-<unix ms>`).
+    pub newest_set: String,
     /// Bytes of the store file.
     pub store_bytes: u64,
     /// Bytes of the newest index set.
@@ -163,7 +165,10 @@ pub async fn fill(settings: &Settings, config: &FillConfig, directory: &Path) ->
     let at = |quantile: f64| latencies.get(((latencies.len() as f64 - 1.0) * quantile) as usize).copied();
     let journal =
         newest(&directory.join(crate::storage::journal::JOURNAL_DIR)).map_or(0, |path| directory_bytes(&path));
-    let journaled_chunks = since_set;
+    let newest_set = newest(&directory.join(crate::storage::indexes::INDEXES_DIR))
+        .and_then(|path| path.file_name().map(|name| name.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let first_set = newest_set.starts_with("000000000000-");
     Ok(FillReport {
         chunks: written,
         seconds,
@@ -171,8 +176,8 @@ pub async fn fill(settings: &Settings, config: &FillConfig, directory: &Path) ->
         batch_ms_p50: at(0.5).unwrap_or(0.0),
         batch_ms_p99: at(0.99).unwrap_or(0.0),
         journal_bytes: journal,
-        journaled_chunks,
-        journal_bytes_per_chunk: if journaled_chunks == 0 { 0.0 } else { journal as f64 / journaled_chunks as f64 },
+        journal_bytes_per_chunk: first_set.then(|| journal as f64 / written.max(1) as f64),
+        newest_set,
         store_bytes: std::fs::metadata(directory.join(crate::storage::STORE_FILE)).map_or(0, |meta| meta.len()),
         index_set_bytes: newest(&directory.join(crate::storage::indexes::INDEXES_DIR))
             .map_or(0, |path| directory_bytes(&path)),

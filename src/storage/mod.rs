@@ -203,26 +203,55 @@ impl Rows<'_> {
 
     /// The chunks alone (sentence vectors attached), the vectors' size checked but not decoded.
     fn decode_chunks(&self, dimension: usize) -> Result<Vec<Chunk>, String> {
-        let ordinal = self.ordinal;
-        let mut document: Vec<Chunk> = exact(&format!("chunks of ordinal {ordinal}"), self.chunks)?;
-        if let Some(bytes) = self.sentences {
-            let what = format!("sentence vectors of ordinal {ordinal}");
-            let sentences: Vec<Option<SentenceVectors>> = exact(&what, bytes)?;
-            if sentences.len() != document.len() {
-                return Err(format!("{what} do not match its chunks"));
-            }
-            for (chunk, vectors) in document.iter_mut().zip(sentences) {
-                chunk.sentence_vectors = vectors.map(std::sync::Arc::new);
-            }
-        }
-        if dimension == 0 || self.vectors.len() != document.len() * dimension * 4 {
-            return Err(format!("vectors of ordinal {ordinal} have the wrong size"));
-        }
-        if document.iter().any(|chunk| chunk.doc_ordinal != ordinal) {
-            return Err(format!("a chunk stored under ordinal {ordinal} names another"));
-        }
-        Ok(document)
+        decode_chunks(self.ordinal, self.chunks, self.vectors.len(), self.sentences, dimension)
     }
+}
+
+/// Rows read for decoding off the read transaction (recovery decodes blocks in parallel).
+struct OwnedRows {
+    ordinal: DocOrdinal,
+    chunks: Vec<u8>,
+    /// Length of the vectors row (checked, not decoded).
+    vectors_bytes: usize,
+    sentences: Option<Vec<u8>>,
+}
+
+impl OwnedRows {
+    fn decode(&self, dimension: usize) -> Result<Vec<Chunk>, String> {
+        decode_chunks(self.ordinal, &self.chunks, self.vectors_bytes, self.sentences.as_deref(), dimension)
+    }
+}
+
+/// Rows read and decoded per block at recovery.
+const DECODE_BLOCK: usize = 4096;
+
+/// The chunks of one document version's rows (sentence vectors attached), its vectors row's
+/// length (`vectors_bytes`) checked against `dimension`.
+fn decode_chunks(
+    ordinal: DocOrdinal,
+    chunks: &[u8],
+    vectors_bytes: usize,
+    sentences: Option<&[u8]>,
+    dimension: usize,
+) -> Result<Vec<Chunk>, String> {
+    let mut document: Vec<Chunk> = exact(&format!("chunks of ordinal {ordinal}"), chunks)?;
+    if let Some(bytes) = sentences {
+        let what = format!("sentence vectors of ordinal {ordinal}");
+        let sentences: Vec<Option<SentenceVectors>> = exact(&what, bytes)?;
+        if sentences.len() != document.len() {
+            return Err(format!("{what} do not match its chunks"));
+        }
+        for (chunk, vectors) in document.iter_mut().zip(sentences) {
+            chunk.sentence_vectors = vectors.map(std::sync::Arc::new);
+        }
+    }
+    if dimension == 0 || vectors_bytes != document.len() * dimension * 4 {
+        return Err(format!("vectors of ordinal {ordinal} have the wrong size"));
+    }
+    if document.iter().any(|chunk| chunk.doc_ordinal != ordinal) {
+        return Err(format!("a chunk stored under ordinal {ordinal} names another"));
+    }
+    Ok(document)
 }
 
 /// The per-document tables (`chunks`, `vectors`, `sentences`) inside one write transaction.
@@ -426,11 +455,13 @@ impl Store {
         private_file(&path)?;
         // A file redb did not write last (torn or altered) must be refused, never trusted: the
         // integrity check verifies every page checksum of the committed trees on open.
+        let opened = std::time::Instant::now();
         let db = std::panic::catch_unwind(|| {
             redb::Builder::new().set_check_integrity_on_open(true).set_cache_size(cache_bytes).create(&path)
         })
         .map_err(|_| corrupted(&file, "the database file could not be read (redb panicked while opening it)"))?
         .map_err(|error| open_error(&file, error))?;
+        tracing::info!(seconds = opened.elapsed().as_secs_f64(), "store opened, every page checksum verified");
         let store = Self { db, file, dimension };
         let configured = format!("{embedder}\0{dimension}");
         if !existed {
@@ -613,13 +644,32 @@ impl Store {
         let mut retained = Vec::new();
         let mut replay = Vec::new();
         let changes = txn.open_table(CHANGES).map_err(|error| corrupted(file, error))?;
-        for row in changes.iter().map_err(|error| io(file, error))? {
-            let (epoch, bytes) = row.map_err(|error| io(file, error))?;
-            let epoch = epoch.value();
-            let mutations: Vec<AclMutation> = serde_json::from_slice(bytes.value())
-                .map_err(|error| corrupted(file, format!("changes of epoch {epoch}: {error}")))?;
-            let target = if epoch <= checkpoint_epoch { &mut retained } else { &mut replay };
-            target.extend(mutations.into_iter().map(|mutation| AclChange { epoch, mutation }));
+        // Read in order, decoded in parallel a block at a time (JSON decoding is most of a
+        // restart's ACL cost).
+        let mut block: Vec<(u64, Vec<u8>)> = Vec::with_capacity(DECODE_BLOCK);
+        let mut rows = changes.iter().map_err(|error| io(file, error))?.peekable();
+        while rows.peek().is_some() {
+            block.clear();
+            for row in rows.by_ref().take(DECODE_BLOCK) {
+                let (epoch, bytes) = row.map_err(|error| io(file, error))?;
+                block.push((epoch.value(), bytes.value().to_vec()));
+            }
+            let decoded: Vec<Result<(u64, Vec<AclMutation>), String>> = {
+                use rayon::prelude::*;
+                block
+                    .par_iter()
+                    .map(|(epoch, bytes)| {
+                        serde_json::from_slice(bytes)
+                            .map(|mutations| (*epoch, mutations))
+                            .map_err(|error| format!("changes of epoch {epoch}: {error}"))
+                    })
+                    .collect()
+            };
+            for entry in decoded {
+                let (epoch, mutations) = entry.map_err(|reason| corrupted(file, reason))?;
+                let target = if epoch <= checkpoint_epoch { &mut retained } else { &mut replay };
+                target.extend(mutations.into_iter().map(|mutation| AclChange { epoch, mutation }));
+            }
         }
         let replayed_epochs: std::collections::BTreeSet<u64> = replay.iter().map(|change| change.epoch).collect();
         if let (Some(first), Some(last)) = (replayed_epochs.first(), replayed_epochs.last())
@@ -656,6 +706,18 @@ impl Store {
         };
         let mut chunks = Vec::new();
         let mut found = RoaringBitmap::new();
+        let dimension = configured.rsplit('\0').next().and_then(|value| value.parse::<usize>().ok()).unwrap_or(0);
+        // Rows are read in key order and decoded in parallel a block at a time.
+        let mut block: Vec<OwnedRows> = Vec::with_capacity(DECODE_BLOCK);
+        let decode_block = |block: &mut Vec<OwnedRows>, chunks: &mut Vec<Chunk>| -> StorageResult<()> {
+            use rayon::prelude::*;
+            let decoded: Vec<Result<Vec<Chunk>, String>> = block.par_iter().map(|rows| rows.decode(dimension)).collect();
+            block.clear();
+            for document in decoded {
+                chunks.extend(document.map_err(|reason| corrupted(file, reason))?);
+            }
+            Ok(())
+        };
         for row in chunk_rows.iter().map_err(|error| io(file, error))? {
             let (ordinal, bytes) = row.map_err(|error| io(file, error))?;
             let ordinal = ordinal.value();
@@ -678,16 +740,18 @@ impl Store {
                 .get(ordinal)
                 .map_err(|error| io(file, error))?
                 .ok_or_else(|| corrupted(file, format!("vectors of ordinal {ordinal} are missing")))?;
-            let dimension = configured.rsplit('\0').next().and_then(|value| value.parse::<usize>().ok()).unwrap_or(0);
-            let rows = Rows {
+            block.push(OwnedRows {
                 ordinal,
-                chunks: bytes.value(),
-                vectors: vectors.value(),
-                sentences: sentences.as_ref().map(|row| row.value()),
-            };
-            chunks.extend(rows.decode_chunks(dimension).map_err(|reason| corrupted(file, reason))?);
+                chunks: bytes.value().to_vec(),
+                vectors_bytes: vectors.value().len(),
+                sentences: sentences.as_ref().map(|row| row.value().to_vec()),
+            });
+            if block.len() == DECODE_BLOCK {
+                decode_block(&mut block, &mut chunks)?;
+            }
             found.insert(ordinal);
         }
+        decode_block(&mut block, &mut chunks)?;
         if let Some(missing) = (&live - &found).min() {
             return Err(corrupted(file, format!("the chunks of live ordinal {missing} are missing")));
         }
