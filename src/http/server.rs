@@ -52,7 +52,10 @@ fn loading_server(
     })
     .workers(1)
     .disable_signals()
-    .shutdown_timeout(0)
+    // No connection outlives the loading server: each answer closes its connection, and the
+    // stop lets answers in progress finish, so a client never sees a reset at the handover.
+    .keep_alive(actix_web::http::KeepAlive::Disabled)
+    .shutdown_timeout(1)
     .listen(listener)?
     .run())
 }
@@ -77,7 +80,7 @@ pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), 
         eprintln!("warrant loading on http://{address} (/readyz reports the progress)");
     }
     let built = build_state_with(Arc::clone(&settings), providers).await;
-    loading_handle.stop(false).await;
+    loading_handle.stop(true).await;
     let (state, fresh) = built?;
     if fresh && settings.demo.load {
         let count = load_corpus(state.writer.as_ref(), Path::new(&settings.demo.corpus)).await?;

@@ -15,6 +15,7 @@
 
 use std::cmp::Ordering;
 
+mod bytes;
 pub mod distance;
 mod frozen;
 pub mod lexical;

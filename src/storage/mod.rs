@@ -711,7 +711,8 @@ impl Store {
         let mut block: Vec<OwnedRows> = Vec::with_capacity(DECODE_BLOCK);
         let decode_block = |block: &mut Vec<OwnedRows>, chunks: &mut Vec<Chunk>| -> StorageResult<()> {
             use rayon::prelude::*;
-            let decoded: Vec<Result<Vec<Chunk>, String>> = block.par_iter().map(|rows| rows.decode(dimension)).collect();
+            let decoded: Vec<Result<Vec<Chunk>, String>> =
+                block.par_iter().map(|rows| rows.decode(dimension)).collect();
             block.clear();
             for document in decoded {
                 chunks.extend(document.map_err(|reason| corrupted(file, reason))?);

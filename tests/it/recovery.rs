@@ -397,22 +397,30 @@ async fn readyz_reports_the_progress_of_the_load_before_the_server_is_ready() {
     let deadline = Instant::now() + Duration::from_secs(120);
     let ready = loop {
         assert!(Instant::now() < deadline, "never ready");
-        let response = http.get(format!("{}/readyz", node.base)).send().await.unwrap();
+        // A request racing the handover from the loading server may see its connection closed,
+        // as a request before the bind would have seen it refused: the poll retries.
+        let Ok(response) = http.get(format!("{}/readyz", node.base)).send().await else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
         let status = response.status().as_u16();
-        let body: Value = response.json().await.unwrap();
+        let Ok(body) = response.json::<Value>().await else { continue };
         if status == 200 {
             break body;
         }
         assert_eq!((status, body["status"].as_str()), (503, Some("starting")), "{body}");
         starting.get_or_insert(body);
         if refused.is_none() {
-            let response = http
+            let sent = http
                 .post(format!("{}/v1/retrieve", node.base))
                 .bearer_auth(&reader)
                 .json(&json!({"query": "hotel"}))
                 .send()
-                .await
-                .unwrap();
+                .await;
+            let Ok(response) = sent else { continue };
+            if response.status() == 200 {
+                continue; // ready meanwhile: asked again while loading only
+            }
             let retry = response.headers().get("retry-after").map(|value| value.to_str().unwrap().to_owned());
             refused = Some((response.status().as_u16(), retry, response.json::<Value>().await.unwrap()));
         }

@@ -28,6 +28,7 @@ use std::collections::BTreeSet;
 
 use crate::domain::DocOrdinal;
 use crate::index::Slot;
+use crate::index::bytes::Reader;
 use crate::index::lexical::LexicalDelta;
 use crate::index::live::GraphChanges;
 use crate::index::vector::{PlannerCosts, VectorDelta};
@@ -94,7 +95,7 @@ impl ShardDelta {
 
     /// Decodes a payload of rows of `dimension` components; the error says what is wrong.
     pub fn decode(bytes: &[u8], dimension: usize) -> Result<Self, String> {
-        let mut reader = Reader { bytes, at: 0 };
+        let mut reader = Reader::new(bytes);
         let (positions, vector) = match reader.u8()? {
             KIND_LEXICAL => (Vec::new(), None),
             KIND_BATCH => {
@@ -204,54 +205,4 @@ fn decode_vector(reader: &mut Reader<'_>, dimension: usize) -> Result<(Vec<u32>,
     let graph =
         GraphChanges { base, nodes_before, nodes_after, entry: (entry != NO_ENTRY).then_some(entry), top, nodes };
     Ok((positions, VectorDelta { first_slot, ordinals, rows, graph, costs, calibrated_len }))
-}
-
-/// A bounds-checked cursor over a payload.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, length: usize) -> Result<&'a [u8], String> {
-        let end = self.at.checked_add(length).filter(|end| *end <= self.bytes.len());
-        let Some(end) = end else {
-            return Err(format!("truncated: {length} bytes wanted at offset {}, {} held", self.at, self.bytes.len()));
-        };
-        let slice = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(slice)
-    }
-
-    /// Fails unless `count` items of at least `each` bytes fit in what is left.
-    fn ensure(&self, count: usize, each: usize) -> Result<(), String> {
-        match count.checked_mul(each) {
-            Some(needed) if needed <= self.bytes.len() - self.at => Ok(()),
-            _ => Err(format!("truncated: {count} items announced at offset {}", self.at)),
-        }
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        Ok(self.take(N)?.try_into().expect("took N bytes"))
-    }
-
-    fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.take(1)?[0])
-    }
-
-    fn u16(&mut self) -> Result<u16, String> {
-        Ok(u16::from_le_bytes(self.array()?))
-    }
-
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.array()?))
-    }
-
-    fn f64(&mut self) -> Result<f64, String> {
-        Ok(f64::from_le_bytes(self.array()?))
-    }
 }

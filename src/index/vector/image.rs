@@ -26,6 +26,7 @@
 use super::store::{VectorStore, advised_rows};
 use super::{FrozenGraph, MAX_LAYER, PlannerCosts, VectorIndex, VectorParams};
 use crate::index::Slot;
+use crate::index::bytes::Reader;
 use crate::index::distance::{Half, fits_half, half_is_finite, to_half, widen};
 use crate::index::frozen::Adjacency;
 use crate::index::live::LiveGraph;
@@ -138,7 +139,7 @@ impl VectorIndex {
     /// `params` (whose dimension must be the image's); the image's graphs become sealed graphs
     /// and later inserts go to a fresh graph built with `params`. The error says what is wrong.
     pub fn decode_image(bytes: &[u8], params: VectorParams) -> Result<DecodedVectors, String> {
-        let mut reader = Reader { bytes, at: 0 };
+        let mut reader = Reader::new(bytes);
         if reader.take(GRAPH_MAGIC.len())? != GRAPH_MAGIC {
             return Err("not a graph image (magic bytes differ)".into());
         }
@@ -291,49 +292,6 @@ fn to_u32(value: usize) -> u32 {
 
 fn put_u32(out: &mut Vec<u8>, value: u32) {
     out.extend_from_slice(&value.to_le_bytes());
-}
-
-/// A bounds-checked cursor over the image.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, length: usize) -> Result<&'a [u8], String> {
-        let end = self.at.checked_add(length).filter(|end| *end <= self.bytes.len());
-        let Some(end) = end else {
-            return Err(format!("truncated: {length} bytes wanted at offset {}, {} held", self.at, self.bytes.len()));
-        };
-        let slice = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(slice)
-    }
-
-    /// Fails unless `count` items of `each` bytes fit in what is left.
-    fn ensure(&self, count: usize, each: usize) -> Result<(), String> {
-        let left = self.bytes.len() - self.at;
-        match count.checked_mul(each) {
-            Some(needed) if needed <= left => Ok(()),
-            _ => Err(format!("truncated: {count} items of {each} bytes announced at offset {}, {left} left", self.at)),
-        }
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        Ok(self.take(N)?.try_into().expect("took N bytes"))
-    }
-
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.array()?))
-    }
-
-    fn f64(&mut self) -> Result<f64, String> {
-        Ok(f64::from_le_bytes(self.array()?))
-    }
 }
 
 #[cfg(test)]
