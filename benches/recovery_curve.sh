@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Recovery in seconds (issue 50; BENCHMARKS.md "Recovery"): for each size of SIZES, fills one data
 # directory with `warrant bench recovery-fill` (one-chunk documents of 60 words, 20 tenants,
-# 500-document batches two in flight, hashed embedder at 384, an index set at the start and after
-# every SET_EVERY chunks as checkpoints write them; the process then ends without closing
+# 500-document batches two in flight, hashed embedder at 384, an index set at the start and when
+# the journals reach storage.index_journal_max_mb, a checkpoint (ACL checkpoint + index set) after
+# every CHECKPOINT_EVERY chunks as the server's checkpointer writes them; the process then ends without closing
 # anything, as kill -9 right after the last acknowledged batch does), prints the fill's write
 # figures (JSON), then for each binary of BINS, on its own copy of that directory:
 #   crash_ready_s     spawn of `warrant serve` to the first 200 of /readyz (polled every 0.1 s)
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 FILL_BIN="${FILL_BIN:-${CARGO_TARGET_DIR:-target}/release/warrant}"
 BINS="${BINS:-$FILL_BIN}"
 SIZES="${SIZES:-100000}"
-SET_EVERY="${SET_EVERY:-0}"
+CHECKPOINT_EVERY="${CHECKPOINT_EVERY:-0}"
 PORT="${PORT:-18499}"
 WORK="$(mktemp -d "${WORK_DIR:-.}/.recovery-curve.XXXXXX")"
 PID=""
@@ -44,7 +45,7 @@ ready_after() { # $1: binary, $2: directory, $3: log; sets READY: seconds to the
 echo "size binary crash_ready_s graceful_ready_s rss_mib"
 for size in $SIZES; do
   source="$WORK/fill-$size"
-  echo "fill $size: $("$FILL_BIN" bench recovery-fill --dir "$source" --chunks "$size" --set-every "$SET_EVERY")" >&2
+  echo "fill $size: $("$FILL_BIN" bench recovery-fill --dir "$source" --chunks "$size" --checkpoint-every "$CHECKPOINT_EVERY")" >&2
   for bin in $BINS; do
     dir="$WORK/data-$size-$(basename "$bin")"
     cp -a "$source" "$dir"

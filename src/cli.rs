@@ -204,9 +204,10 @@ pub(crate) enum BenchCommand {
         /// Batches in flight.
         #[arg(long, default_value_t = 2)]
         in_flight: usize,
-        /// An index set after every this many chunks (0: only at the start).
+        /// A checkpoint (ACL checkpoint + index set, as the server's checkpointer writes them)
+        /// after every this many chunks (0: none).
         #[arg(long, default_value_t = 0)]
-        set_every: usize,
+        checkpoint_every: usize,
         /// Random seed.
         #[arg(long, default_value_t = 7)]
         seed: u64,

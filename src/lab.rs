@@ -14,10 +14,27 @@ use crate::cli::{BenchCommand, EvalCommand};
 /// `warrant bench …`.
 pub(crate) async fn bench(command: BenchCommand) -> Result<()> {
     match command {
-        BenchCommand::RecoveryFill { dir, chunks, tenants, words, batch, in_flight, set_every, seed, config } => {
+        BenchCommand::RecoveryFill {
+            dir,
+            chunks,
+            tenants,
+            words,
+            batch,
+            in_flight,
+            checkpoint_every,
+            seed,
+            config,
+        } => {
             let settings = Settings::load(config.as_deref())?;
-            let fill =
-                warrant::bench::recovery::FillConfig { chunks, tenants, words, batch, in_flight, set_every, seed };
+            let fill = warrant::bench::recovery::FillConfig {
+                chunks,
+                tenants,
+                words,
+                batch,
+                in_flight,
+                checkpoint_every,
+                seed,
+            };
             let report = warrant::bench::recovery::fill(&settings, &fill, &dir).await.map_err(anyhow::Error::msg)?;
             println!("{}", serde_json::to_string(&report)?);
             // Nothing is closed: the store and the journals are left as a kill -9 leaves them.

@@ -1,6 +1,7 @@
 //! `warrant bench recovery-fill`: fills a data directory the way a steadily ingesting server
 //! does (one-chunk documents of 60 words over 20 tenants, 500-document batches, two in flight,
-//! an index set at the start and after every `--set-every` chunks, as checkpoints write them),
+//! an index set at the start, and a checkpoint after every `--checkpoint-every` chunks as the
+//! server's checkpointer writes them),
 //! prints what the writes cost (documents per second, batch latency, bytes of index journal and
 //! of the store per chunk), then ends the process without closing anything: what a `kill -9`
 //! right after the last acknowledged batch leaves (the store not shut down, the journals as
@@ -33,8 +34,11 @@ pub struct FillConfig {
     pub batch: usize,
     /// Batches in flight.
     pub in_flight: usize,
-    /// An index set is written after every this many chunks (0: only at the start).
-    pub set_every: usize,
+    /// A checkpoint, as the server's checkpointer writes one (the ACL checkpoint in the store,
+    /// the change log kept for `storage.log_retention_epochs`, an index set), after every this
+    /// many chunks (0: none; index sets are then written at the start and when the journals
+    /// reach `storage.index_journal_max_mb`).
+    pub checkpoint_every: usize,
     /// Random seed.
     pub seed: u64,
 }
@@ -55,7 +59,7 @@ pub struct FillReport {
     /// Bytes of index journal on disk now (since the last index set).
     pub journal_bytes: u64,
     /// `journal_bytes / chunks` when the newest index set is the first one (every chunk is in
-    /// the journal); `None` when a later set was written (by `--set-every` or because the
+    /// the journal); `None` when a later set was written (by `--checkpoint-every` or because the
     /// journals reached `storage.index_journal_max_mb`).
     pub journal_bytes_per_chunk: Option<f64>,
     /// Directory name of the newest index set (`<epoch>-<unix ms>`).
@@ -155,8 +159,9 @@ pub async fn fill(settings: &Settings, config: &FillConfig, directory: &Path) ->
         for latency in futures::future::join_all(round).await {
             latencies.push(latency?);
         }
-        if config.set_every > 0 && since_set >= config.set_every {
-            engine.write_indexes().await;
+        if config.checkpoint_every > 0 && since_set >= config.checkpoint_every {
+            let up_to = engine.acl().epoch().saturating_sub(settings.storage.log_retention_epochs);
+            engine.checkpoint(up_to).await.map_err(|error| error.to_string())?;
             since_set = 0;
         }
     }
