@@ -212,7 +212,14 @@ impl Engine {
         let (store, recovered, shards, chunk_count) = tokio::task::spawn_blocking(move || -> RetrievalResult<_> {
             use crate::storage::progress::{self, Phase};
             progress::enter(Phase::Store);
-            let (store, mut recovered) = Store::open(&directory, &name, dimension, cache_bytes)?;
+            // The index set's files are read and checked while the store opens.
+            let ahead = {
+                let directory = directory.clone();
+                std::thread::spawn(move || crate::storage::indexes::read_ahead(&directory))
+            };
+            let opened = Store::open(&directory, &name, dimension, cache_bytes);
+            let ahead = ahead.join().ok().flatten();
+            let (store, mut recovered) = opened?;
             let chunks = std::mem::take(&mut recovered.chunks);
             let count = chunks.len();
             tracing::info!(chunks = count, seconds = started.elapsed().as_secs_f64(), "store read");
@@ -225,7 +232,7 @@ impl Engine {
                 (|chunk: &crate::domain::Chunk| shard_of(&chunk.tenant, &chunk.doc_id, shard_count), shard_count),
                 chunks,
                 |ordinals: &roaring::RoaringBitmap| store.vectors(ordinals).map_err(RetrievalError::from),
-                (vector, journal),
+                (vector, journal, ahead),
             )?;
             progress::enter(Phase::Done);
             Ok((store, recovered, (shards, indexes), count))

@@ -219,6 +219,48 @@ fn prune(root: &Path) {
     }
 }
 
+/// The newest index set's manifest and files, read and checked ([`read_ahead`]) while the store
+/// opens.
+pub struct AheadOfTime {
+    name: String,
+    files: Result<(IndexSetManifest, HashMap<String, Vec<u8>>), String>,
+}
+
+/// Reads and checks the newest index set under `data_dir` (its manifest's format, every file's
+/// size and sha256), so that this I/O and hashing overlap with opening the store; `None` when
+/// there is no set. [`load_or_build`] uses it when it is still the newest set.
+pub fn read_ahead(data_dir: &Path) -> Option<AheadOfTime> {
+    let name = list(&data_dir.join(INDEXES_DIR)).pop()?;
+    let started = std::time::Instant::now();
+    let files = read_set(data_dir, &name);
+    tracing::info!(set = name, seconds = started.elapsed().as_secs_f64(), "index set read and verified");
+    Some(AheadOfTime { name, files })
+}
+
+/// The manifest and files of the set `name`, each file's size and sha256 checked (on every
+/// core: sha256 of ~1 KB per chunk).
+fn read_set(data_dir: &Path, name: &str) -> Result<(IndexSetManifest, HashMap<String, Vec<u8>>), String> {
+    use rayon::prelude::*;
+    let directory = data_dir.join(INDEXES_DIR).join(name);
+    let bytes = fs::read(directory.join(MANIFEST)).map_err(|error| format!("{MANIFEST}: {error}"))?;
+    let manifest: IndexSetManifest = serde_json::from_slice(&bytes).map_err(|error| format!("{MANIFEST}: {error}"))?;
+    if manifest.format != SET_FORMAT {
+        return Err(format!("format {} is not {SET_FORMAT}", manifest.format));
+    }
+    let contents = manifest
+        .files
+        .par_iter()
+        .map(|(file, size, sha256)| {
+            let content = fs::read(directory.join(file)).map_err(|error| format!("{file}: {error}"))?;
+            if content.len() as u64 != *size || hex::encode(Sha256::digest(&content)) != *sha256 {
+                return Err(format!("{file} has another size or checksum than the manifest records"));
+            }
+            Ok((file.clone(), content))
+        })
+        .collect::<Result<_, String>>()?;
+    Ok((manifest, contents))
+}
+
 /// Stored vectors by (document ordinal, chunk position), read for the given ordinals.
 pub type StoredVectors = HashMap<(DocOrdinal, u32), Vec<f32>>;
 
@@ -233,7 +275,7 @@ pub fn load_or_build<E: From<IndexError>>(
     (shard_of, shard_count): (impl Fn(&Chunk) -> usize, usize),
     chunks: Vec<Chunk>,
     vectors: impl Fn(&RoaringBitmap) -> Result<StoredVectors, E>,
-    (params, journaled): (VectorParams, bool),
+    (params, journaled, ahead): (VectorParams, bool, Option<AheadOfTime>),
 ) -> Result<(Vec<Arc<Shard>>, IndexSetOutcome), E> {
     let root = data_dir.join(INDEXES_DIR);
     let newest = list(&root).pop();
@@ -243,7 +285,7 @@ pub fn load_or_build<E: From<IndexError>>(
     }
     let attempt = match &newest {
         None => Err("no index set".to_owned()),
-        Some(name) => load_set(data_dir, name, acl, embedder, (params, journaled), &mut per_shard),
+        Some(name) => load_set(data_dir, (name, ahead), acl, embedder, (params, journaled), &mut per_shard),
     };
     match attempt {
         Ok((shards, outcome)) => {
@@ -331,41 +373,24 @@ fn load_shard(
 /// (rows are only taken once every shard loaded).
 fn load_set(
     data_dir: &Path,
-    name: &str,
+    (name, ahead): (&str, Option<AheadOfTime>),
     acl: &AclStore,
     embedder: &str,
     (params, journaled): (VectorParams, bool),
     per_shard: &mut [ShardRows],
 ) -> Result<(Vec<Arc<Shard>>, IndexSetOutcome), String> {
     let started = std::time::Instant::now();
-    let directory = data_dir.join(INDEXES_DIR).join(name);
-    let bytes = fs::read(directory.join(MANIFEST)).map_err(|error| format!("{MANIFEST}: {error}"))?;
-    let manifest: IndexSetManifest = serde_json::from_slice(&bytes).map_err(|error| format!("{MANIFEST}: {error}"))?;
-    if manifest.format != SET_FORMAT {
-        return Err(format!("format {} is not {SET_FORMAT}", manifest.format));
-    }
+    let (manifest, mut contents) = match ahead.filter(|ahead| ahead.name == name) {
+        Some(ahead) => ahead.files?,
+        None => read_set(data_dir, name)?,
+    };
     if manifest.lineage != acl.lineage() || manifest.embedder != embedder || manifest.shards != per_shard.len() {
         return Err("lineage, embedder or shard count differs from the store's".into());
     }
     if manifest.next_ordinal > acl.next_ordinal() || manifest.epoch > acl.epoch() {
         return Err("the set is newer than the store".into());
     }
-    // Read and checked on every core (sha256 of ~1 KB per chunk).
-    let mut contents: HashMap<String, Vec<u8>> = {
-        use rayon::prelude::*;
-        manifest
-            .files
-            .par_iter()
-            .map(|(file, size, sha256)| {
-                let content = fs::read(directory.join(file)).map_err(|error| format!("{file}: {error}"))?;
-                if content.len() as u64 != *size || hex::encode(Sha256::digest(&content)) != *sha256 {
-                    return Err(format!("{file} has another size or checksum than the manifest records"));
-                }
-                Ok((file.clone(), content))
-            })
-            .collect::<Result<_, String>>()?
-    };
-    tracing::info!(set = name, seconds = started.elapsed().as_secs_f64(), "index set read and verified");
+    tracing::info!(set = name, seconds = started.elapsed().as_secs_f64(), "index set checked against the store");
     // The store's next ordinal bounds every committed chunk; a journal slot beyond it belongs to
     // a batch that never committed.
     let next_ordinal = acl.next_ordinal();
