@@ -142,7 +142,7 @@ pub struct PostgresSettings {
     /// `hnsw.ef_search` of every session.
     pub ef_search: usize,
     /// `hnsw.iterative_scan`: `relaxed_order`, `strict_order` or `off`.
-    pub iterative_scan: crate::postgres::IterativeScan,
+    pub iterative_scan: IterativeScan,
     /// `hnsw.max_scan_tuples`.
     pub max_scan_tuples: usize,
     /// PEM file of the certificate authorities that sign the server's certificate (empty: the
@@ -160,9 +160,32 @@ impl Default for PostgresSettings {
             pool_size: 16,
             acquire_timeout_ms: 5_000,
             ef_search: 100,
-            iterative_scan: crate::postgres::IterativeScan::RelaxedOrder,
+            iterative_scan: IterativeScan::RelaxedOrder,
             max_scan_tuples: 20_000,
             ca_file: String::new(),
+        }
+    }
+}
+
+/// pgvector 0.8's iterative index scan mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IterativeScan {
+    /// Plain HNSW then filter: few rows when the filter is selective (measured in BENCHMARKS.md).
+    Off,
+    /// Continue the scan until enough rows pass, keeping exact order.
+    StrictOrder,
+    /// Continue the scan until enough rows pass; order may be slightly off (sorted here).
+    RelaxedOrder,
+}
+
+impl IterativeScan {
+    /// The GUC value.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::StrictOrder => "strict_order",
+            Self::RelaxedOrder => "relaxed_order",
         }
     }
 }

@@ -84,28 +84,8 @@ pub struct PostgresParams {
     pub max_acl_names_per_document: usize,
 }
 
-/// pgvector 0.8's iterative index scan mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IterativeScan {
-    /// Plain HNSW then filter: few rows when the filter is selective (measured in BENCHMARKS.md).
-    Off,
-    /// Continue the scan until enough rows pass, keeping exact order.
-    StrictOrder,
-    /// Continue the scan until enough rows pass; order may be slightly off (sorted here).
-    RelaxedOrder,
-}
-
-impl IterativeScan {
-    /// The GUC value.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Off => "off",
-            Self::StrictOrder => "strict_order",
-            Self::RelaxedOrder => "relaxed_order",
-        }
-    }
-}
+/// pgvector 0.8's iterative index scan mode: a configuration type, defined with the settings.
+pub use crate::config::IterativeScan;
 
 /// A tenant's BM25 totals: the chunk count and average length of its lexical scoring.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
