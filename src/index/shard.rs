@@ -31,8 +31,8 @@ mod image;
 mod journal;
 
 pub use image::{
-    ChunkPositions, Compaction, JournalReplay, LoadedShard, MAX_DEAD_FRACTION, MAX_SEALED_GRAPHS, ShardImage,
-    ShardImageError,
+    ChunkPositions, Compaction, DecodedShard, JournalReplay, LoadedShard, MAX_DEAD_FRACTION, MAX_SEALED_GRAPHS,
+    ShardImage, ShardImageError,
 };
 pub use journal::{JournalSink, ShardDelta};
 

@@ -215,7 +215,7 @@ impl Engine {
             // The index set's files are read and checked while the store opens.
             let ahead = {
                 let directory = directory.clone();
-                std::thread::spawn(move || crate::storage::indexes::read_ahead(&directory))
+                std::thread::spawn(move || crate::storage::indexes::read_ahead(&directory, vector, shard_count))
             };
             let opened = Store::open(&directory, &name, dimension, cache_bytes);
             let ahead = ahead.join().ok().flatten();

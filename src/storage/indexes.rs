@@ -34,7 +34,7 @@ use roaring::RoaringBitmap;
 
 use crate::acl::AclStore;
 use crate::domain::{Chunk, DocOrdinal};
-use crate::index::shard::{JournalReplay, JournalSink, LoadedShard, Shard};
+use crate::index::shard::{DecodedShard, JournalReplay, JournalSink, LoadedShard, Shard};
 use crate::index::vector::VectorParams;
 use crate::index::{IndexError, IndexResult};
 
@@ -224,17 +224,72 @@ fn prune(root: &Path) {
 pub struct AheadOfTime {
     name: String,
     files: Result<(IndexSetManifest, HashMap<String, Vec<u8>>), String>,
+    /// Every shard's images and journal decoded (when the files were read and the set has the
+    /// expected shard count).
+    shards: Option<Vec<DecodedLoad>>,
+}
+
+/// One shard's images decoded ahead of the store.
+type DecodedLoad = Result<DecodedShard, String>;
+
+/// Decodes every shard's images (taken out of `contents`) of the set `name`, as many shards at
+/// once as there are cores; a shard whose journal holds records keeps its lexical files unopened
+/// (its journal is read and applied once the store is open, a record at a time, as before).
+fn decode_shards(
+    data_dir: &Path,
+    name: &str,
+    count: usize,
+    contents: &mut HashMap<String, Vec<u8>>,
+    params: VectorParams,
+) -> Vec<DecodedLoad> {
+    let images: Vec<_> = (0..count)
+        .map(|number| (number, contents.remove(&graph_name(number)), contents.remove(&lexical_name(number))))
+        .collect();
+    let parallel = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let mut decoded = Vec::with_capacity(count);
+    for group in images.chunks(parallel.max(1)) {
+        let results: Vec<DecodedLoad> = std::thread::scope(|scope| {
+            let handles: Vec<_> = group
+                .iter()
+                .map(|(number, graph, lexical)| {
+                    scope.spawn(move || {
+                        let (Some(graph), Some(lexical)) = (graph, lexical) else {
+                            return Err(format!("shard {number}'s files are not listed"));
+                        };
+                        let path = journal::path(data_dir, name, *number);
+                        let records = fs::metadata(&path).is_ok_and(|meta| meta.len() > journal::HEADER_BYTES);
+                        Shard::decode_images(params, (graph.as_slice(), lexical.as_slice()), !records)
+                            .map_err(|error| format!("shard {number}: {error}"))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| handle.join().unwrap_or_else(|_| Err("decoding a shard panicked".to_owned())))
+                .collect()
+        });
+        decoded.extend(results);
+    }
+    decoded
 }
 
 /// Reads and checks the newest index set under `data_dir` (its manifest's format, every file's
 /// size and sha256), so that this I/O and hashing overlap with opening the store; `None` when
 /// there is no set. [`load_or_build`] uses it when it is still the newest set.
-pub fn read_ahead(data_dir: &Path) -> Option<AheadOfTime> {
+pub fn read_ahead(data_dir: &Path, params: VectorParams, shard_count: usize) -> Option<AheadOfTime> {
     let name = list(&data_dir.join(INDEXES_DIR)).pop()?;
     let started = std::time::Instant::now();
-    let files = read_set(data_dir, &name);
+    let mut files = read_set(data_dir, &name);
     tracing::info!(set = name, seconds = started.elapsed().as_secs_f64(), "index set read and verified");
-    Some(AheadOfTime { name, files })
+    let shards = match &mut files {
+        Ok((manifest, contents)) if manifest.shards == shard_count => {
+            let decoded = decode_shards(data_dir, &name, shard_count, contents, params);
+            tracing::info!(set = name, seconds = started.elapsed().as_secs_f64(), "index set decoded");
+            Some(decoded)
+        }
+        _ => None,
+    };
+    Some(AheadOfTime { name, files, shards })
 }
 
 /// The manifest and files of the set `name`, each file's size and sha256 checked (on every
@@ -339,14 +394,14 @@ fn load_shard(
     name: &str,
     params: VectorParams,
     next_ordinal: DocOrdinal,
-    (number, graph, lexical): (usize, &[u8], &[u8]),
+    (number, decoded): (usize, Result<DecodedShard, String>),
     rows: &ShardRows,
 ) -> Result<ShardLoad, String> {
     let path = journal::path(data_dir, name, number);
     let file = journal::read(&path, number);
     let payloads = file.as_ref().map(journal::JournalFile::payloads).unwrap_or_default();
     let mut used = Vec::new();
-    let shard = Shard::load_with(number, params, (graph, lexical), &payloads, next_ordinal, |ordinal, position| {
+    let shard = Shard::assemble(number, params, decoded?, &payloads, next_ordinal, |ordinal, position| {
         let chunk = rows.get(&(ordinal, position))?;
         used.push((ordinal, position));
         Some(chunk.clone())
@@ -380,9 +435,15 @@ fn load_set(
     per_shard: &mut [ShardRows],
 ) -> Result<(Vec<Arc<Shard>>, IndexSetOutcome), String> {
     let started = std::time::Instant::now();
-    let (manifest, mut contents) = match ahead.filter(|ahead| ahead.name == name) {
-        Some(ahead) => ahead.files?,
-        None => read_set(data_dir, name)?,
+    let (manifest, mut contents, decoded) = match ahead.filter(|ahead| ahead.name == name) {
+        Some(ahead) => {
+            let (manifest, contents) = ahead.files?;
+            (manifest, contents, ahead.shards)
+        }
+        None => {
+            let (manifest, contents) = read_set(data_dir, name)?;
+            (manifest, contents, None)
+        }
     };
     if manifest.lineage != acl.lineage() || manifest.embedder != embedder || manifest.shards != per_shard.len() {
         return Err("lineage, embedder or shard count differs from the store's".into());
@@ -394,31 +455,28 @@ fn load_set(
     // The store's next ordinal bounds every committed chunk; a journal slot beyond it belongs to
     // a batch that never committed.
     let next_ordinal = acl.next_ordinal();
-    let mut images = Vec::with_capacity(per_shard.len());
-    for number in 0..per_shard.len() {
-        match (contents.remove(&graph_name(number)), contents.remove(&lexical_name(number))) {
-            (Some(graph), Some(lexical)) => images.push((graph, lexical)),
-            _ => return Err(format!("shard {number}'s files are not listed")),
-        }
-    }
-    // Shards load in parallel, as many at once as there are cores (each holds its journal's
-    // bytes while it loads).
+    // Decoded while the store opened (read_ahead), or now.
+    let decoded = match decoded {
+        Some(decoded) => decoded,
+        None => decode_shards(data_dir, name, per_shard.len(), &mut contents, params),
+    };
+    // Shards are assembled in parallel, as many at once as there are cores.
     let parallel = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let mut results = Vec::with_capacity(per_shard.len());
-    let work: Vec<_> = images
+    let work: Vec<_> = decoded
         .into_iter()
         .zip(per_shard.iter())
         .enumerate()
-        .map(|(number, (image, rows))| (number, image, rows))
+        .map(|(number, (load, rows))| (number, load, rows))
         .collect();
-    for group in work.chunks(parallel.max(1)) {
+    let mut work: Vec<Option<_>> = work.into_iter().map(Some).collect();
+    for group in work.chunks_mut(parallel.max(1)) {
         let loaded: Vec<Result<ShardLoad, String>> = std::thread::scope(|scope| {
             let handles: Vec<_> = group
-                .iter()
-                .map(|(number, (graph, lexical), rows)| {
-                    scope.spawn(move || {
-                        load_shard(data_dir, name, params, next_ordinal, (*number, graph, lexical), rows)
-                    })
+                .iter_mut()
+                .filter_map(Option::take)
+                .map(|(number, shard, rows)| {
+                    scope.spawn(move || load_shard(data_dir, name, params, next_ordinal, (number, shard), rows))
                 })
                 .collect();
             handles

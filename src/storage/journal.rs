@@ -32,6 +32,8 @@ const MAGIC: &[u8; 8] = b"WRNTJRNL";
 const VERSION: u32 = 1;
 /// Header length.
 const HEADER: usize = 16;
+/// Header length: a journal file longer than this holds records.
+pub const HEADER_BYTES: u64 = HEADER as u64;
 /// Frame length before a payload.
 const FRAME: usize = 8;
 /// Longest payload accepted when reading (a record is one batch of one shard).
@@ -97,13 +99,15 @@ pub struct JournalFile {
     pub records: Vec<Range<usize>>,
     /// What ended the reading before the file's end (a torn or damaged record), naming the file.
     pub damage: Option<String>,
+    /// Whether the header is this shard's (the file can be continued).
+    pub header: bool,
 }
 
 impl JournalFile {
     /// Bytes up to the end of the first `records` records (header included): what a journal
     /// continuing after them keeps; 0 when the header itself is unusable.
     pub fn keep(&self, records: usize) -> u64 {
-        if self.bytes.len() < HEADER {
+        if !self.header {
             return 0;
         }
         records.checked_sub(1).and_then(|last| self.records.get(last)).map_or(HEADER, |range| range.end) as u64
@@ -124,7 +128,7 @@ pub fn read(path: &Path, shard: usize) -> Option<JournalFile> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
         Err(error) => return Some(JournalFile { damage: Some(format!("{shown}: {error}")), ..JournalFile::default() }),
     };
-    let mut file = JournalFile { bytes, records: Vec::new(), damage: None };
+    let mut file = JournalFile { bytes, records: Vec::new(), damage: None, header: false };
     let header_ok = file.bytes.len() >= HEADER
         && &file.bytes[..8] == MAGIC
         && file.bytes[8..12] == VERSION.to_le_bytes()
@@ -134,6 +138,7 @@ pub fn read(path: &Path, shard: usize) -> Option<JournalFile> {
         file.bytes.clear();
         return Some(file);
     }
+    file.header = true;
     let mut at = HEADER;
     while at < file.bytes.len() {
         let Some(frame) = file.bytes.get(at..at + FRAME) else {

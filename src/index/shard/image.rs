@@ -76,6 +76,18 @@ impl From<String> for Unapplied {
     }
 }
 
+/// A shard's images and journal decoded ahead of the store ([`Shard::decode_images`]).
+pub struct DecodedShard {
+    vectors: crate::index::vector::DecodedVectors,
+    lexical: Lexical,
+}
+
+/// A shard's lexical index: its files while journal records may still change them, or opened.
+enum Lexical {
+    Files(LexicalFiles),
+    Opened(Box<crate::index::lexical::LexicalIndex>, BTreeSet<String>),
+}
+
 /// A shard loaded from an index set and its journal ([`Shard::load_with`]).
 pub struct LoadedShard {
     /// The shard.
@@ -209,7 +221,7 @@ impl Shard {
             }
             slot_chunks[slot as usize] = Some(Arc::new(chunk));
         }
-        let lexical = LexicalFiles::from_image(lexical).map_err(ShardImageError::Lexical)?;
+        let lexical = Lexical::Files(LexicalFiles::from_image(lexical).map_err(ShardImageError::Lexical)?);
         let (shard, compaction, _) = Self::finish_load(id, params, vector, decoded.built_with, slot_chunks, lexical)?;
         Ok((shard, compaction))
     }
@@ -226,24 +238,81 @@ impl Shard {
     pub fn load_with(
         id: usize,
         params: VectorParams,
+        images: (&[u8], &[u8]),
+        journal: &[&[u8]],
+        next_ordinal: DocOrdinal,
+        resolve: impl FnMut(DocOrdinal, u32) -> Option<Chunk>,
+    ) -> Result<LoadedShard, ShardImageError> {
+        Self::assemble(
+            id,
+            params,
+            Self::decode_images(params, images, journal.is_empty())?,
+            journal,
+            next_ordinal,
+            resolve,
+        )
+    }
+
+    /// What [`Shard::load_with`] does before it needs the store: the graph image decoded (the
+    /// last graph revived) and the lexical image's files, opened as an index when no journal
+    /// record will change them (`open_lexical`). Runs while the store opens.
+    pub fn decode_images(
+        params: VectorParams,
         (graph, lexical): (&[u8], &[u8]),
+        open_lexical: bool,
+    ) -> Result<DecodedShard, ShardImageError> {
+        let vectors = VectorIndex::decode_image(graph, params).map_err(ShardImageError::Graph)?;
+        let files = LexicalFiles::from_image(lexical).map_err(ShardImageError::Lexical)?;
+        let lexical = if open_lexical {
+            let known = files.names();
+            Lexical::Opened(Box::new(files.open().map_err(ShardImageError::Lexical)?), known)
+        } else {
+            Lexical::Files(files)
+        };
+        Ok(DecodedShard { vectors, lexical })
+    }
+
+    /// The rest of [`Shard::load_with`], once the store is open: every slot's ordinal checked
+    /// against `next_ordinal`, the `journal`'s records decoded and applied one at a time,
+    /// chunks attached. A journal given to a shard whose lexical index was opened already is
+    /// refused (its records are not applied: the rows are indexed again).
+    pub fn assemble(
+        id: usize,
+        params: VectorParams,
+        decoded: DecodedShard,
         journal: &[&[u8]],
         next_ordinal: DocOrdinal,
         mut resolve: impl FnMut(DocOrdinal, u32) -> Option<Chunk>,
     ) -> Result<LoadedShard, ShardImageError> {
-        let decoded = Self::decode_graph(graph, params, next_ordinal)?;
-        let mut vector = decoded.index;
-        let mut positions = decoded.chunk_positions;
-        let mut files = LexicalFiles::from_image(lexical).map_err(ShardImageError::Lexical)?;
+        let DecodedShard { vectors, mut lexical } = decoded;
+        let vector_ref = &vectors.index;
+        if let Some(slot) = (0..vector_ref.len() as Slot).find(|slot| vector_ref.doc_ordinal(*slot) >= next_ordinal) {
+            return Err(ShardImageError::Graph(format!(
+                "slot {slot} has ordinal {}, beyond the next ordinal {next_ordinal}",
+                vector_ref.doc_ordinal(slot)
+            )));
+        }
+        let built_with = vectors.built_with;
+        let mut vector = vectors.index;
+        let mut positions = vectors.chunk_positions;
         let mut replay = JournalReplay::default();
+        let total = journal.len();
         for (number, payload) in journal.iter().enumerate() {
-            match Self::apply_record(&mut vector, &mut files, &mut positions, payload, next_ordinal) {
+            let applied = match &mut lexical {
+                Lexical::Files(files) => ShardDelta::decode(payload, vector.dimension())
+                    .map_err(Unapplied::Refused)
+                    .and_then(|delta| Self::apply_record(&mut vector, files, &mut positions, delta, next_ordinal)),
+                Lexical::Opened(..) => {
+                    Err(Unapplied::Refused("the lexical index was opened before the journal".into()))
+                }
+            };
+            match applied {
                 Ok(slots) => {
                     replay.records += 1;
                     replay.slots += slots;
                 }
                 Err(Unapplied::Uncommitted) => {
-                    replay.uncommitted = journal.len() - number;
+                    replay.uncommitted = total - number;
                     break;
                 }
                 Err(Unapplied::Refused(reason)) => {
@@ -268,7 +337,7 @@ impl Shard {
                 slot_chunks[slot] = Some(Arc::new(chunk));
             }
         }
-        let (shard, compaction, known) = Self::finish_load(id, params, vector, decoded.built_with, slot_chunks, files)?;
+        let (shard, compaction, known) = Self::finish_load(id, params, vector, built_with, slot_chunks, lexical)?;
         Ok(LoadedShard { shard, compaction, replay, known })
     }
 
@@ -278,10 +347,9 @@ impl Shard {
         vector: &mut VectorIndex,
         files: &mut LexicalFiles,
         positions: &mut Vec<u32>,
-        payload: &[u8],
+        delta: ShardDelta,
         next_ordinal: DocOrdinal,
     ) -> Result<usize, Unapplied> {
-        let delta = ShardDelta::decode(payload, vector.dimension())?;
         files.check(&delta.lexical)?;
         let mut slots = 0;
         if let Some(changes) = &delta.vector {
@@ -325,7 +393,7 @@ impl Shard {
         vector: VectorIndex,
         built_with: crate::index::vector::BuildParams,
         slot_chunks: Vec<Option<Arc<Chunk>>>,
-        lexical: LexicalFiles,
+        lexical: Lexical,
     ) -> Result<(Shard, Option<Compaction>, BTreeSet<String>), ShardImageError> {
         let dead = slot_chunks.iter().filter(|chunk| chunk.is_none()).count();
         let compaction = if dead as f64 > MAX_DEAD_FRACTION * slot_chunks.len() as f64 {
@@ -354,8 +422,13 @@ impl Shard {
             }
             return Ok((shard, Some(reason), BTreeSet::new()));
         }
-        let known = lexical.names();
-        let lexical = lexical.open().map_err(ShardImageError::Lexical)?;
+        let (lexical, known) = match lexical {
+            Lexical::Opened(index, known) => (*index, known),
+            Lexical::Files(files) => {
+                let known = files.names();
+                (files.open().map_err(ShardImageError::Lexical)?, known)
+            }
+        };
         for (slot, ordinal) in lexical.alive_slots() {
             if (slot as usize) >= vector.len() || vector.doc_ordinal(slot) != ordinal {
                 return Err(ShardImageError::Lexical(format!(
