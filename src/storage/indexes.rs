@@ -245,32 +245,37 @@ fn decode_shards(
     let images: Vec<_> = (0..count)
         .map(|number| (number, contents.remove(&graph_name(number)), contents.remove(&lexical_name(number))))
         .collect();
+    on_every_core(images, |(number, graph, lexical)| {
+        let (Some(graph), Some(lexical)) = (graph, lexical) else {
+            return Err(format!("shard {number}'s files are not listed"));
+        };
+        let path = journal::path(data_dir, name, number);
+        let records = fs::metadata(&path).is_ok_and(|meta| meta.len() > journal::HEADER_BYTES);
+        Shard::decode_images(params, (&graph, &lexical), !records).map_err(|error| format!("shard {number}: {error}"))
+    })
+}
+
+/// Runs `work` on every item, as many at once as there are cores; results in order (a thread
+/// that panicked is an error).
+fn on_every_core<T: Send, R: Send>(
+    items: Vec<T>,
+    work: impl Fn(T) -> Result<R, String> + Sync,
+) -> Vec<Result<R, String>> {
     let parallel = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let mut decoded = Vec::with_capacity(count);
-    for group in images.chunks(parallel.max(1)) {
-        let results: Vec<DecodedLoad> = std::thread::scope(|scope| {
-            let handles: Vec<_> = group
-                .iter()
-                .map(|(number, graph, lexical)| {
-                    scope.spawn(move || {
-                        let (Some(graph), Some(lexical)) = (graph, lexical) else {
-                            return Err(format!("shard {number}'s files are not listed"));
-                        };
-                        let path = journal::path(data_dir, name, *number);
-                        let records = fs::metadata(&path).is_ok_and(|meta| meta.len() > journal::HEADER_BYTES);
-                        Shard::decode_images(params, (graph.as_slice(), lexical.as_slice()), !records)
-                            .map_err(|error| format!("shard {number}: {error}"))
-                    })
-                })
-                .collect();
+    let mut results = Vec::with_capacity(items.len());
+    let mut items = items.into_iter().peekable();
+    let work = &work;
+    while items.peek().is_some() {
+        let group: Vec<T> = items.by_ref().take(parallel).collect();
+        results.extend(std::thread::scope(|scope| {
+            let handles: Vec<_> = group.into_iter().map(|item| scope.spawn(move || work(item))).collect();
             handles
                 .into_iter()
-                .map(|handle| handle.join().unwrap_or_else(|_| Err("decoding a shard panicked".to_owned())))
-                .collect()
-        });
-        decoded.extend(results);
+                .map(|handle| handle.join().unwrap_or_else(|_| Err("a shard's thread panicked".to_owned())))
+                .collect::<Vec<_>>()
+        }));
     }
-    decoded
+    results
 }
 
 /// Reads and checks the newest index set under `data_dir` (its manifest's format, every file's
@@ -461,32 +466,12 @@ fn load_set(
         None => decode_shards(data_dir, name, per_shard.len(), &mut contents, params),
     };
     // Shards are assembled in parallel, as many at once as there are cores.
-    let parallel = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let mut results = Vec::with_capacity(per_shard.len());
-    let work: Vec<_> = decoded
-        .into_iter()
-        .zip(per_shard.iter())
-        .enumerate()
-        .map(|(number, (load, rows))| (number, load, rows))
-        .collect();
-    let mut work: Vec<Option<_>> = work.into_iter().map(Some).collect();
-    for group in work.chunks_mut(parallel.max(1)) {
-        let loaded: Vec<Result<ShardLoad, String>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = group
-                .iter_mut()
-                .filter_map(Option::take)
-                .map(|(number, shard, rows)| {
-                    scope.spawn(move || load_shard(data_dir, name, params, next_ordinal, (number, shard), rows))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| handle.join().unwrap_or_else(|_| Err("loading a shard panicked".to_owned())))
-                .collect()
-        });
-        for result in loaded {
-            results.push(result?);
-        }
+    let work: Vec<_> = decoded.into_iter().zip(per_shard.iter()).enumerate().collect();
+    let mut results = Vec::with_capacity(work.len());
+    for result in on_every_core(work, |(number, (shard, rows))| {
+        load_shard(data_dir, name, params, next_ordinal, (number, shard), rows)
+    }) {
+        results.push(result?);
     }
     let (mut loaded, mut taken, mut journals) = (Vec::new(), Vec::new(), Vec::new());
     for (shard, used, journal) in results {

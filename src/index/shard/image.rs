@@ -76,6 +76,18 @@ impl From<String> for Unapplied {
     }
 }
 
+/// Refuses an index whose slots reach `next_ordinal` (a later document would otherwise inherit
+/// a dead slot).
+fn check_slot_ordinals(vector: &VectorIndex, next_ordinal: DocOrdinal) -> Result<(), ShardImageError> {
+    match (0..vector.len() as Slot).find(|slot| vector.doc_ordinal(*slot) >= next_ordinal) {
+        Some(slot) => Err(ShardImageError::Graph(format!(
+            "slot {slot} has ordinal {}, beyond the next ordinal {next_ordinal}",
+            vector.doc_ordinal(slot)
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A shard's images and journal decoded ahead of the store ([`Shard::decode_images`]).
 pub struct DecodedShard {
     vectors: crate::index::vector::DecodedVectors,
@@ -285,13 +297,7 @@ impl Shard {
         mut resolve: impl FnMut(DocOrdinal, u32) -> Option<Chunk>,
     ) -> Result<LoadedShard, ShardImageError> {
         let DecodedShard { vectors, mut lexical } = decoded;
-        let vector_ref = &vectors.index;
-        if let Some(slot) = (0..vector_ref.len() as Slot).find(|slot| vector_ref.doc_ordinal(*slot) >= next_ordinal) {
-            return Err(ShardImageError::Graph(format!(
-                "slot {slot} has ordinal {}, beyond the next ordinal {next_ordinal}",
-                vector_ref.doc_ordinal(slot)
-            )));
-        }
+        check_slot_ordinals(&vectors.index, next_ordinal)?;
         let built_with = vectors.built_with;
         let mut vector = vectors.index;
         let mut positions = vectors.chunk_positions;
@@ -376,13 +382,7 @@ impl Shard {
         next_ordinal: DocOrdinal,
     ) -> Result<crate::index::vector::DecodedVectors, ShardImageError> {
         let decoded = VectorIndex::decode_image(graph, params).map_err(ShardImageError::Graph)?;
-        let vector = &decoded.index;
-        if let Some(slot) = (0..vector.len() as Slot).find(|slot| vector.doc_ordinal(*slot) >= next_ordinal) {
-            return Err(ShardImageError::Graph(format!(
-                "slot {slot} has ordinal {}, beyond the next ordinal {next_ordinal}",
-                vector.doc_ordinal(slot)
-            )));
-        }
+        check_slot_ordinals(&decoded.index, next_ordinal)?;
         Ok(decoded)
     }
 
