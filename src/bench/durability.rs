@@ -253,7 +253,7 @@ pub async fn run(
     ingest(&writer, &documents).await?;
     let epoch = writer.acl().epoch();
     let chunks: usize = writer.stats().iter().map(|shard| shard.chunks).sum();
-    writer.write_indexes().await;
+    writer.close().await;
     drop(writer);
     let store_bytes = std::fs::metadata(data.join(crate::storage::STORE_FILE)).map(|meta| meta.len()).unwrap_or(0);
 

@@ -80,6 +80,10 @@ pub struct RecoveryReport {
     pub reindexed_chunks: usize,
     /// Shards whose journal was refused before its end (damaged; named in the log).
     pub journals_refused: usize,
+    /// How the store file was trusted: `sealed` (byte for byte the file closed at the last
+    /// graceful stop, by its BLAKE3 seal), `pages` (redb's integrity check of every page: after
+    /// a crash, or when the seal did not match) or `created` (a new store).
+    pub store_check: &'static str,
     /// Seconds the open took.
     pub seconds: f64,
 }
@@ -99,6 +103,11 @@ impl From<&crate::retrieval::Recovery> for RecoveryReport {
             journaled_chunks,
             reindexed_chunks,
             journals_refused,
+            store_check: match (recovery.created, recovery.sealed) {
+                (true, _) => "created",
+                (false, true) => "sealed",
+                (false, false) => "pages",
+            },
             seconds: recovery.seconds,
         }
     }

@@ -108,9 +108,10 @@ pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), 
         );
     }
     server.run().await?;
-    // Graceful shutdown: the next start loads the indexes instead of rebuilding them.
+    // Graceful shutdown: the next start loads the indexes instead of rebuilding them, replays
+    // no ACL change and trusts the sealed store without checking every page.
     if let Some(engine) = &state.engine {
-        engine.write_indexes().await;
+        engine.close().await;
     }
     Ok(())
 }

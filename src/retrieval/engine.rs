@@ -243,6 +243,7 @@ impl Engine {
         let recovery = Recovery {
             indexes,
             created: recovered.created,
+            sealed: recovered.sealed,
             checkpoint_epoch: recovered.checkpoint_epoch,
             replayed: recovered.replayed,
             chunks: chunk_count,
@@ -370,6 +371,29 @@ impl Engine {
         Ok(())
     }
 
+    /// The graceful stop of a durable engine, so the next start does the least: an ACL
+    /// checkpoint (the change log kept whole for replicas; nothing is replayed at the next
+    /// open), an index set (the journals start empty), then the store closed and sealed (the
+    /// next open skips redb's integrity check: [`crate::storage::seal`]). Writes after it fail
+    /// ("the store is closed"). A failing step is logged and the next start does its work.
+    /// Does nothing for an in-memory engine.
+    pub async fn close(&self) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        // Compacting up to epoch 0 keeps every log entry.
+        if let Err(error) = self.checkpoint(0).await {
+            tracing::warn!(%error, "no ACL checkpoint at shutdown; the next start replays the change log");
+        }
+        let _writer = self.writer.lock().await;
+        let store = Arc::clone(store);
+        match tokio::task::spawn_blocking(move || store.close()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "the store was not sealed; the next start checks every page"),
+            Err(error) => tracing::warn!(%error, "the store was not sealed; the next start checks every page"),
+        }
+    }
+
     /// What opening the data directory found (`None` unless the engine was opened from one).
     pub fn recovery(&self) -> Option<&Recovery> {
         self.recovery.get()
@@ -421,6 +445,9 @@ impl Engine {
 pub struct Recovery {
     /// Whether the store was created by this open.
     pub created: bool,
+    /// Whether the store file was the one sealed at the last graceful close (redb's integrity
+    /// check skipped).
+    pub sealed: bool,
     /// Epoch of the checkpoint recovery started from.
     pub checkpoint_epoch: u64,
     /// Change batches replayed after it.

@@ -7,7 +7,8 @@
 //! `Durability::Immediate` it fsyncs before returning), and a crash at any moment leaves the file
 //! at the last committed transaction. Every file is opened with its integrity check on, so a
 //! file altered or torn outside redb's own commit protocol is refused with an error naming it
-//! instead of being trusted.
+//! instead of being trusted; the one exception is a file that is byte for byte the one redb
+//! closed at the last graceful shutdown ([`seal`]: its BLAKE3 hash, checked at open).
 //!
 //! Next to the file, [`indexes`] keeps index sets (the shards' graph and lexical images), so a
 //! restart loads the indexes instead of rebuilding them from the rows.
@@ -40,10 +41,12 @@
 //! - the ordinal counter is stored with every commit, so ordinals are never reused across
 //!   restarts, and the lineage id is written once, when the file is created.
 
+mod files;
 pub mod indexes;
 pub mod journal;
 pub mod progress;
 mod recover;
+pub mod seal;
 
 use std::path::{Path, PathBuf};
 
@@ -53,6 +56,9 @@ use roaring::RoaringBitmap;
 use crate::acl::{AclChange, AclMutation, AclSnapshot, AclStore, new_lineage};
 use crate::domain::{Chunk, DocOrdinal, SentenceVectors};
 use recover::Rows;
+
+use files::private_file;
+pub use files::{DIRECTORY_MODE, FILE_MODE, private_directory};
 
 /// The database file inside the data directory.
 pub const STORE_FILE: &str = "warrant.redb";
@@ -233,6 +239,17 @@ pub struct Commit<'a> {
     pub next_ordinal: DocOrdinal,
 }
 
+/// The database of an open store, held for one transaction ([`Store::database`]).
+struct Open<'a>(std::sync::RwLockReadGuard<'a, Option<Database>>);
+
+impl std::ops::Deref for Open<'_> {
+    type Target = Database;
+
+    fn deref(&self) -> &Database {
+        self.0.as_ref().expect("Store::database checked that the store is open")
+    }
+}
+
 /// What the store held when it was opened.
 pub struct Recovered {
     /// The ACL store: checkpoint + replayed log, the retained log, ordinals, lineage.
@@ -246,75 +263,18 @@ pub struct Recovered {
     pub replayed: usize,
     /// Whether the file was created by this open (a new lineage).
     pub created: bool,
+    /// Whether the file was the one redb closed at the last graceful shutdown, byte for byte
+    /// ([`seal`]), so redb's integrity check was skipped.
+    pub sealed: bool,
 }
 
 /// The open store.
 pub struct Store {
-    db: Database,
+    /// `None` once [`Store::close`]d.
+    db: std::sync::RwLock<Option<Database>>,
     file: String,
     /// Components of a stored vector.
     dimension: usize,
-}
-
-/// Mode of the data directory: it holds every tenant's text in the clear, so only the server's
-/// own user may enter it (as snapshot directories).
-pub const DIRECTORY_MODE: u32 = 0o700;
-/// Mode of the store file.
-pub const FILE_MODE: u32 = 0o600;
-
-/// Creates `directory` (and missing parents) with mode [`DIRECTORY_MODE`], or takes group and
-/// other access away from an existing one, saying so in the log. An existing directory that is
-/// open to others and is not a data directory (it holds other files, or is a shared directory
-/// such as `/tmp`) is refused, never changed: `storage.dir` must be a directory of its own.
-pub fn private_directory(directory: &Path) -> StorageResult<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    let shown = directory.display().to_string();
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(DIRECTORY_MODE)
-        .create(directory)
-        .map_err(|error| io(&shown, error))?;
-    let mode = std::fs::metadata(directory).map_err(|error| io(&shown, error))?.permissions().mode();
-    if mode & 0o077 != 0 {
-        let empty = std::fs::read_dir(directory).map_err(|error| io(&shown, error))?.next().is_none();
-        let ours = empty || directory.join(STORE_FILE).exists();
-        if !ours || mode & 0o1000 != 0 {
-            return Err(io(
-                &shown,
-                "the directory is open to other users and is not a warrant data directory (it holds other files, or \
-                 is shared); set storage.dir to a directory of its own",
-            ));
-        }
-    }
-    restrict(directory)
-}
-
-/// Creates the file at `path` with mode [`FILE_MODE`] when missing (empty; redb fills it), or
-/// takes group and other access away from an existing one, saying so in the log. Done before
-/// redb opens it, so the store is never readable by others, not even for a moment.
-fn private_file(path: &Path) -> StorageResult<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(FILE_MODE)
-        .open(path)
-        .map_err(|error| io(&path.display().to_string(), error))?;
-    restrict(path)
-}
-
-/// Clears the group and other bits of `path` (never adds any), logging a change.
-fn restrict(path: &Path) -> StorageResult<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let shown = path.display().to_string();
-    let current = std::fs::metadata(path).map_err(|error| io(&shown, error))?.permissions().mode() & 0o7777;
-    let wanted = current & !0o077;
-    if wanted != current {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(wanted)).map_err(|error| io(&shown, error))?;
-        tracing::warn!(path = %shown, from = %format!("{current:o}"), to = %format!("{wanted:o}"), "tightened the permissions of the data directory: it holds every tenant's text");
-    }
-    Ok(())
 }
 
 fn io(file: &str, error: impl std::fmt::Display) -> StorageError {
@@ -380,21 +340,34 @@ impl Store {
         let file = path.display().to_string();
         let existed = std::fs::metadata(&path).map(|metadata| metadata.len() > 0).unwrap_or(false);
         private_file(&path)?;
-        // A file redb did not write last (torn or altered) must be refused, never trusted: the
+        // A file redb did not write last (torn or altered) must be refused, never trusted: unless
+        // it is byte for byte the file redb closed at the last graceful shutdown (its seal), the
         // integrity check verifies every page checksum of the committed trees on open.
         let opened = std::time::Instant::now();
+        let sealed = existed && {
+            let found = seal::take(&path);
+            if let seal::Seal::Refused(reason) = &found {
+                tracing::warn!(file, %reason, "the store's seal does not vouch for the file; checking every page");
+            }
+            found == seal::Seal::Matches
+        };
         let db = std::panic::catch_unwind(|| {
-            redb::Builder::new().set_check_integrity_on_open(true).set_cache_size(cache_bytes).create(&path)
+            redb::Builder::new().set_check_integrity_on_open(!sealed).set_cache_size(cache_bytes).create(&path)
         })
         .map_err(|_| corrupted(&file, "the database file could not be read (redb panicked while opening it)"))?
         .map_err(|error| open_error(&file, error))?;
-        tracing::info!(seconds = opened.elapsed().as_secs_f64(), "store opened, every page checksum verified");
-        let store = Self { db, file, dimension };
+        if sealed {
+            tracing::info!(seconds = opened.elapsed().as_secs_f64(), "store opened, the file sealed at its last close");
+        } else {
+            tracing::info!(seconds = opened.elapsed().as_secs_f64(), "store opened, every page checksum verified");
+        }
+        let store = Self { db: std::sync::RwLock::new(Some(db)), file, dimension };
         let configured = format!("{embedder}\0{dimension}");
         if !existed {
             store.initialize(&configured)?;
         }
-        let (recovered, abandoned) = store.recover(&configured, !existed)?;
+        let (mut recovered, abandoned) = store.recover(&configured, !existed)?;
+        recovered.sealed = sealed;
         if !abandoned.is_empty() {
             // Rows staged by a batch that was never published (a crash or failure in between).
             store.unstage(&abandoned)?;
@@ -422,7 +395,7 @@ impl Store {
         private_file(&path)?;
         let db =
             redb::Builder::new().set_cache_size(cache_bytes).create(&path).map_err(|error| open_error(&file, error))?;
-        let store = Self { db, file, dimension };
+        let store = Self { db: std::sync::RwLock::new(Some(db)), file, dimension };
         store.write_seed(&format!("{embedder}\0{dimension}"), acl, chunks)?;
         Ok(store)
     }
@@ -433,7 +406,8 @@ impl Store {
     pub fn reseed(&self, acl: &AclStore, chunks: &[(std::sync::Arc<Chunk>, Vec<f32>)]) -> StorageResult<()> {
         let file = self.file.as_str();
         let embedder = {
-            let txn = self.db.begin_read().map_err(|error| io(file, error))?;
+            let db = self.database()?;
+            let txn = db.begin_read().map_err(|error| io(file, error))?;
             let meta = txn.open_table(META).map_err(|error| corrupted(file, error))?;
             let value = meta.get("embedder").map_err(|error| io(file, error))?;
             let value = value.ok_or_else(|| corrupted(file, "meta embedder is missing"))?;
@@ -452,7 +426,8 @@ impl Store {
     ) -> StorageResult<()> {
         let file = self.file.as_str();
         let snapshot = acl.load();
-        let txn = self.db.begin_write().map_err(|error| io(file, error))?;
+        let db = self.database()?;
+        let txn = db.begin_write().map_err(|error| io(file, error))?;
         {
             txn.delete_table(CHANGES).map_err(|error| io(file, error))?;
             for table in [CHUNKS, VECTORS, SENTENCES, STAGED] {
@@ -488,9 +463,20 @@ impl Store {
         &self.file
     }
 
+    /// The open database, or an error once the store is closed. Held for a whole transaction,
+    /// so [`Store::close`] waits for the transactions in flight.
+    fn database(&self) -> StorageResult<Open<'_>> {
+        let guard = self.db.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if guard.is_none() {
+            return Err(io(&self.file, "the store is closed"));
+        }
+        Ok(Open(guard))
+    }
+
     fn initialize(&self, embedder: &str) -> StorageResult<()> {
         let file = &self.file;
-        let txn = self.db.begin_write().map_err(|error| io(file, error))?;
+        let db = self.database()?;
+        let txn = db.begin_write().map_err(|error| io(file, error))?;
         {
             let mut meta = txn.open_table(META).map_err(|error| io(file, error))?;
             meta.insert("format", STORE_FORMAT.to_le_bytes().as_slice()).map_err(|error| io(file, error))?;
@@ -508,7 +494,8 @@ impl Store {
     /// batch never holds up another write; [`Store::commit`] with `published` makes them live.
     pub fn stage(&self, documents: &[EncodedDocument]) -> StorageResult<()> {
         let file = self.file.as_str();
-        let txn = self.db.begin_write().map_err(|error| io(file, error))?;
+        let db = self.database()?;
+        let txn = db.begin_write().map_err(|error| io(file, error))?;
         {
             let mut staged = txn.open_table(STAGED).map_err(|error| io(file, error))?;
             let mut rows = DocumentRows::open(&txn, file)?;
@@ -524,7 +511,8 @@ impl Store {
     /// published). Live ordinals are left alone.
     pub fn unstage(&self, ordinals: &RoaringBitmap) -> StorageResult<()> {
         let file = self.file.as_str();
-        let txn = self.db.begin_write().map_err(|error| io(file, error))?;
+        let db = self.database()?;
+        let txn = db.begin_write().map_err(|error| io(file, error))?;
         {
             let mut staged = txn.open_table(STAGED).map_err(|error| io(file, error))?;
             let mut rows = DocumentRows::open(&txn, file)?;
@@ -542,7 +530,8 @@ impl Store {
         let file = self.file.as_str();
         let epoch = commit.changes.first().map(|change| change.epoch);
         debug_assert!(commit.changes.iter().all(|change| Some(change.epoch) == epoch));
-        let txn = self.db.begin_write().map_err(|error| io(file, error))?;
+        let db = self.database()?;
+        let txn = db.begin_write().map_err(|error| io(file, error))?;
         {
             if let Some(epoch) = epoch {
                 let mut changes = txn.open_table(CHANGES).map_err(|error| io(file, error))?;
@@ -575,7 +564,8 @@ impl Store {
     pub fn checkpoint(&self, snapshot: &AclSnapshot, compact_up_to: u64) -> StorageResult<()> {
         let file = self.file.as_str();
         let compact_up_to = compact_up_to.min(snapshot.epoch());
-        let txn = self.db.begin_write().map_err(|error| io(file, error))?;
+        let db = self.database()?;
+        let txn = db.begin_write().map_err(|error| io(file, error))?;
         {
             let mut meta = txn.open_table(META).map_err(|error| io(file, error))?;
             meta.insert("checkpoint", encode(snapshot).as_slice()).map_err(|error| io(file, error))?;
@@ -588,7 +578,8 @@ impl Store {
     /// Number of change batches stored (for tests and measurements).
     pub fn change_batches(&self) -> StorageResult<u64> {
         let file = self.file.as_str();
-        let txn = self.db.begin_read().map_err(|error| io(file, error))?;
+        let db = self.database()?;
+        let txn = db.begin_read().map_err(|error| io(file, error))?;
         let changes = txn.open_table(CHANGES).map_err(|error| io(file, error))?;
         changes.len().map_err(|error| io(file, error))
     }

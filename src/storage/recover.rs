@@ -32,37 +32,33 @@ impl Rows<'_> {
 
     /// The chunks alone (sentence vectors attached), the vectors' size checked but not decoded.
     fn decode_chunks(&self, dimension: usize) -> Result<Vec<Chunk>, String> {
-        decode_chunks(self.ordinal, self.chunks, self.vectors.len(), self.sentences, dimension)
+        let document = decode_chunks(self.ordinal, self.chunks, self.sentences)?;
+        if dimension == 0 || self.vectors.len() != document.len() * dimension * 4 {
+            return Err(format!("vectors of ordinal {} have the wrong size", self.ordinal));
+        }
+        Ok(document)
     }
 }
 
-/// Rows read for decoding off the read transaction (recovery decodes blocks in parallel).
+/// Rows read for decoding off the read transaction (recovery decodes blocks in parallel). The
+/// vectors row is not read: its size is checked whenever it is ([`Store::vectors`]).
 struct OwnedRows {
     ordinal: DocOrdinal,
     chunks: Vec<u8>,
-    /// Length of the vectors row (checked, not decoded).
-    vectors_bytes: usize,
     sentences: Option<Vec<u8>>,
 }
 
 impl OwnedRows {
-    fn decode(&self, dimension: usize) -> Result<Vec<Chunk>, String> {
-        decode_chunks(self.ordinal, &self.chunks, self.vectors_bytes, self.sentences.as_deref(), dimension)
+    fn decode(&self) -> Result<Vec<Chunk>, String> {
+        decode_chunks(self.ordinal, &self.chunks, self.sentences.as_deref())
     }
 }
 
 /// Rows read and decoded per block at recovery.
 const DECODE_BLOCK: usize = 4096;
 
-/// The chunks of one document version's rows (sentence vectors attached), its vectors row's
-/// length (`vectors_bytes`) checked against `dimension`.
-fn decode_chunks(
-    ordinal: DocOrdinal,
-    chunks: &[u8],
-    vectors_bytes: usize,
-    sentences: Option<&[u8]>,
-    dimension: usize,
-) -> Result<Vec<Chunk>, String> {
+/// The chunks of one document version's rows (sentence vectors attached).
+fn decode_chunks(ordinal: DocOrdinal, chunks: &[u8], sentences: Option<&[u8]>) -> Result<Vec<Chunk>, String> {
     let mut document: Vec<Chunk> = exact(&format!("chunks of ordinal {ordinal}"), chunks)?;
     if let Some(bytes) = sentences {
         let what = format!("sentence vectors of ordinal {ordinal}");
@@ -73,9 +69,6 @@ fn decode_chunks(
         for (chunk, vectors) in document.iter_mut().zip(sentences) {
             chunk.sentence_vectors = vectors.map(std::sync::Arc::new);
         }
-    }
-    if dimension == 0 || vectors_bytes != document.len() * dimension * 4 {
-        return Err(format!("vectors of ordinal {ordinal} have the wrong size"));
     }
     if document.iter().any(|chunk| chunk.doc_ordinal != ordinal) {
         return Err(format!("a chunk stored under ordinal {ordinal} names another"));
@@ -88,7 +81,8 @@ impl Store {
     pub(super) fn recover(&self, configured: &str, created: bool) -> StorageResult<(Recovered, RoaringBitmap)> {
         let started = std::time::Instant::now();
         let file = self.file.as_str();
-        let txn = self.db.begin_read().map_err(|error| io(file, error))?;
+        let db = self.database()?;
+        let txn = db.begin_read().map_err(|error| io(file, error))?;
         let meta = txn.open_table(META).map_err(|error| corrupted(file, error))?;
         let get = |key: &str| -> StorageResult<Vec<u8>> {
             meta.get(key)
@@ -172,7 +166,18 @@ impl Store {
             return Err(corrupted(file, format!("ordinal {both} is both live and staged")));
         }
         let chunk_rows = txn.open_table(CHUNKS).map_err(|error| corrupted(file, error))?;
+        // Every document version's rows are written and removed together: one vectors row per
+        // chunks row. The vectors are not read here (a restart that loads its index set needs
+        // none); their size is checked whenever they are read.
         let vector_rows = txn.open_table(VECTORS).map_err(|error| corrupted(file, error))?;
+        let (documents, vectors) =
+            (chunk_rows.len().map_err(|error| io(file, error))?, vector_rows.len().map_err(|error| io(file, error))?);
+        if documents != vectors {
+            return Err(corrupted(
+                file,
+                format!("{documents} documents' chunks are stored with {vectors} vectors rows"),
+            ));
+        }
         let sentence_rows = match txn.open_table(SENTENCES) {
             Ok(table) => Some(table),
             Err(redb::TableError::TableDoesNotExist(_)) => None,
@@ -180,13 +185,11 @@ impl Store {
         };
         let mut chunks = Vec::new();
         let mut found = RoaringBitmap::new();
-        let dimension = configured.rsplit('\0').next().and_then(|value| value.parse::<usize>().ok()).unwrap_or(0);
         // Rows are read in key order and decoded in parallel a block at a time.
         let mut block: Vec<OwnedRows> = Vec::with_capacity(DECODE_BLOCK);
         let decode_block = |block: &mut Vec<OwnedRows>, chunks: &mut Vec<Chunk>| -> StorageResult<()> {
             use rayon::prelude::*;
-            let decoded: Vec<Result<Vec<Chunk>, String>> =
-                block.par_iter().map(|rows| rows.decode(dimension)).collect();
+            let decoded: Vec<Result<Vec<Chunk>, String>> = block.par_iter().map(OwnedRows::decode).collect();
             block.clear();
             for document in decoded {
                 chunks.extend(document.map_err(|reason| corrupted(file, reason))?);
@@ -211,14 +214,9 @@ impl Store {
                 .transpose()
                 .map_err(|error| io(file, error))?
                 .flatten();
-            let vectors = vector_rows
-                .get(ordinal)
-                .map_err(|error| io(file, error))?
-                .ok_or_else(|| corrupted(file, format!("vectors of ordinal {ordinal} are missing")))?;
             block.push(OwnedRows {
                 ordinal,
                 chunks: bytes.value().to_vec(),
-                vectors_bytes: vectors.value().len(),
                 sentences: sentences.as_ref().map(|row| row.value().to_vec()),
             });
             if block.len() == DECODE_BLOCK {
@@ -230,7 +228,10 @@ impl Store {
         if let Some(missing) = (&live - &found).min() {
             return Err(corrupted(file, format!("the chunks of live ordinal {missing} are missing")));
         }
-        Ok((Recovered { acl, chunks, checkpoint_epoch, replayed: replayed_epochs.len(), created }, abandoned))
+        Ok((
+            Recovered { acl, chunks, checkpoint_epoch, replayed: replayed_epochs.len(), created, sealed: false },
+            abandoned,
+        ))
     }
 
     /// The stored vectors of the chunks of `ordinals` (live versions), by (ordinal, chunk
@@ -238,7 +239,8 @@ impl Store {
     /// lack).
     pub fn vectors(&self, ordinals: &RoaringBitmap) -> StorageResult<indexes::StoredVectors> {
         let file = self.file.as_str();
-        let txn = self.db.begin_read().map_err(|error| io(file, error))?;
+        let db = self.database()?;
+        let txn = db.begin_read().map_err(|error| io(file, error))?;
         let chunk_rows = txn.open_table(CHUNKS).map_err(|error| corrupted(file, error))?;
         let vector_rows = txn.open_table(VECTORS).map_err(|error| corrupted(file, error))?;
         let mut stored = indexes::StoredVectors::new();

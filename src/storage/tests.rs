@@ -125,7 +125,7 @@ fn rows_staged_but_never_published_are_deleted_on_reopening() {
         assert_eq!(recovered.acl.epoch(), acl.epoch());
         assert!(recovered.chunks.iter().all(|chunk| chunk.doc_ordinal == live));
         assert!(!recovered.chunks.is_empty());
-        let txn = store.db.begin_read().unwrap();
+        let txn = store.database().unwrap().begin_read().unwrap();
         assert!(txn.open_table(CHUNKS).unwrap().get(abandoned).unwrap().is_none(), "the staged rows were deleted");
         assert!(txn.open_table(STAGED).unwrap().is_empty().unwrap());
     }
@@ -206,4 +206,92 @@ fn a_corrupted_or_truncated_file_is_refused_naming_the_file_never_opened_with_le
         }
     }
     assert!(refused >= 2, "damage on live pages is refused, not only truncation: {refused} of 10");
+}
+
+#[test]
+fn a_closed_store_is_sealed_and_reopens_without_the_page_check_once() {
+    let directory = tempfile::tempdir().unwrap();
+    let seal = directory.path().join(super::seal::SEAL_FILE);
+    let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
+    assert!(!recovered.sealed, "a new store has no seal");
+    upsert(&recovered.acl, &store, "acme", "a", 1, "alpha");
+    store.close().unwrap();
+    assert!(seal.exists(), "a closed store is sealed");
+    let error = store.checkpoint(&recovered.acl.load(), 0).err().unwrap();
+    assert!(error.to_string().contains("closed"), "{error}");
+    store.close().unwrap();
+    drop(store);
+
+    let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
+    assert!(recovered.sealed, "the sealed file opens without redb's page check");
+    assert!(!seal.exists(), "the open takes the seal away before redb writes to the file");
+    assert_eq!(recovered.acl.epoch(), 1);
+    upsert(&recovered.acl, &store, "acme", "b", 1, "beta");
+    drop(store); // no close: as a crash
+    let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
+    assert!(!recovered.sealed, "after a crash every page is checked");
+    assert_eq!(recovered.acl.epoch(), 2);
+}
+
+#[test]
+fn a_file_changed_after_its_seal_gets_the_page_check_and_damage_is_refused() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join(STORE_FILE);
+    let seal = directory.path().join(super::seal::SEAL_FILE);
+    let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
+    for index in 0..40 {
+        upsert(&recovered.acl, &store, "acme", &format!("d{index}"), 1, &"words of text ".repeat(50));
+    }
+    store.close().unwrap();
+    drop(store);
+    let (sealed_file, sealed_seal) = (std::fs::read(&path).unwrap(), std::fs::read(&seal).unwrap());
+
+    // A stale seal: the file was written after it (a later open and a crash). It does not
+    // vouch for the file, which opens whole after the page check.
+    let (store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
+    upsert(&recovered.acl, &store, "acme", "later", 1, "written after the seal");
+    drop(store);
+    std::fs::write(&seal, &sealed_seal).unwrap();
+    let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
+    assert!(!recovered.sealed);
+    assert_eq!(recovered.acl.epoch(), 41, "the write after the seal is there");
+    drop(_store);
+
+    // Damage after the close, the seal left in place: never trusted. Each case is refused
+    // naming the file, or opens with everything after checking every page.
+    std::fs::write(&path, &sealed_file).unwrap();
+    let (epoch, chunks) = {
+        let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
+        (recovered.acl.epoch(), recovered.chunks.len())
+    };
+    assert_eq!(epoch, 40);
+    let mut refused = 0;
+    for tenth in 1..10 {
+        let mut flipped = sealed_file.clone();
+        let at = flipped.len() * tenth / 10;
+        for byte in &mut flipped[at..at + 64] {
+            *byte ^= 0xA5;
+        }
+        std::fs::write(&path, &flipped).unwrap();
+        std::fs::write(&seal, &sealed_seal).unwrap();
+        match Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE) {
+            Ok((_store, recovered)) => {
+                assert!(!recovered.sealed, "case {tenth}: a changed file was trusted by its seal");
+                assert_eq!((recovered.acl.epoch(), recovered.chunks.len()), (epoch, chunks), "case {tenth}");
+            }
+            Err(error) => {
+                refused += 1;
+                assert!(matches!(error, StorageError::Corrupted { .. }), "{error}");
+                assert!(error.to_string().contains(STORE_FILE), "{error}");
+            }
+        }
+        assert!(!seal.exists(), "case {tenth}: the seal was taken away");
+    }
+    assert!(refused >= 2, "damage on live pages is refused: {refused} of 9");
+    // The file as sealed, with a damaged seal: checked, and whole.
+    std::fs::write(&path, &sealed_file).unwrap();
+    std::fs::write(&seal, b"WRNTSEAL but not a seal").unwrap();
+    let (_store, recovered) = Store::open(directory.path(), EMBEDDER, DIMENSION, CACHE).unwrap();
+    assert!(!recovered.sealed);
+    assert_eq!((recovered.acl.epoch(), recovered.chunks.len()), (epoch, chunks));
 }

@@ -209,6 +209,34 @@ async fn a_damaged_journal_is_refused_naming_its_file_and_the_next_restart_journ
     assert_eq!(bits(&retrieve_all(&again, &principals()).await), bits(&before));
 }
 
+/// A graceful stop ([`Engine::close`]) leaves the next open the least to do: an ACL checkpoint
+/// (nothing replayed, the change log still whole for replicas), an index set (no journal
+/// record) and a sealed store (redb's page check skipped). A write after the close fails and
+/// changes nothing.
+#[actix_web::test]
+async fn a_graceful_close_leaves_nothing_to_replay_and_a_sealed_store() {
+    let settings = settings(2, 64);
+    let directory = tempfile::tempdir().unwrap();
+    let (engine, _) = open_durable(&settings, directory.path()).await;
+    engine.write_indexes().await;
+    let mut random = rand::rngs::SmallRng::seed_from_u64(0x52);
+    for number in 0..3 {
+        engine.upsert("acme", batch(&mut random, number, 60)).await.unwrap();
+    }
+    let before = retrieve_all(&engine, &principals()).await;
+    let feed = engine.acl().changes_since(0).unwrap();
+    engine.close().await;
+    assert!(engine.upsert("acme", batch(&mut random, 9, 5)).await.is_err(), "a closed engine takes no write");
+    drop(engine);
+
+    let (reopened, recovery) = open_durable(&settings, directory.path()).await;
+    assert!(recovery.sealed, "the store closed at the stop is trusted by its seal");
+    assert_eq!((recovery.checkpoint_epoch, recovery.replayed), (3, 0), "the checkpoint is the last epoch");
+    assert_eq!(journal_outcome(&recovery.indexes), (0, 0, Vec::new()), "the index set holds everything");
+    assert_eq!(reopened.acl().changes_since(0).unwrap(), feed, "the change log is kept whole for replicas");
+    assert_eq!(bits(&retrieve_all(&reopened, &principals()).await), bits(&before));
+}
+
 // ---- a real server killed during ingestion ----
 
 fn server(data: &Path, snapshots: &Path) -> Process {
@@ -287,6 +315,7 @@ async fn kill_9_during_ingestion_comes_back_from_the_journal_like_a_node_that_ne
             let recovery = recovery_report(&http, &node.base).await;
             assert_eq!(recovery["indexes"], "index_set", "iteration {iteration}: {recovery}");
             assert_eq!(recovery["reindexed_chunks"], 0, "iteration {iteration}: chunks indexed again: {recovery}");
+            assert_eq!(recovery["store_check"], "pages", "iteration {iteration}: after kill -9: {recovery}");
             assert!(recovery["journaled_chunks"].as_u64().unwrap() >= 100, "iteration {iteration}: {recovery}");
         }
         // The first start writes the index set the journal starts from, in the background.
@@ -357,6 +386,17 @@ async fn kill_9_during_ingestion_comes_back_from_the_journal_like_a_node_that_ne
     let expected = answers(&http, &reference.base).await;
     assert!(expected.iter().all(|hits| !hits.is_empty()));
     assert_eq!(answers(&http, &crashed.base).await, expected);
+    // A graceful stop (SIGTERM) of the same node: the next start trusts its sealed store and
+    // loads an index set with nothing journaled after it, answering the same.
+    let mut crashed = crashed;
+    let sent = std::process::Command::new("kill").args(["-TERM", &crashed.child.id().to_string()]).status().unwrap();
+    assert!(sent.success());
+    assert!(crashed.child.wait().unwrap().success(), "a graceful stop exits 0");
+    let restarted = server(&data, &snapshots);
+    let recovery = recovery_report(&http, &restarted.base).await;
+    assert_eq!(recovery["store_check"], "sealed", "{recovery}");
+    assert_eq!((&recovery["journaled_chunks"], &recovery["reindexed_chunks"]), (&json!(0), &json!(0)), "{recovery}");
+    assert_eq!(answers(&http, &restarted.base).await, expected);
 }
 
 /// While a server opens its data directory, its port already answers: `/readyz` 503 `starting`
