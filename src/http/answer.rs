@@ -174,7 +174,7 @@ type AnswerReply = tokio::sync::oneshot::Receiver<crate::answer::AnswerResult<An
 
 /// The request actor stopped without replying (its arbiter is shutting down).
 fn request_actor_gone() -> ApiError {
-    ApiError::new(actix_web::http::StatusCode::SERVICE_UNAVAILABLE, "unavailable", "request actor unavailable")
+    ApiError::unavailable("unavailable", "request actor unavailable")
 }
 
 /// Longest silence on an event stream before a `: keep-alive` comment is sent.

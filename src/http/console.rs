@@ -138,7 +138,7 @@ impl DemoUsers {
         };
         Some(mint_hs256(DEMO_HS256_SECRET, &claims).map(|token| (token, expires_at, user)).map_err(|error| {
             tracing::error!(%error, "demo token signing failed");
-            ApiError::new(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+            ApiError::internal("internal")
         }))
     }
 }
@@ -204,13 +204,7 @@ fn asset(content_type: &'static str, body: &'static str) -> HttpResponse {
 }
 
 async fn asset_method_not_allowed() -> HttpResponse {
-    let mut response = actix_web::ResponseError::error_response(&ApiError::new(
-        actix_web::http::StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "method not allowed on this route",
-    ));
-    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET"));
-    response
+    actix_web::ResponseError::error_response(&ApiError::method_not_allowed("GET"))
 }
 
 fn off() -> ApiError {

@@ -36,12 +36,14 @@ pub struct ApiError {
     pub message: String,
     /// Seconds for `Retry-After`.
     pub retry_after: Option<u64>,
+    /// The methods for `Allow` (405).
+    pub allow: Option<String>,
 }
 
 impl ApiError {
     /// A new error.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), retry_after: None }
+        Self { status, code, message: message.into(), retry_after: None, allow: None }
     }
 
     /// 400 with a code.
@@ -80,9 +82,57 @@ impl ApiError {
         }
     }
 
-    fn internal(code: &'static str) -> Self {
+    /// 409: the request conflicts with what this server is (a replica, a backend, a lineage).
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code, message)
+    }
+
+    /// 410: what was asked for is gone for good (compacted changes).
+    pub fn gone(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::GONE, code, message)
+    }
+
+    /// 503 without `Retry-After`: a part of this server cannot serve the request now.
+    pub fn unavailable(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
+    }
+
+    /// 405 `method_not_allowed` with `Allow: allow` (RFC 9110 §15.5.6).
+    pub fn method_not_allowed(allow: impl Into<String>) -> Self {
+        Self {
+            allow: Some(allow.into()),
+            ..Self::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
+        }
+    }
+
+    /// 413 `payload_too_large`.
+    pub fn payload_too_large() -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "request body is too large")
+    }
+
+    /// 415 `unsupported_media_type`.
+    pub fn unsupported_media_type() -> Self {
+        Self::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "content type must be application/json")
+    }
+
+    /// 421 `host_not_allowed` (DNS rebinding: [`super::host`]).
+    pub fn host_not_allowed() -> Self {
+        Self::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "host_not_allowed",
+            "this server does not answer requests for that host name",
+        )
+    }
+
+    /// 500 with a generic message (the cause goes to the log, never to the client).
+    pub fn internal(code: &'static str) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, code, "internal error")
     }
+}
+
+/// A 503 answer with a body of its own (`/readyz` while not ready).
+pub fn not_ready(body: &impl Serialize) -> HttpResponse {
+    HttpResponse::ServiceUnavailable().json(body)
 }
 
 impl std::fmt::Display for ApiError {
@@ -100,6 +150,9 @@ impl ResponseError for ApiError {
         let mut response = HttpResponse::build(self.status);
         if let Some(seconds) = self.retry_after {
             response.insert_header(("Retry-After", seconds.to_string()));
+        }
+        if let Some(allow) = &self.allow {
+            response.insert_header((actix_web::http::header::ALLOW, allow.as_str()));
         }
         response.json(ErrorBody { code: self.code.to_owned(), message: self.message.clone() })
     }

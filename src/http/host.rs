@@ -92,11 +92,7 @@ pub async fn check_host(
     };
     if !allowed {
         metrics::counter!("warrant_hosts_refused_total").increment(1);
-        let response = actix_web::ResponseError::error_response(&ApiError::new(
-            actix_web::http::StatusCode::MISDIRECTED_REQUEST,
-            "host_not_allowed",
-            "this server does not answer requests for that host name",
-        ));
+        let response = actix_web::ResponseError::error_response(&ApiError::host_not_allowed());
         return Ok(request.into_response(response).map_into_right_body());
     }
     Ok(next.call(request).await?.map_into_left_body())

@@ -143,8 +143,7 @@ impl AppState {
     /// the replica feed: a PostgreSQL deployment replicates and backs up through the database).
     pub fn engine(&self) -> Result<&Arc<Engine>, ApiError> {
         self.engine.as_ref().ok_or_else(|| {
-            ApiError::new(
-                actix_web::http::StatusCode::CONFLICT,
+            ApiError::conflict(
                 "backend_unsupported",
                 "this server's storage backend does not offer this operation; use the database's own tools",
             )
@@ -154,8 +153,7 @@ impl AppState {
     /// Refuses writes on a replica (its state comes only from the primary).
     pub fn ensure_writable(&self) -> Result<(), ApiError> {
         if self.replica.is_some() {
-            return Err(ApiError::new(
-                actix_web::http::StatusCode::CONFLICT,
+            return Err(ApiError::conflict(
                 "read_only_replica",
                 "this server is a read-only replica; send writes to the primary",
             ));
@@ -165,8 +163,7 @@ impl AppState {
 }
 
 fn stale() -> ApiError {
-    ApiError::new(
-        actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
+    ApiError::unavailable(
         "replica_stale",
         "replica cannot confirm its access control state is fresh; retry later or ask the primary",
     )
@@ -228,16 +225,10 @@ pub fn allowed_methods(path: &str) -> String {
 fn json_error(error: actix_web::error::JsonPayloadError) -> ApiError {
     use actix_web::error::JsonPayloadError;
     match error {
-        JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => ApiError::new(
-            actix_web::http::StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            "request body is too large",
-        ),
-        JsonPayloadError::ContentType => ApiError::new(
-            actix_web::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "content type must be application/json",
-        ),
+        JsonPayloadError::OverflowKnownLength { .. } | JsonPayloadError::Overflow { .. } => {
+            ApiError::payload_too_large()
+        }
+        JsonPayloadError::ContentType => ApiError::unsupported_media_type(),
         JsonPayloadError::Deserialize(inner) => {
             let code = if inner.is_data() { "invalid_body" } else { "invalid_json" };
             ApiError::bad_request(code, sanitize(&inner.to_string()))
@@ -258,15 +249,7 @@ async fn not_found() -> HttpResponse {
 /// 405 with `Allow` (RFC 9110 §15.5.6): the methods [`ROUTES`] lists for the matched pattern.
 async fn method_not_allowed(request: actix_web::HttpRequest) -> HttpResponse {
     let allow = allowed_methods(&request.match_pattern().unwrap_or_default());
-    let mut response = actix_web::ResponseError::error_response(&ApiError::new(
-        actix_web::http::StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "method not allowed on this route",
-    ));
-    if let Ok(value) = HeaderValue::from_str(&allow) {
-        response.headers_mut().insert(actix_web::http::header::ALLOW, value);
-    }
-    response
+    actix_web::ResponseError::error_response(&ApiError::method_not_allowed(allow))
 }
 
 /// Middleware: assigns a request id (kept from a sane incoming `x-request-id`), logs one line

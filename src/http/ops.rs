@@ -47,7 +47,7 @@ pub struct Names {
 
 /// `/readyz` while the state loads: 503 `starting` with the progress of the load.
 pub async fn loading(names: web::Data<Names>) -> HttpResponse {
-    HttpResponse::ServiceUnavailable().json(Readiness {
+    super::error::not_ready(&Readiness {
         status: "starting",
         embedder: names.embedder.clone(),
         generator: names.generator.clone(),
@@ -169,7 +169,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         recovery: state.engine.as_ref().and_then(|engine| engine.recovery()).map(RecoveryReport::from),
         loading: None,
     };
-    if ready { json(&body) } else { HttpResponse::ServiceUnavailable().json(body) }
+    if ready { json(&body) } else { super::error::not_ready(&body) }
 }
 
 /// Prometheus text exposition.

@@ -71,11 +71,7 @@ async fn usable_snapshot(state: &AppState) -> Result<(PathBuf, Manifest), ApiErr
 }
 
 fn unavailable() -> ApiError {
-    ApiError::new(
-        actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
-        "snapshot_unavailable",
-        "no snapshot could be provided right now; retry later",
-    )
+    ApiError::unavailable("snapshot_unavailable", "no snapshot could be provided right now; retry later")
 }
 
 /// The manifest of the primary's latest snapshot (its files are fetched one by one).
@@ -168,8 +164,7 @@ fn since_schema() -> utoipa::openapi::Object {
 /// `auth.replica_subjects`, or this server is not an embedded primary).
 fn replication(state: &AppState) -> Result<&Arc<ReplicationLog>, ApiError> {
     state.replication.as_ref().ok_or_else(|| {
-        ApiError::new(
-            actix_web::http::StatusCode::CONFLICT,
+        ApiError::conflict(
             "replication_off",
             "this server streams no changes (not an embedded primary, or auth.replica_subjects is empty)",
         )
@@ -261,15 +256,13 @@ pub async fn stream(
     let log = Arc::clone(replication(&state)?);
     let StreamQuery { since, lineage } = query.into_inner();
     if lineage != acl.lineage() || since > acl.epoch() {
-        return Err(ApiError::new(
-            actix_web::http::StatusCode::CONFLICT,
+        return Err(ApiError::conflict(
             "lineage_mismatch",
             "the replica's state is not of this primary's history; re-bootstrap from a snapshot",
         ));
     }
     log.next_after(since).map_err(|behind| {
-        ApiError::new(
-            actix_web::http::StatusCode::GONE,
+        ApiError::gone(
             "changes_compacted",
             format!("only changes after epoch {} are kept; re-bootstrap from a snapshot", behind.floor),
         )
