@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Recovery in seconds (issue 50; BENCHMARKS.md "Recovery"): for each size of SIZES, fills one data
-# directory with `warrant bench recovery-fill` (one-chunk documents of 60 words, 20 tenants,
+# directory with `warrant-bench recovery-fill` (one-chunk documents of 60 words, 20 tenants,
 # 500-document batches two in flight, hashed embedder at 384, an index set at the start and when
 # the journals reach storage.index_journal_max_mb, a checkpoint (ACL checkpoint + index set) after
 # every CHECKPOINT_EVERY chunks as the server's checkpointer writes them; the process then ends without closing
 # anything, as kill -9 right after the last acknowledged batch does), prints the fill's write
 # figures (JSON), then for each binary of BINS, on its own copy of that directory:
 #   crash_ready_s     spawn of `warrant serve` to the first 200 of /readyz (polled every 0.1 s)
-#   graceful_ready_s  the same after a SIGTERM (which writes an index set)
+#   graceful_ready_s  the same after a SIGTERM (which writes an ACL checkpoint, an index set and
+#                     the store's seal)
 #   rss_mib           resident memory once ready after the crash
 # A binary from before the index journal ignores the journal and indexes again what the last
 # index set lacks; this build applies the journal. Needs curl, python3; disk: about 4 KB per chunk
@@ -16,8 +17,8 @@
 #   BINS="/tmp/warrant-before $CARGO_TARGET_DIR/release/warrant" SIZES="100000 300000" benches/recovery_curve.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FILL_BIN="${FILL_BIN:-${CARGO_TARGET_DIR:-target}/release/warrant}"
-BINS="${BINS:-$FILL_BIN}"
+FILL_BIN="${FILL_BIN:-${CARGO_TARGET_DIR:-target}/release/warrant-bench}"
+BINS="${BINS:-${CARGO_TARGET_DIR:-target}/release/warrant}"
 SIZES="${SIZES:-100000}"
 CHECKPOINT_EVERY="${CHECKPOINT_EVERY:-0}"
 PORT="${PORT:-18499}"
@@ -45,7 +46,7 @@ ready_after() { # $1: binary, $2: directory, $3: log; sets READY: seconds to the
 echo "size binary crash_ready_s graceful_ready_s rss_mib"
 for size in $SIZES; do
   source="$WORK/fill-$size"
-  echo "fill $size: $("$FILL_BIN" bench recovery-fill --dir "$source" --chunks "$size" --checkpoint-every "$CHECKPOINT_EVERY")" >&2
+  echo "fill $size: $("$FILL_BIN" recovery-fill --dir "$source" --chunks "$size" --checkpoint-every "$CHECKPOINT_EVERY")" >&2
   for bin in $BINS; do
     dir="$WORK/data-$size-$(basename "$bin")"
     cp -a "$source" "$dir"

@@ -1,6 +1,7 @@
-//! The composition root: settings → providers → engine → pipeline → application state. `serve`,
-//! the command line and the tests build the system through these functions alone, so there is
-//! one way to start it.
+//! The composition root: settings → providers → engine → pipeline → application state, and
+//! [`serve`], which binds the port, builds the state and runs the HTTP server on it. The command
+//! line and the tests build the system through these functions alone, so there is one way to
+//! start it.
 //!
 //! Invariants: nothing is served before [`build_state`] has returned (the engine is started,
 //! restored or recovered whole, or the database connected and migrated); the demo corpus is
@@ -347,4 +348,62 @@ pub fn build_state_on(
         replication,
     });
     Ok(state)
+}
+
+/// `warrant serve`: runs the server on `settings.server.bind` until SIGTERM/SIGINT (graceful
+/// shutdown is actix-web's: in-flight requests finish, new connections are refused; then the
+/// engine is closed: [`Engine::close`]). Refuses to start when the
+/// settings may not be served ([`Settings::validate_for_serving`]).
+pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), StartError> {
+    settings.validate_for_serving()?;
+    crate::http::console::DemoUsers::from_settings(&settings)
+        .map_err(|reason| StartError::Demo { path: settings.demo.users.clone(), reason })?;
+    // The port is bound once: while the state loads, a small server on it answers `/healthz`
+    // and `/readyz` (503 with the load's progress) and 503 `starting` to anything else.
+    let listener = std::net::TcpListener::bind(&settings.server.bind)?;
+    let names = crate::http::ops::Names {
+        embedder: providers.embedder.name().to_owned(),
+        generator: providers.generator.name().to_owned(),
+    };
+    let loading = crate::http::server::loading_server(listener.try_clone()?, names)?;
+    let loading_handle = loading.handle();
+    actix_rt::spawn(loading);
+    if let Ok(address) = listener.local_addr() {
+        eprintln!("warrant loading on http://{address} (/readyz reports the progress)");
+    }
+    let built = build_state_with(Arc::clone(&settings), providers).await;
+    loading_handle.stop(true).await;
+    let (state, fresh) = built?;
+    if fresh && settings.demo.load {
+        let count = load_corpus(state.writer.as_ref(), Path::new(&settings.demo.corpus)).await?;
+        tracing::info!(documents = count, corpus = %settings.demo.corpus, "demo corpus loaded");
+    }
+    state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
+    let server_state = state.clone();
+    let server = actix_web::HttpServer::new(move || crate::http::server::app(server_state.clone()))
+        .workers(match settings.server.workers {
+            0 => std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
+            workers => workers,
+        })
+        .shutdown_timeout(10)
+        .listen(listener)?;
+    for address in server.addrs() {
+        eprintln!("warrant listening on http://{address}");
+    }
+    eprintln!("embedder: {}", state.reader.embedder_name());
+    if settings.demo.load {
+        eprintln!(
+            "try:\n  TOKEN=$(cargo run -q --release -- token --tenant acme --sub alice --groups everyone,engineering)\n  \
+             curl -s {}/v1/answer -H \"authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n    \
+             -d '{{\"question\": \"How much are hotel stays reimbursed per night in London?\"}}'",
+            server.addrs().first().map(|address| format!("http://{address}")).unwrap_or_default()
+        );
+    }
+    server.run().await?;
+    // Graceful shutdown: the next start loads the indexes instead of rebuilding them, replays
+    // no ACL change and trusts the sealed store without checking every page.
+    if let Some(engine) = &state.engine {
+        engine.close().await;
+    }
+    Ok(())
 }

@@ -8,12 +8,10 @@
 pub mod acl;
 pub mod answer;
 pub mod app;
-#[cfg(feature = "lab")]
 pub mod bench;
 pub mod config;
 pub mod domain;
 pub mod embed;
-#[cfg(feature = "lab")]
 pub mod eval;
 pub mod http;
 pub mod index;

@@ -1,10 +1,10 @@
-//! The `warrant` command: serve, snapshots, tokens, model setup, database migrations and (with
-//! the `lab` feature) benchmarks and evaluations. One runtime (an actix System) runs every
+//! The `warrant` command: serve, snapshots, tokens, model setup, database migrations, dataset
+//! ingestion and evaluations (the benchmarks are the `warrant-bench` binary). One runtime (an actix System) runs every
 //! command; each command is one small function.
 
+mod allocator;
 mod cli;
-#[cfg(feature = "lab")]
-mod lab;
+mod evaluate;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,39 +17,8 @@ use cli::{Cli, Command, DbCommand, ModelCommand, SnapshotCommand};
 use warrant::config::Settings;
 use warrant::domain::Role;
 
-/// jemalloc as the global allocator (feature `jemalloc`, on by default): a node that ingests
-/// holds ~1.2 KB less per chunk than on mimalloc (whose partly used pages stayed resident after
-/// the ingestion peak), at the same CPU per retrieve (BENCHMARKS.md, "jemalloc").
-#[cfg(feature = "jemalloc")]
-#[global_allocator]
-static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-/// mimalloc instead (feature `mimalloc` without `jemalloc`), for side-by-side measurements: the
-/// retrieval path takes 0.77x the time of the system allocator (BENCHMARKS.md, "mimalloc").
-#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// mimalloc's `purge_delay` option: its position in `mi_option_t`, the same in mimalloc 2 and 3
-/// (libmimalloc-sys names no constant for it).
-#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// On mimalloc, pages the allocator frees go back to the OS 100 ms after they empty instead of
-/// mimalloc's 1 s: a node that ingests holds ~45 MiB less at 50,000 chunks, at no measured cost
-/// per retrieve (BENCHMARKS.md, "Where an ingesting node's memory goes"). `MIMALLOC_PURGE_DELAY`
-/// in the environment still overrides it.
-#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
-#[allow(unsafe_code)]
-fn allocator_defaults() {
-    // SAFETY: sets the default of one integer option before any thread but this one runs;
-    // mimalloc reads its options lazily and an option set in the environment keeps its value.
-    unsafe { libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, 100) }
-}
-
 fn main() -> Result<()> {
-    #[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
-    allocator_defaults();
+    allocator::defaults();
     let cli = Cli::parse();
     actix_rt::System::new().block_on(run(cli.command))
 }
@@ -65,14 +34,14 @@ async fn run(command: Command) -> Result<()> {
         }
         Command::Model { model: ModelCommand::Fetch { dir, config } } => model_fetch(dir, config),
         Command::Db { db: DbCommand::Migrate { config } } => db_migrate(config).await,
-        #[cfg(feature = "lab")]
-        Command::Bench { bench } => lab::bench(bench).await,
-        #[cfg(feature = "lab")]
+        Command::Bench { arguments } => bail!(
+            "the benchmarks are their own binary now: cargo run --release --bin warrant-bench -- {}",
+            arguments.join(" ")
+        ),
         Command::Ingest { dataset, embedder, cache_dir, json, config } => {
-            lab::ingest(dataset, embedder, cache_dir, json, config).await
+            evaluate::ingest(dataset, embedder, cache_dir, json, config).await
         }
-        #[cfg(feature = "lab")]
-        Command::Eval { eval } => lab::eval(eval).await,
+        Command::Eval { eval } => evaluate::eval(eval).await,
     }
 }
 
@@ -148,7 +117,7 @@ async fn serve(config: Option<PathBuf>, restore: Option<PathBuf>, follow: Option
     let settings = Arc::new(settings);
     warrant::telemetry::init_tracing(settings.server.log_format == warrant::config::LogFormat::Json);
     let providers = warrant::providers::from_settings(&settings).await.context("building providers")?;
-    warrant::http::server::serve(settings, providers).await.context("running the server")?;
+    warrant::app::serve(settings, providers).await.context("running the server")?;
     Ok(())
 }
 

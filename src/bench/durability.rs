@@ -1,4 +1,4 @@
-//! Durability benchmark (`warrant bench durability`): what making every acknowledged write
+//! Durability benchmark (`warrant-bench durability`): what making every acknowledged write
 //! durable costs, measured side by side with an in-memory engine in one run, and what restarting
 //! from the data directory saves over re-ingesting.
 //!

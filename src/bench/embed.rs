@@ -1,5 +1,5 @@
 //! Embedding throughput and query latency of the configured embedder, measured through the real
-//! [`Engine`] (`warrant bench embed`).
+//! [`Engine`] (`warrant-bench embed`).
 //!
 //! Texts are seeded synthetic English: passages of ~150 words (the size of a default chunk) and
 //! distinct short questions of ~10 words, so no shared data is needed and runs are comparable.

@@ -1,4 +1,4 @@
-//! `warrant bench recovery-fill`: fills a data directory the way a steadily ingesting server
+//! `warrant-bench recovery-fill`: fills a data directory the way a steadily ingesting server
 //! does (one-chunk documents of 60 words over 20 tenants, 500-document batches, two in flight,
 //! an index set at the start, and a checkpoint after every `--checkpoint-every` chunks as the
 //! server's checkpointer writes them),

@@ -9,3 +9,26 @@ pub mod dataset;
 pub mod retrieval;
 pub mod stats;
 pub mod verifier;
+
+use crate::config::{EmbedderKind, Settings};
+
+/// `--embedder` of the evaluation and benchmark commands: a local embedder (`hashed` or
+/// `minilm`), never a paid service.
+pub fn local_embedder(name: &str) -> Result<EmbedderKind, String> {
+    match name.parse::<EmbedderKind>()? {
+        EmbedderKind::Openai => Err("--embedder must be hashed or minilm".to_owned()),
+        kind => Ok(kind),
+    }
+}
+
+/// Settings from `config`, with the embedder kind replaced when one is named.
+pub fn settings_with_embedder(
+    config: Option<&std::path::Path>,
+    embedder: Option<EmbedderKind>,
+) -> Result<Settings, crate::config::ConfigError> {
+    let mut settings = Settings::load(config)?;
+    if let Some(kind) = embedder {
+        settings.embedder.kind = kind;
+    }
+    Ok(settings)
+}

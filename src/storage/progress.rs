@@ -1,5 +1,5 @@
 //! Progress of opening the data directory, which `/readyz` reports while the server starts
-//! (the HTTP port answers `/healthz` and `/readyz` during the load; see `http::server`). One
+//! (the HTTP port answers `/healthz` and `/readyz` during the load; see `app::serve`). One
 //! process opens one data directory, so the progress is process-wide.
 //!
 //! Invariants: the counters only move forward within one open; reading them never blocks the

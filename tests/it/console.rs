@@ -432,10 +432,9 @@ async fn serve_refuses_a_malformed_demo_users_file_naming_it() {
     settings.server.bind = "127.0.0.1:0".into();
     let providers = crate::support::hashed_providers(&settings, None);
     let settings = Arc::new(settings);
-    let served =
-        tokio::time::timeout(std::time::Duration::from_secs(30), warrant::http::server::serve(settings, providers))
-            .await
-            .expect("serve started serving instead of refusing");
+    let served = tokio::time::timeout(std::time::Duration::from_secs(30), warrant::app::serve(settings, providers))
+        .await
+        .expect("serve started serving instead of refusing");
     let error = served.expect_err("a malformed users file is refused");
     let message = error.to_string();
     assert!(message.contains("bad-users.json") && message.contains("blank"), "{message}");

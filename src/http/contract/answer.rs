@@ -298,7 +298,7 @@ pub struct RetrieveResponse {
     pub short: bool,
     // No per-shard vector search report (strategy, allowed, distance computations): how a
     // walk goes depends on every tenant's vectors in the shard, so its counts told a caller how
-    // much other tenants hold. `warrant bench filtered` prints them.
+    // much other tenants hold. `warrant-bench filtered` prints them.
 }
 
 impl From<layer::RetrieveResponse> for RetrieveResponse {

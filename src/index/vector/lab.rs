@@ -1,8 +1,9 @@
-//! Benchmark-only parts of the vector index, compiled with the `lab` feature (and in tests):
+//! Benchmark-only parts of the vector index (used by `warrant::bench` and the tests):
 //! the graph walks the benchmark compares the production walk with ([`GraphWalk`]), the
 //! reference graph hnsw_rs builds from the same vectors for two of them ([`HnswRsReference`]),
 //! the per-thread distance counter that measures hnsw_rs' own walks, and the unfiltered baseline
-//! search. The serving library carries none of this; its search is [`VectorIndex::search`].
+//! search. The server binary links none of this (only `warrant-bench` calls it); the search it
+//! serves is [`VectorIndex::search`].
 //!
 //! Invariants kept by this module: every walk applies the same scope as the production one (a
 //! search never returns a slot whose ordinal is outside `allowed`), and a hit is scored by the
@@ -85,7 +86,6 @@ pub(crate) enum GraphWalk<'r> {
 
 impl GraphWalk<'_> {
     /// Stable name for benchmark rows.
-    #[cfg(feature = "lab")]
     pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Self::HnswRs(_) => "hnsw_rs",

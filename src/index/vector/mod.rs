@@ -12,8 +12,8 @@
 //!   standard rule once the closest unexpanded candidate is farther than the worst of the `ef`
 //!   allowed results. It reads the graphs' adjacency arrays directly ([`Adjacency`]); the walks
 //!   the benchmark compares it with (hnsw_rs `search_filter` and the old best-first walk, over a
-//!   reference graph hnsw_rs builds from the same vectors) exist only with the `lab` feature
-//!   (`lab.rs`);
+//!   reference graph hnsw_rs builds from the same vectors) are in `lab.rs`, called only by
+//!   `warrant-bench` and the tests;
 //! - [`VectorStrategy::Empty`]: nothing in this index is allowed, so no work is done.
 //!
 //! The vectors live in one flat array of aligned rows of binary16 components (`store.rs`),
@@ -35,7 +35,6 @@ use roaring::RoaringBitmap;
 
 mod delta;
 mod image;
-#[cfg(any(test, feature = "lab"))]
 mod lab;
 mod planner;
 mod store;
@@ -43,11 +42,8 @@ mod walk;
 
 pub use delta::VectorDelta;
 pub use image::{BuildParams, DecodedVectors, GRAPH_MAGIC, GRAPH_VERSION, NO_CHUNK};
-#[cfg(any(test, feature = "lab"))]
 pub(crate) use lab::GraphWalk;
-#[cfg(any(test, feature = "lab"))]
 pub use lab::HnswRsReference;
-#[cfg(feature = "lab")]
 pub(crate) use lab::distance_count;
 pub use planner::{CALIBRATION_MIN_LEN, PlannerCosts};
 use store::VectorStore;

@@ -327,7 +327,7 @@ impl VectorIndex {
 /// How many rows ahead of the one being scored a walk prefetches. A binary16 row at dimension
 /// 384 is 12 cache lines: prefetching every row of a list at once (up to 32 rows, 384 lines)
 /// overflows the core's outstanding-miss buffers, so the prefetches themselves stall and the
-/// first rows wait behind the last. `warrant bench filtered --vectors 100000 --dim 384 --queries
+/// first rows wait behind the last. `warrant-bench filtered --vectors 100000 --dim 384 --queries
 /// 1000`, two rounds, ns per distance evaluation unfiltered / at s = 0.3: every row at once
 /// 121-144 / 137-171, 1 ahead 113 / 120-134, 2 ahead 95-103 / 130-136, **3 ahead 89-109 /
 /// 125-143**, 4 ahead 96-100 / 117-141, 6 ahead 102-109 / 140-163, 12 ahead 110-112 / 128-148
