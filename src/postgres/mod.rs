@@ -1,4 +1,4 @@
-//! The PostgreSQL + pgvector backend: a second [`RetrievalRepository`] whose state lives in one
+//! The PostgreSQL + pgvector backend: a second [`RetrievalRepository`](crate::retrieval::RetrievalRepository) whose state lives in one
 //! database that any number of stateless warrant nodes share (PostgreSQL with read replicas, or
 //! Citus distributed by `tenant_id`).
 //!
@@ -21,7 +21,9 @@
 //! - All SQL is in [`sql`], as constants with bind parameters.
 
 mod cancel;
+mod connect;
 mod migrate;
+mod read;
 mod sides;
 pub mod sql;
 
@@ -29,22 +31,22 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::Pool;
 use pgvector::Vector;
 use tokio_postgres::types::ToSql;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::acl::{AclError, AclMutation, AuthorizationScope};
-use crate::domain::{Chunk, ChunkId, ChunkingConfig, Principal, SentenceVectors, chunk_document};
+use crate::acl::{AclError, AclMutation};
+use crate::domain::{Chunk, ChunkingConfig, SentenceVectors, chunk_document};
 use crate::embed::Embedder;
-use crate::retrieval::fusion::{Retriever, ScoredChunk, reciprocal_rank_fusion};
 use crate::retrieval::{
-    BatchSentenceTexts, DocumentInput, RerankQuery, Reranker, RetrievalError, RetrievalQuery, RetrievalRepository,
-    RetrievalResult, Retrieved, UpsertOutcome, embedding_text, to_document, validate_batch,
+    BatchSentenceTexts, DocumentInput, Reranker, RetrievalError, RetrievalResult, UpsertOutcome, embedding_text,
+    to_document, validate_batch,
 };
 use crate::storage::StorageError;
 
+use connect::build_pool;
+pub use connect::tls_connector;
 use migrate::check_dimension;
 pub use migrate::{MIGRATIONS, migrate, migrate_database};
 
@@ -532,106 +534,6 @@ impl PostgresBackend {
         let row = client.query_one(sql::LEXICAL_TOTALS_RECOUNTED, &[&tenant]).await.map_err(database)?;
         Ok(LexicalTotals::from_counts(row.get(0), row.get(1)))
     }
-
-    /// The scope of `principal`: the principal itself, evaluated by the database per query.
-    pub fn scope(&self, principal: &Principal) -> AuthorizationScope {
-        AuthorizationScope::for_principal(principal, 0)
-    }
-
-    /// Hybrid retrieval of `text` for `principal` (embeds the query, then [`Self::search`]).
-    pub async fn retrieve(&self, principal: &Principal, text: &str) -> RetrievalResult<Retrieved> {
-        let query = self.query(text).await?;
-        RetrievalRepository::retrieve(self, &self.scope(principal), &query).await
-    }
-
-    /// The retrieval query of `text`: its embedding and the configured candidate counts.
-    async fn query(&self, text: &str) -> RetrievalResult<RetrievalQuery> {
-        let mut vectors = self.embedder.embed(&[text.to_owned()]).await?;
-        let vector = vectors.pop().ok_or(crate::embed::EmbedError::Shape { expected: 1, got: 0 })?;
-        Ok(RetrievalQuery {
-            text: text.to_owned(),
-            vector: Some(vector),
-            lexical_candidates: self.params.lexical_candidates,
-            vector_candidates: self.params.vector_candidates,
-        })
-    }
-
-    async fn search(
-        &self,
-        statement: &str,
-        scope: &AuthorizationScope,
-        argument: &(dyn ToSql + Sync),
-        limit: usize,
-    ) -> RetrievalResult<Vec<ScoredChunk>> {
-        let mut reader = cancel::Reader::checkout(&self.pool, &self.tls).await?;
-        let groups: Vec<&str> = scope.groups().iter().map(String::as_str).collect();
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let tenant = scope.tenant();
-        let user = scope.user();
-        let rows = reader.query(statement, &[&tenant, &user, &groups, argument, &limit]).await?;
-        // The lexical statement says whether its top k came from the selective terms alone.
-        if let Some(pruned) = rows.first().filter(|row| row.len() > 11).map(|row| row.get::<_, bool>(11)) {
-            let scoring = if pruned { "pruned" } else { "full" };
-            metrics::counter!("warrant_postgres_lexical_searches_total", "scoring" => scoring).increment(1);
-        }
-        let mut hits = Vec::with_capacity(rows.len());
-        for row in rows {
-            let chunk_id: &[u8] = row.get(0);
-            let id = ChunkId::from_bytes(chunk_id.try_into().map_err(|_| database("chunk id is not 16 bytes"))?);
-            let chunk = Chunk {
-                id,
-                tenant: tenant.to_owned(),
-                doc_id: row.get(1),
-                doc_version: row.get::<_, i64>(2) as u64,
-                ordinal: row.get::<_, i32>(3) as u32,
-                doc_ordinal: row.get::<_, i64>(4) as u32,
-                start: row.get::<_, i32>(5) as usize,
-                end: row.get::<_, i32>(6) as usize,
-                title: row.get(7),
-                text: row.get(8),
-                sentence_vectors: decode_sentence_vectors(row.get(10))?,
-            };
-            hits.push(ScoredChunk { chunk: Arc::new(chunk), score: row.get(9) });
-        }
-        // relaxed_order may return rows slightly out of order: sort (stable, best first).
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-        Ok(hits)
-    }
-}
-
-#[async_trait]
-impl RetrievalRepository for PostgresBackend {
-    async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved> {
-        query.check_vector(self.embedder.dimension())?;
-        let lexical = async {
-            if query.lexical_candidates == 0 {
-                return Ok(None);
-            }
-            self.search(sql::LEXICAL_SEARCH, scope, &query.text, query.lexical_candidates).await.map(Some)
-        };
-        let vector = async {
-            match &query.vector {
-                Some(vector) => {
-                    let vector = Vector::from(vector.clone());
-                    self.search(sql::VECTOR_SEARCH, scope, &vector, query.vector_candidates).await.map(Some)
-                }
-                None => Ok(None),
-            }
-        };
-        let (lexical, vector) = futures::try_join!(lexical, vector)?;
-        let mut lists = Vec::with_capacity(2);
-        if let Some(hits) = lexical {
-            lists.push((Retriever::Lexical, hits));
-        }
-        if let Some(hits) = vector {
-            lists.push((Retriever::Vector, hits));
-        }
-        let fused = reciprocal_rank_fusion(lists, self.params.rrf_k);
-        debug_assert!(fused.iter().all(|candidate| candidate.chunk.tenant == scope.tenant()));
-        let rerank_query = RerankQuery { text: &query.text, vector: query.vector.as_deref() };
-        let candidates = self.reranker.rerank(&rerank_query, fused);
-        Ok(Retrieved { candidates, vector_reports: Vec::new() })
-    }
 }
 
 fn kind_code(kind: &str) -> i8 {
@@ -663,100 +565,6 @@ async fn add_readers(
         );
     }
     Ok(added)
-}
-
-/// The TLS connector of every connection: rustls (ring), trusting the certificate authorities of
-/// `ca_file` alone when one is given, else the Mozilla roots. Whether TLS is used is the URL's
-/// `sslmode` (tokio-postgres: `disable`, `prefer` by default, `require`); when it is, rustls
-/// verifies the server's certificate chain and that it names the host connected to, and a
-/// failure fails the connection (never a fallback to plain text or to an unverified channel).
-pub fn tls_connector(ca_file: Option<&std::path::Path>) -> RetrievalResult<MakeRustlsConnect> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    crate::outbound::install_crypto_provider();
-    let mut roots = rustls::RootCertStore::empty();
-    match ca_file {
-        Some(path) => {
-            let unreadable = |reason: String| {
-                RetrievalError::Storage(StorageError::Io {
-                    file: path.display().to_string(),
-                    reason: format!("storage.postgres.ca_file: {reason}"),
-                })
-            };
-            let certificates = CertificateDer::pem_file_iter(path)
-                .map_err(|error| unreadable(error.to_string()))?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|error| unreadable(error.to_string()))?;
-            if certificates.is_empty() {
-                return Err(unreadable("holds no PEM certificate".into()));
-            }
-            for certificate in certificates {
-                roots.add(certificate).map_err(|error| unreadable(error.to_string()))?;
-            }
-        }
-        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-    }
-    let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
-    Ok(MakeRustlsConnect::new(config))
-}
-
-/// A bounded pool whose connections carry the HNSW session settings, over [`tls_connector`].
-fn build_pool(params: &PostgresParams, tls: MakeRustlsConnect) -> RetrievalResult<Pool> {
-    let config = tokio_postgres::Config::from_str(&params.url).map_err(database)?;
-    let manager = Manager::from_config(config, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-    let session = (params.ef_search.to_string(), params.iterative_scan.as_str(), params.max_scan_tuples.to_string());
-    Pool::builder(manager)
-        .max_size(params.pool_size.max(1))
-        // Bounded waits: for a free connection, and for a new one to connect and be set up
-        // (the hook's statement). Timeouts need the runtime named.
-        .runtime(deadpool_postgres::Runtime::Tokio1)
-        .wait_timeout(Some(params.acquire_timeout))
-        .create_timeout(Some(params.acquire_timeout))
-        .post_create(Hook::async_fn(move |client, _| {
-            let session = session.clone();
-            Box::pin(async move {
-                // On the very first connection pgvector may not be loaded yet (the migration
-                // creates it): the settings are then placeholders that pgvector adopts on load.
-                client
-                    .query_one(sql::SESSION_SETTINGS, &[&session.0, &session.1, &session.2])
-                    .await
-                    .map_err(HookError::Backend)?;
-                Ok(())
-            })
-        }))
-        .build()
-        .map_err(database)
-}
-
-impl PostgresParams {
-    /// Parameters from the settings, with the connection URL read from the environment variable
-    /// `storage.postgres.url_env` names.
-    pub fn from_settings(settings: &crate::config::Settings) -> Result<Self, crate::config::ConfigError> {
-        let postgres = &settings.storage.postgres;
-        let url = std::env::var(&postgres.url_env).map_err(|_| {
-            crate::config::ConfigError::Invalid(format!(
-                "the postgres backend needs its connection URL in the environment variable {} \
-                 (storage.postgres.url_env), which is not set",
-                postgres.url_env
-            ))
-        })?;
-        Ok(Self {
-            url,
-            pool_size: postgres.pool_size,
-            acquire_timeout: std::time::Duration::from_millis(postgres.acquire_timeout_ms),
-            ef_search: postgres.ef_search,
-            iterative_scan: postgres.iterative_scan,
-            max_scan_tuples: postgres.max_scan_tuples,
-            chunking: settings.chunking,
-            rrf_k: settings.retrieval.rrf_k,
-            lexical_candidates: settings.retrieval.lexical_candidates,
-            vector_candidates: settings.retrieval.vector_candidates,
-            ca_file: (!postgres.ca_file.is_empty()).then(|| postgres.ca_file.clone().into()),
-            sentence_vectors: settings.verifier.sentence_vectors,
-            reranker: settings.retrieval.reranker,
-            max_acl_names_per_document: settings.server.max_acl_names_per_document,
-        })
-    }
 }
 
 #[cfg(test)]

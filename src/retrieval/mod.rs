@@ -6,6 +6,7 @@
 //! Nothing above this module knows about shards, tantivy or the HNSW graphs.
 
 pub mod backend;
+mod batch;
 mod coordinator;
 mod engine;
 pub mod fusion;
@@ -19,13 +20,14 @@ mod write_tests;
 use async_trait::async_trait;
 
 pub use backend::{Authorization, DocumentView, ReadSide, ReadableVersions, WriteSide};
+pub(crate) use batch::{BatchSentenceTexts, embedding_text, to_document, validate_batch};
+pub use batch::{DocumentInput, MAX_DOC_ID_CHARS, MAX_TEXT_CHARS};
 pub use coordinator::{Coordinator, EmbeddedRepository, FanOut, Retrieve};
 pub use engine::{ChangeSink, Committed, Engine, EngineParams, Recovery, reranker, shard_of};
 pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};
 pub use rerank::{IdentityReranker, RerankQuery, Reranker, SENTENCE_LIST_WEIGHT, SentenceReranker};
 pub use select::{Selection, SelectionLimits, select_context};
-pub(crate) use write::{BatchSentenceTexts, embedding_text, to_document, validate_batch};
-pub use write::{DocumentInput, FaultHook, MAX_DOC_ID_CHARS, MAX_TEXT_CHARS, UpsertOutcome};
+pub use write::{FaultHook, UpsertOutcome};
 
 use crate::acl::{AclError, AuthorizationScope};
 use crate::embed::EmbedError;

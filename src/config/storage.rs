@@ -1,0 +1,190 @@
+//! Settings of the state: the data directory (`[storage]`, with the PostgreSQL backend's
+//! `[storage.postgres]`), snapshots (`[snapshots]`) and replica mode (`[replica]`).
+
+use super::*;
+
+/// Durable state settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageSettings {
+    /// Data directory holding `warrant.redb` (created when absent). Empty: in-memory only
+    /// (nothing survives a restart; tests and evaluations).
+    pub dir: String,
+    /// Write an automatic checkpoint (ACL checkpoint in the store + a snapshot under
+    /// `snapshots.dir`) after this many published changes...
+    pub checkpoint_changes: u64,
+    /// ...or after this many seconds with at least one change, whichever comes first.
+    pub checkpoint_interval_seconds: u64,
+    /// Epochs of change log kept behind the newest checkpoint, so replicas that lag by less can
+    /// catch up from the feed; a replica further behind re-bootstraps from a snapshot.
+    pub log_retention_epochs: u64,
+    /// Page cache of the store file (redb), in MiB. Every live chunk and vector is held in the
+    /// indexes already, so the store is read at open and written at commit: a small cache saves
+    /// memory without slowing writes, and a restart reads through it a little slower
+    /// (BENCHMARKS.md, "Memory per chunk").
+    #[serde(default = "default_store_cache_mb")]
+    pub cache_mb: usize,
+    /// Journal every index change next to the last index set, so that a restart applies the
+    /// journal instead of indexing again what the set lacks (BENCHMARKS.md, "Recovery").
+    #[serde(default = "default_true")]
+    pub index_journal: bool,
+    /// Write a new index set (in the background) once the shards' journals since the last one
+    /// hold this many MiB, which bounds the journal a restart applies.
+    #[serde(default = "default_index_journal_max_mb")]
+    pub index_journal_max_mb: u64,
+    /// Where documents, chunks, vectors and ACLs live: `embedded` (default: in-process shards,
+    /// redb system of record) or `postgres` (PostgreSQL + pgvector shared by stateless nodes).
+    #[serde(default)]
+    pub backend: StorageBackend,
+    /// PostgreSQL backend settings (used when `backend = "postgres"`).
+    #[serde(default)]
+    pub postgres: PostgresSettings,
+}
+
+fn default_index_journal_max_mb() -> u64 {
+    1024
+}
+
+fn default_store_cache_mb() -> usize {
+    crate::storage::DEFAULT_CACHE_MB
+}
+
+/// The storage backend, parsed once here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StorageBackend {
+    /// In-process shards (HNSW + tantivy + roaring) with the redb system of record.
+    #[default]
+    Embedded,
+    /// PostgreSQL + pgvector (see `src/postgres`).
+    Postgres,
+}
+
+/// PostgreSQL backend settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PostgresSettings {
+    /// Name of the environment variable holding the connection URL (the URL itself, which may
+    /// carry a password, never sits in the config file or the logs).
+    pub url_env: String,
+    /// Connections in the pool (deadpool-postgres).
+    pub pool_size: usize,
+    /// Longest wait, ms, for a pooled connection (a free one, or a new one connected and set
+    /// up); past it the request fails with `storage_unavailable` instead of waiting on.
+    pub acquire_timeout_ms: u64,
+    /// `hnsw.ef_search` of every session.
+    pub ef_search: usize,
+    /// `hnsw.iterative_scan`: `relaxed_order`, `strict_order` or `off`.
+    pub iterative_scan: IterativeScan,
+    /// `hnsw.max_scan_tuples`.
+    pub max_scan_tuples: usize,
+    /// PEM file of the certificate authorities that sign the server's certificate (empty: the
+    /// Mozilla roots of `webpki-roots`). TLS is used as the URL's `sslmode` says (`disable`,
+    /// `prefer`, the default, or `require`); whenever it is used the server's certificate and
+    /// host name are verified: there is no unverified TLS.
+    #[serde(default)]
+    pub ca_file: String,
+}
+
+impl Default for PostgresSettings {
+    fn default() -> Self {
+        Self {
+            url_env: "WARRANT_DATABASE_URL".into(),
+            pool_size: 16,
+            acquire_timeout_ms: 5_000,
+            ef_search: 100,
+            iterative_scan: IterativeScan::RelaxedOrder,
+            max_scan_tuples: 20_000,
+            ca_file: String::new(),
+        }
+    }
+}
+
+/// pgvector 0.8's iterative index scan mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IterativeScan {
+    /// Plain HNSW then filter: few rows when the filter is selective (measured in BENCHMARKS.md).
+    Off,
+    /// Continue the scan until enough rows pass, keeping exact order.
+    StrictOrder,
+    /// Continue the scan until enough rows pass; order may be slightly off (sorted here).
+    RelaxedOrder,
+}
+
+impl IterativeScan {
+    /// The GUC value.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::StrictOrder => "strict_order",
+            Self::RelaxedOrder => "relaxed_order",
+        }
+    }
+}
+
+/// Snapshot settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotSettings {
+    /// Directory holding `<id>/` snapshot directories.
+    pub dir: String,
+    /// Complete snapshots kept; older ones are deleted after a new one is written.
+    pub retain: usize,
+    /// Snapshot directory to restore at start-up instead of loading the demo corpus. Empty: off.
+    #[serde(default)]
+    pub restore: String,
+}
+
+/// Replica settings.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaSettings {
+    /// Base URL of the primary to follow (e.g. `http://10.0.0.1:8080`). Empty: not a replica.
+    #[serde(default)]
+    pub follow: String,
+    /// Name of the environment variable holding the replica's service token (role `replica`).
+    #[serde(default)]
+    pub token_env: String,
+    /// Longest time without a heartbeat at the primary's epoch before answers fail closed
+    /// (503 `replica_stale`).
+    pub max_lag_ms: u64,
+    /// Time between two attempts to (re)connect to the primary's stream.
+    pub poll_interval_ms: u64,
+    /// Which acknowledged changes wait for every leased replica (on the primary):
+    /// `revocations` (deletes, revokes and upserts that retire a version), `all`, or `none`
+    /// (replicas serve on heartbeats within `max_lag_ms` alone, without leases).
+    #[serde(default)]
+    pub sync: ReplicaSync,
+    /// Lease a replica holds after each renewal; a replica serves only while it holds one.
+    #[serde(default = "default_lease_ms")]
+    pub lease_ms: u64,
+    /// Safety margin a replica takes off its lease (counted from when it *sent* the renewal), so
+    /// it stops serving before the primary deems the lease gone.
+    #[serde(default = "default_lease_margin_ms")]
+    pub lease_margin_ms: u64,
+    /// Longest silence on the replication stream before the primary sends a heartbeat.
+    #[serde(default = "default_heartbeat_ms")]
+    pub heartbeat_ms: u64,
+    /// Bytes of committed changes (content included) the primary keeps for replicas to read;
+    /// a replica further behind re-bootstraps from a snapshot. Bounds the primary's memory
+    /// whatever the number or speed of replicas.
+    #[serde(default = "default_stream_buffer_mb")]
+    pub stream_buffer_mb: usize,
+}
+
+fn default_lease_ms() -> u64 {
+    2_000
+}
+
+fn default_lease_margin_ms() -> u64 {
+    200
+}
+
+fn default_heartbeat_ms() -> u64 {
+    250
+}
+
+fn default_stream_buffer_mb() -> usize {
+    64
+}
