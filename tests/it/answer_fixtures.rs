@@ -7,6 +7,9 @@
 //! actions (delete, revoke) while the request is inside generation. The verifier is the real
 //! `LexicalSupportVerifier` behind `FixtureVerifier`, a FAKE wrapper that can run admin actions
 //! during its first call and be slow (`"verifier": {"first_call_actions": […], "delay_ms": n}`).
+//! The pipeline reads the backend through `RecordingReader`, a FAKE wrapper that records the
+//! candidates it retrieved and the chunks it asked authorization for (its final context), so a
+//! case can prove what was retrieved and left out.
 //! Every fixture runs; the test fails at the end naming each fixture that did not hold.
 
 use std::collections::BTreeMap;
@@ -18,16 +21,18 @@ use crate::scripted::{ScriptStep, ScriptedGenerator};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
-use warrant::acl::AclMutation;
+use warrant::acl::{AclMutation, AuthorizationScope};
 use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError, OutputShape, output_schema_for};
 use warrant::answer::lexical_verifier::LexicalSupportVerifier;
 use warrant::answer::response::{AnswerResponse, AnswerStatus};
 use warrant::answer::verifier::{CitedText, ClaimSupport, SupportVerifier};
 use warrant::answer::{AnswerPipeline, AnswerRequest, PipelineSettings};
 use warrant::config::{ClaimPolicy, Settings};
-use warrant::domain::{DocAcl, Document, chunk_document};
+use warrant::domain::{Chunk, DocAcl, Document, Principal, chunk_document};
 use warrant::embed::HashedEmbedder;
-use warrant::retrieval::{DocumentInput, ReadSide, WriteSide};
+use warrant::retrieval::{
+    Authorization, Candidate, DocumentInput, DocumentView, ReadSide, RetrievalResult, Retrieved, WriteSide,
+};
 
 use crate::support::{engine, principal};
 
@@ -175,6 +180,17 @@ struct Expect {
     /// Claims whose citation the server chose (`metrics.claims_anchored`).
     #[serde(default)]
     claims_anchored: Option<u32>,
+    /// Text each attempt's prompt (its user message: sources and question) holds exactly once.
+    #[serde(default)]
+    prompt_mentions_once: Vec<String>,
+    /// Documents (of the caller's tenant) with a chunk that the pipeline's retrieval returned
+    /// and that was not in its final context.
+    #[serde(default)]
+    retrieved_not_in_context: Vec<String>,
+    /// Documents with a chunk that the pipeline's retrieval returned as one candidate found by
+    /// both BM25 and vector search.
+    #[serde(default)]
+    retrieved_by_both: Vec<String>,
 }
 
 fn fixtures_dir() -> PathBuf {
@@ -284,6 +300,48 @@ impl FixtureVerifier {
     }
 }
 
+/// Test FAKE: the backend's read side, recording the candidates of every retrieval and the
+/// chunks of every authorization asked (the pipeline asks it of its final context only).
+struct RecordingReader {
+    inner: Arc<dyn ReadSide>,
+    candidates: Mutex<Vec<Candidate>>,
+    in_context: Mutex<Vec<Arc<Chunk>>>,
+}
+
+#[async_trait]
+impl ReadSide for RecordingReader {
+    async fn scope(&self, principal: &Principal) -> RetrievalResult<AuthorizationScope> {
+        self.inner.scope(principal).await
+    }
+
+    async fn retrieve(&self, scope: &AuthorizationScope, text: &str) -> RetrievalResult<Retrieved> {
+        let retrieved = self.inner.retrieve(scope, text).await?;
+        self.candidates.lock().unwrap().extend(retrieved.candidates.iter().cloned());
+        Ok(retrieved)
+    }
+
+    async fn authorization(
+        &self,
+        principal: &Principal,
+        chunks: &[Arc<Chunk>],
+    ) -> RetrievalResult<Arc<dyn Authorization>> {
+        self.in_context.lock().unwrap().extend(chunks.iter().cloned());
+        self.inner.authorization(principal, chunks).await
+    }
+
+    async fn document(&self, principal: &Principal, doc_id: &str) -> RetrievalResult<Option<DocumentView>> {
+        self.inner.document(principal, doc_id).await
+    }
+
+    fn embedder_name(&self) -> &str {
+        self.inner.embedder_name()
+    }
+
+    async fn acl_state(&self) -> RetrievalResult<(u64, String)> {
+        self.inner.acl_state().await
+    }
+}
+
 async fn apply(writer: &dyn WriteSide, tenant: &str, action: &Action) {
     let mutation = match action {
         Action::Delete(doc_id) => AclMutation::Delete { tenant: tenant.into(), doc_id: doc_id.clone() },
@@ -336,6 +394,10 @@ fn apply_settings(settings: &mut Settings, overrides: &BTreeMap<String, Value>) 
 struct Run {
     response: AnswerResponse,
     prompts: Vec<GenerationRequest>,
+    /// Every candidate the pipeline's retrieval returned.
+    candidates: Vec<Candidate>,
+    /// Every chunk of the final context (those the pipeline asked authorization for).
+    in_context: Vec<Arc<Chunk>>,
     outputs: Vec<String>,
     corpus: Vec<CorpusDocument>,
     /// After the answer: the live version of each cited document the principal may still read.
@@ -437,12 +499,13 @@ async fn run(fixture: &Fixture, backend: &Backend) -> Run {
         tenant: fixture.principal.tenant.clone(),
         calls: Mutex::new(0),
     });
-    let pipeline = AnswerPipeline::new(
-        Arc::clone(&reader),
-        generator.clone(),
-        verifier,
-        PipelineSettings::from_settings(&settings),
-    );
+    let recorder = Arc::new(RecordingReader {
+        inner: Arc::clone(&reader),
+        candidates: Mutex::new(Vec::new()),
+        in_context: Mutex::new(Vec::new()),
+    });
+    let pipeline =
+        AnswerPipeline::new(recorder.clone(), generator.clone(), verifier, PipelineSettings::from_settings(&settings));
     let who = principal(
         &fixture.principal.tenant,
         &fixture.principal.user,
@@ -466,7 +529,9 @@ async fn run(fixture: &Fixture, backend: &Backend) -> Run {
     let epoch = reader.scope(&who).await.expect("backend answers").epoch();
     let outputs = generator.outputs.lock().unwrap().clone();
     let shape = OutputShape::from_settings(&settings.generator);
-    Run { response, prompts: generator.inner.calls(), outputs, corpus, readable, epoch, shape }
+    let candidates = recorder.candidates.lock().unwrap().clone();
+    let in_context = recorder.in_context.lock().unwrap().clone();
+    Run { response, prompts: generator.inner.calls(), candidates, in_context, outputs, corpus, readable, epoch, shape }
 }
 
 fn check(fixture: &Fixture, run: &Run) {
@@ -622,6 +687,33 @@ fn check(fixture: &Fixture, run: &Run) {
         let labels: std::collections::BTreeSet<_> =
             claims.iter().flat_map(|c| c.citations.iter().map(|x| x.label.clone())).collect();
         assert_eq!(labels.len(), per_doc, "{name}: labels");
+    }
+    for text in &expect.prompt_mentions_once {
+        assert!(!run.prompts.is_empty(), "{name}: no prompt");
+        for prompt in &run.prompts {
+            let mentions = prompt.user.matches(text.as_str()).count();
+            assert_eq!(mentions, 1, "{name}: {text:?} in the prompt {mentions} times: {}", prompt.user);
+        }
+    }
+    let tenant = &fixture.principal.tenant;
+    let of_doc = |chunk: &Chunk, doc_id: &str| chunk.tenant == *tenant && chunk.doc_id == doc_id;
+    for doc_id in &expect.retrieved_not_in_context {
+        let retrieved: Vec<&Candidate> =
+            run.candidates.iter().filter(|candidate| of_doc(&candidate.chunk, doc_id)).collect();
+        assert!(!retrieved.is_empty(), "{name}: {doc_id} not retrieved");
+        assert!(!run.in_context.is_empty(), "{name}: no final context");
+        assert!(
+            retrieved.iter().any(|candidate| !run.in_context.iter().any(|chunk| chunk.id == candidate.chunk.id)),
+            "{name}: every retrieved chunk of {doc_id} is in the final context"
+        );
+    }
+    for doc_id in &expect.retrieved_by_both {
+        let both = run
+            .candidates
+            .iter()
+            .filter(|candidate| of_doc(&candidate.chunk, doc_id))
+            .any(|candidate| candidate.lexical.is_some() && candidate.vector.is_some());
+        assert!(both, "{name}: no candidate of {doc_id} found by both retrievers");
     }
 }
 

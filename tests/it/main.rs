@@ -10,6 +10,7 @@ mod eval;
 mod fuzz;
 mod http;
 mod lexical_stats;
+mod logs;
 mod minilm;
 mod openapi;
 mod persisted_indexes;
