@@ -6,6 +6,7 @@
 #   tests/postgres.sh start   # prints `export WARRANT_TEST_DATABASE_URL=... WARRANT_TEST_DATABASE_CA=...`
 #                             # on its last line (TLS is on, with a CA of its own)
 #   tests/postgres.sh stop
+#   tests/postgres.sh install # PostgreSQL 15 and pgvector only (tests/citus.sh builds on them)
 #
 # pgvector: bookworm ships no pgvector package for PostgreSQL 15, so 0.8.0 is built from Debian
 # trixie's source package (recipe measured in shared/notes/CRATES.md).
@@ -100,5 +101,6 @@ stop() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+  install) install_postgres ;;
+  *) echo "usage: $0 start|stop|install" >&2; exit 2 ;;
 esac

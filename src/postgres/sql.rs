@@ -300,18 +300,25 @@ pub const TENANT_SET_EPOCH: &str = "UPDATE warrant_tenants SET acl_epoch = $2,
 
 /// Applies a write transaction's change to the documents each reader is granted (what the
 /// reader statements returned, summed), once at its end: $1 tenant, $2 kinds ('g' or 'u'),
-/// $3 names, $4 documents added (negative: removed).
+/// $3 names, $4 documents added (negative: removed). The rows are selected beside the tenant's
+/// row (which the transaction's first statement created and locked) and take its `tenant_id`:
+/// on Citus an `INSERT ... SELECT` from `unnest` alone is pulled to the coordinator, while one
+/// from a co-located table filtered on the tenant is a single-shard router plan
+/// (`citus::citus_every_tenant_statement_is_a_single_shard_router_plan`). The same holds for
+/// [`LEXEME_COUNTS_ADD`] and [`READERS_INSERT`].
 pub const READER_COUNTS_ADD: &str = "INSERT INTO reader_documents (tenant_id, kind, name, documents)
-    SELECT $1, change.kind::\"char\", change.name, change.documents
-    FROM unnest($2::text[], $3::text[], $4::bigint[]) AS change(kind, name, documents)
+    SELECT t.tenant_id, change.kind::\"char\", change.name, change.documents
+    FROM warrant_tenants t, unnest($2::text[], $3::text[], $4::bigint[]) AS change(kind, name, documents)
+    WHERE t.tenant_id = $1
     ON CONFLICT (tenant_id, kind, name) DO UPDATE SET documents = reader_documents.documents + excluded.documents";
 
 /// Applies a write transaction's change to the tenant's chunk count per lexeme (what
 /// [`POSTINGS_INSERT`] and [`POSTINGS_DELETE`] returned, summed), once at its end: $1 tenant,
 /// $2 lexemes, $3 chunks added (negative: removed).
 pub const LEXEME_COUNTS_ADD: &str = "INSERT INTO lexeme_chunks (tenant_id, lexeme, chunks)
-    SELECT $1, change.lexeme, change.chunks
-    FROM unnest($2::text[], $3::bigint[]) AS change(lexeme, chunks)
+    SELECT t.tenant_id, change.lexeme, change.chunks
+    FROM warrant_tenants t, unnest($2::text[], $3::bigint[]) AS change(lexeme, chunks)
+    WHERE t.tenant_id = $1
     ON CONFLICT (tenant_id, lexeme) DO UPDATE SET chunks = lexeme_chunks.chunks + excluded.chunks";
 
 /// A document's head: $1 tenant, $2 doc id.
@@ -408,7 +415,8 @@ pub const READERS_DELETE: &str = "DELETE FROM document_readers
 /// Adds readers of one kind (existing ones are kept), returning each added one (kind, name):
 /// $1 tenant, $2 doc id, $3 kind, $4 names.
 pub const READERS_INSERT: &str = "INSERT INTO document_readers (tenant_id, doc_id, kind, name)
-    SELECT $1, $2, $3::\"char\", name FROM unnest($4::text[]) AS name
+    SELECT t.tenant_id, $2, $3::\"char\", name FROM warrant_tenants t, unnest($4::text[]) AS name
+    WHERE t.tenant_id = $1
     ON CONFLICT DO NOTHING
     RETURNING kind::text, name";
 

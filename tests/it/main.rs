@@ -4,6 +4,7 @@ mod answer_fixtures;
 mod answer_property;
 mod answer_verifier_counts;
 mod answers;
+mod citus;
 mod console;
 mod durability;
 mod eval;

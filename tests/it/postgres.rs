@@ -38,11 +38,16 @@ async fn fresh_database() -> Option<String> {
     let name = format!("warrant_test_{}", uuid::Uuid::new_v4().simple());
     // Test-only DDL: the name is generated here, never input.
     client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create database");
+    // On a Citus cluster (`tests/citus.sh`), the database is distributed before any test uses it.
+    if let Ok(workers) = std::env::var("WARRANT_TEST_CITUS_WORKERS") {
+        let workers: Vec<String> = workers.split(',').map(str::to_owned).collect();
+        return Some(crate::citus::distributed_database(&url, &name, &workers, DIMENSION).await);
+    }
     let (base, _) = url.rsplit_once('/').expect("url ends with /database");
     Some(format!("{base}/{name}"))
 }
 
-fn params(url: &str) -> PostgresParams {
+pub(crate) fn params(url: &str) -> PostgresParams {
     PostgresParams {
         url: url.to_owned(),
         pool_size: 8,

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Installs (if missing) and starts or stops a throwaway Citus 13.2.2 cluster on 127.0.0.1: a
+# coordinator and two workers (PostgreSQL 15, pgvector 0.8 and Citus on all three) for the
+# PostgreSQL backend's tests on a distributed engine (issue 46).
+#
+#   tests/citus.sh start   # prints `export WARRANT_TEST_CITUS_URL=... WARRANT_TEST_CITUS_WORKERS=...`
+#                          # on its last line
+#   tests/citus.sh stop
+#
+# Citus is not packaged for Debian: it is built from ../shared/vendor/citus-13.2.2-src.tar.xz
+# (checksum verified; about a minute on 2 cores) and installed into PostgreSQL 15's extension
+# directory, once per machine (a later start finds it installed and builds nothing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PG_BIN=/usr/lib/postgresql/15/bin
+PORT="${WARRANT_CITUS_PORT:-54339}" # the coordinator; the workers listen on PORT+1 and PORT+2
+ROOT="${WARRANT_CITUS_DIR:-/tmp/warrant-citus-$PORT}"
+SOURCE="${WARRANT_CITUS_SOURCE:-../shared/vendor/citus-13.2.2-src.tar.xz}"
+SHA256=14a2f4bea6a25fb4b9e8d0a50c54fef4421526e6e6d92465dd7dae52e7a6248c
+
+as_postgres() { if [ "$(id -un)" = postgres ]; then "$@"; else runuser -u postgres -- "$@"; fi; }
+psql_at() { # $1: port, $2: database, then psql arguments
+  local port=$1 database=$2
+  shift 2
+  as_postgres "$PG_BIN/psql" -h 127.0.0.1 -p "$port" -U postgres -v ON_ERROR_STOP=1 -qAt "$@" "$database"
+}
+
+install_citus() {
+  tests/postgres.sh install
+  if [ -f /usr/share/postgresql/15/extension/citus.control ]; then
+    return
+  fi
+  if [ ! -f "$SOURCE" ]; then
+    echo "citus: $SOURCE is missing and Citus is not installed" >&2
+    exit 3
+  fi
+  echo "$SHA256  $SOURCE" | sha256sum -c --quiet -
+  local packages=(postgresql-server-dev-15 gcc make liblz4-dev libzstd-dev libkrb5-dev)
+  if ! dpkg -s "${packages[@]}" >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
+  fi
+  local build
+  build="$(mktemp -d)"
+  tar -xJf "$SOURCE" -C "$build"
+  (
+    cd "$build"/citus-*
+    ./configure -q PG_CONFIG="$PG_BIN/pg_config" --without-libcurl >/dev/null
+    make -s -j"$(nproc)" with_llvm=no >/dev/null
+    make -s with_llvm=no install >/dev/null
+  )
+  rm -rf "$build"
+}
+
+start_node() { # $1: port
+  local port=$1 data="$ROOT/$1"
+  mkdir -p "$data"
+  chown postgres:postgres "$data"
+  as_postgres "$PG_BIN/initdb" -D "$data" -A trust -U postgres --no-sync >/dev/null
+  cat >>"$data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$data'
+shared_preload_libraries = 'citus'
+fsync = off
+shared_buffers = 128MB
+max_connections = 200
+jit = off
+citus.node_conninfo = 'sslmode=disable'
+CONF
+  as_postgres "$PG_BIN/pg_ctl" -D "$data" -l "$data/log" -w start >/dev/null
+  psql_at "$port" postgres -c "CREATE ROLE warrant LOGIN SUPERUSER" >/dev/null
+}
+
+start() {
+  install_citus
+  if [ -f "$ROOT/$PORT/postmaster.pid" ] && as_postgres "$PG_BIN/pg_ctl" -D "$ROOT/$PORT" status >/dev/null 2>&1; then
+    echo "citus already running on 127.0.0.1:$PORT" >&2
+  else
+    stop
+    for port in "$PORT" $((PORT + 1)) $((PORT + 2)); do
+      start_node "$port"
+    done
+  fi
+  echo "export WARRANT_TEST_CITUS_URL=postgres://warrant@127.0.0.1:$PORT/postgres WARRANT_TEST_CITUS_WORKERS=127.0.0.1:$((PORT + 1)),127.0.0.1:$((PORT + 2))"
+}
+
+stop() {
+  for data in "$ROOT"/*/; do
+    if [ -f "$data/postmaster.pid" ]; then
+      as_postgres "$PG_BIN/pg_ctl" -D "$data" -m fast -w stop >/dev/null || true
+    fi
+  done
+  rm -rf "$ROOT"
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac
