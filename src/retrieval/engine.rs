@@ -387,10 +387,11 @@ impl Engine {
         }
         let _writer = self.writer.lock().await;
         let store = Arc::clone(store);
-        match tokio::task::spawn_blocking(move || store.close()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => tracing::warn!(%error, "the store was not sealed; the next start checks every page"),
-            Err(error) => tracing::warn!(%error, "the store was not sealed; the next start checks every page"),
+        let closed = tokio::task::spawn_blocking(move || store.close().map_err(|error| error.to_string()))
+            .await
+            .unwrap_or_else(|error| Err(error.to_string()));
+        if let Err(error) = closed {
+            tracing::warn!(%error, "the store was not sealed; the next start checks every page");
         }
     }
 
