@@ -10,7 +10,7 @@
 //!
 //! Layout: `WRNTSEAL` | version (u32 LE) | file length (u64 LE) | BLAKE3 of the file (32 bytes).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The seal next to the store file.
@@ -31,20 +31,12 @@ pub enum Seal {
     Refused(String),
 }
 
-/// The length and BLAKE3 hash of the file at `path`, read in 1 MiB blocks.
+/// The length and BLAKE3 hash of the file at `path`.
 fn fingerprint(path: &Path) -> std::io::Result<(u64, [u8; 32])> {
-    let mut file = std::fs::File::open(path)?;
+    let file = std::fs::File::open(path)?;
+    let length = file.metadata()?.len();
     let mut hasher = blake3::Hasher::new();
-    let mut buffer = vec![0u8; 1 << 20];
-    let mut length = 0u64;
-    loop {
-        let read = file.read(&mut buffer)?;
-        if read == 0 {
-            break;
-        }
-        hasher.update(&buffer[..read]);
-        length += read as u64;
-    }
+    hasher.update_reader(file)?;
     Ok((length, *hasher.finalize().as_bytes()))
 }
 

@@ -35,7 +35,7 @@ async fn connect(url: &str) -> tokio_postgres::Client {
 }
 
 /// `url` with its database replaced by `database`.
-fn with_database(url: &str, database: &str) -> String {
+pub(crate) fn with_database(url: &str, database: &str) -> String {
     let (base, _) = url.rsplit_once('/').expect("url ends with /database");
     format!("{base}/{database}")
 }

@@ -43,8 +43,7 @@ async fn fresh_database() -> Option<String> {
         let workers: Vec<String> = workers.split(',').map(str::to_owned).collect();
         return Some(crate::citus::distributed_database(&url, &name, &workers, DIMENSION).await);
     }
-    let (base, _) = url.rsplit_once('/').expect("url ends with /database");
-    Some(format!("{base}/{name}"))
+    Some(crate::citus::with_database(&url, &name))
 }
 
 pub(crate) fn params(url: &str) -> PostgresParams {
