@@ -4,9 +4,12 @@
 # `server.workers` = WORKERS, max_in_flight 512), 3 s of warm-up, then `wrk -t2 -cCONNECTIONS
 # -dDURATION --latency` with the README's hotel question and alice's token. Prints per round and
 # binary: answers/s, p50/p99, server CPU seconds over the window and CPU ms per answer (utime +
-# stime from /proc). Needs wrk and curl.
+# stime from /proc). Needs wrk and curl. BACKEND=postgres serves from PostgreSQL instead: each run
+# gets a fresh database (warrant_answer_load, on DATABASE_URL's server) with the demo corpus; the
+# CPU figures are then the warrant node's only (`tests/postgres.sh start` starts a server; psql).
 #
 #   benches/http/answer_load.sh /tmp/warrant-before target/release/warrant   # ROUNDS=3 DURATION=15s
+#   BACKEND=postgres benches/http/answer_load.sh /tmp/warrant-before target/release/warrant
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$#" -ge 1 ] || { echo "usage: $0 BINARY [BINARY ...]" >&2; exit 2; }
@@ -18,6 +21,13 @@ WORKERS="${WORKERS:-2}"
 export WARRANT__EMBEDDER__KIND=hashed WARRANT__SERVER__WORKERS="$WORKERS" WARRANT__SERVER__MAX_IN_FLIGHT=512
 export WARRANT__SERVER__BIND="127.0.0.1:$PORT" RUST_LOG=warn
 URL="http://127.0.0.1:$PORT"
+BACKEND="${BACKEND:-embedded}"
+if [ "$BACKEND" = postgres ]; then
+  BASE="${DATABASE_URL:-postgres://warrant@127.0.0.1:54329/postgres}"
+  export WARRANT_LOAD_DATABASE_URL="${BASE%/*}/warrant_answer_load"
+  export WARRANT__STORAGE__BACKEND=postgres WARRANT__STORAGE__POSTGRES__URL_ENV=WARRANT_LOAD_DATABASE_URL
+  export WARRANT__STORAGE__POSTGRES__CA_FILE="${WARRANT_TEST_DATABASE_CA:-}"
+fi
 WORK="$(mktemp -d)"
 PID=""
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -26,6 +36,9 @@ echo "round binary answers/s p50_ms p99_ms cpu_s cpu_ms_per_answer load_average"
 for round in $(seq 1 "$ROUNDS"); do
   for binary in "$@"; do
     rm -rf "$WORK/data"
+    if [ "$BACKEND" = postgres ]; then
+      psql "$BASE" -qc "DROP DATABASE IF EXISTS warrant_answer_load" -c "CREATE DATABASE warrant_answer_load"
+    fi
     WARRANT__STORAGE__DIR="$WORK/data" "$binary" serve >"$WORK/server.log" 2>&1 &
     PID=$!
     for _ in $(seq 1 600); do

@@ -17,11 +17,13 @@ pub struct AuthorizationScope {
     allowed: Arc<RoaringBitmap>,
     /// The principal's groups, for backends that evaluate the ACL themselves (postgres).
     groups: Arc<[String]>,
+    /// Whether the backend evaluates the ACL inside its own statements (no bitmap is carried).
+    in_backend: bool,
 }
 
 impl AuthorizationScope {
     pub(crate) fn new(tenant: String, user: String, epoch: u64, allowed: RoaringBitmap) -> Self {
-        Self { tenant, user, epoch, allowed: Arc::new(allowed), groups: Arc::from(Vec::new()) }
+        Self { tenant, user, epoch, allowed: Arc::new(allowed), groups: Arc::from(Vec::new()), in_backend: false }
     }
 
     /// The scope of `principal` for a backend that evaluates the ACL inside its own queries (the
@@ -34,6 +36,7 @@ impl AuthorizationScope {
             epoch,
             allowed: Arc::new(RoaringBitmap::new()),
             groups: principal.groups.iter().cloned().collect(),
+            in_backend: true,
         }
     }
 
@@ -86,5 +89,17 @@ impl AuthorizationScope {
     /// Whether nothing is allowed.
     pub fn is_empty(&self) -> bool {
         self.allowed.is_empty()
+    }
+
+    /// Whether a search inside this scope can only find nothing: a bitmap scope that allows no
+    /// document version (a scope the backend evaluates itself is never known to be empty here).
+    pub fn reads_nothing(&self) -> bool {
+        !self.in_backend && self.allowed.is_empty()
+    }
+
+    /// Whether `chunk` may come out of a search inside this scope: the scope's tenant, and, for a
+    /// bitmap scope, an allowed document version.
+    pub fn admits(&self, chunk: &crate::domain::Chunk) -> bool {
+        chunk.tenant == self.tenant && (self.in_backend || self.allowed.contains(chunk.doc_ordinal))
     }
 }

@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -120,7 +120,10 @@ impl StageClock {
     }
 
     fn record(&mut self, stage: &'static str, started: Instant) {
-        let elapsed = started.elapsed();
+        self.record_elapsed(stage, started.elapsed());
+    }
+
+    fn record_elapsed(&mut self, stage: &'static str, elapsed: Duration) {
         metrics::histogram!("warrant_stage_duration_seconds", "stage" => stage).record(elapsed.as_secs_f64());
         let ms = elapsed.as_secs_f64() * 1000.0;
         *self.stages.entry(stage.to_owned()).or_default() += ms;
@@ -279,7 +282,7 @@ impl AnswerPipeline {
     ) -> AnswerResult<RetrieveResponse> {
         let k = k.unwrap_or(self.settings.top_k_default).clamp(1, self.settings.top_k_max);
         let scope = self.reader.scope(principal).await?;
-        let retrieved = self.reader.retrieve(&scope, query).await?;
+        let retrieved = self.reader.retrieve(&scope, query, None).await?;
         let short = retrieved.candidates.len() < k;
         let chunks = retrieved
             .candidates

@@ -1,5 +1,5 @@
 //! Retrieval quality on labeled collections: every query is asked by a principal of its own
-//! tenant through a real backend's [`crate::retrieval::RetrievalRepository`] (the embedded
+//! tenant through a real backend's [`crate::retrieval::ReadPath`] (the embedded
 //! [`Engine`], or [`PostgresBackend`] with `--backend postgres`) three times — lexical only,
 //! vector only, and hybrid (the fused path the answer pipeline uses) — and scored with the
 //! standard TREC/BEIR measures. Both backends get the same corpus inputs, the same candidate
@@ -34,9 +34,7 @@ use crate::domain::Principal;
 use crate::embed::Embedder;
 use crate::postgres::{PostgresBackend, PostgresParams};
 use crate::providers::ProviderError;
-use crate::retrieval::{
-    Candidate, Engine, EngineParams, RetrievalError, RetrievalQuery, RetrievalRepository, RetrievalResult, Retrieved,
-};
+use crate::retrieval::{Candidate, Engine, EngineParams, ReadPath, RetrievalError, RetrievalQuery, RetrievalResult};
 
 /// Documents per upsert when ingesting a dataset.
 pub const INGEST_BATCH: usize = 128;
@@ -258,10 +256,8 @@ trait EvalTarget: Send + Sync {
     fn run_params(&self) -> RunParams;
     /// The scope of `principal`.
     fn scope(&self, principal: &Principal) -> AuthorizationScope;
-    /// The query's vector, as the backend embeds queries.
-    async fn embed_query(&self, scope: &AuthorizationScope, text: &str) -> RetrievalResult<Vec<f32>>;
-    /// Scoped retrieval.
-    async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved>;
+    /// The backend's read path (query embedding, the coordinators).
+    fn read_path(&self) -> Arc<ReadPath>;
 }
 
 #[async_trait]
@@ -291,12 +287,8 @@ impl EvalTarget for Engine {
         Engine::scope(self, principal)
     }
 
-    async fn embed_query(&self, scope: &AuthorizationScope, text: &str) -> RetrievalResult<Vec<f32>> {
-        Ok(Engine::embed_query(self, scope.tenant(), scope.user(), text).await?.as_ref().clone())
-    }
-
-    async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved> {
-        self.repository().retrieve(scope, query).await
+    fn read_path(&self) -> Arc<ReadPath> {
+        Engine::read_path(self)
     }
 }
 
@@ -327,13 +319,8 @@ impl EvalTarget for PostgresBackend {
         PostgresBackend::scope(self, principal)
     }
 
-    async fn embed_query(&self, _scope: &AuthorizationScope, text: &str) -> RetrievalResult<Vec<f32>> {
-        let mut vectors = self.embedder().embed(&[text.to_owned()]).await?;
-        vectors.pop().ok_or_else(|| crate::embed::EmbedError::Shape { expected: 1, got: 0 }.into())
-    }
-
-    async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved> {
-        RetrievalRepository::retrieve(self, scope, query).await
+    fn read_path(&self) -> Arc<ReadPath> {
+        Arc::clone(PostgresBackend::read_path(self))
     }
 }
 
@@ -371,7 +358,8 @@ async fn evaluate_on(
     for query in &queries {
         let tenant = query.tenant();
         let scope = target.scope(&principal_of(tenant));
-        let embedded = target.embed_query(&scope, &query.text).await?;
+        let read_path = target.read_path();
+        let embedded = read_path.queries().embed(scope.tenant(), scope.user(), &query.text).await?.as_ref().clone();
         let ask = |vector: Option<Vec<f32>>, lexical_candidates: usize| RetrievalQuery {
             text: query.text.clone(),
             vector,
@@ -386,7 +374,7 @@ async fn evaluate_on(
         let judged = &dataset.qrels[&query.id];
         let mut ndcg = [0.0; 3];
         for ((total, request), ndcg) in runs.into_iter().zip(&mut ndcg) {
-            let retrieved = target.retrieve(&scope, &request).await?;
+            let retrieved = read_path.retrieve_query(&scope, request, None).await?;
             cross_tenant_hits +=
                 retrieved.candidates.iter().filter(|candidate| candidate.chunk.tenant != tenant).count();
             let metrics = RetrieverMetrics::of(&documents_of(&retrieved.candidates), judged);

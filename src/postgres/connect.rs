@@ -95,6 +95,7 @@ impl PostgresParams {
             ca_file: (!postgres.ca_file.is_empty()).then(|| postgres.ca_file.clone().into()),
             sentence_vectors: settings.verifier.sentence_vectors,
             reranker: settings.retrieval.reranker,
+            query_cache: settings.embedder.query_cache,
             max_acl_names_per_document: settings.server.max_acl_names_per_document,
         })
     }

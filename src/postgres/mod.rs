@@ -1,4 +1,4 @@
-//! The PostgreSQL + pgvector backend: a second [`RetrievalRepository`](crate::retrieval::RetrievalRepository) whose state lives in one
+//! The PostgreSQL + pgvector backend: a second [`CandidateSearch`](crate::retrieval::CandidateSearch) whose state lives in one
 //! database that any number of stateless warrant nodes share (PostgreSQL with read replicas, or
 //! Citus distributed by `tenant_id`).
 //!
@@ -40,8 +40,8 @@ use crate::acl::{AclError, AclMutation};
 use crate::domain::{Chunk, ChunkingConfig, SentenceVectors, chunk_document};
 use crate::embed::Embedder;
 use crate::retrieval::{
-    BatchSentenceTexts, DocumentInput, Reranker, RetrievalError, RetrievalResult, UpsertOutcome, embedding_text,
-    to_document, validate_batch,
+    BatchSentenceTexts, CandidateCounts, DocumentInput, QueryEmbedder, ReadPath, RetrievalError, RetrievalResult,
+    UpsertOutcome, embedding_text, to_document, validate_batch,
 };
 use crate::storage::StorageError;
 
@@ -82,6 +82,8 @@ pub struct PostgresParams {
     pub sentence_vectors: bool,
     /// The reranker of fused candidates (`retrieval.reranker`).
     pub reranker: crate::config::RerankerKind,
+    /// Query vectors cached per principal (`embedder.query_cache`).
+    pub query_cache: usize,
     /// Most users and groups on one document's access list (`server.max_acl_names_per_document`).
     pub max_acl_names_per_document: usize,
 }
@@ -210,7 +212,8 @@ pub struct PostgresBackend {
     tls: MakeRustlsConnect,
     embedder: Arc<dyn Embedder>,
     params: PostgresParams,
-    reranker: Arc<dyn Reranker>,
+    /// The shared read path over [`read::PostgresSearch`] (its own handles of the pool).
+    read_path: Arc<ReadPath>,
     lineage: String,
 }
 
@@ -243,8 +246,16 @@ impl PostgresBackend {
         }
         let lineage: String = client.query_one(sql::META_GET, &[&"lineage"]).await.map_err(database)?.get(0);
         drop(client);
-        let reranker = crate::retrieval::reranker(params.reranker, params.rrf_k);
-        Ok(Arc::new(Self { pool, tls, embedder, params, reranker, lineage }))
+        let search = read::PostgresSearch { pool: pool.clone(), tls: tls.clone(), dimension: embedder.dimension() };
+        let read_path = Arc::new(ReadPath::start(
+            Arc::new(QueryEmbedder::new(Arc::clone(&embedder), params.query_cache)),
+            CandidateCounts { lexical: params.lexical_candidates, vector: params.vector_candidates },
+            Arc::new(search),
+            params.rrf_k,
+            crate::retrieval::reranker(params.reranker, params.rrf_k),
+            ReadPath::default_coordinators(),
+        ));
+        Ok(Arc::new(Self { pool, tls, embedder, params, read_path, lineage }))
     }
 
     /// The database's lineage id (recorded with every change).

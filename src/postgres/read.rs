@@ -1,17 +1,20 @@
 //! The backend's read path: the scope (the principal itself: the database evaluates it inside
-//! each statement), the query embedding, the two scoped searches ([`sql::LEXICAL_SEARCH`],
-//! [`sql::VECTOR_SEARCH`]) run concurrently, then fusion and reranking.
+//! each statement), and [`PostgresSearch`], its [`CandidateSearch`]: the two scoped searches
+//! ([`sql::LEXICAL_SEARCH`], [`sql::VECTOR_SEARCH`]) run concurrently. Query embedding, fusion,
+//! reranking and budgeting are the shared [`ReadPath`]'s, as for the embedded engine.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use deadpool_postgres::Pool;
 use pgvector::Vector;
 use tokio_postgres::types::ToSql;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::acl::AuthorizationScope;
 use crate::domain::{Chunk, ChunkId, Principal};
-use crate::retrieval::fusion::{Retriever, ScoredChunk, reciprocal_rank_fusion};
-use crate::retrieval::{RerankQuery, RetrievalQuery, RetrievalRepository, RetrievalResult, Retrieved};
+use crate::retrieval::fusion::ScoredChunk;
+use crate::retrieval::{CandidateSearch, RankedLists, ReadPath, RetrievalQuery, RetrievalResult, Retrieved};
 
 use super::*;
 
@@ -21,25 +24,27 @@ impl PostgresBackend {
         AuthorizationScope::for_principal(principal, 0)
     }
 
-    /// Hybrid retrieval of `text` for `principal` (embeds the query, then [`Self::search`]).
+    /// Hybrid retrieval of `text` for `principal` through the read path (no budget).
     pub async fn retrieve(&self, principal: &Principal, text: &str) -> RetrievalResult<Retrieved> {
-        let query = self.query(text).await?;
-        RetrievalRepository::retrieve(self, &self.scope(principal), &query).await
+        self.read_path.retrieve(&self.scope(principal), text, None).await
     }
 
-    /// The retrieval query of `text`: its embedding and the configured candidate counts.
-    pub(super) async fn query(&self, text: &str) -> RetrievalResult<RetrievalQuery> {
-        let mut vectors = self.embedder.embed(&[text.to_owned()]).await?;
-        let vector = vectors.pop().ok_or(crate::embed::EmbedError::Shape { expected: 1, got: 0 })?;
-        Ok(RetrievalQuery {
-            text: text.to_owned(),
-            vector: Some(vector),
-            lexical_candidates: self.params.lexical_candidates,
-            vector_candidates: self.params.vector_candidates,
-        })
+    /// The read path over this database's searches.
+    pub fn read_path(&self) -> &Arc<ReadPath> {
+        &self.read_path
     }
+}
 
-    async fn search(
+/// The database's two scoped searches; each runs on a connection of its own, cancelled if the
+/// request is abandoned ([`cancel::Reader`]).
+pub(super) struct PostgresSearch {
+    pub(super) pool: Pool,
+    pub(super) tls: MakeRustlsConnect,
+    pub(super) dimension: usize,
+}
+
+impl PostgresSearch {
+    async fn run(
         &self,
         statement: &str,
         scope: &AuthorizationScope,
@@ -83,36 +88,28 @@ impl PostgresBackend {
 }
 
 #[async_trait]
-impl RetrievalRepository for PostgresBackend {
-    async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved> {
-        query.check_vector(self.embedder.dimension())?;
+impl CandidateSearch for PostgresSearch {
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    async fn search(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<RankedLists> {
         let lexical = async {
             if query.lexical_candidates == 0 {
                 return Ok(None);
             }
-            self.search(sql::LEXICAL_SEARCH, scope, &query.text, query.lexical_candidates).await.map(Some)
+            self.run(sql::LEXICAL_SEARCH, scope, &query.text, query.lexical_candidates).await.map(Some)
         };
         let vector = async {
             match &query.vector {
                 Some(vector) => {
                     let vector = Vector::from(vector.clone());
-                    self.search(sql::VECTOR_SEARCH, scope, &vector, query.vector_candidates).await.map(Some)
+                    self.run(sql::VECTOR_SEARCH, scope, &vector, query.vector_candidates).await.map(Some)
                 }
                 None => Ok(None),
             }
         };
         let (lexical, vector) = futures::try_join!(lexical, vector)?;
-        let mut lists = Vec::with_capacity(2);
-        if let Some(hits) = lexical {
-            lists.push((Retriever::Lexical, hits));
-        }
-        if let Some(hits) = vector {
-            lists.push((Retriever::Vector, hits));
-        }
-        let fused = reciprocal_rank_fusion(lists, self.params.rrf_k);
-        debug_assert!(fused.iter().all(|candidate| candidate.chunk.tenant == scope.tenant()));
-        let rerank_query = RerankQuery { text: &query.text, vector: query.vector.as_deref() };
-        let candidates = self.reranker.rerank(&rerank_query, fused);
-        Ok(Retrieved { candidates, vector_reports: Vec::new() })
+        Ok(RankedLists { lexical, vector, vector_reports: Vec::new() })
     }
 }

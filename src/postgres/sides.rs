@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use crate::acl::{AclMutation, AuthorizationScope};
 use crate::domain::{Chunk, ChunkId, Principal};
 use crate::retrieval::{
-    Authorization, DocumentInput, DocumentView, ReadSide, ReadableVersions, RetrievalRepository, RetrievalResult,
-    Retrieved, UpsertOutcome, WriteSide,
+    Authorization, DocumentInput, DocumentView, ReadPath, ReadSide, ReadableVersions, RetrievalResult, UpsertOutcome,
+    WriteSide,
 };
 
 use super::cancel::Reader;
@@ -41,9 +41,8 @@ impl ReadSide for PostgresBackend {
         Ok(AuthorizationScope::for_principal(principal, epoch))
     }
 
-    async fn retrieve(&self, scope: &AuthorizationScope, text: &str) -> RetrievalResult<Retrieved> {
-        let query = self.query(text).await?;
-        RetrievalRepository::retrieve(self, scope, &query).await
+    fn read_path(&self) -> Arc<ReadPath> {
+        Arc::clone(PostgresBackend::read_path(self))
     }
 
     /// One statement: which of the chunks' documents have a live version the principal may read

@@ -1,12 +1,13 @@
-//! The two sides of a retrieval backend, as the layers above see them: [`ReadSide`] (scope,
-//! scoped retrieval, the current authorization of cited chunks, one readable document) and
-//! [`WriteSide`] (document batches and ACL changes). The application state holds one of each;
-//! the embedded [`Engine`](super::Engine) and the PostgreSQL backend implement both, so the
-//! answer pipeline and the HTTP handlers never name a backend.
+//! The sides of a retrieval backend, as the layers above see them: [`ReadSide`] (scope, the
+//! shared [`ReadPath`] over the backend's [`CandidateSearch`], the current authorization of cited
+//! chunks, one readable document) and [`WriteSide`] (document batches and ACL changes). The
+//! application state holds one of each; the embedded [`Engine`](super::Engine) and the
+//! PostgreSQL backend implement them, so the answer pipeline and the HTTP handlers never name a
+//! backend.
 //!
 //! Invariants every implementation keeps:
-//! - [`ReadSide::retrieve`] applies the scope inside every search it runs and never returns a
-//!   chunk outside it (the [`RetrievalRepository`](super::RetrievalRepository) rule).
+//! - [`CandidateSearch::search`] applies the scope inside every search it runs and never returns
+//!   a chunk outside it (the coordinator also drops, and counts, any hit of another tenant).
 //! - [`ReadSide::authorization`] reflects every change acknowledged before it was called: the
 //!   pipeline calls it after its last await, so a revoke acknowledged while a request was in
 //!   flight drops the revoked sources at validation.
@@ -20,7 +21,33 @@ use async_trait::async_trait;
 use crate::acl::{AclMutation, AclSnapshot, AuthorizationScope};
 use crate::domain::{Chunk, DocOrdinal, Principal};
 
-use super::{DocumentInput, RetrievalResult, Retrieved, UpsertOutcome};
+use super::coordinator::ContextBudget;
+use super::fusion::ScoredChunk;
+use super::read::ReadPath;
+use super::{DocumentInput, RetrievalQuery, RetrievalResult, Retrieved, ShardVectorReport, UpsertOutcome};
+
+/// Per-retriever ranked candidates of one query inside one scope, before fusion.
+#[derive(Debug, Default)]
+pub struct RankedLists {
+    /// Lexical hits (every shard's, for the embedded backend), when BM25 ran.
+    pub lexical: Option<Vec<ScoredChunk>>,
+    /// Vector hits, when vector search ran.
+    pub vector: Option<Vec<ScoredChunk>>,
+    /// One report per shard that ran a vector search (the embedded backend's).
+    pub vector_reports: Vec<ShardVectorReport>,
+}
+
+/// What a backend supplies to the coordinator: the ranked candidates of each retriever inside a
+/// scope. BM25 statistics are the backend's business (summed over shards, or kept per tenant in
+/// the database); merging, fusion, reranking and budgeting are not.
+#[async_trait]
+pub trait CandidateSearch: Send + Sync {
+    /// The dimension a query vector must have.
+    fn dimension(&self) -> usize;
+    /// Runs BM25 (when `query.lexical_candidates` > 0) and vector search (when `query.vector` is
+    /// set) inside `scope`, each returning at most its candidate count (per shard, for shards).
+    async fn search(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<RankedLists>;
+}
 
 /// What one principal may read right now, asked only of chunks the pipeline may cite. Never
 /// awaits: it is a snapshot taken by [`ReadSide::authorization`].
@@ -88,8 +115,19 @@ pub struct DocumentView {
 pub trait ReadSide: Send + Sync {
     /// The scope of `principal`, built once per request and used for every search.
     async fn scope(&self, principal: &Principal) -> RetrievalResult<AuthorizationScope>;
-    /// Hybrid retrieval of `text` inside `scope`.
-    async fn retrieve(&self, scope: &AuthorizationScope, text: &str) -> RetrievalResult<Retrieved>;
+    /// The read path over this backend's searches (the embedded engine's changes when a replica
+    /// replaces its state).
+    fn read_path(&self) -> Arc<ReadPath>;
+    /// Hybrid retrieval of `text` inside `scope` through the read path, budgeted into a final
+    /// context when `budget` is given.
+    async fn retrieve(
+        &self,
+        scope: &AuthorizationScope,
+        text: &str,
+        budget: Option<ContextBudget>,
+    ) -> RetrievalResult<Retrieved> {
+        self.read_path().retrieve(scope, text, budget).await
+    }
     /// What `principal` may read now, asked of `chunks` (the sources the pipeline may cite).
     async fn authorization(
         &self,

@@ -1,81 +1,64 @@
-//! The coordinator actor: fans one query out to every shard, lexical and vector concurrently,
-//! with the same scope, then merges (dropping any hit of another tenant), fuses (RRF: Cormack et
-//! al. 2009) and reranks. It owns the shard addresses, the fusion constant and the reranker.
+//! The coordinator actor: the one place where the candidates of either backend become a context.
+//! It asks its backend's [`CandidateSearch`] for per-retriever ranked lists inside the request's
+//! scope, merges them under the tenant check (a hit of another tenant is dropped and counted),
+//! fuses them (RRF: Cormack et al. 2009), reranks, and budgets the final context
+//! ([`select_context`]) when the request asks for one. It owns the search, the fusion constant and
+//! the reranker.
 //!
-//! Lexical search across several shards is two-phase, so that BM25 scores of different shards
-//! are comparable and do not depend on the shard count: every shard first reports the query's
-//! statistics inside the scope, the coordinator sums them, and every shard then scores with the
-//! sum (the statistics of the scope over the whole corpus). Vector searches start at once and run
-//! concurrently with both phases.
+//! Several coordinators run, each on an arbiter (thread) of its own ([`super::ReadPath`] deals
+//! requests to them in turn), so requests are not serialized on one thread. Each request is a
+//! task of its coordinator's arbiter, dropped as soon as the caller stops waiting (its reply
+//! channel closes): a backend's statements in flight are then abandoned (PostgreSQL's are
+//! cancelled) as they were when the search ran in the caller's task.
 
 use std::sync::Arc;
 
-use actix::{Actor, Addr, Context, Handler, Message, ResponseFuture};
-use async_trait::async_trait;
-use futures::future::join_all;
-use roaring::RoaringBitmap;
+use actix::{Actor, Context, Handler, Message, ResponseFuture};
+use tokio::sync::oneshot;
 
 use crate::acl::AuthorizationScope;
-use crate::index::IndexError;
-use crate::index::lexical::LexicalStatistics;
-use crate::index::shard::{LexicalStatisticsRequest, SearchLexical, SearchVector, ShardActor, ShardHit};
 
-use super::fusion::{Retriever, ScoredChunk, reciprocal_rank_fusion};
-use super::{
-    RerankQuery, Reranker, RetrievalQuery, RetrievalRepository, RetrievalResult, Retrieved, ShardVectorReport,
-};
+use super::backend::{CandidateSearch, RankedLists};
+use super::fusion::{Candidate, Retriever, ScoredChunk, reciprocal_rank_fusion};
+use super::select::{SelectionLimits, select_context};
+use super::{RerankQuery, Reranker, RetrievalQuery, RetrievalResult, Retrieved};
 
-/// Per-retriever hits gathered from all shards, plus vector reports.
-#[derive(Debug, Default)]
-pub struct ShardResults {
-    /// Lexical hits of all shards.
-    pub lexical: Vec<ShardHit>,
-    /// Vector hits of all shards.
-    pub vector: Vec<ShardHit>,
-    /// One report per shard that ran a vector search.
-    pub vector_reports: Vec<ShardVectorReport>,
+/// What a request asks of its final context: the selection limits, and the least cosine score
+/// that makes a vector-only candidate evidence (a lexical match always is).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ContextBudget {
+    /// Chunks, tokens and chunks per document.
+    pub limits: SelectionLimits,
+    /// Vector-only candidates below this score are not evidence.
+    pub min_vector_score: f32,
 }
 
-/// Fan a query out to every shard.
+/// Retrieve fused, reranked (and, with a budget, selected) candidates for one query inside one
+/// scope; the result is sent on `reply`.
 #[derive(Message)]
-#[rtype(result = "Result<ShardResults, IndexError>")]
-pub struct FanOut {
-    /// Query text.
-    pub text: Arc<str>,
-    /// Query vector, if vector search runs.
-    pub vector: Option<Arc<[f32]>>,
-    /// Allowed ordinals (the request's scope, shared, never copied per shard).
-    pub allowed: Arc<RoaringBitmap>,
-    /// Lexical hits per shard.
-    pub lexical_k: usize,
-    /// Vector hits per shard.
-    pub vector_k: usize,
-}
-
-/// Retrieve fused, reranked candidates for one query inside one scope.
-#[derive(Message)]
-#[rtype(result = "RetrievalResult<Retrieved>")]
+#[rtype(result = "()")]
 pub struct Retrieve {
-    /// The request's scope (its bitmap is shared with every shard, never copied per shard).
+    /// The request's scope (its bitmap is shared with every search, never copied).
     pub scope: AuthorizationScope,
     /// The validated query.
     pub query: RetrievalQuery,
+    /// The final context's budget; `None`: candidates only (`/v1/retrieve`, evaluations).
+    pub budget: Option<ContextBudget>,
+    /// Where the result goes; closing it abandons the request.
+    pub reply: oneshot::Sender<RetrievalResult<Retrieved>>,
 }
 
-/// The coordinator actor: owns the shard addresses, the fusion constant and the reranker;
-/// fans a query out under one scope, merges the shards' hits (dropping any of another tenant),
-/// fuses them with reciprocal rank fusion and reranks. Budgeted selection is a plain function
-/// of its output ([`super::select_context`]), shared with backends that have no coordinator.
+/// The coordinator actor; see the module docs.
 pub struct Coordinator {
-    shards: Vec<Addr<ShardActor>>,
+    search: Arc<dyn CandidateSearch>,
     rrf_k: f64,
     reranker: Arc<dyn Reranker>,
 }
 
 impl Coordinator {
-    /// A coordinator over the given shard actors.
-    pub fn new(shards: Vec<Addr<ShardActor>>, rrf_k: f64, reranker: Arc<dyn Reranker>) -> Self {
-        Self { shards, rrf_k, reranker }
+    /// A coordinator over a backend's searches.
+    pub fn new(search: Arc<dyn CandidateSearch>, rrf_k: f64, reranker: Arc<dyn Reranker>) -> Self {
+        Self { search, rrf_k, reranker }
     }
 }
 
@@ -83,166 +66,210 @@ impl Actor for Coordinator {
     type Context = Context<Self>;
 }
 
-impl Handler<FanOut> for Coordinator {
-    type Result = ResponseFuture<Result<ShardResults, IndexError>>;
-
-    fn handle(&mut self, message: FanOut, _: &mut Context<Self>) -> Self::Result {
-        Box::pin(fan_out(self.shards.clone(), message))
-    }
-}
-
 impl Handler<Retrieve> for Coordinator {
-    type Result = ResponseFuture<RetrievalResult<Retrieved>>;
+    type Result = ResponseFuture<()>;
 
     fn handle(&mut self, message: Retrieve, _: &mut Context<Self>) -> Self::Result {
-        Box::pin(retrieve(self.shards.clone(), self.rrf_k, Arc::clone(&self.reranker), message))
+        let (search, rrf_k, reranker) = (Arc::clone(&self.search), self.rrf_k, Arc::clone(&self.reranker));
+        let Retrieve { scope, query, budget, mut reply } = message;
+        Box::pin(async move {
+            tokio::select! {
+                result = retrieve(search.as_ref(), rrf_k, reranker.as_ref(), &scope, &query, budget) => {
+                    // The caller may have stopped waiting meanwhile; nothing to tell it then.
+                    let _ = reply.send(result);
+                }
+                () = reply.closed() => {}
+            }
+        })
     }
 }
 
-/// The coordinator's work for one [`Retrieve`]: fan out, merge under the tenant check, fuse,
-/// rerank.
+/// The coordinator's work for one request: search, merge under the tenant check, fuse, rerank,
+/// budget.
 pub async fn retrieve(
-    shards: Vec<Addr<ShardActor>>,
+    search: &dyn CandidateSearch,
     rrf_k: f64,
-    reranker: Arc<dyn Reranker>,
-    message: Retrieve,
+    reranker: &dyn Reranker,
+    scope: &AuthorizationScope,
+    query: &RetrievalQuery,
+    budget: Option<ContextBudget>,
 ) -> RetrievalResult<Retrieved> {
-    let Retrieve { scope, query } = message;
-    if scope.is_empty() {
+    if scope.reads_nothing() {
         return Ok(Retrieved::default());
     }
-    let RetrievalQuery { text, vector, lexical_candidates, vector_candidates } = query;
-    let vector: Option<Arc<[f32]>> = vector.map(Arc::from);
-    let has_vector = vector.is_some();
-    let fan_out_message = FanOut {
-        text: Arc::from(text.as_str()),
-        vector: vector.clone(),
-        allowed: scope.shared_bitmap(),
-        lexical_k: lexical_candidates,
-        vector_k: vector_candidates,
-    };
-    let results = fan_out(shards, fan_out_message).await?;
-    // Defence in depth: a hit whose chunk belongs to another tenant than the scope's can only
-    // come from a corrupted ordinal mapping; it is dropped and counted, never served.
+    query.check_vector(search.dimension())?;
+    let RankedLists { lexical, vector, vector_reports } = search.search(scope, query).await?;
     let tenant = scope.tenant();
-    let to_scored = |hits: Vec<ShardHit>| {
-        hits.into_iter()
-            .filter(|hit| {
-                let same = hit.chunk.tenant == tenant;
-                if !same {
-                    metrics::counter!("warrant_scope_violations_total").increment(1);
-                    tracing::error!("a hit of another tenant reached the coordinator; dropped");
-                }
-                same
-            })
-            .map(|hit| ScoredChunk { chunk: hit.chunk, score: hit.score })
-            .collect()
-    };
     let mut lists = Vec::with_capacity(2);
-    if lexical_candidates > 0 {
-        lists.push((Retriever::Lexical, to_scored(results.lexical)));
+    if let Some(hits) = lexical {
+        lists.push((Retriever::Lexical, same_tenant(hits, tenant)));
     }
-    if has_vector {
-        lists.push((Retriever::Vector, to_scored(results.vector)));
+    if let Some(hits) = vector {
+        lists.push((Retriever::Vector, same_tenant(hits, tenant)));
     }
     let fused = reciprocal_rank_fusion(lists, rrf_k);
-    debug_assert!(fused.iter().all(|candidate| scope.allows(candidate.chunk.doc_ordinal)));
-    let candidates = reranker.rerank(&RerankQuery { text: &text, vector: vector.as_deref() }, fused);
-    Ok(Retrieved { candidates, vector_reports: results.vector_reports })
-}
-
-/// Sends the vector searches of every shard at once and, concurrently, the two lexical phases
-/// (statistics of every shard, then searches scored with their sum; one phase with one shard),
-/// and gathers them.
-pub async fn fan_out(shards: Vec<Addr<ShardActor>>, message: FanOut) -> Result<ShardResults, IndexError> {
-    // A lexical budget of 0 (vector-only retrieval, e.g. in evaluations) skips BM25 entirely.
-    let lexical_shards = if message.lexical_k == 0 { &[][..] } else { &shards[..] };
-    let lexical = async {
-        let statistics = match lexical_shards {
-            [] | [_] => None,
-            _ => Some(Arc::new(global_statistics(lexical_shards, &message.text, &message.allowed).await?)),
-        };
-        let replies = join_all(lexical_shards.iter().map(|shard| {
-            shard.send(SearchLexical {
-                query: Arc::clone(&message.text),
-                k: message.lexical_k,
-                allowed: Arc::clone(&message.allowed),
-                statistics: statistics.clone(),
+    debug_assert!(fused.iter().all(|candidate| scope.admits(&candidate.chunk)));
+    let candidates = reranker.rerank(&RerankQuery { text: &query.text, vector: query.vector.as_deref() }, fused);
+    let selecting = std::time::Instant::now();
+    let context = budget.and_then(|budget| {
+        let evidence: Vec<Candidate> = candidates
+            .iter()
+            .filter(|candidate| {
+                candidate.lexical.is_some()
+                    || candidate.vector.is_some_and(|placement| placement.score >= budget.min_vector_score)
             })
-        }))
-        .await;
-        Ok::<_, IndexError>(replies)
-    };
-    let vector = async {
-        match &message.vector {
-            Some(query) => {
-                join_all(shards.iter().map(|shard| {
-                    shard.send(SearchVector {
-                        query: Arc::clone(query),
-                        k: message.vector_k,
-                        allowed: Arc::clone(&message.allowed),
-                    })
-                }))
-                .await
+            .cloned()
+            .collect();
+        (!evidence.is_empty()).then(|| select_context(&evidence, budget.limits))
+    });
+    let selection_elapsed = if budget.is_some() { selecting.elapsed() } else { std::time::Duration::ZERO };
+    Ok(Retrieved { candidates, vector_reports, context, selection_elapsed })
+}
+
+/// Defence in depth: a hit whose chunk belongs to another tenant than the scope's can only come
+/// from a corrupted ordinal mapping or a statement that lost its tenant predicate; it is dropped
+/// and counted, never served.
+fn same_tenant(hits: Vec<ScoredChunk>, tenant: &str) -> Vec<ScoredChunk> {
+    hits.into_iter()
+        .filter(|hit| {
+            let same = hit.chunk.tenant == tenant;
+            if !same {
+                metrics::counter!("warrant_scope_violations_total").increment(1);
+                tracing::error!("a hit of another tenant reached the coordinator; dropped");
             }
-            None => Vec::new(),
+            same
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::domain::{Chunk, ChunkingConfig, DocAcl, Document, Principal, chunk_document};
+    use crate::retrieval::IdentityReranker;
+
+    fn chunk(tenant: &str, doc_id: &str, ordinal: u32, text: &str) -> Arc<Chunk> {
+        let document = Document {
+            tenant: tenant.into(),
+            doc_id: doc_id.into(),
+            version: 1,
+            title: String::new(),
+            text: text.into(),
+            acl: DocAcl::default(),
+        };
+        Arc::new(chunk_document(&document, ordinal, &ChunkingConfig::default()).remove(0))
+    }
+
+    /// Test FAKE: a backend whose searches return fixed lists, whatever the scope (as a backend
+    /// whose statement lost its tenant predicate would), counting the calls.
+    struct FixedSearch {
+        lexical: Vec<ScoredChunk>,
+        vector: Vec<ScoredChunk>,
+        calls: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl CandidateSearch for FixedSearch {
+        fn dimension(&self) -> usize {
+            2
         }
-    };
-    let (lexical, vector) = futures::join!(lexical, vector);
-    let mut results = ShardResults::default();
-    for reply in lexical? {
-        results.lexical.extend(reply.map_err(|_| IndexError::Unavailable)??);
-    }
-    for (shard, reply) in vector.into_iter().enumerate() {
-        let crate::index::shard::VectorShardResult { hits, report } = reply.map_err(|_| IndexError::Unavailable)?;
-        metrics::counter!("warrant_filter_strategy_total", "index" => "vector", "strategy" => report.strategy.as_str())
-            .increment(1);
-        results.vector.extend(hits);
-        results.vector_reports.push(ShardVectorReport { shard, report });
-    }
-    metrics::counter!("warrant_filter_strategy_total", "index" => "lexical", "strategy" => "bitset")
-        .increment(lexical_shards.len() as u64);
-    Ok(results)
-}
 
-/// The BM25 statistics of `query` inside `allowed`, summed over `shards` (asked concurrently).
-async fn global_statistics(
-    shards: &[Addr<ShardActor>],
-    query: &Arc<str>,
-    allowed: &Arc<RoaringBitmap>,
-) -> Result<LexicalStatistics, IndexError> {
-    let replies =
-        join_all(shards.iter().map(|shard| {
-            shard.send(LexicalStatisticsRequest { query: Arc::clone(query), allowed: Arc::clone(allowed) })
-        }))
-        .await;
-    let mut statistics = LexicalStatistics::default();
-    for reply in replies {
-        statistics.merge(&reply.map_err(|_| IndexError::Unavailable)??);
+        async fn search(&self, _: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<RankedLists> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            Ok(RankedLists {
+                lexical: (query.lexical_candidates > 0).then(|| self.lexical.clone()),
+                vector: query.vector.as_ref().map(|_| self.vector.clone()),
+                vector_reports: Vec::new(),
+            })
+        }
     }
-    Ok(statistics)
-}
 
-/// The embedded [`RetrievalRepository`]: hands each request to the coordinator actor over the
-/// in-memory shard actors.
-pub struct EmbeddedRepository {
-    coordinator: Addr<Coordinator>,
-    /// The indexes' vector dimension: a query vector is checked against it on the way in.
-    dimension: usize,
-}
-
-impl EmbeddedRepository {
-    /// A repository over a running coordinator whose indexes hold vectors of `dimension`.
-    pub fn new(coordinator: Addr<Coordinator>, dimension: usize) -> Self {
-        Self { coordinator, dimension }
+    fn query() -> RetrievalQuery {
+        RetrievalQuery {
+            text: "launch code".into(),
+            vector: Some(vec![1.0, 0.0]),
+            lexical_candidates: 10,
+            vector_candidates: 10,
+        }
     }
-}
 
-#[async_trait]
-impl RetrievalRepository for EmbeddedRepository {
-    async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved> {
-        query.check_vector(self.dimension)?;
-        let message = Retrieve { scope: scope.clone(), query: query.clone() };
-        self.coordinator.send(message).await.map_err(|_| IndexError::Unavailable)?
+    fn scored(chunk: &Arc<Chunk>, score: f32) -> ScoredChunk {
+        ScoredChunk { chunk: Arc::clone(chunk), score }
+    }
+
+    fn principal(tenant: &str) -> Principal {
+        Principal {
+            tenant: tenant.into(),
+            user: "u".into(),
+            groups: ["all".to_owned()].into(),
+            roles: Default::default(),
+        }
+    }
+
+    /// A backend that evaluates the ACL itself (PostgreSQL's scope carries no bitmap) gets the
+    /// same tenant check as the shards: a hit of another tenant never reaches fusion.
+    #[tokio::test]
+    async fn a_hit_of_another_tenant_is_dropped_for_a_backend_evaluated_scope() {
+        let own = chunk("acme", "handbook", 1, "The launch code is in the handbook.");
+        let foreign = chunk("globex", "secret", 2, "The globex launch code is swordfish.");
+        let search = FixedSearch {
+            lexical: vec![scored(&foreign, 9.0), scored(&own, 1.0)],
+            vector: vec![scored(&foreign, 0.9)],
+            calls: AtomicUsize::new(0),
+        };
+        let scope = AuthorizationScope::for_principal(&principal("acme"), 0);
+        let retrieved = retrieve(&search, 60.0, &IdentityReranker, &scope, &query(), None).await.unwrap();
+        let tenants: Vec<&str> = retrieved.candidates.iter().map(|candidate| candidate.chunk.tenant.as_str()).collect();
+        assert_eq!(tenants, ["acme"]);
+    }
+
+    /// An empty bitmap scope never reaches the backend; a backend-evaluated scope always does.
+    #[tokio::test]
+    async fn an_empty_bitmap_scope_asks_nothing_of_the_backend() {
+        let own = chunk("acme", "handbook", 1, "The launch code is in the handbook.");
+        let search = FixedSearch { lexical: vec![scored(&own, 1.0)], vector: Vec::new(), calls: AtomicUsize::new(0) };
+        let empty = AuthorizationScope::from_bitmap("acme", 0, roaring::RoaringBitmap::new());
+        let retrieved = retrieve(&search, 60.0, &IdentityReranker, &empty, &query(), None).await.unwrap();
+        assert!(retrieved.candidates.is_empty());
+        assert_eq!(search.calls.load(Ordering::SeqCst), 0);
+        let scope = AuthorizationScope::for_principal(&principal("acme"), 0);
+        let retrieved = retrieve(&search, 60.0, &IdentityReranker, &scope, &query(), None).await.unwrap();
+        assert_eq!(retrieved.candidates.len(), 1);
+        assert_eq!(search.calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// The budget: vector-only candidates under the least score are not evidence; the context is
+    /// the selection of the rest, and no evidence at all means no context.
+    #[tokio::test]
+    async fn the_budget_keeps_evidence_only_and_selects_within_it() {
+        let lexical = chunk("acme", "a", 1, "The launch code is in the handbook.");
+        let close = chunk("acme", "b", 2, "Launch codes are rotated monthly.");
+        let far = chunk("acme", "c", 3, "The cafeteria opens at noon.");
+        let search = FixedSearch {
+            lexical: vec![scored(&lexical, 2.0)],
+            vector: vec![scored(&close, 0.8), scored(&far, 0.1)],
+            calls: AtomicUsize::new(0),
+        };
+        let scope = AuthorizationScope::for_principal(&principal("acme"), 0);
+        let budget = ContextBudget {
+            limits: SelectionLimits { top_k: 5, token_budget: 1000, max_chunks_per_doc: 2 },
+            min_vector_score: 0.5,
+        };
+        let retrieved = retrieve(&search, 60.0, &IdentityReranker, &scope, &query(), Some(budget)).await.unwrap();
+        assert_eq!(retrieved.candidates.len(), 3);
+        let context = retrieved.context.expect("evidence was found");
+        let mut chosen: Vec<&str> = context.chosen.iter().map(|candidate| candidate.chunk.doc_id.as_str()).collect();
+        chosen.sort_unstable();
+        assert_eq!(chosen, ["a", "b"]);
+
+        let lexical_off = RetrievalQuery { lexical_candidates: 0, ..query() };
+        let strict = ContextBudget { min_vector_score: 0.95, ..budget };
+        let retrieved = retrieve(&search, 60.0, &IdentityReranker, &scope, &lexical_off, Some(strict)).await.unwrap();
+        assert_eq!(retrieved.candidates.len(), 2);
+        assert!(retrieved.context.is_none(), "no candidate is evidence");
     }
 }

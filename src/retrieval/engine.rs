@@ -2,7 +2,8 @@
 //! starts them (empty, from a data directory, or from restored state). Its two sides live in
 //! their own files: `write.rs` (validate → chunk → embed → index → stage → commit → publish, and
 //! the one publish-and-purge step that local writes and a replica's remote changes share) and
-//! `read.rs` (scope, the per-principal query-vector cache, scoped retrieval).
+//! `read.rs` (scope, and the read path shared with the PostgreSQL backend: the per-principal
+//! query-vector cache and the coordinator actors over the shards' searches, `shards.rs`).
 //!
 //! Write-path invariant: chunks are embedded and indexed under fresh ordinals *before* the ACL
 //! snapshot that makes them readable is published — outside the writer lock, since no scope
@@ -14,13 +15,11 @@
 //! publishes nothing; its already indexed chunks stay unreadable forever (their ordinals are
 //! never published, nor reused) and are purged from the lexical index.
 
-use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use actix::{Addr, SyncArbiter};
 use arc_swap::ArcSwap;
-use lru::LruCache;
 
 use crate::acl::AclStore;
 use crate::config::Settings;
@@ -31,10 +30,10 @@ use crate::index::shard::{Shard, ShardActor, ShardStats};
 use crate::index::vector::VectorParams;
 use crate::storage::{StorageError, Store};
 
-use super::coordinator::{Coordinator, EmbeddedRepository};
-use super::read::QueryKey;
+use super::read::{CandidateCounts, QueryEmbedder, ReadPath};
+use super::shards::ShardSearch;
 use super::write::FaultHook;
-use super::{IdentityReranker, Reranker, RetrievalError, RetrievalRepository, RetrievalResult, SentenceReranker};
+use super::{IdentityReranker, Reranker, RetrievalError, RetrievalResult, SentenceReranker};
 use crate::config::RerankerKind;
 
 /// Engine parameters (a slice of [`Settings`]).
@@ -113,7 +112,8 @@ pub(super) struct Core {
     pub(super) acl: Arc<AclStore>,
     pub(super) shards: Vec<Arc<Shard>>,
     pub(super) shard_actors: Vec<Addr<ShardActor>>,
-    pub(super) repository: Arc<dyn RetrievalRepository>,
+    /// The coordinators over these shards.
+    pub(super) read_path: Arc<ReadPath>,
 }
 
 /// The engine. Create it inside a running actix System.
@@ -123,8 +123,8 @@ pub struct Engine {
     pub(super) params: EngineParams,
     /// Serializes publishing (commit + publish); never held while embedding or indexing.
     pub(super) writer: tokio::sync::Mutex<()>,
-    /// Query vectors per principal (read side).
-    pub(super) query_cache: Mutex<LruCache<QueryKey, Arc<Vec<f32>>>>,
+    /// Query vectors per principal (read side; kept across core replacements, cleared by them).
+    pub(super) queries: Arc<QueryEmbedder>,
     /// The system of record (`None`: in-memory engine, nothing survives the process).
     pub(super) store: Option<Arc<Store>>,
     /// Test-only failures between write-path steps (write side).
@@ -300,14 +300,14 @@ impl Engine {
                 got: embedder.dimension(),
             }));
         }
-        let core = Self::core(&params, acl, shards)?;
-        let cache_size = NonZeroUsize::new(params.query_cache.max(1)).expect("at least one");
+        let queries = Arc::new(QueryEmbedder::new(Arc::clone(&embedder), params.query_cache));
+        let core = Self::core(&params, &queries, acl, shards)?;
         Ok(Arc::new(Self {
             core: ArcSwap::from_pointee(core),
             embedder,
             params,
             writer: tokio::sync::Mutex::new(()),
-            query_cache: Mutex::new(LruCache::new(cache_size)),
+            queries,
             store,
             faults: Mutex::new(None),
             sink: std::sync::OnceLock::new(),
@@ -316,7 +316,12 @@ impl Engine {
         }))
     }
 
-    fn core(params: &EngineParams, acl: Arc<AclStore>, shards: Option<Vec<Arc<Shard>>>) -> RetrievalResult<Core> {
+    fn core(
+        params: &EngineParams,
+        queries: &Arc<QueryEmbedder>,
+        acl: Arc<AclStore>,
+        shards: Option<Vec<Arc<Shard>>>,
+    ) -> RetrievalResult<Core> {
         let shards = match shards {
             Some(shards) => shards,
             None => (0..params.shards)
@@ -330,13 +335,15 @@ impl Engine {
                 SyncArbiter::start(params.threads_per_shard, move || ShardActor::new(Arc::clone(&shard)))
             })
             .collect();
-        let coordinator = actix::Actor::start(Coordinator::new(
-            shard_actors.clone(),
+        let read_path = Arc::new(ReadPath::start(
+            Arc::clone(queries),
+            CandidateCounts { lexical: params.lexical_candidates, vector: params.vector_candidates },
+            Arc::new(ShardSearch::new(shard_actors.clone(), params.vector.dimension)),
             params.rrf_k,
             reranker(params.reranker, params.rrf_k),
+            ReadPath::default_coordinators(),
         ));
-        let repository = Arc::new(EmbeddedRepository::new(coordinator, params.vector.dimension));
-        Ok(Core { acl, shards, shard_actors, repository })
+        Ok(Core { acl, shards, shard_actors, read_path })
     }
 
     /// Replaces the ACL state and shards whole (a replica re-synchronized from its primary's
@@ -360,10 +367,10 @@ impl Engine {
         }
         let mut params = self.params.clone();
         params.shards = shards.len();
-        let core = Self::core(&params, acl, Some(shards))?;
+        let core = Self::core(&params, &self.queries, acl, Some(shards))?;
         let epoch = core.acl.epoch();
         self.core.store(Arc::new(core));
-        self.lock_cache().clear();
+        self.queries.clear();
         metrics::gauge!("warrant_acl_epoch").set(epoch as f64);
         drop(writer);
         // The new shards journal their changes from an index set of their own.
@@ -420,9 +427,9 @@ impl Engine {
         self.core.load().shards.clone()
     }
 
-    /// The retrieval repository.
-    pub fn repository(&self) -> Arc<dyn RetrievalRepository> {
-        Arc::clone(&self.core.load().repository)
+    /// The read path over the current shards.
+    pub fn read_path(&self) -> Arc<ReadPath> {
+        Arc::clone(&self.core.load().read_path)
     }
 
     /// Engine parameters.

@@ -1,7 +1,9 @@
-//! Retrieval: the [`RetrievalRepository`] seam (scope + validated query in, fused candidates with
-//! provenance out), its embedded implementation on shard actors (the coordinator), reciprocal
-//! rank fusion, reranking and budgeted context selection, and the [`Engine`] facade that also
-//! owns the write path (chunk, embed, index, publish ACL).
+//! Retrieval: one read path for both backends. A backend supplies per-retriever ranked lists
+//! inside a scope through [`CandidateSearch`] (the embedded shard actors, or PostgreSQL's two
+//! statements); the [`ReadPath`] embeds the question (per-principal cache) and hands it to a
+//! [`Coordinator`] actor, which merges under the tenant check, fuses (reciprocal rank fusion),
+//! reranks and budgets the final context. Also the [`Engine`] facade that owns the embedded
+//! write path (chunk, embed, index, publish ACL).
 //!
 //! Nothing above this module knows about shards, tantivy or the HNSW graphs.
 
@@ -13,23 +15,24 @@ pub mod fusion;
 mod read;
 mod rerank;
 pub mod select;
+mod shards;
 mod write;
 #[cfg(test)]
 mod write_tests;
 
-use async_trait::async_trait;
-
-pub use backend::{Authorization, DocumentView, ReadSide, ReadableVersions, WriteSide};
+pub use backend::{Authorization, CandidateSearch, DocumentView, RankedLists, ReadSide, ReadableVersions, WriteSide};
 pub(crate) use batch::{BatchSentenceTexts, embedding_text, to_document, validate_batch};
 pub use batch::{DocumentInput, MAX_DOC_ID_CHARS, MAX_TEXT_CHARS};
-pub use coordinator::{Coordinator, EmbeddedRepository, FanOut, Retrieve};
+pub use coordinator::{ContextBudget, Coordinator, Retrieve};
 pub use engine::{ChangeSink, Committed, Engine, EngineParams, Recovery, reranker, shard_of};
 pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};
+pub use read::{CandidateCounts, QueryEmbedder, ReadPath};
 pub use rerank::{IdentityReranker, RerankQuery, Reranker, SENTENCE_LIST_WEIGHT, SentenceReranker};
 pub use select::{Selection, SelectionLimits, select_context};
+pub use shards::ShardSearch;
 pub use write::{FaultHook, UpsertOutcome};
 
-use crate::acl::{AclError, AuthorizationScope};
+use crate::acl::AclError;
 use crate::embed::EmbedError;
 use crate::index::IndexError;
 use crate::index::vector::VectorReport;
@@ -126,19 +129,16 @@ pub struct ShardVectorReport {
     pub report: VectorReport,
 }
 
-/// Fused candidates with provenance.
+/// Fused candidates with provenance, and the final context when a budget was asked.
 #[derive(Clone, Debug, Default)]
 pub struct Retrieved {
     /// Fused, deduplicated, reranked candidates, best first.
     pub candidates: Vec<Candidate>,
-    /// Per-shard vector search reports.
+    /// Per-shard vector search reports (the embedded backend's).
     pub vector_reports: Vec<ShardVectorReport>,
-}
-
-/// The seam between the answer pipeline and a retrieval backend. Implementations must apply
-/// `scope` inside every search they run and must never return a chunk outside it.
-#[async_trait]
-pub trait RetrievalRepository: Send + Sync {
-    /// Retrieves fused candidates for `query` inside `scope`.
-    async fn retrieve(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<Retrieved>;
+    /// The budgeted context ([`select_context`] over the candidates that are evidence); `None`
+    /// when no budget was asked or no candidate is evidence.
+    pub context: Option<Selection>,
+    /// Time the coordinator spent budgeting the context (zero without a budget).
+    pub selection_elapsed: std::time::Duration,
 }

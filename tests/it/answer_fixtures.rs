@@ -31,7 +31,8 @@ use warrant::config::{ClaimPolicy, Settings};
 use warrant::domain::{Chunk, DocAcl, Document, Principal, chunk_document};
 use warrant::embed::HashedEmbedder;
 use warrant::retrieval::{
-    Authorization, Candidate, DocumentInput, DocumentView, ReadSide, RetrievalResult, Retrieved, WriteSide,
+    Authorization, Candidate, ContextBudget, DocumentInput, DocumentView, ReadPath, ReadSide, RetrievalResult,
+    Retrieved, WriteSide,
 };
 
 use crate::support::{engine, principal};
@@ -314,8 +315,17 @@ impl ReadSide for RecordingReader {
         self.inner.scope(principal).await
     }
 
-    async fn retrieve(&self, scope: &AuthorizationScope, text: &str) -> RetrievalResult<Retrieved> {
-        let retrieved = self.inner.retrieve(scope, text).await?;
+    fn read_path(&self) -> Arc<ReadPath> {
+        self.inner.read_path()
+    }
+
+    async fn retrieve(
+        &self,
+        scope: &AuthorizationScope,
+        text: &str,
+        budget: Option<ContextBudget>,
+    ) -> RetrievalResult<Retrieved> {
+        let retrieved = self.inner.retrieve(scope, text, budget).await?;
         self.candidates.lock().unwrap().extend(retrieved.candidates.iter().cloned());
         Ok(retrieved)
     }
@@ -429,6 +439,7 @@ async fn sides(backend: &Backend, settings: &Settings) -> (Arc<dyn ReadSide>, Ar
                 ca_file: crate::postgres::test_database_ca(),
                 sentence_vectors: true,
                 reranker: settings.retrieval.reranker,
+                query_cache: settings.embedder.query_cache,
                 max_acl_names_per_document: settings.server.max_acl_names_per_document,
             };
             let embedder = Arc::new(HashedEmbedder::new(settings.embedder.dim));

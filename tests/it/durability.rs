@@ -271,7 +271,7 @@ async fn a_hit_of_another_tenant_is_dropped_by_the_coordinator_and_counted() {
         lexical_candidates: 10,
         vector_candidates: 10,
     };
-    let result = engine.repository().retrieve(&forged, &query).await.unwrap();
+    let result = engine.read_path().retrieve_query(&forged, query.clone(), None).await.unwrap();
     assert!(result.candidates.is_empty(), "another tenant's chunk reached fusion");
 }
 
@@ -304,12 +304,19 @@ async fn a_query_vector_is_checked_where_it_enters_retrieval() {
         ("not finite", not_finite),
         ("not unit", vec![1.0; dimension]),
     ] {
-        let error =
-            engine.repository().retrieve(&scope, &query(vector)).await.err().unwrap_or_else(|| panic!("{what} passed"));
+        let error = engine
+            .read_path()
+            .retrieve_query(&scope, query(vector), None)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{what} passed"));
         assert_eq!(error.code(), "invalid_query_vector", "{what}");
     }
-    assert!(engine.repository().retrieve(&scope, &query(unit)).await.is_ok());
-    assert!(engine.repository().retrieve(&scope, &query(vec![0.0; dimension])).await.is_ok(), "text without features");
+    assert!(engine.read_path().retrieve_query(&scope, query(unit), None).await.is_ok());
+    assert!(
+        engine.read_path().retrieve_query(&scope, query(vec![0.0; dimension]), None).await.is_ok(),
+        "text without features"
+    );
 }
 
 // ---- HTTP: storage failures, roles, revoke rules ----

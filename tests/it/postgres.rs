@@ -18,7 +18,7 @@ use warrant::acl::AclMutation;
 use warrant::domain::{ChunkingConfig, DocAcl, Principal};
 use warrant::embed::HashedEmbedder;
 use warrant::postgres::{IterativeScan, LexicalTotals, PostgresBackend, PostgresParams};
-use warrant::retrieval::{DocumentInput, RetrievalQuery, RetrievalRepository};
+use warrant::retrieval::{DocumentInput, RetrievalQuery};
 
 use crate::support::{doc, principal};
 
@@ -61,6 +61,7 @@ pub(crate) fn params(url: &str) -> PostgresParams {
         ca_file: test_database_ca(),
         sentence_vectors: true,
         reranker: warrant::config::RerankerKind::Identity,
+        query_cache: 1024,
         max_acl_names_per_document: 4096,
     }
 }
@@ -194,7 +195,7 @@ async fn postgres_a_request_waits_for_a_connection_at_most_the_acquire_timeout()
             lexical_candidates: 20,
             vector_candidates: 0,
         };
-        tokio::spawn(async move { RetrievalRepository::retrieve(&*backend, &scope, &lexical_only).await })
+        tokio::spawn(async move { backend.read_path().retrieve_query(&scope, lexical_only.clone(), None).await })
     };
     until_lock_waiters(&observer, true, Duration::from_secs(10), "the retrieval never reached the locked postings")
         .await;
@@ -371,8 +372,8 @@ proptest! {
     /// the principal's tenant and names the principal or one of its groups (naive model).
     #[test]
     fn postgres_no_hit_outside_the_scope((documents, tenant, groups, user) in corpus()) {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        runtime.block_on(async {
+        // An actix System: the backend's coordinators are actors.
+        actix_rt::System::new().block_on(async {
             let Some(url) = shared_database().await else { return };
             let backend = node(&url).await;
             // Fresh tenant names per case keep the cases independent inside one database.
@@ -431,7 +432,7 @@ async fn shared_database() -> Option<String> {
 #[actix_web::test]
 #[ignore = "measurement; run with --ignored against WARRANT_TEST_DATABASE_URL"]
 async fn postgres_measure_iterative_scan_recall_and_latency() {
-    use warrant::retrieval::{RetrievalQuery, RetrievalRepository};
+    use warrant::retrieval::RetrievalQuery;
     let Some(url) = fresh_database().await else { return };
     let chunks: usize = std::env::var("WARRANT_PG_BENCH_CHUNKS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let dimension = 384;
@@ -488,7 +489,7 @@ async fn postgres_measure_iterative_scan_recall_and_latency() {
                     vector_candidates: 10,
                 };
                 let begun = Instant::now();
-                let retrieved = RetrievalRepository::retrieve(&*backend, &scope, &query).await.unwrap();
+                let retrieved = backend.read_path().retrieve_query(&scope, query.clone(), None).await.unwrap();
                 latencies.push(begun.elapsed());
                 let exact: BTreeSet<String> = client
                     .query(exact_sql, &[&group, &pgvector::Vector::from(vector.clone())])
@@ -707,9 +708,9 @@ proptest! {
     fn postgres_lexical_bm25_matches_a_naive_model_inside_the_scope(
         (documents, query, tenant, groups, everyone) in lexical_corpus()
     ) {
-        use warrant::retrieval::{RetrievalQuery, RetrievalRepository};
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        runtime.block_on(async {
+        use warrant::retrieval::RetrievalQuery;
+        // An actix System: the backend's coordinators are actors.
+        actix_rt::System::new().block_on(async {
             let Some(url) = shared_database().await else { return };
             let backend = node(&url).await;
             let run = uuid::Uuid::new_v4().simple().to_string();
@@ -746,7 +747,7 @@ proptest! {
                 lexical_candidates: 100,
                 vector_candidates: 0,
             };
-            let retrieved = RetrievalRepository::retrieve(&*backend, &backend.scope(&asking), &request).await.unwrap();
+            let retrieved = backend.read_path().retrieve_query(&backend.scope(&asking), request.clone(), None).await.unwrap();
             let mut expected = if model.is_empty() { Vec::new() } else { naive_bm25(&model, &query) };
             expected.sort_by(|a, b| b.1.total_cmp(&a.1));
             assert_eq!(retrieved.candidates.len(), expected.len(), "{:?}", expected);
@@ -961,7 +962,7 @@ async fn postgres_migration_0006_counts_what_was_written_before_it() {
 /// statement nor widen its scope.
 #[actix_web::test]
 async fn postgres_lexical_query_text_is_never_sql_or_tsquery_syntax() {
-    use warrant::retrieval::{RetrievalQuery, RetrievalRepository};
+    use warrant::retrieval::RetrievalQuery;
     let Some(url) = fresh_database().await else { return };
     let backend = node(&url).await;
     backend.upsert("acme", vec![doc("open", "Lantern", "copper lantern's river", &["all"])]).await.unwrap();
@@ -979,7 +980,7 @@ async fn postgres_lexical_query_text_is_never_sql_or_tsquery_syntax() {
     ] {
         let request =
             RetrievalQuery { text: text.to_owned(), vector: None, lexical_candidates: 10, vector_candidates: 0 };
-        let retrieved = RetrievalRepository::retrieve(&*backend, &scope, &request).await.unwrap();
+        let retrieved = backend.read_path().retrieve_query(&scope, request.clone(), None).await.unwrap();
         for candidate in &retrieved.candidates {
             assert_eq!((candidate.chunk.tenant.as_str(), candidate.chunk.doc_id.as_str()), ("acme", "open"), "{text}");
         }
@@ -1059,7 +1060,7 @@ async fn postgres_migration_0003_backfills_the_lexical_totals_of_chunks_written_
 
 #[actix_web::test]
 async fn postgres_migration_0004_writes_the_postings_of_chunks_written_before_it() {
-    use warrant::retrieval::{RetrievalQuery, RetrievalRepository};
+    use warrant::retrieval::RetrievalQuery;
     let Some(url) = fresh_database().await else { return };
     let backend = node(&url).await;
     backend.upsert("acme", vec![doc("one", "Zebra", "the lantern of copper river lantern", &["all"])]).await.unwrap();
@@ -1071,7 +1072,7 @@ async fn postgres_migration_0004_writes_the_postings_of_chunks_written_before_it
     let scores = |retrieved: warrant::retrieval::Retrieved| -> Vec<(String, u32)> {
         retrieved.candidates.iter().map(|c| (c.chunk.doc_id.clone(), c.lexical.unwrap().score.to_bits())).collect()
     };
-    let before = scores(RetrievalRepository::retrieve(&*backend, &scope, &request).await.unwrap());
+    let before = scores(backend.read_path().retrieve_query(&scope, request.clone(), None).await.unwrap());
     assert_eq!(before.len(), 2);
 
     // Back to schema version 3 with the rows in place: undo exactly what 0004 adds (test-only DDL).
@@ -1092,7 +1093,7 @@ async fn postgres_migration_0004_writes_the_postings_of_chunks_written_before_it
         let (postings, differences) = postings_check(&url, tenant).await;
         assert!(postings > 0 && differences == 0, "{tenant}: {postings} postings, {differences} wrong");
     }
-    assert_eq!(scores(RetrievalRepository::retrieve(&*backend, &scope, &request).await.unwrap()), before);
+    assert_eq!(scores(backend.read_path().retrieve_query(&scope, request.clone(), None).await.unwrap()), before);
 }
 
 /// TLS to the database: with `sslmode=require` and the server's CA the connections are

@@ -22,7 +22,7 @@ use crate::answer::validate::{
     validate,
 };
 use crate::domain::{Chunk, Principal};
-use crate::retrieval::{Authorization, Candidate, Retrieved, SelectionLimits, select_context};
+use crate::retrieval::{Authorization, ContextBudget, Retrieved, SelectionLimits};
 
 /// Time kept back from the generation stage for validation and response building.
 const VALIDATION_RESERVE: Duration = Duration::from_millis(25);
@@ -214,41 +214,42 @@ impl<'a> Run<'a> {
     async fn retrieve(&mut self, scope: &AuthorizationScope) -> Result<Retrieved, Halt> {
         let stage = Instant::now();
         let budget = self.time_left().min(Duration::from_millis(self.pipeline.settings.answer.retrieval_budget_ms));
-        let retrieved = tokio::time::timeout(budget, self.pipeline.reader.retrieve(scope, &self.question)).await;
-        self.state.clock.record("retrieval", stage);
+        let settings = &self.pipeline.settings;
+        let context = ContextBudget {
+            limits: SelectionLimits {
+                top_k: self.top_k,
+                token_budget: settings.context_token_budget,
+                max_chunks_per_doc: settings.max_chunks_per_doc,
+            },
+            min_vector_score: settings.min_vector_score,
+        };
+        let retrieved =
+            tokio::time::timeout(budget, self.pipeline.reader.retrieve(scope, &self.question, Some(context))).await;
         let Ok(retrieved) = retrieved else {
+            self.state.clock.record("retrieval", stage);
             return abstain(AbstentionReason::DeadlineExceeded, &["retrieval_timeout"]);
         };
-        let retrieved = retrieved?;
+        let retrieved = match retrieved {
+            Ok(retrieved) => retrieved,
+            Err(error) => {
+                self.state.clock.record("retrieval", stage);
+                return Err(error.into());
+            }
+        };
+        // The coordinator budgeted the context as the last step of retrieval: its own stage.
+        let selection = retrieved.selection_elapsed;
+        self.state.clock.record_elapsed("retrieval", stage.elapsed().saturating_sub(selection));
+        self.state.clock.record_elapsed("selection", selection);
         self.state.metrics.retrieved = retrieved.candidates.len();
         Ok(retrieved)
     }
 
-    /// Selection and prompt: the evidence among the candidates, the budgeted context, labels.
+    /// The prompt over the coordinator's budgeted context: labels, sources.
     fn ground(&mut self, retrieved: Retrieved) -> Result<Grounding, Halt> {
         let settings = &self.pipeline.settings;
-        let stage = Instant::now();
-        let evidence: Vec<Candidate> = retrieved
-            .candidates
-            .iter()
-            .filter(|candidate| {
-                candidate.lexical.is_some()
-                    || candidate.vector.is_some_and(|placement| placement.score >= settings.min_vector_score)
-            })
-            .cloned()
-            .collect();
-        if evidence.is_empty() {
-            self.state.clock.record("selection", stage);
+        let Some(selection) = retrieved.context else {
             return abstain(AbstentionReason::NoAuthorizedEvidence, &[]);
-        }
-        let limits = SelectionLimits {
-            top_k: self.top_k,
-            token_budget: settings.context_token_budget,
-            max_chunks_per_doc: settings.max_chunks_per_doc,
         };
-        let selection = select_context(&evidence, limits);
-        self.state.clock.record("selection", stage);
-
         let stage = Instant::now();
         let chosen: Vec<Arc<Chunk>> = selection.chosen.iter().map(|candidate| Arc::clone(&candidate.chunk)).collect();
         let prompt = build_prompt(
