@@ -1,25 +1,24 @@
 //! The answer pipeline: labeled context, prompt, structured generation, citation validation,
-//! one repair, abstention. Providers (generators, support verifiers) are traits here so that an
-//! embedded default, OpenAI-compatible HTTP providers and deterministic fakes plug in alike.
+//! one repair, abstention. Grouped by trade:
+//! - `pipeline/`: the request's run through its stages, the request actor and the response.
+//! - `grounding/`: what the model is shown and how its output is held to it: the sources of the
+//!   final context ([`source::Source`], built once), normalization and neutralization, the prompt
+//!   and the schema, quote location, strict parsing and citation validation.
+//! - `providers/`: the seams to models, each a trait with an embedded default, an
+//!   OpenAI-compatible HTTP implementation and test fakes: generators and support verifiers.
+//! - `text/`: sentences, content terms and instruction-like sentences, read by both.
+//!
+//! Dependencies run one way: `pipeline` → `grounding` → `providers` → `text`.
 
-pub mod extractive;
-pub mod generator;
-mod instructions;
-pub mod judge_verifier;
-pub mod lexical_verifier;
-pub mod normalize;
-pub mod openai;
+pub mod grounding;
 pub mod pipeline;
-pub mod prompt;
-mod quote;
-pub mod request_actor;
-pub mod response;
-mod strict_json;
+pub mod providers;
 mod text;
-pub mod validate;
-pub mod verifier;
 
+pub use grounding::{normalize, prompt, schema, source, validate};
 pub use pipeline::{AnswerPipeline, AnswerRequest, PipelineSettings, StageEvent, StageEvents};
+pub use pipeline::{request_actor, response};
+pub use providers::{extractive, generator, judge_verifier, lexical_verifier, openai, verifier};
 pub use request_actor::{Admission, Answer, RequestActor, run_answer};
 
 use crate::retrieval::RetrievalError;

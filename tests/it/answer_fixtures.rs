@@ -22,9 +22,10 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
 use warrant::acl::{AclMutation, AuthorizationScope};
-use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError, OutputShape, output_schema_for};
+use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
 use warrant::answer::lexical_verifier::LexicalSupportVerifier;
 use warrant::answer::response::{AnswerResponse, AnswerStatus};
+use warrant::answer::schema::{OutputShape, output_schema_for_model};
 use warrant::answer::verifier::{CitedText, ClaimSupport, SupportVerifier};
 use warrant::answer::{AnswerPipeline, AnswerRequest, PipelineSettings};
 use warrant::config::{ClaimPolicy, Settings};
@@ -611,7 +612,7 @@ fn check(fixture: &Fixture, run: &Run) {
     // Each attempt's schema offers quotes from that attempt's own sources and no others, in
     // the shape the settings ask for, with that shape's instruction.
     for prompt in &run.prompts {
-        let expected = output_schema_for(&prompt.sources, &prompt.question, run.shape);
+        let expected = output_schema_for_model(&prompt.sources, &prompt.question, run.shape);
         assert_eq!(prompt.schema, expected, "{name}: schema of the attempt's sources");
         assert_eq!(prompt.system, run.shape.system_instruction(), "{name}: system instruction");
     }

@@ -9,14 +9,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::response::AnswerMetrics;
 use super::{AnswerPipeline, AnswerRequest, RequestState, StageClock, StageEvents};
 use crate::acl::AuthorizationScope;
 use crate::answer::AnswerError;
-use crate::answer::generator::{
-    GenerationRequest, GeneratorError, MAX_PREVIOUS_CHARS, SourceForModel, output_schema_for,
-};
+use crate::answer::generator::{GenerationRequest, GeneratorError, MAX_PREVIOUS_CHARS, SourceForModel};
 use crate::answer::prompt::{Prompt, build_prompt, render_user};
-use crate::answer::response::AnswerMetrics;
+use crate::answer::schema::output_schema_for;
+use crate::answer::source::Source;
 use crate::answer::validate::{
     AbstentionReason, Problem, ValidClaim, ValidationContext, Verdict, recheck_authorization, repair_instruction,
     validate,
@@ -67,7 +67,7 @@ struct Grounding {
 /// One generation attempt: the sources shown and the repair instruction, if any.
 struct Attempt {
     number: u32,
-    sources: Vec<SourceForModel>,
+    sources: Vec<Arc<Source>>,
     repair: Option<String>,
     previous: Option<String>,
 }
@@ -157,7 +157,7 @@ impl<'a> Run<'a> {
         let retrieved = self.retrieve(&scope).await?;
         let grounding = self.ground(retrieved)?;
         let mut attempt =
-            Attempt { number: 1, sources: grounding.prompt.for_model.clone(), repair: None, previous: None };
+            Attempt { number: 1, sources: grounding.prompt.sources.clone(), repair: None, previous: None };
         loop {
             match self.attempt(&grounding, &attempt).await? {
                 Outcome::Answered(claims, problems) => return Ok((claims, problems)),
@@ -202,7 +202,8 @@ impl<'a> Run<'a> {
     }
 
     async fn current_authorization(&mut self, grounding: &Grounding) -> Result<Arc<dyn Authorization>, Halt> {
-        let chunks: Vec<Arc<Chunk>> = grounding.prompt.sources.iter().map(|source| Arc::clone(&source.chunk)).collect();
+        let chunks: Vec<Arc<Chunk>> =
+            grounding.prompt.sources.iter().map(|source| Arc::clone(source.chunk())).collect();
         let view =
             tokio::time::timeout(self.time_left(), self.pipeline.reader.authorization(self.principal, &chunks)).await;
         let Ok(view) = view else {
@@ -276,11 +277,12 @@ impl<'a> Run<'a> {
         if remaining.is_zero() {
             return abstain(AbstentionReason::DeadlineExceeded, &["no_time_for_generation"]);
         }
+        let for_model: Vec<SourceForModel> = attempt.sources.iter().map(|source| source.for_model()).collect();
         let generation = GenerationRequest {
             system: grounding.prompt.system.clone(),
-            user: render_user(&self.question, &attempt.sources),
+            user: render_user(&self.question, &for_model),
             question: self.question.clone(),
-            sources: attempt.sources.clone(),
+            sources: for_model,
             schema: output_schema_for(&attempt.sources, &self.question, self.pipeline.settings.output),
             repair: attempt.repair.clone(),
             previous: attempt.previous.clone(),
@@ -344,20 +346,17 @@ impl<'a> Run<'a> {
         raw: &str,
     ) -> Result<Attempt, Halt> {
         let prompt = &grounding.prompt;
-        let still_authorized: Vec<SourceForModel> = prompt
-            .sources
-            .iter()
-            .zip(&prompt.for_model)
-            .filter(|(source, _)| acl.allows(self.principal, &source.chunk))
-            .map(|(_, shown)| shown.clone())
-            .collect();
+        let still_authorized: Vec<Arc<Source>> =
+            prompt.sources.iter().filter(|source| acl.allows(self.principal, source.chunk())).cloned().collect();
         let min_repair = Duration::from_millis(self.pipeline.settings.answer.min_repair_ms);
         match repair_decision(failed.number, reason, self.time_left(), min_repair, still_authorized.len()) {
             RepairDecision::Repair => {
                 // The rejected output goes back to the model only if every source it was written
                 // from is still authorized: it may quote any source it saw.
-                let shown_still_authorized =
-                    failed.sources.iter().all(|shown| still_authorized.iter().any(|kept| kept.label == shown.label));
+                let shown_still_authorized = failed
+                    .sources
+                    .iter()
+                    .all(|shown| still_authorized.iter().any(|kept| kept.label() == shown.label()));
                 let previous = shown_still_authorized.then(|| raw.chars().take(MAX_PREVIOUS_CHARS).collect());
                 Ok(Attempt {
                     number: failed.number + 1,

@@ -1,91 +1,14 @@
-//! The [`Generator`] trait and its request type. Implementations live beside it.
+//! The JSON schema a generator decodes under: the answer's shape, and, with quote choices, the
+//! sentences of each source it may quote (read from the [`Source`]s of the final context).
 
-use std::time::Duration;
-
-use async_trait::async_trait;
+use std::sync::Arc;
 
 use crate::config::{ClaimText, GeneratorSettings};
 
 use super::prompt::{SYSTEM_INSTRUCTION, SYSTEM_INSTRUCTION_QUOTED};
-use super::quote::quote_choices_for;
-
-/// One source as the model sees it: a server-assigned label and neutralized, untrusted text.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SourceForModel {
-    /// `S1`, `S2`, …
-    pub label: String,
-    /// Source text normalized (NFKC, invisible characters dropped) with delimiter and
-    /// label-shaped sequences neutralized (see `super::prompt::neutralize`).
-    pub text: String,
-}
-
-/// The longest previous output shown back on a repair attempt, in characters.
-pub const MAX_PREVIOUS_CHARS: usize = 4000;
-
-/// Everything a generator needs for one call.
-#[derive(Clone, Debug)]
-pub struct GenerationRequest {
-    /// System instruction (sources are untrusted evidence, answer only from them, cite labels).
-    pub system: String,
-    /// The rendered user message: delimited sources followed by the question.
-    pub user: String,
-    /// The question alone (trimmed).
-    pub question: String,
-    /// The labeled sources alone, in label order.
-    pub sources: Vec<SourceForModel>,
-    /// JSON schema of the expected output (`cited_answer`).
-    pub schema: serde_json::Value,
-    /// Problems found in the previous attempt, when this is the repair attempt.
-    pub repair: Option<String>,
-    /// On the repair attempt, the rejected output of the previous one (at most
-    /// [`MAX_PREVIOUS_CHARS`]), shown back so the model can fix its own answer instead of
-    /// starting blind. `None` on the first attempt, and when a source shown to the previous
-    /// attempt is no longer authorized (its output may quote that source).
-    pub previous: Option<String>,
-    /// Time the generator may take.
-    pub timeout: Duration,
-}
-
-/// Errors of generators.
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-pub enum GeneratorError {
-    /// No answer within the time allowed.
-    #[error("generator timed out")]
-    Timeout,
-    /// The provider answered with an error status.
-    #[error("generator returned status {status}")]
-    Status {
-        /// HTTP status.
-        status: u16,
-    },
-    /// The provider could not be reached.
-    #[error("generator unreachable: {0}")]
-    Connection(String),
-    /// The provider refused or returned no usable content.
-    #[error("generator refused: {0}")]
-    Refused(String),
-}
-
-impl GeneratorError {
-    /// Transport-neutral code (also the abstention diagnostic).
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Timeout => "generator_timeout",
-            Self::Status { .. } => "generator_status",
-            Self::Connection(_) => "generator_unreachable",
-            Self::Refused(_) => "generator_refused",
-        }
-    }
-}
-
-/// Produces raw model output (a JSON document, unvalidated) for a labeled prompt.
-#[async_trait]
-pub trait Generator: Send + Sync {
-    /// Name reported in logs and `/readyz`.
-    fn name(&self) -> &str;
-    /// One generation call.
-    async fn generate(&self, request: &GenerationRequest) -> Result<String, GeneratorError>;
-}
+use super::quote::{quote_choices, quote_choices_for};
+use super::source::Source;
+use crate::answer::providers::generator::SourceForModel;
 
 /// Most claims the schema sent to a generator asks for (the validator accepts more).
 pub const SCHEMA_MAX_CLAIMS: usize = 3;
@@ -149,12 +72,32 @@ pub const MAX_QUOTE_CHOICES: usize = 400;
 /// a short `answer` (at most [`SCHEMA_MAX_ANSWER_CHARS`]) before its citations (keys are written
 /// in order, so the model states the answer, then picks the sentences that say it); the
 /// validator checks the answer against the quotes and makes the claim's text of the quotes.
-pub fn output_schema_for(sources: &[SourceForModel], question: &str, shape: OutputShape) -> serde_json::Value {
+pub fn output_schema_for(sources: &[Arc<Source>], question: &str, shape: OutputShape) -> serde_json::Value {
+    offering(sources.iter().map(|source| (source.label(), source.choices())), question, shape)
+}
+
+/// [`output_schema_for`] from what a generator received (the model text of each source): the
+/// same schema, with each source's choices taken from its model text again (the tests check the
+/// pipeline's schema against it).
+pub fn output_schema_for_model(sources: &[SourceForModel], question: &str, shape: OutputShape) -> serde_json::Value {
+    let choices: Vec<Vec<String>> = sources.iter().map(|source| quote_choices(&source.text)).collect();
+    offering(sources.iter().map(|source| source.label.as_str()).zip(choices.iter().map(Vec::as_slice)), question, shape)
+}
+
+/// The schema offering, per source (label, its quote choices), the choices closest to `question`.
+fn offering<'a>(
+    sources: impl Iterator<Item = (&'a str, &'a [String])>,
+    question: &str,
+    shape: OutputShape,
+) -> serde_json::Value {
     let per_source = shape.quote_choices;
+    if per_source == 0 {
+        return schema_with_citations(free_citation(), shape.claim_text);
+    }
     let mut branches = Vec::new();
     let mut offered = 0;
-    for source in sources {
-        let choices = quote_choices_for(question, &source.text, per_source);
+    for (label, choices) in sources {
+        let choices = quote_choices_for(question, choices, per_source);
         if choices.is_empty() {
             continue;
         }
@@ -164,7 +107,7 @@ pub fn output_schema_for(sources: &[SourceForModel], question: &str, shape: Outp
             "additionalProperties": false,
             "required": ["label", "quote"],
             "properties": {
-                "label": {"type": "string", "enum": [source.label]},
+                "label": {"type": "string", "enum": [label]},
                 "quote": {"type": "string", "enum": choices}
             }
         }));
@@ -260,7 +203,8 @@ mod tests {
             source("S2", "Tolls were abolished in 1960."),
             source("S3", " ... "),
         ];
-        let schema = output_schema_for(&sources, "How long is the bridge, and when were tolls abolished?", written(10));
+        let schema =
+            output_schema_for_model(&sources, "How long is the bridge, and when were tolls abolished?", written(10));
         let citation = &schema["properties"]["claims"]["items"]["properties"]["citations"]["items"];
         let branches = citation["anyOf"].as_array().unwrap();
         assert_eq!(branches.len(), 2, "a source with nothing to quote gets no branch");
@@ -285,23 +229,24 @@ mod tests {
     #[test]
     fn too_many_choices_or_none_ask_for_free_quotes() {
         let question = "Which fact holds?";
-        assert_eq!(output_schema_for(&[], question, written(2)), output_schema());
-        assert_eq!(output_schema_for(&[source("S1", "...")], question, written(2)), output_schema());
+        assert_eq!(output_schema_for_model(&[], question, written(2)), output_schema());
+        assert_eq!(output_schema_for_model(&[source("S1", "...")], question, written(2)), output_schema());
         assert_eq!(
-            output_schema_for(&[source("S1", "It holds.")], question, written(0)),
+            output_schema_for_model(&[source("S1", "It holds.")], question, written(0)),
             output_schema(),
             "0: free quotes"
         );
         let many: String = (0..=MAX_QUOTE_CHOICES).map(|number| format!("Fact number {number} holds. ")).collect();
-        assert_eq!(output_schema_for(&[source("S1", &many)], question, written(usize::MAX)), output_schema());
+        assert_eq!(output_schema_for_model(&[source("S1", &many)], question, written(usize::MAX)), output_schema());
         let enough: String = (0..MAX_QUOTE_CHOICES).map(|number| format!("Fact number {number} holds. ")).collect();
-        assert_ne!(output_schema_for(&[source("S1", &enough)], question, written(usize::MAX)), output_schema());
+        assert_ne!(output_schema_for_model(&[source("S1", &enough)], question, written(usize::MAX)), output_schema());
     }
 
     #[test]
     fn each_source_offers_the_sentences_closest_to_the_question_first() {
         let text = "The bridge opened in 1932. It crosses the river. Tolls on the bridge were abolished in 1960.";
-        let schema = output_schema_for(&[source("S1", text)], "When were tolls on the bridge abolished?", written(2));
+        let schema =
+            output_schema_for_model(&[source("S1", text)], "When were tolls on the bridge abolished?", written(2));
         let citation = &schema["properties"]["claims"]["items"]["properties"]["citations"]["items"];
         assert_eq!(
             strings(&citation["anyOf"][0]["properties"]["quote"]["enum"]),
@@ -315,9 +260,12 @@ mod tests {
         let sources = [source("S1", "The bridge opened in 1932. It is 503 metres long.")];
         let question = "How long is the bridge?";
         for quote_choices in [0, 2] {
-            let written = output_schema_for(&sources, question, written(quote_choices));
-            let quoted =
-                output_schema_for(&sources, question, OutputShape { quote_choices, claim_text: ClaimText::Quoted });
+            let written = output_schema_for_model(&sources, question, written(quote_choices));
+            let quoted = output_schema_for_model(
+                &sources,
+                question,
+                OutputShape { quote_choices, claim_text: ClaimText::Quoted },
+            );
             let claim = &quoted["properties"]["claims"]["items"];
             assert_eq!(claim["required"], serde_json::json!(["answer", "citations"]));
             assert!(claim["properties"].get("text").is_none(), "no text to write");

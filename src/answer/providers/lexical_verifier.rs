@@ -41,8 +41,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use lru::LruCache;
 
-use super::text::{SentenceSpan, content_terms, direction, has_negation, sentences};
 use super::verifier::{CitedText, ClaimSupport, SourceSupport, SupportVerifier};
+use crate::answer::text::{SentenceSpan, content_terms, direction, has_negation, sentences};
 use crate::domain::{ChunkId, SentenceVectors, sentence_digest};
 use crate::embed::{Embedder, dot};
 

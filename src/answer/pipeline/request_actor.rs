@@ -20,9 +20,9 @@ use std::sync::Arc;
 use actix::{Actor, ActorContext, ActorFutureExt, AsyncContext, Context, WrapFuture};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
-use super::pipeline::{AnswerPipeline, AnswerRequest, StageEvents};
 use super::response::AnswerResponse;
-use super::{AnswerError, AnswerResult};
+use super::{AnswerPipeline, AnswerRequest, StageEvents};
+use crate::answer::{AnswerError, AnswerResult};
 use crate::domain::Principal;
 
 /// A slot of the in-flight limit (`server.max_in_flight`), held by the work it admitted.

@@ -6,6 +6,8 @@
 //! character, no panics), and sentence spans carry both byte and character offsets that
 //! delimit the same substring of the input.
 
+pub(crate) mod instructions;
+
 pub(crate) use crate::domain::sentences::{SentenceSpan, sentences};
 use crate::domain::tokens::words;
 

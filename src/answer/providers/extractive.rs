@@ -17,7 +17,7 @@
 //! Invariants: claims are verbatim sentences of the sources (so a support check passes them);
 //! every citation is the label of the source the sentence came from (never anything else); source
 //! text is only ever scored, never interpreted, so instructions inside sources have no effect,
-//! and an instruction-like sentence (`super::instructions`) is never quoted, since validation
+//! and an instruction-like sentence (`crate::answer::text::instructions`) is never quoted, since validation
 //! would not accept it as support; output is a pure function of the question and the sources
 //! (the repair hint is ignored).
 
@@ -27,8 +27,8 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use super::generator::{GenerationRequest, Generator, GeneratorError};
-use super::instructions::is_instruction;
-use super::text::{content_terms, is_stopword, sentences, stem};
+use crate::answer::text::instructions::is_instruction;
+use crate::answer::text::{content_terms, is_stopword, sentences, stem};
 use crate::domain::tokens::words;
 
 /// Smallest IDF-weighted share of the question's terms a sentence must hold to be an answer.
@@ -275,7 +275,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::answer::generator::{SourceForModel, output_schema};
+    use crate::answer::generator::SourceForModel;
+    use crate::answer::schema::output_schema;
 
     fn request(question: &str, sources: &[&str]) -> GenerationRequest {
         GenerationRequest {

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::domain::Chunk;
 
-use super::validate::AbstentionReason;
+use crate::answer::validate::AbstentionReason;
 
 /// `answered` or `abstained`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -26,8 +26,9 @@ use std::sync::Arc;
 use crate::domain::Chunk;
 use crate::domain::tokens::{MAX_TOKEN_CHARS, TokenCounter, count_tokens};
 
-use super::generator::SourceForModel;
-use super::normalize::{Normalized, is_s_like, normalize};
+use super::normalize::{is_s_like, normalize};
+use super::source::Source;
+use crate::answer::providers::generator::SourceForModel;
 
 /// The system instruction sent with every generation, written for small models: short, one
 /// worked example of a verbatim quote, and the claim in the words of its quote (the verifier
@@ -68,19 +69,6 @@ Question: How long is the bridge?
 {\"answerable\": true, \"claims\": [{\"answer\": \"503 metres\", \"citations\": [{\"label\": \"S1\", \"quote\": \
 \"It is 503 metres long.\"}]}]}";
 
-/// One labeled source kept by the server.
-#[derive(Clone, Debug)]
-pub struct LabeledSource {
-    /// `S1`, `S2`, …
-    pub label: String,
-    /// The chunk (full provenance).
-    pub chunk: Arc<Chunk>,
-    /// The exact chunk text shown to the model before normalization and neutralization: the
-    /// chunk text, or a prefix of it when the prompt budget forced a cut. Verification (of its
-    /// normalized form) and quotes (of this original text) use this.
-    pub shown: String,
-}
-
 /// A rendered prompt and the sources it contains.
 #[derive(Clone, Debug)]
 pub struct Prompt {
@@ -88,10 +76,9 @@ pub struct Prompt {
     pub system: String,
     /// User message: delimited sources, then the question.
     pub user: String,
-    /// Sources as the model sees them.
-    pub for_model: Vec<SourceForModel>,
-    /// Sources kept by the server, same order.
-    pub sources: Vec<LabeledSource>,
+    /// The sources of the final context, in label order (what the model sees of each is its
+    /// [`Source::model_text`]).
+    pub sources: Vec<Arc<Source>>,
     /// Tokens of system + user.
     pub tokens: usize,
 }
@@ -212,67 +199,56 @@ pub fn build_prompt(
 ) -> Option<Prompt> {
     let limit = Cost { tokens: budget, chars: budget.saturating_mul(MAX_TOKEN_CHARS) };
     let mut used = Cost::of(system).plus(Cost::of(&render_user(question, &[])));
-    let mut sources: Vec<LabeledSource> = Vec::new();
-    let mut for_model: Vec<SourceForModel> = Vec::new();
+    let mut sources: Vec<Arc<Source>> = Vec::new();
     for (index, chunk) in chunks.iter().enumerate() {
         let label = format!("S{}", index + 1);
         let mut delimiters = String::new();
         push_source(&mut delimiters, &label, "");
         let overhead = Cost::of(&delimiters);
-        let normalized = normalize(&chunk.text);
-        let mut offsets = Vec::new();
-        let text = neutralize_normalized(&normalized.text, Some(&mut offsets));
-        let cost = overhead.plus(Cost::of(&text));
+        let whole = Source::new(label.clone(), Arc::clone(chunk), chunk.text.clone());
+        let cost = overhead.plus(Cost::of(whole.model_text()));
         if used.plus(cost).within(limit) {
             used = used.plus(cost);
-            sources.push(LabeledSource { label: label.clone(), chunk: Arc::clone(chunk), shown: chunk.text.clone() });
-            for_model.push(SourceForModel { label, text });
+            sources.push(Arc::new(whole));
             continue;
         }
         // Does not fit whole: cut it if a useful prefix fits, then stop.
         let room = Cost::room_left(limit, used.plus(overhead));
         if room.tokens >= min_source_tokens
-            && let Some((shown, text)) = cut_to_fit(&chunk.text, &normalized, &text, &offsets, room)
-            && count_tokens(&text) >= min_source_tokens
+            && let Some(shown) = cut_to_fit(&whole, room)
         {
-            sources.push(LabeledSource { label: label.clone(), chunk: Arc::clone(chunk), shown: shown.to_owned() });
-            for_model.push(SourceForModel { label, text });
+            let cut = Source::new(label, Arc::clone(chunk), shown);
+            if count_tokens(cut.model_text()) >= min_source_tokens {
+                sources.push(Arc::new(cut));
+            }
         }
         break;
     }
     if sources.is_empty() {
         return None;
     }
+    let for_model: Vec<SourceForModel> = sources.iter().map(|source| source.for_model()).collect();
     let user = render_user(question, &for_model);
     let tokens = count_tokens(system) + count_tokens(&user);
     debug_assert!(tokens <= budget, "prompt {tokens} over budget {budget}");
     debug_assert!(system.chars().count() + user.chars().count() <= limit.chars, "prompt over its size");
-    Some(Prompt { system: system.to_owned(), user, for_model, sources, tokens })
+    Some(Prompt { system: system.to_owned(), user, sources, tokens })
 }
 
-/// The longest prefix of `original` whose model text fits `room`, with that model text.
+/// The longest prefix of `whole`'s shown text whose model text fits `room`.
 ///
-/// `normalized` is `original` normalized, `model` its neutralized form and `offsets` the byte
-/// offset in `model` of every normalized character. One walk over `model` finds the last
-/// boundary of a normalized segment that falls where a token starts (or at whitespace) and
-/// keeps the prefix within `room`. Neutralizing that prefix on its own can differ only at its
-/// end (an `S12` cut from a longer word becomes label-shaped: `S-12`, two tokens and one
-/// character more), so the prefix is checked, and the walk repeated with a limit lowered by the
-/// excess: at most three walks, each linear.
-fn cut_to_fit<'a>(
-    original: &'a str,
-    normalized: &Normalized,
-    model: &str,
-    offsets: &[usize],
-    room: Cost,
-) -> Option<(&'a str, String)> {
+/// One walk over the model text finds the last boundary of a normalized segment that falls where
+/// a token starts (or at whitespace) and keeps the prefix within `room`. Neutralizing that prefix
+/// on its own can differ only at its end (an `S12` cut from a longer word becomes label-shaped:
+/// `S-12`, two tokens and one character more), so the prefix is checked, and the walk repeated
+/// with a limit lowered by the excess: at most three walks, each linear.
+fn cut_to_fit(whole: &Source, room: Cost) -> Option<String> {
     let mut limit = room;
     for _ in 0..3 {
-        let shown = longest_prefix_within(original, normalized, model, offsets, limit);
-        let text = neutralize(shown);
-        let cost = Cost::of(&text);
+        let shown = longest_prefix_within(whole, limit);
+        let cost = Cost::of(&neutralize(shown));
         if cost.within(room) {
-            return Some((shown, text));
+            return Some(shown.to_owned());
         }
         limit = Cost {
             tokens: limit.tokens.saturating_sub((cost.tokens.saturating_sub(room.tokens)).max(1)),
@@ -282,16 +258,12 @@ fn cut_to_fit<'a>(
     None
 }
 
-/// One walk of [`cut_to_fit`]: the longest prefix of `original` ending at a segment boundary
-/// where `model` starts a token (or has whitespace, or ends), whose model text before that point
-/// is within `limit`; trailing whitespace trimmed.
-fn longest_prefix_within<'a>(
-    original: &'a str,
-    normalized: &Normalized,
-    model: &str,
-    offsets: &[usize],
-    limit: Cost,
-) -> &'a str {
+/// One walk of [`cut_to_fit`]: the longest prefix of the shown text ending at a segment boundary
+/// where the model text starts a token (or has whitespace, or ends), whose model text before that
+/// point is within `limit`; trailing whitespace trimmed.
+fn longest_prefix_within(whole: &Source, limit: Cost) -> &str {
+    let (original, normalized, model, offsets) =
+        (whole.shown(), whole.view(), whole.model_text(), whole.model_offsets());
     let mut counter = TokenCounter::default();
     let mut scanned = model.char_indices().peekable();
     let mut before = Cost::default();
@@ -360,7 +332,7 @@ mod tests {
         let prompt = build_prompt(SYSTEM_INSTRUCTION, "what?", &chunks, 400, 10).expect("fits");
         assert!(prompt.sources.len() < 5);
         assert!(prompt.tokens <= 400);
-        assert_eq!(prompt.sources[0].label, "S1");
+        assert_eq!(prompt.sources[0].label(), "S1");
         assert!(
             build_prompt(SYSTEM_INSTRUCTION, "what?", &chunks, 150, 10).is_none()
                 || build_prompt(SYSTEM_INSTRUCTION, "what?", &chunks, 150, 10).unwrap().tokens <= 150
@@ -395,7 +367,7 @@ mod tests {
         let prompt = build_prompt(SYSTEM_INSTRUCTION, "what?", &[big], 3_000, 24).expect("a prefix fits");
         assert!(prompt.tokens <= 3_000);
         assert!(prompt.user.len() <= 3_000 * 32 * 4, "prompt of {} bytes", prompt.user.len());
-        assert!(prompt.sources[0].chunk.text.starts_with(&prompt.sources[0].shown));
+        assert!(prompt.sources[0].chunk().text.starts_with(prompt.sources[0].shown()));
         // Whitespace does not count as tokens, but the prompt's characters are bounded too.
         let airy = raw_chunk(&format!("a{}b", " ".repeat(500_000)));
         let prompt = build_prompt(SYSTEM_INSTRUCTION, "what?", &[airy], 3_000, 1).expect("a prefix fits");
@@ -410,8 +382,8 @@ mod tests {
         for budget in 60..140 {
             if let Some(prompt) = build_prompt(SYSTEM_INSTRUCTION, "q", &[raw_chunk(&text)], budget, 1) {
                 assert!(prompt.tokens <= budget);
-                assert_eq!(forged(&prompt.for_model[0].text), None);
-                assert_eq!(prompt.for_model[0].text, neutralize(&prompt.sources[0].shown));
+                assert_eq!(forged(prompt.sources[0].model_text()), None);
+                assert_eq!(prompt.sources[0].model_text(), neutralize(prompt.sources[0].shown()));
             }
         }
     }
@@ -564,10 +536,10 @@ mod tests {
             if let Some(prompt) = build_prompt(SYSTEM_INSTRUCTION, "a question", &chunks, budget, 5) {
                 prop_assert!(prompt.tokens <= budget);
                 prop_assert!(prompt.system.chars().count() + prompt.user.chars().count() <= budget * MAX_TOKEN_CHARS);
-                for (source, shown) in prompt.sources.iter().zip(&prompt.for_model) {
-                    prop_assert!(source.chunk.text.starts_with(&source.shown));
-                    prop_assert_eq!(&shown.text, &neutralize(&source.shown));
-                    prop_assert_eq!(forged(&shown.text), None);
+                for source in &prompt.sources {
+                    prop_assert!(source.chunk().text.starts_with(source.shown()));
+                    prop_assert_eq!(source.model_text(), neutralize(source.shown()));
+                    prop_assert_eq!(forged(source.model_text()), None);
                 }
             }
         }
@@ -594,7 +566,7 @@ mod tests {
             if let Some(prompt) = build_prompt(SYSTEM_INSTRUCTION, "a question", &chunks, budget, 5) {
                 prop_assert!(prompt.tokens <= budget);
                 for source in &prompt.sources {
-                    prop_assert!(source.chunk.text.starts_with(&source.shown));
+                    prop_assert!(source.chunk().text.starts_with(source.shown()));
                 }
             }
         }

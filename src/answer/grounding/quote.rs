@@ -26,10 +26,10 @@
 
 use std::collections::HashSet;
 
-use super::instructions::is_instruction;
 use super::normalize::{Normalized, normalize};
 use super::prompt::{neutralize, neutralize_normalized};
-use super::text::{content_terms, sentences};
+use crate::answer::text::instructions::is_instruction;
+use crate::answer::text::{content_terms, sentences};
 
 /// Longest quote accepted, in characters (longer ones are rejected without a search).
 pub const MAX_QUOTE_CHARS: usize = 2_000;
@@ -138,8 +138,25 @@ fn find_pieces(haystack: &str, pieces: &[&str]) -> Option<(usize, usize)> {
 }
 
 /// Locates `quote` in `shown` (the source text as shown, before normalization), whose
-/// normalized form is `view`. `None` when the quote is empty, oversized or absent.
+/// normalized form is `view`. `None` when the quote is empty, oversized or absent. (The pipeline
+/// locates through [`super::source::Source::locate`], whose model text is built once.)
+#[cfg(test)]
 pub fn locate_quote(shown: &str, view: &Normalized, quote: &str) -> Option<LocatedQuote> {
+    let mut offsets = Vec::new();
+    let model = neutralize_normalized(&view.text, Some(&mut offsets));
+    locate_in_model_text(shown, view, &model, &offsets, quote)
+}
+
+/// Locates `quote` in a source: `shown` its text, `view` that text normalized, `model` the
+/// normalized text neutralized and `offsets` the byte offset in `model` of every normalized
+/// character (then the end). `None` when the quote is empty, oversized or absent.
+pub fn locate_in_model_text(
+    shown: &str,
+    view: &Normalized,
+    model: &str,
+    offsets: &[usize],
+    quote: &str,
+) -> Option<LocatedQuote> {
     if quote.chars().count() > MAX_QUOTE_CHARS {
         return None;
     }
@@ -149,9 +166,7 @@ pub fn locate_quote(shown: &str, view: &Normalized, quote: &str) -> Option<Locat
     if pieces.is_empty() {
         return None;
     }
-    let mut offsets = Vec::new();
-    let model = neutralize_normalized(&view.text, Some(&mut offsets));
-    let (haystack, ranges) = fold(&model);
+    let (haystack, ranges) = fold(model);
     let (start_byte, end_byte) = find_pieces(&haystack, &pieces)?;
     let first = haystack[..start_byte].chars().count();
     let last = first + haystack[start_byte..end_byte].chars().count() - 1;
@@ -182,14 +197,14 @@ pub const MAX_OFFERED_CHARS: usize = 400;
 /// Longest echo of a quote that was not found, in characters.
 pub const MAX_ECHOED_QUOTE_CHARS: usize = 200;
 
-/// The sentences of `model_text` (a source as the model saw it: normalized and neutralized)
-/// closest to `quote`, best first: at most [`OFFERED_SENTENCES`] of its [`quote_choices`], each
-/// holding at least [`MIN_OFFER_OVERLAP`] of the quote's distinct content terms (so, like every
-/// choice, never an instruction-like sentence and at most [`MAX_OFFERED_CHARS`] characters).
-/// Every sentence returned is a verbatim piece of `model_text`.
-pub fn closest_sentences(quote: &str, model_text: &str) -> Vec<String> {
+/// Of `choices` (a source's [`quote_choices`]), those closest to `quote`, best first: at most
+/// [`OFFERED_SENTENCES`], each holding at least [`MIN_OFFER_OVERLAP`] of the quote's distinct
+/// content terms (so, like every choice, never an instruction-like sentence and at most
+/// [`MAX_OFFERED_CHARS`] characters). Every sentence returned is a verbatim piece of the source's
+/// model text.
+pub fn closest_sentences(quote: &str, choices: &[String]) -> Vec<String> {
     let wanted = distinct_terms(quote);
-    ranked_choices(&wanted, model_text)
+    ranked_choices(&wanted, choices)
         .into_iter()
         .filter(|(shared, _)| *shared as f64 >= MIN_OFFER_OVERLAP * wanted.len() as f64 && *shared > 0)
         .take(OFFERED_SENTENCES)
@@ -202,15 +217,15 @@ pub(super) fn distinct_terms(text: &str) -> HashSet<String> {
     content_terms(&normalize(text).text).into_iter().collect()
 }
 
-/// `model_text`'s [`quote_choices`] with the number of distinct terms of `wanted` each holds,
-/// most first (ties: the earlier first).
-fn ranked_choices(wanted: &HashSet<String>, model_text: &str) -> Vec<(usize, String)> {
-    let mut ranked: Vec<(usize, usize, String)> = quote_choices(model_text)
-        .into_iter()
+/// `choices` with the number of distinct terms of `wanted` each holds, most first (ties: the
+/// earlier first).
+fn ranked_choices(wanted: &HashSet<String>, choices: &[String]) -> Vec<(usize, String)> {
+    let mut ranked: Vec<(usize, usize, String)> = choices
+        .iter()
         .enumerate()
         .map(|(position, choice)| {
-            let held: HashSet<String> = content_terms(&choice).into_iter().collect();
-            (wanted.intersection(&held).count(), position, choice)
+            let held: HashSet<String> = content_terms(choice).into_iter().collect();
+            (wanted.intersection(&held).count(), position, choice.clone())
         })
         .collect();
     ranked.sort_by(|left, right| right.0.cmp(&left.0).then(left.1.cmp(&right.1)));
@@ -250,11 +265,12 @@ pub fn quote_choices(model_text: &str) -> Vec<String> {
     choices
 }
 
-/// At most `most` of `model_text`'s [`quote_choices`], those sharing the most distinct content
-/// terms with `question` first (ties: the earlier first). On the tuning slice a 1.5B model
-/// answered more often choosing among two sentences per source than among all (BENCHMARKS.md).
-pub fn quote_choices_for(question: &str, model_text: &str, most: usize) -> Vec<String> {
-    ranked_choices(&distinct_terms(question), model_text).into_iter().take(most).map(|(_, choice)| choice).collect()
+/// At most `most` of `choices` (a source's [`quote_choices`]), those sharing the most distinct
+/// content terms with `question` first (ties: the earlier first). On the tuning slice a 1.5B
+/// model answered more often choosing among two sentences per source than among all
+/// (BENCHMARKS.md).
+pub fn quote_choices_for(question: &str, choices: &[String], most: usize) -> Vec<String> {
+    ranked_choices(&distinct_terms(question), choices).into_iter().take(most).map(|(_, choice)| choice).collect()
 }
 
 /// Appends `piece` to `choices` unless it holds no letter or digit or is already there.

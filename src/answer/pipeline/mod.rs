@@ -29,15 +29,18 @@ use crate::config::{AnswerSettings, Settings};
 use crate::domain::Principal;
 use crate::retrieval::ReadSide;
 
-use super::AnswerResult;
-use super::generator::{Generator, OutputShape};
-use super::response::{
+use self::response::{
     Abstention, AnswerBody, AnswerMetrics, AnswerResponse, AnswerStatus, ChunkRef, CitationOut, ClaimOut,
     RetrieveResponse, RetrievedChunk, Withheld,
 };
+use super::AnswerResult;
+use super::generator::Generator;
+use super::schema::OutputShape;
 use super::validate::{AbstentionReason, Problem, ValidClaim};
 use super::verifier::SupportVerifier;
 
+pub mod request_actor;
+pub mod response;
 mod run;
 
 use run::{Halt, Run};

@@ -40,7 +40,7 @@
 
 use std::borrow::Cow;
 
-use super::text::sentences;
+use super::sentences;
 
 /// Verbs that override earlier instructions when near a qualified instruction noun.
 const OVERRIDE_VERBS: &[&str] = &["bypass", "disregard", "forget", "ignore", "override"];

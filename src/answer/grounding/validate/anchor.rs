@@ -3,7 +3,7 @@
 //!
 //! A small model often states the right answer and then picks a neighbouring sentence that does
 //! not say it (BENCHMARKS.md: for 41 of 100 first attempts the answer was in another offered
-//! sentence). The candidates are the sentences a generator may quote ([`quote_choices`]) of the
+//! sentence). The candidates are the sentences a generator may quote (`Source::choices`) of the
 //! sources of the final context that the caller may read at validation time, holding every
 //! content term of the answer; those sharing the most terms with the question come first, then
 //! those of a source the model cited, then in label and sentence order. At most
@@ -20,13 +20,10 @@ use std::cmp::Reverse;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::super::instructions::mask_instructions;
-use super::super::normalize::{Normalized, normalize};
-use super::super::prompt::neutralize_normalized;
-use super::super::quote::{char_slice, distinct_terms, locate_quote, quote_choices};
-use super::super::text::content_terms;
-use super::super::verifier::CitedText;
+use super::super::quote::{char_slice, distinct_terms};
 use super::{ResolvedCitation, ValidationContext, quote_of};
+use crate::answer::providers::verifier::CitedText;
+use crate::answer::text::content_terms;
 
 /// Most sentences verified as the anchor of one answer (each is one verifier call).
 pub const MAX_ANCHOR_TRIES: usize = 2;
@@ -45,29 +42,23 @@ pub(super) async fn anchor_answer(
         return None;
     }
     let asked = distinct_terms(context.question);
-    // The normalized text of each source the caller may read, as the verifier reads it.
-    let views: Vec<Option<Normalized>> = context
-        .sources
-        .iter()
-        .map(|source| context.acl.allows(context.principal, &source.chunk).then(|| normalize(&source.shown)))
-        .collect();
     // (question terms shared, not a source the model cited, source index, sentence position,
-    // located span): sorted on all but the span.
+    // located span), of the sources the caller may read: sorted on all but the span.
     let mut candidates = Vec::new();
-    for (index, (source, view)) in context.sources.iter().zip(&views).enumerate() {
-        let Some(view) = view else {
+    for (index, source) in context.sources.iter().enumerate() {
+        if !context.acl.allows(context.principal, source.chunk()) {
             continue;
-        };
-        let by_model = cited.contains(&source.label.as_str());
-        for (position, choice) in quote_choices(&neutralize_normalized(&view.text, None)).into_iter().enumerate() {
-            let held: HashSet<String> = content_terms(&choice).into_iter().collect();
+        }
+        let by_model = cited.contains(&source.label());
+        for (position, choice) in source.choices().iter().enumerate() {
+            let held: HashSet<String> = content_terms(choice).into_iter().collect();
             if !wanted.is_subset(&held) {
                 continue;
             }
-            let Some(located) = locate_quote(&source.shown, view, &choice) else {
+            let Some(located) = source.locate(choice) else {
                 continue;
             };
-            if tried.contains(&(source.label.as_str(), located.normalized)) {
+            if tried.contains(&(source.label(), located.normalized)) {
                 continue;
             }
             let shared = asked.intersection(&held).count();
@@ -76,21 +67,19 @@ pub(super) async fn anchor_answer(
     }
     candidates.sort_by_key(|&(shared, other, index, position, _)| (shared, other, index, position));
     for (_, _, index, _, located) in candidates.into_iter().take(MAX_ANCHOR_TRIES) {
-        let (source, Some(view)) = (&context.sources[index], &views[index]) else {
-            continue;
-        };
-        let evidence = char_slice(&mask_instructions(&view.text), located.normalized);
+        let source = &context.sources[index];
+        let evidence = char_slice(source.evidence(), located.normalized);
         let cited_text = CitedText {
-            chunk: source.chunk.id,
+            chunk: source.chunk().id,
             text: &evidence,
-            sentence_vectors: source.chunk.sentence_vectors.as_deref(),
+            sentence_vectors: source.chunk().sentence_vectors.as_deref(),
         };
         let support = context.verifier.verify_answer(answer, &[cited_text]).await;
         if support.supported {
-            let (quote, quote_span) = quote_of(&source.shown, Some(located.original));
+            let (quote, quote_span) = quote_of(source.shown(), Some(located.original));
             return Some(ResolvedCitation {
-                label: source.label.clone(),
-                chunk: Arc::clone(&source.chunk),
+                label: source.label().to_owned(),
+                chunk: Arc::clone(source.chunk()),
                 quote,
                 quote_span,
             });
