@@ -322,6 +322,41 @@ mod tests {
         .expect("http to loopback");
     }
 
+    /// The worked configurations of README.md ("Tokens from your identity provider") load.
+    #[test]
+    fn the_readme_configurations_are_valid() {
+        let readme = include_str!("../../README.md");
+        let section = readme.split("## Tokens from your identity provider").nth(1).expect("the README section");
+        let section = section.split("\n## ").next().unwrap();
+        let examples: Vec<&str> =
+            section.split("```toml\n").skip(1).map(|block| block.split("```").next().unwrap()).collect();
+        assert_eq!(examples.len(), 2);
+        for example in examples {
+            let mut config: toml::Value = toml::from_str(include_str!("../../config/default.toml")).unwrap();
+            merge(&mut config, toml::from_str(example).unwrap_or_else(|error| panic!("{error}\n{example}")));
+            let settings = Settings::from_toml(&toml::to_string(&config).unwrap(), std::iter::empty())
+                .unwrap_or_else(|error| panic!("{error}\n{example}"));
+            assert!(settings.auth.oidc.enabled() && !settings.auth.claims.role_map.is_empty());
+        }
+    }
+
+    /// `overlay`'s keys over `base`, tables merged key by key.
+    fn merge(base: &mut toml::Value, overlay: toml::Value) {
+        match (base, overlay) {
+            (toml::Value::Table(base), toml::Value::Table(overlay)) => {
+                for (key, value) in overlay {
+                    match base.get_mut(&key) {
+                        Some(existing) => merge(existing, value),
+                        None => {
+                            base.insert(key, value);
+                        }
+                    }
+                }
+            }
+            (base, overlay) => *base = overlay,
+        }
+    }
+
     #[test]
     fn only_https_or_loopback_http_urls_are_secure() {
         for good in
