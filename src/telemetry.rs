@@ -56,7 +56,7 @@ fn describe() {
     );
     metrics::describe_counter!(
         "warrant_jwks_fetches_total",
-        "fetches of the identity provider's keys by outcome (ok, error) and trigger (start, schedule, unknown_kid)"
+        "fetches of the identity provider's keys by outcome (ok, error) and trigger (start, schedule, request)"
     );
     metrics::describe_counter!(
         "warrant_jwks_refetches_refused_total",

@@ -297,6 +297,14 @@ mod tests {
     }
 
     #[test]
+    fn hs256_is_off_beside_a_provider_unless_allowed() {
+        let mut auth = on_with(&[]).unwrap().auth;
+        assert!(!auth.hs256_enabled(), "the demo secret stays unused beside a provider");
+        auth.allow_hs256_with_rs256 = true;
+        assert!(auth.hs256_enabled());
+    }
+
+    #[test]
     fn claims_without_oidc_are_refused_naming_the_section() {
         let error = settings(&[("WARRANT__AUTH__CLAIMS__TENANT", "org_id")]).unwrap_err().to_string();
         assert!(error.contains("auth.claims"), "{error}");

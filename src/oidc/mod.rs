@@ -25,6 +25,7 @@ pub mod fetch;
 pub mod keys;
 
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -196,6 +197,8 @@ pub struct Provider {
     wake: Arc<Notify>,
     /// Fetch attempts finished (any outcome).
     attempts: watch::Sender<u64>,
+    /// Whether [`Provider::spawn_refresher`] ran (without a refresher, a miss fetches nothing).
+    refreshing: AtomicBool,
 }
 
 impl Provider {
@@ -234,6 +237,7 @@ impl Provider {
             last_error: Mutex::new(None),
             wake: Arc::new(Notify::new()),
             attempts: watch::channel(0).0,
+            refreshing: AtomicBool::new(false),
         }))
     }
 
@@ -266,6 +270,9 @@ impl Provider {
     /// fetch unless one ran for a request less than `unknown_kid_refetch_seconds` ago, and waits
     /// for the running fetch, if any (bounded by twice the fetch time limit). Then verify again.
     pub async fn refetch(&self) {
+        if !self.refreshing.load(Ordering::Acquire) {
+            return;
+        }
         let mut attempts = self.attempts.subscribe();
         let miss = {
             let mut gate = lock(&self.gate);
@@ -290,9 +297,13 @@ impl Provider {
         let _ = tokio::time::timeout(self.fetch_wait, attempts.changed()).await;
     }
 
-    /// Starts the refresher on the current actix system: a fetch now, then on schedule and when
-    /// a request asks ([`Provider::refetch`]). It ends when the provider is dropped.
+    /// Starts the refresher on the current actix system (once; later calls do nothing): a fetch
+    /// now, then on schedule and when a request asks ([`Provider::refetch`]). It ends when the
+    /// provider is dropped.
     pub fn spawn_refresher(self: &Arc<Self>) {
+        if self.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let provider = Arc::downgrade(self);
         let wake = Arc::clone(&self.wake);
         actix_rt::spawn(async move {
@@ -303,7 +314,7 @@ impl Provider {
                 drop(strong);
                 tokio::select! {
                     () = tokio::time::sleep(next) => trigger = "schedule",
-                    () = wake.notified() => trigger = "unknown_kid",
+                    () = wake.notified() => trigger = "request",
                 }
             }
         });
