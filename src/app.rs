@@ -273,9 +273,10 @@ pub fn pipeline(settings: &Settings, reader: Arc<dyn ReadSide>, providers: &Prov
     )
 }
 
-/// Builds the shared state (see [`start_engine`]), pipeline, request actor, authenticator,
-/// metrics, the replica follower when `replica.follow` is set and the checkpointer on a durable
-/// primary. Loads no corpus. Must run inside an actix System.
+/// Builds the shared state (see [`start_engine`]), pipeline, request actor, authenticator (with
+/// the identity provider's keys fetched once, when configured), metrics, the replica follower
+/// when `replica.follow` is set and the checkpointer on a durable primary. Loads no corpus. Must
+/// run inside an actix System.
 pub async fn build_state(settings: Arc<Settings>, providers: Providers) -> Result<web::Data<AppState>, StartError> {
     Ok(build_state_with(settings, providers).await?.0)
 }
@@ -287,18 +288,27 @@ pub(crate) async fn build_state_with(
 ) -> Result<(web::Data<AppState>, bool), StartError> {
     let backend = start_backend(&settings, Arc::clone(&providers.embedder)).await?;
     let fresh = backend.fresh;
-    Ok((build_state_on(settings, providers, backend)?, fresh))
+    let state = build_state_on(settings, providers, backend)?;
+    // The identity provider's keys are fetched before anything is served (a provider that does
+    // not answer leaves provider tokens refused and `/readyz` saying why until a fetch succeeds).
+    if let Some(provider) = state.authenticator.provider() {
+        provider.first_fetch().await;
+    }
+    Ok((state, fresh))
 }
 
 /// The shared state around an already started `backend` (what [`build_state`] does after
-/// [`start_backend`]; also for embedding warrant on a backend built elsewhere). Must run inside
-/// an actix System.
+/// [`start_backend`]; also for embedding warrant on a backend built elsewhere); starts the
+/// refresher of the identity provider's keys, when configured. Must run inside an actix System.
 pub fn build_state_on(
     settings: Arc<Settings>,
     providers: Providers,
     backend: Backend,
 ) -> Result<web::Data<AppState>, StartError> {
     let authenticator = Authenticator::from_settings(&settings.auth)?;
+    if let Some(provider) = authenticator.provider() {
+        provider.spawn_refresher();
+    }
     let Backend { reader, writer, engine, fresh: _ } = backend;
     let mut replica = None;
     if let Some(engine) = &engine {

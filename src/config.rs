@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::ChunkingConfig;
 
 mod answer;
+mod oidc;
 mod storage;
 mod validate;
 
@@ -20,6 +21,7 @@ pub use answer::{
     AnswerSettings, ClaimPolicy, ClaimText, EmbedderSettings, GeneratorSettings, JudgeSettings, MIN_QUESTION_TERMS,
     VerifierSettings,
 };
+pub use oidc::{ClaimSettings, OIDC_ALGORITHMS, OidcSettings, is_secure_url};
 pub use storage::{
     IterativeScan, PostgresSettings, ReplicaSettings, SnapshotSettings, StorageBackend, StorageSettings,
 };
@@ -136,14 +138,16 @@ pub const DEMO_HS256_SECRET: &str = "warrant-demo-secret-do-not-use-in-productio
 #[serde(deny_unknown_fields)]
 pub struct AuthSettings {
     /// HS256 shared secret (prefer the env override `WARRANT__AUTH__HS256_SECRET`). Empty: off.
-    /// Also off when an RS256 key is configured, unless `allow_hs256_with_rs256` is set.
+    /// Also off when an RS256 key or `[auth.oidc]` is configured, unless
+    /// `allow_hs256_with_rs256` is set.
     #[serde(default)]
     pub hs256_secret: String,
     /// Path of an RS256 PEM public key. Empty: off.
     #[serde(default)]
     pub rs256_public_key_file: String,
-    /// Accept HS256 tokens as well when an RS256 key is configured (default off: with an RS256
-    /// key, the shared secret is ignored, so a leaked or default secret cannot sign tokens).
+    /// Accept HS256 tokens as well when an RS256 key or `[auth.oidc]` is configured (default
+    /// off: beside an asymmetric key, the shared secret is ignored, so a leaked or default secret
+    /// cannot sign tokens).
     #[serde(default)]
     pub allow_hs256_with_rs256: bool,
     /// The subjects (`sub`) of the replicas this primary serves: a token with role `replica` is
@@ -160,13 +164,21 @@ pub struct AuthSettings {
     pub audience: String,
     /// Clock leeway for `exp`/`nbf`, seconds.
     pub leeway_seconds: u64,
+    /// Tokens of a company's identity provider (OpenID Connect discovery, JWKS). Off by default.
+    #[serde(default)]
+    pub oidc: OidcSettings,
+    /// Where the principal is in a provider token (`[auth.oidc]`); defaults: warrant's names.
+    #[serde(default)]
+    pub claims: ClaimSettings,
 }
 
 impl AuthSettings {
-    /// Whether HS256 tokens are accepted: a secret is set, and either no RS256 key is configured
-    /// or `allow_hs256_with_rs256` says both are wanted.
+    /// Whether HS256 tokens are accepted: a secret is set, and either no asymmetric key is
+    /// configured (an RS256 key file or `[auth.oidc]`) or `allow_hs256_with_rs256` says both are
+    /// wanted.
     pub fn hs256_enabled(&self) -> bool {
-        !self.hs256_secret.is_empty() && (self.rs256_public_key_file.is_empty() || self.allow_hs256_with_rs256)
+        !self.hs256_secret.is_empty()
+            && ((self.rs256_public_key_file.is_empty() && !self.oidc.enabled()) || self.allow_hs256_with_rs256)
     }
 }
 

@@ -15,6 +15,7 @@ pub mod embed;
 pub mod eval;
 pub mod http;
 pub mod index;
+pub mod oidc;
 mod outbound;
 pub mod postgres;
 pub mod providers;

@@ -61,8 +61,8 @@ fn token(
     }
     if !settings.auth.hs256_enabled() {
         bail!(
-            "auth.rs256_public_key_file is set, so the server refuses hs256 tokens unless \
-                 auth.allow_hs256_with_rs256 = true: mint tokens with the rs256 issuer instead"
+            "auth.rs256_public_key_file or auth.oidc is set, so the server refuses hs256 tokens unless \
+                 auth.allow_hs256_with_rs256 = true: mint tokens with the rs256 issuer or the identity provider instead"
         );
     }
     let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();

@@ -55,6 +55,14 @@ fn describe() {
         "tokens with role replica whose subject is not in auth.replica_subjects (the role was ignored)"
     );
     metrics::describe_counter!(
+        "warrant_jwks_fetches_total",
+        "fetches of the identity provider's keys by outcome (ok, error) and trigger (start, schedule, request)"
+    );
+    metrics::describe_counter!(
+        "warrant_jwks_refetches_refused_total",
+        "tokens naming a key not held whose fetch auth.oidc.unknown_kid_refetch_seconds refused"
+    );
+    metrics::describe_counter!(
         "warrant_hosts_refused_total",
         "requests refused with 421 host_not_allowed (a Host header outside the allowed names)"
     );

@@ -1,23 +1,31 @@
-//! Authentication: verified JWTs (HS256 shared secret, RS256 PEM public key) become a
-//! [`Principal`]. Handlers take [`Authenticated`] or [`Admin`] extractors, so no handler can run
-//! without a verified principal, and nothing in a request body can name one.
+//! Authentication: verified JWTs become a [`Principal`]: HS256 with a shared secret, RS256 with
+//! a PEM public key, and tokens of a company's identity provider verified with the keys it
+//! publishes (`[auth.oidc]`, [`crate::oidc`]). Handlers take [`Authenticated`] or [`Admin`]
+//! extractors, so no handler can run without a verified principal, and nothing in a request
+//! body can name one.
 //!
 //! Invariants: each key verifies only its own algorithm (`none` and HS/RS confusion fail); with
-//! an RS256 key configured, HS256 is off unless `auth.allow_hs256_with_rs256` turns it on, so the
-//! token's own `alg` header cannot pick a weaker key; `exp` is required and `nbf` is checked
-//! (both with `auth.leeway_seconds`); `iss` and `aud` are required and checked when configured,
-//! `aud` as a string or an array of strings (RFC 7519 §4.1.3).
+//! an RS256 key or a provider configured, HS256 is off unless `auth.allow_hs256_with_rs256` turns
+//! it on, so the token's own `alg` header cannot pick a weaker key; a token carrying a `kid` goes
+//! to the provider's keys when `[auth.oidc]` is on (providers always name their key), any other
+//! to the local keys; `exp` is required and `nbf` is checked (both with `auth.leeway_seconds`);
+//! `iss` and `aud` are required and checked when configured (always for provider tokens), `aud`
+//! as a string or an array of strings (RFC 7519 §4.1.3); the claims of provider tokens are read
+//! through `[auth.claims]`, those of local tokens by warrant's own names; a token never reaches a
+//! log.
 
 use std::collections::BTreeSet;
-use std::future::{Ready, ready};
+use std::sync::Arc;
 
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
+use futures::future::LocalBoxFuture;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, decode_header, encode};
 use serde::{Deserialize, Serialize};
 
 use crate::config::AuthSettings;
 use crate::domain::{Principal, Role};
+use crate::oidc::{MappedClaims, Provider};
 
 use super::AppState;
 use super::error::ApiError;
@@ -69,8 +77,11 @@ pub enum AuthError {
         reason: String,
     },
     /// No verification key is configured.
-    #[error("no token verification key configured (auth.hs256_secret or auth.rs256_public_key_file)")]
+    #[error("no token verification key configured (auth.hs256_secret, auth.rs256_public_key_file or auth.oidc)")]
     NoKey,
+    /// The identity provider's settings are unusable.
+    #[error("auth.oidc: {0}")]
+    Oidc(#[from] crate::oidc::OidcError),
     /// Signing failed.
     #[error("cannot sign token: {0}")]
     Sign(String),
@@ -84,6 +95,8 @@ pub struct Authenticator {
     rs256: Option<DecodingKey>,
     validation_hs: Validation,
     validation_rs: Validation,
+    /// The identity provider (`[auth.oidc]`), when configured.
+    oidc: Option<Arc<Provider>>,
 }
 
 impl Authenticator {
@@ -106,7 +119,8 @@ impl Authenticator {
                     .map_err(|error| AuthError::Key { path: path.clone(), reason: error.to_string() })?,
             )
         };
-        if hs256.is_none() && rs256.is_none() {
+        let oidc = if settings.oidc.enabled() { Some(Provider::new(settings)?) } else { None };
+        if hs256.is_none() && rs256.is_none() && oidc.is_none() {
             return Err(AuthError::NoKey);
         }
         let validation = |algorithm| {
@@ -134,13 +148,47 @@ impl Authenticator {
             rs256,
             validation_hs: validation(Algorithm::HS256),
             validation_rs: validation(Algorithm::RS256),
+            oidc,
         })
     }
 
-    /// Verifies a bearer token and returns its principal.
-    pub fn verify(&self, token: &str) -> Result<Principal, ApiError> {
-        let invalid = || ApiError::unauthorized("invalid_token", "token is invalid");
+    /// The identity provider, when `[auth.oidc]` is configured.
+    pub fn provider(&self) -> Option<&Arc<Provider>> {
+        self.oidc.as_ref()
+    }
+
+    /// Verifies a bearer token and returns its principal; a provider token naming a key that is
+    /// not held gets one rate-limited fetch of the provider's keys ([`Provider::refetch`]) before
+    /// it is refused. What the extractors call.
+    pub async fn authenticate(&self, token: &str) -> Result<Principal, ApiError> {
         let header = decode_header(token).map_err(|_| invalid())?;
+        let Some(provider) = self.provider_of(&header) else { return self.verify_local(token, &header) };
+        let mapped = match provider.verify(token, &header) {
+            Err(crate::oidc::Refusal::UnknownKey | crate::oidc::Refusal::KeysUnavailable) => {
+                provider.refetch().await;
+                provider.verify(token, &header)
+            }
+            other => other,
+        };
+        Ok(self.principal(mapped?))
+    }
+
+    /// Verifies a bearer token with the keys held (never fetching) and returns its principal.
+    pub fn verify(&self, token: &str) -> Result<Principal, ApiError> {
+        let header = decode_header(token).map_err(|_| invalid())?;
+        match self.provider_of(&header) {
+            Some(provider) => Ok(self.principal(provider.verify(token, &header)?)),
+            None => self.verify_local(token, &header),
+        }
+    }
+
+    /// The provider, for a token that names a key (`kid`) while `[auth.oidc]` is on.
+    fn provider_of(&self, header: &Header) -> Option<&Arc<Provider>> {
+        self.oidc.as_ref().filter(|_| header.kid.is_some())
+    }
+
+    /// Verifies a token of the local keys (HS256 secret, RS256 PEM), read by warrant's names.
+    fn verify_local(&self, token: &str, header: &Header) -> Result<Principal, ApiError> {
         let (key, validation) = match header.alg {
             Algorithm::HS256 => (self.hs256.as_ref(), &self.validation_hs),
             Algorithm::RS256 => (self.rs256.as_ref(), &self.validation_rs),
@@ -157,18 +205,32 @@ impl Authenticator {
         if claims.tenant.trim().is_empty() || claims.sub.trim().is_empty() {
             return Err(invalid());
         }
-        // A role this server does not know grants nothing, and neither does `replica` for a
-        // subject that is not a configured replica.
-        let mut roles = claims.roles.iter().filter_map(|name| Role::parse(name)).collect::<BTreeSet<_>>();
-        if roles.contains(&Role::Replica) && !self.replica_subjects.contains(&claims.sub) {
+        // A role this server does not know grants nothing.
+        let roles = claims.roles.iter().filter_map(|name| Role::parse(name)).collect::<BTreeSet<_>>();
+        Ok(self.principal(MappedClaims {
+            user: claims.sub,
+            tenant: claims.tenant,
+            groups: claims.groups.into_iter().collect(),
+            roles,
+        }))
+    }
+
+    /// The principal of verified claims: `replica` counts only for a configured replica subject.
+    fn principal(&self, claims: MappedClaims) -> Principal {
+        let MappedClaims { user, tenant, groups, mut roles } = claims;
+        if roles.contains(&Role::Replica) && !self.replica_subjects.contains(&user) {
             roles.remove(&Role::Replica);
             metrics::counter!("warrant_replica_tokens_refused_total").increment(1);
             tracing::warn!(
                 "a token with role replica names a subject outside auth.replica_subjects; the role is ignored"
             );
         }
-        Ok(Principal { tenant: claims.tenant, user: claims.sub, groups: claims.groups.into_iter().collect(), roles })
+        Principal { tenant, user, groups, roles }
     }
+}
+
+fn invalid() -> ApiError {
+    ApiError::unauthorized("invalid_token", "token is invalid")
 }
 
 /// Mints an HS256 token (the `warrant token` command and tests).
@@ -177,20 +239,29 @@ pub fn mint_hs256(secret: &str, claims: &Claims) -> Result<String, AuthError> {
         .map_err(|error| AuthError::Sign(error.to_string()))
 }
 
-fn principal_of(request: &HttpRequest) -> Result<Principal, ApiError> {
-    let state = request
-        .app_data::<web::Data<AppState>>()
-        .ok_or_else(|| ApiError::unauthorized("invalid_token", "token is invalid"))?;
+/// The app state and the bearer token of a request.
+fn bearer(request: &HttpRequest) -> Result<(web::Data<AppState>, String), ApiError> {
+    let state = request.app_data::<web::Data<AppState>>().cloned().ok_or_else(invalid)?;
     let header = request
         .headers()
         .get(actix_web::http::header::AUTHORIZATION)
         .ok_or_else(|| ApiError::unauthorized("missing_token", "authorization bearer token is required"))?;
-    let value = header.to_str().map_err(|_| ApiError::unauthorized("invalid_token", "token is invalid"))?;
+    let value = header.to_str().map_err(|_| invalid())?;
     let token = value
         .strip_prefix("Bearer ")
         .or_else(|| value.strip_prefix("bearer "))
         .ok_or_else(|| ApiError::unauthorized("missing_token", "authorization bearer token is required"))?;
-    state.authenticator.verify(token.trim())
+    Ok((state, token.trim().to_owned()))
+}
+
+/// The verified principal of a request (async: a provider token naming a key not held waits for
+/// one rate-limited fetch of the provider's keys, without blocking the worker).
+fn principal_of(request: &HttpRequest) -> LocalBoxFuture<'static, Result<Principal, ApiError>> {
+    let bearer = bearer(request);
+    Box::pin(async move {
+        let (state, token) = bearer?;
+        state.authenticator.authenticate(&token).await
+    })
 }
 
 /// A verified caller.
@@ -198,10 +269,11 @@ pub struct Authenticated(pub Principal);
 
 impl FromRequest for Authenticated {
     type Error = ApiError;
-    type Future = Ready<Result<Self, ApiError>>;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(principal_of(request).map(Authenticated))
+        let principal = principal_of(request);
+        Box::pin(async move { principal.await.map(Authenticated) })
     }
 }
 
@@ -210,16 +282,18 @@ pub struct Admin(pub Principal);
 
 impl FromRequest for Admin {
     type Error = ApiError;
-    type Future = Ready<Result<Self, ApiError>>;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(request: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(principal_of(request).and_then(|principal| {
+        let principal = principal_of(request);
+        Box::pin(async move {
+            let principal = principal.await?;
             if principal.has_role(Role::Admin) {
                 Ok(Admin(principal))
             } else {
                 Err(ApiError::forbidden("admin role required"))
             }
-        }))
+        })
     }
 }
 
@@ -236,6 +310,8 @@ mod tests {
             issuer: issuer.into(),
             audience: audience.into(),
             leeway_seconds: 5,
+            oidc: Default::default(),
+            claims: Default::default(),
         }
     }
 

@@ -12,6 +12,7 @@ use crate::acl::AclError;
 use crate::answer::AnswerError;
 use crate::embed::EmbedError;
 use crate::index::IndexError;
+use crate::oidc::Refusal;
 use crate::retrieval::RetrievalError;
 use crate::snapshot::SnapshotError;
 use crate::storage::StorageError;
@@ -254,5 +255,17 @@ impl From<SnapshotError> for ApiError {
             | SnapshotError::Embedder { .. }
             | SnapshotError::Index(_) => Self::internal(error.code()),
         }
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        // A verified token's missing claim names the settings key and the claim path, which
+        // helps whoever configures the mapping and reveals nothing of other tokens.
+        let message = match &refusal {
+            Refusal::Invalid | Refusal::UnknownKey | Refusal::Expired | Refusal::KeysUnavailable => refusal.to_string(),
+            Refusal::MissingClaim(missing) => missing.to_string(),
+        };
+        Self::unauthorized(refusal.code(), message)
     }
 }

@@ -21,7 +21,9 @@ use super::error::ErrorBody;
 /// 401: the route needs a bearer token (listed by every route with `security(("bearer" = []))`).
 #[derive(IntoResponses)]
 pub enum Unauthenticated {
-    /// `missing_token`, `invalid_token` or `token_expired`: no valid bearer token.
+    /// `missing_token`, `invalid_token` or `token_expired`: no valid bearer token; with an
+    /// identity provider (`[auth.oidc]`) also `missing_claim` (a provider token lacks a claim of
+    /// `[auth.claims]`) and `keys_unavailable` (no usable key of the provider).
     #[response(status = 401)]
     Unauthorized(ErrorBody),
 }

@@ -10,8 +10,10 @@ use super::{AppState, json};
 /// `/readyz` body.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Readiness {
-    /// `ready`, `starting`, `replica_stale` (a replica past its lag bound), or
-    /// `backend_unavailable` (the database behind a PostgreSQL backend does not answer).
+    /// `ready`, `starting`, `replica_stale` (a replica past its lag bound),
+    /// `backend_unavailable` (the database behind a PostgreSQL backend does not answer), or
+    /// `keys_unavailable` (with `[auth.oidc]`: no key of the identity provider is usable, so
+    /// every provider token is refused; `oidc` says why).
     pub status: &'static str,
     /// Active embedder.
     pub embedder: String,
@@ -34,6 +36,41 @@ pub struct Readiness {
     /// While the server is still opening its data directory (status `starting`): how far it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loading: Option<crate::storage::progress::Progress>,
+    /// With `[auth.oidc]`: the identity provider's keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<OidcReport>,
+}
+
+/// The identity provider's keys as `/readyz` shows them.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct OidcReport {
+    /// `auth.oidc.issuer`.
+    pub issuer: String,
+    /// Keys held (from the last successful fetch).
+    pub keys: usize,
+    /// Whether provider tokens can be verified: keys held, fetched at most
+    /// `auth.oidc.max_key_age_seconds` ago.
+    pub usable: bool,
+    /// Seconds since the last successful fetch (absent before the first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_age_seconds: Option<u64>,
+    /// Why the last fetch failed (absent when it succeeded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<super::error::ErrorBody>,
+}
+
+impl From<crate::oidc::ProviderStatus> for OidcReport {
+    fn from(status: crate::oidc::ProviderStatus) -> Self {
+        Self {
+            issuer: status.issuer,
+            keys: status.keys,
+            usable: status.usable,
+            key_age_seconds: status.key_age.map(|age| age.as_secs()),
+            last_error: status
+                .last_error
+                .map(|(code, message)| super::error::ErrorBody { code: code.to_owned(), message }),
+        }
+    }
 }
 
 /// The provider names `/readyz` shows while the state loads.
@@ -57,6 +94,7 @@ pub async fn loading(names: web::Data<Names>) -> HttpResponse {
         replicas: None,
         recovery: None,
         loading: Some(crate::storage::progress::now()),
+        oidc: None,
     })
 }
 
@@ -129,13 +167,15 @@ pub async fn healthz() -> HttpResponse {
 /// Indexes are loaded.
 #[utoipa::path(get, path = "/readyz", responses(
     (status = 200, description = "ready", body = Readiness),
-    (status = 503, description = "starting, a replica that cannot confirm its ACL state is fresh, or a database backend that does not answer", body = Readiness)))]
+    (status = 503, description = "starting, a replica that cannot confirm its ACL state is fresh, a database backend that does not answer, or no usable key of the identity provider", body = Readiness)))]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     let replica = state.replica.as_ref().map(|status| super::contract::replica::ReplicaReport::from(status.report()));
     let stale = replica.as_ref().is_some_and(|report| !report.fresh);
     let acl_state = state.reader.acl_state().await;
     let reachable = acl_state.is_ok();
-    let ready = state.ready.load(Ordering::SeqCst) && !stale && reachable;
+    let oidc = state.authenticator.provider().map(|provider| OidcReport::from(provider.status()));
+    let keys_unavailable = oidc.as_ref().is_some_and(|report| !report.usable);
+    let ready = state.ready.load(Ordering::SeqCst) && !stale && reachable && !keys_unavailable;
     let (acl_epoch, lineage) = acl_state.unwrap_or_else(|error| {
         tracing::warn!(code = error.code(), "readiness could not read the acl state");
         (0, String::new())
@@ -145,6 +185,8 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
             "replica_stale"
         } else if !reachable {
             "backend_unavailable"
+        } else if keys_unavailable {
+            "keys_unavailable"
         } else if ready {
             "ready"
         } else {
@@ -168,6 +210,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         replica,
         recovery: state.engine.as_ref().and_then(|engine| engine.recovery()).map(RecoveryReport::from),
         loading: None,
+        oidc,
     };
     if ready { json(&body) } else { super::error::not_ready(&body) }
 }

@@ -13,6 +13,7 @@ mod http;
 mod lexical_stats;
 mod logs;
 mod minilm;
+mod oidc;
 mod openapi;
 mod persisted_indexes;
 mod postgres;
