@@ -732,3 +732,22 @@ async fn concurrent_answers_run_on_every_http_worker() {
     let threads = generator.threads.lock().unwrap().len();
     assert_eq!(threads, 2, "generations ran on {threads} thread(s) of 2 workers");
 }
+
+/// `context_overflow` cannot happen at the shipped limits (a question of at most
+/// `server.max_question_chars` = 2,000 characters, the system instruction and one source of
+/// `answer.min_source_tokens` fit `answer.prompt_token_budget` = 3,000); a deployment for a model
+/// with a small context window configures a smaller budget, and then the abstention must reach
+/// the caller as the contract says: 200, `abstained`, `context_overflow`, nothing cited.
+#[actix_web::test]
+async fn a_prompt_budget_too_small_for_any_source_abstains_with_context_overflow() {
+    let mut settings = settings();
+    settings.answer.prompt_token_budget = 64;
+    let server = start_with(settings, None).await;
+    let alice = token("acme", "alice", &["everyone", "engineering"], false);
+    let (status, body) =
+        server.post("/v1/answer", &alice, json!({"question": "How much is reimbursed for hotel stays per night?"})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "abstained", "{body}");
+    assert_eq!(body["abstention"]["reason"], "context_overflow", "{body}");
+    assert!(body["answer"].is_null() || body["answer"]["claims"].as_array().is_none_or(Vec::is_empty), "{body}");
+}
