@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs (if missing) and starts or stops a throwaway Citus 13.2.2 cluster on 127.0.0.1: a
-# coordinator and two workers (PostgreSQL 15, pgvector 0.8 and Citus on all three) for the
-# PostgreSQL backend's tests on a distributed engine (issue 46).
+# coordinator, two workers and a spare node that a test adds as a third worker (PostgreSQL 15,
+# pgvector 0.8 and Citus on all four; `wal_level = logical`, so the rebalancer moves shards
+# online) for the PostgreSQL backend's tests on a distributed engine (issue 46).
 #
-#   tests/citus.sh start   # prints `export WARRANT_TEST_CITUS_URL=... WARRANT_TEST_CITUS_WORKERS=...`
-#                          # on its last line
+#   tests/citus.sh start   # prints `export WARRANT_TEST_CITUS_URL=... WARRANT_TEST_CITUS_WORKERS=...
+#                          # WARRANT_TEST_CITUS_SPARE=...` on its last line
 #   tests/citus.sh stop
 #
 # Citus is not packaged for Debian: it is built from ../shared/vendor/citus-13.2.2-src.tar.xz
@@ -13,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PG_BIN=/usr/lib/postgresql/15/bin
-PORT="${WARRANT_CITUS_PORT:-54339}" # the coordinator; the workers listen on PORT+1 and PORT+2
+PORT="${WARRANT_CITUS_PORT:-54339}" # the coordinator; the workers listen on PORT+1 and PORT+2, the spare on PORT+3
 ROOT="${WARRANT_CITUS_DIR:-/tmp/warrant-citus-$PORT}"
 SOURCE="${WARRANT_CITUS_SOURCE:-../shared/vendor/citus-13.2.2-src.tar.xz}"
 SHA256=14a2f4bea6a25fb4b9e8d0a50c54fef4421526e6e6d92465dd7dae52e7a6248c
@@ -67,6 +68,9 @@ shared_buffers = 128MB
 max_connections = 200
 jit = off
 citus.node_conninfo = 'sslmode=disable'
+wal_level = logical
+max_replication_slots = 20
+max_wal_senders = 20
 CONF
   as_postgres "$PG_BIN/pg_ctl" -D "$data" -l "$data/log" -w start >/dev/null
   psql_at "$port" postgres -c "CREATE ROLE warrant LOGIN SUPERUSER" >/dev/null
@@ -74,15 +78,15 @@ CONF
 
 start() {
   install_citus
-  if [ -f "$ROOT/$PORT/postmaster.pid" ] && as_postgres "$PG_BIN/pg_ctl" -D "$ROOT/$PORT" status >/dev/null 2>&1; then
+  if [ -f "$ROOT/$((PORT + 3))/postmaster.pid" ] && as_postgres "$PG_BIN/pg_ctl" -D "$ROOT/$((PORT + 3))" status >/dev/null 2>&1; then
     echo "citus already running on 127.0.0.1:$PORT" >&2
   else
     stop
-    for port in "$PORT" $((PORT + 1)) $((PORT + 2)); do
+    for port in "$PORT" $((PORT + 1)) $((PORT + 2)) $((PORT + 3)); do
       start_node "$port"
     done
   fi
-  echo "export WARRANT_TEST_CITUS_URL=postgres://warrant@127.0.0.1:$PORT/postgres WARRANT_TEST_CITUS_WORKERS=127.0.0.1:$((PORT + 1)),127.0.0.1:$((PORT + 2))"
+  echo "export WARRANT_TEST_CITUS_URL=postgres://warrant@127.0.0.1:$PORT/postgres WARRANT_TEST_CITUS_WORKERS=127.0.0.1:$((PORT + 1)),127.0.0.1:$((PORT + 2)) WARRANT_TEST_CITUS_SPARE=127.0.0.1:$((PORT + 3))"
 }
 
 stop() {

@@ -14,6 +14,9 @@
 
 use std::sync::Arc;
 
+#[path = "citus_grow.rs"]
+mod grow;
+
 use tokio_postgres::types::{ToSql, Type};
 use warrant::postgres::sql;
 

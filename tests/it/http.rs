@@ -744,8 +744,9 @@ async fn a_prompt_budget_too_small_for_any_source_abstains_with_context_overflow
     settings.answer.prompt_token_budget = 64;
     let server = start_with(settings, None).await;
     let alice = token("acme", "alice", &["everyone", "engineering"], false);
-    let (status, body) =
-        server.post("/v1/answer", &alice, json!({"question": "How much is reimbursed for hotel stays per night?"})).await;
+    let (status, body) = server
+        .post("/v1/answer", &alice, json!({"question": "How much is reimbursed for hotel stays per night?"}))
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["status"], "abstained", "{body}");
     assert_eq!(body["abstention"]["reason"], "context_overflow", "{body}");
