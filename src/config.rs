@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::ChunkingConfig;
 
 mod answer;
+mod review;
 mod storage;
 mod validate;
 
@@ -20,6 +21,7 @@ pub use answer::{
     AnswerSettings, ClaimPolicy, ClaimText, EmbedderSettings, GeneratorSettings, JudgeSettings, MIN_QUESTION_TERMS,
     VerifierSettings,
 };
+pub use review::{ABSTENTION_REASONS, ReviewSettings};
 pub use storage::{
     IterativeScan, PostgresSettings, ReplicaSettings, SnapshotSettings, StorageBackend, StorageSettings,
 };
@@ -77,6 +79,9 @@ pub struct Settings {
     pub replica: ReplicaSettings,
     /// The data directory (system of record), checkpoints and change-log retention.
     pub storage: StorageSettings,
+    /// Routing answers to human review and the review queue's bounds (optional; off by default).
+    #[serde(default)]
+    pub review: ReviewSettings,
 }
 
 /// HTTP server settings.

@@ -160,6 +160,7 @@ impl Settings {
             (1..=86_400).contains(&self.storage.checkpoint_interval_seconds),
             "storage.checkpoint_interval_seconds must be in 1..=86400",
         );
+        problems.extend(self.review.problems());
         if problems.is_empty() { Ok(()) } else { Err(ConfigError::Invalid(problems.join("; "))) }
     }
 
