@@ -13,6 +13,7 @@ use crate::answer::AnswerError;
 use crate::embed::EmbedError;
 use crate::index::IndexError;
 use crate::retrieval::RetrievalError;
+use crate::review::ReviewError;
 use crate::snapshot::SnapshotError;
 use crate::storage::StorageError;
 
@@ -253,6 +254,30 @@ impl From<SnapshotError> for ApiError {
             | SnapshotError::Invalid { .. }
             | SnapshotError::Embedder { .. }
             | SnapshotError::Index(_) => Self::internal(error.code()),
+        }
+    }
+}
+
+impl From<ReviewError> for ApiError {
+    fn from(error: ReviewError) -> Self {
+        let message = error.to_string();
+        match error {
+            ReviewError::NotFound => Self::not_found(error.code(), message),
+            ReviewError::UnknownVerdict(_)
+            | ReviewError::ClaimOutOfRange { .. }
+            | ReviewError::DuplicateClaim(_)
+            | ReviewError::NoAbstention
+            | ReviewError::EmptyVerdict
+            | ReviewError::NoteTooLong(_)
+            | ReviewError::InvalidDocId(_)
+            | ReviewError::InvalidCursor => Self::bad_request(error.code(), message),
+            ReviewError::NotReadable => Self::new(StatusCode::FORBIDDEN, error.code(), message),
+            ReviewError::Storage(_) | ReviewError::Corrupted(_) => {
+                // The cause names the file or the statement: the log's, never the client's.
+                tracing::error!(code = error.code(), %error, "review store failure");
+                Self::unavailable(error.code(), "the review store is unavailable; retry later")
+            }
+            ReviewError::Retrieval(inner) => inner.into(),
         }
     }
 }

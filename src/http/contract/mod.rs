@@ -15,6 +15,7 @@
 pub mod admin;
 pub mod answer;
 pub mod replica;
+pub mod review;
 pub mod schema;
 
 #[cfg(test)]
