@@ -256,7 +256,8 @@ pub async fn verdict(
         abstention: body.abstention.map(|abstention| (abstention.verdict, abstention.doc_id)),
         note: body.note,
     };
-    let verdict = view::judge(&stored.item, &access, &principal, input, state.settings.review.max_note_chars, now_ms())?;
+    let verdict =
+        view::judge(&stored.item, &access, &principal, input, state.settings.review.max_note_chars, now_ms())?;
     let review_id = stored.item.review_id;
     if !state.reviews.add_verdict(&principal.tenant, &review_id, &verdict).await? {
         return Err(ReviewError::NotFound.into());

@@ -210,7 +210,8 @@ impl ReviewStore for PostgresBackend {
             let mut client = self.pool.get().await.map_err(failed)?;
             let transaction = client.transaction().await.map_err(failed)?;
             let gone =
-                transaction.query(sql::REVIEW_EXPIRE, &[&tenant, &signed(cutoff_ms)]).await.map_err(failed)?.len() as i64;
+                transaction.query(sql::REVIEW_EXPIRE, &[&tenant, &signed(cutoff_ms)]).await.map_err(failed)?.len()
+                    as i64;
             if gone > 0 {
                 transaction.execute(sql::REVIEW_COUNT_OUT, &[&tenant, &gone]).await.map_err(failed)?;
             }

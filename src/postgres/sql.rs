@@ -526,8 +526,7 @@ pub const REVIEW_SWEEP: &str = "DELETE FROM review_sources s WHERE s.tenant_id =
     RETURNING s.seq";
 
 /// Drops the generated text of items $2: $1 tenant.
-pub const REVIEW_DROP_GENERATED: &str =
-    "UPDATE review_items SET generated = NULL WHERE tenant_id = $1 AND seq = ANY($2::bigint[]) AND generated IS NOT NULL";
+pub const REVIEW_DROP_GENERATED: &str = "UPDATE review_items SET generated = NULL WHERE tenant_id = $1 AND seq = ANY($2::bigint[]) AND generated IS NOT NULL";
 
 /// Deletes the tenant's items created before $2 ms: $1 tenant.
 pub const REVIEW_EXPIRE: &str = "DELETE FROM review_items WHERE tenant_id = $1 AND created_ms < $2 RETURNING seq";

@@ -25,7 +25,7 @@ use crate::support::{doc, principal};
 const DIMENSION: usize = 64;
 
 /// A fresh database on the test server, or `None` (with a loud message) when none is configured.
-async fn fresh_database() -> Option<String> {
+pub(crate) async fn fresh_database() -> Option<String> {
     let Ok(url) = std::env::var("WARRANT_TEST_DATABASE_URL") else {
         // Straight to stderr, past the test harness's capture, so the skip is seen.
         let notice =

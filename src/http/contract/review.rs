@@ -485,7 +485,9 @@ mod tests {
         }
     }
 
-    fn assert_same_json<Layer: Serialize + Clone, Contract: Serialize + From<Layer>>(value: Layer) -> serde_json::Value {
+    fn assert_same_json<Layer: Serialize + Clone, Contract: Serialize + From<Layer>>(
+        value: Layer,
+    ) -> serde_json::Value {
         let layer = serde_json::to_value(&value).unwrap();
         assert_eq!(serde_json::to_value(Contract::from(value)).unwrap(), layer);
         layer
