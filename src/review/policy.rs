@@ -43,7 +43,7 @@ impl RoutingPolicy {
     pub fn from_settings(settings: &ReviewSettings) -> Self {
         let rate = settings.sample_answered.clamp(0.0, 1.0);
         // 2^64 as f64 is exact; the product saturates in the cast.
-        let sample_below = (rate < 1.0).then(|| (rate * 18_446_744_073_709_551_616.0) as u64);
+        let sample_below = (rate < 1.0).then_some((rate * 18_446_744_073_709_551_616.0) as u64);
         Self {
             enabled: settings.enabled,
             abstentions: settings.abstentions.clone(),
