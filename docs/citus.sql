@@ -57,6 +57,14 @@ SELECT create_distributed_table('acl_changes', 'tenant_id', colocate_with => 'wa
 SELECT create_distributed_table('reader_documents', 'tenant_id', colocate_with => 'warrant_tenants');
 SELECT create_distributed_table('lexeme_chunks', 'tenant_id', colocate_with => 'warrant_tenants');
 
+-- The review queue (migration 0008), co-located with the tenant row: an item's sources and verdicts
+-- reference it (ON DELETE CASCADE inside the shard group). review_items first: the others
+-- reference it.
+SELECT create_distributed_table('review_tenants', 'tenant_id', colocate_with => 'warrant_tenants');
+SELECT create_distributed_table('review_items', 'tenant_id', colocate_with => 'warrant_tenants');
+SELECT create_distributed_table('review_sources', 'tenant_id', colocate_with => 'warrant_tenants');
+SELECT create_distributed_table('review_verdicts', 'tenant_id', colocate_with => 'warrant_tenants');
+
 -- Database-wide facts (embedder identity, lineage) and the migration record: small, read at
 -- start, copied to every worker.
 SELECT create_reference_table('warrant_meta');

@@ -21,6 +21,7 @@ use crate::http::AppState;
 use crate::http::auth::Authenticator;
 use crate::providers::Providers;
 use crate::retrieval::{DocumentInput, Engine, EngineParams, ReadSide, WriteSide};
+use crate::review::ReviewStore;
 
 /// Errors that stop the server from starting.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +57,9 @@ pub enum StartError {
     /// Binding or serving failed.
     #[error("server: {0}")]
     Io(#[from] std::io::Error),
+    /// The review store could not be opened.
+    #[error("review store: {0}")]
+    Reviews(String),
 }
 
 /// One document of the demo corpus file.
@@ -229,17 +233,34 @@ async fn start_durable_replica(
     Ok((Engine::start_durable(params, embedder, restored.acl, restored.shards, store)?, false))
 }
 
-/// A started backend: its two sides, the embedded engine when it is the backend, and whether
-/// it is new (nothing restored, recovered or in the database: the demo corpus may be loaded).
+/// A started backend: its two sides, its review store, the embedded engine when it is the
+/// backend, and whether it is new (nothing restored, recovered or in the database: the demo
+/// corpus may be loaded).
 pub struct Backend {
     /// Scope, retrieval, authorization, documents.
     pub reader: Arc<dyn ReadSide>,
     /// Document batches and ACL changes.
     pub writer: Arc<dyn WriteSide>,
+    /// The review queue's store (`<storage.dir>/reviews.redb`, in memory, or the database).
+    pub reviews: Arc<dyn ReviewStore>,
     /// The embedded engine (`None` on PostgreSQL).
     pub engine: Option<Arc<Engine>>,
     /// Whether it is new.
     pub fresh: bool,
+}
+
+/// The embedded engine's review store: `<storage.dir>/reviews.redb` when the engine has a data
+/// directory, else in memory.
+pub async fn embedded_reviews(settings: &Settings, engine: &Arc<Engine>) -> Result<Arc<dyn ReviewStore>, StartError> {
+    let directory = (!settings.storage.dir.is_empty()).then(|| std::path::PathBuf::from(&settings.storage.dir));
+    let liveness = Arc::clone(engine) as Arc<dyn crate::review::embedded::Liveness>;
+    let opened = tokio::task::spawn_blocking(move || {
+        crate::review::embedded::EmbeddedReviews::open(directory.as_deref(), liveness)
+    })
+    .await
+    .map_err(|error| StartError::Reviews(error.to_string()))?
+    .map_err(|error| StartError::Reviews(error.to_string()))?;
+    Ok(Arc::new(opened))
 }
 
 /// Starts the configured backend: the embedded engine ([`start_engine`]) or a connection pool
@@ -251,14 +272,15 @@ pub async fn start_backend(
     match settings.storage.backend {
         StorageBackend::Embedded => {
             let (engine, fresh) = start_engine(settings, embedder).await?;
-            Ok(Backend { reader: engine.clone(), writer: engine.clone(), engine: Some(engine), fresh })
+            let reviews = embedded_reviews(settings, &engine).await?;
+            Ok(Backend { reader: engine.clone(), writer: engine.clone(), reviews, engine: Some(engine), fresh })
         }
         StorageBackend::Postgres => {
             let params = crate::postgres::PostgresParams::from_settings(settings)?;
             let backend = crate::postgres::PostgresBackend::connect(params, embedder).await?;
             let fresh = backend.is_empty().await?;
             tracing::info!(lineage = %backend.lineage(), empty = fresh, "postgres backend connected");
-            Ok(Backend { reader: backend.clone(), writer: backend, engine: None, fresh })
+            Ok(Backend { reader: backend.clone(), writer: backend.clone(), reviews: backend, engine: None, fresh })
         }
     }
 }
@@ -309,7 +331,9 @@ pub fn build_state_on(
     if let Some(provider) = authenticator.provider() {
         provider.spawn_refresher();
     }
-    let Backend { reader, writer, engine, fresh: _ } = backend;
+    let Backend { reader, writer, reviews, engine, fresh: _ } = backend;
+    // Deletes (and upserts) purge the texts of the versions they remove from review items.
+    let writer: Arc<dyn WriteSide> = Arc::new(crate::review::PurgeOnDelete::new(writer, Arc::clone(&reviews)));
     let mut replica = None;
     if let Some(engine) = &engine {
         if !settings.replica.follow.is_empty() {
@@ -338,7 +362,18 @@ pub fn build_state_on(
         }
         _ => None,
     };
-    let pipeline = Arc::new(pipeline(&settings, Arc::clone(&reader), &providers));
+    let review = settings.review.enabled.then(|| {
+        let queue = crate::review::ReviewQueue::start(
+            Arc::clone(&reviews),
+            crate::review::QueueSettings::from_settings(&settings.review),
+        );
+        Arc::new(crate::review::Router::new(crate::review::RoutingPolicy::from_settings(&settings.review), queue))
+    });
+    let mut pipeline = pipeline(&settings, Arc::clone(&reader), &providers);
+    if let Some(router) = &review {
+        pipeline = pipeline.with_review(Arc::clone(router));
+    }
+    let pipeline = Arc::new(pipeline);
     let state = web::Data::new(AppState {
         reader,
         writer,
@@ -356,6 +391,8 @@ pub fn build_state_on(
         ready: AtomicBool::new(false),
         replica,
         replication,
+        reviews,
+        review,
     });
     Ok(state)
 }
@@ -410,6 +447,10 @@ pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), 
         );
     }
     server.run().await?;
+    // The review items still queued are written before the stores close.
+    if let Some(review) = &state.review {
+        review.queue().close(std::time::Duration::from_secs(10)).await;
+    }
     // Graceful shutdown: the next start loads the indexes instead of rebuilding them, replays
     // no ACL change and trusts the sealed store without checking every page.
     if let Some(engine) = &state.engine {

@@ -54,6 +54,9 @@ pub(crate) enum Command {
         /// Add the operator role (writes snapshots; for operators only, never tenant admins).
         #[arg(long)]
         operator: bool,
+        /// Add the reviewer role (reads and judges the tenant's review queue, `/v1/reviews`).
+        #[arg(long)]
+        reviewer: bool,
         /// Lifetime in seconds.
         #[arg(long, default_value_t = 3600)]
         ttl_seconds: u64,

@@ -14,6 +14,7 @@ use crate::domain::ChunkingConfig;
 
 mod answer;
 mod oidc;
+mod review;
 mod storage;
 mod validate;
 
@@ -22,6 +23,7 @@ pub use answer::{
     VerifierSettings,
 };
 pub use oidc::{ClaimSettings, OIDC_ALGORITHMS, OidcSettings, is_secure_url};
+pub use review::{ABSTENTION_REASONS, ReviewSettings};
 pub use storage::{
     IterativeScan, PostgresSettings, ReplicaSettings, SnapshotSettings, StorageBackend, StorageSettings,
 };
@@ -79,6 +81,9 @@ pub struct Settings {
     pub replica: ReplicaSettings,
     /// The data directory (system of record), checkpoints and change-log retention.
     pub storage: StorageSettings,
+    /// Routing answers to human review and the review queue's bounds (optional; off by default).
+    #[serde(default)]
+    pub review: ReviewSettings,
 }
 
 /// HTTP server settings.

@@ -22,6 +22,7 @@ pub mod providers;
 pub mod replica;
 pub mod replication;
 pub mod retrieval;
+pub mod review;
 pub mod snapshot;
 pub mod storage;
 pub mod telemetry;

@@ -29,8 +29,8 @@ async fn run(command: Command) -> Result<()> {
         Command::Snapshot { snapshot: SnapshotCommand::Create { config, corpus, dir } } => {
             snapshot_create(config, corpus, dir).await
         }
-        Command::Token { tenant, sub, groups, admin, replica, operator, ttl_seconds, config } => {
-            token(tenant, sub, groups, [admin, replica, operator], ttl_seconds, config)
+        Command::Token { tenant, sub, groups, admin, replica, operator, reviewer, ttl_seconds, config } => {
+            token(tenant, sub, groups, [admin, replica, operator, reviewer], ttl_seconds, config)
         }
         Command::Model { model: ModelCommand::Fetch { dir, config } } => model_fetch(dir, config),
         Command::Db { db: DbCommand::Migrate { config } } => db_migrate(config).await,
@@ -46,12 +46,12 @@ async fn run(command: Command) -> Result<()> {
 }
 
 /// `warrant token`: mints an HS256 token with the configured secret. `roles` are the admin,
-/// replica and operator flags, in that order.
+/// replica, operator and reviewer flags, in that order.
 fn token(
     tenant: String,
     sub: String,
     groups: Vec<String>,
-    roles: [bool; 3],
+    roles: [bool; 4],
     ttl_seconds: u64,
     config: Option<PathBuf>,
 ) -> Result<()> {
@@ -72,7 +72,7 @@ fn token(
         groups: groups.into_iter().filter(|group| !group.is_empty()).collect(),
         roles: roles
             .into_iter()
-            .zip([Role::Admin, Role::Replica, Role::Operator])
+            .zip([Role::Admin, Role::Replica, Role::Operator, Role::Reviewer])
             .filter(|(wanted, _)| *wanted)
             .map(|(_, role)| role.as_str().to_owned())
             .collect(),

@@ -10,6 +10,10 @@
 #
 #   benches/http/answer_load.sh /tmp/warrant-before target/release/warrant   # ROUNDS=3 DURATION=15s
 #   BACKEND=postgres benches/http/answer_load.sh /tmp/warrant-before target/release/warrant
+# A BINARY may be `NAME=VALUE,NAME=VALUE:path` to run that binary with those settings
+# (e.g. `WARRANT__REVIEW__ENABLED=true,WARRANT__REVIEW__SAMPLE_ANSWERED=0.02:target/release/warrant`,
+# printed as its path plus a label). METRICS=pattern prints the /metrics lines matching it after
+# each run; FILES=name prints the size of that file of the data directory after the stop.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$#" -ge 1 ] || { echo "usage: $0 BINARY [BINARY ...]" >&2; exit 2; }
@@ -34,12 +38,17 @@ trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
 TICK=$(getconf CLK_TCK)
 echo "round binary answers/s p50_ms p99_ms cpu_s cpu_ms_per_answer load_average"
 for round in $(seq 1 "$ROUNDS"); do
-  for binary in "$@"; do
+  for spec in "$@"; do
+    binary="${spec##*:}"
+    settings=()
+    if [ "$binary" != "$spec" ]; then
+      IFS=, read -r -a settings <<<"${spec%:*}"
+    fi
     rm -rf "$WORK/data"
     if [ "$BACKEND" = postgres ]; then
       psql "$BASE" -qc "DROP DATABASE IF EXISTS warrant_answer_load" -c "CREATE DATABASE warrant_answer_load"
     fi
-    WARRANT__STORAGE__DIR="$WORK/data" "$binary" serve >"$WORK/server.log" 2>&1 &
+    env "${settings[@]}" WARRANT__STORAGE__DIR="$WORK/data" "$binary" serve >"$WORK/server.log" 2>&1 &
     PID=$!
     for _ in $(seq 1 600); do
       curl -fs "$URL/readyz" >/dev/null 2>&1 && break
@@ -51,8 +60,14 @@ for round in $(seq 1 "$ROUNDS"); do
     before=$(awk '{print $14 + $15}' "/proc/$PID/stat")
     wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency -s benches/http/answer.lua "$URL" >"$WORK/wrk.txt"
     after=$(awk '{print $14 + $15}' "/proc/$PID/stat")
+    if [ -n "${METRICS:-}" ]; then
+      curl -fs "$URL/metrics" | grep -E "$METRICS" | sed "s/^/  $round /" || true
+    fi
     kill -TERM "$PID"; wait "$PID" || true; PID=""
-    python3 - "$WORK/wrk.txt" "$round" "$binary" "$(( after - before ))" "$TICK" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
+    if [ -n "${FILES:-}" ] && [ -f "$WORK/data/$FILES" ]; then
+      echo "  $round $FILES $(stat -c %s "$WORK/data/$FILES") bytes"
+    fi
+    python3 - "$WORK/wrk.txt" "$round" "$spec" "$(( after - before ))" "$TICK" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
 import sys
 sys.path.insert(0, "benches/http")
 from wrk_report import parse

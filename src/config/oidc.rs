@@ -112,7 +112,7 @@ impl Default for ClaimSettings {
 }
 
 /// The roles this server knows, named in error messages.
-const ROLE_NAMES: &[Role] = &[Role::Admin, Role::Operator, Role::Replica];
+const ROLE_NAMES: &[Role] = &[Role::Admin, Role::Reviewer, Role::Operator, Role::Replica];
 
 /// Longest accepted claim path.
 const MAX_PATH_CHARS: usize = 256;
@@ -286,7 +286,7 @@ mod tests {
             (&[("WARRANT__AUTH__CLAIMS__USER", "")][..], "auth.claims.user"),
             (&[("WARRANT__AUTH__CLAIMS__TENANT", "")][..], "auth.claims.tenant"),
             (&[("WARRANT__AUTH__CLAIMS__GROUPS", ".groups")][..], "auth.claims.groups"),
-            (&[("WARRANT__AUTH__CLAIMS__ROLE_MAP__REVIEWER", r#"["reviewers"]"#)][..], "auth.claims.role_map.reviewer"),
+            (&[("WARRANT__AUTH__CLAIMS__ROLE_MAP__SUPERUSER", r#"["root"]"#)][..], "auth.claims.role_map.superuser"),
             (&[("WARRANT__AUTH__CLAIMS__ROLE_MAP__ADMIN", "[]")][..], "auth.claims.role_map.admin"),
             (&[("WARRANT__AUTH__CLAIMS__ROLES", "realm_access.roles")][..], "auth.claims.role_map"),
             (&[("WARRANT__AUTH__OIDC__ALGORITM", r#"["RS256"]"#)][..], "algoritm"),

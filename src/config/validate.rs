@@ -161,6 +161,7 @@ impl Settings {
             "storage.checkpoint_interval_seconds must be in 1..=86400",
         );
         problems.extend(self.auth.oidc_problems());
+        problems.extend(self.review.problems());
         if problems.is_empty() { Ok(()) } else { Err(ConfigError::Invalid(problems.join("; "))) }
     }
 

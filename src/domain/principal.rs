@@ -15,7 +15,8 @@ pub struct Principal {
 }
 
 /// A role a token may grant. Only an operator (holding the server key) mints `operator` and
-/// `replica`; `admin` is a tenant admin of its own tenant.
+/// `replica`; `admin` is a tenant admin of its own tenant; `reviewer` reads and judges the review
+/// items of its own tenant (under its own access to documents).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Role {
     /// Tenant admin: the admin API for the token's own tenant.
@@ -24,6 +25,8 @@ pub enum Role {
     Operator,
     /// Replica: the change feed of every tenant and the replica snapshot endpoints.
     Replica,
+    /// Reviewer: the review queue of the token's own tenant (`/v1/reviews`).
+    Reviewer,
 }
 
 impl Role {
@@ -33,6 +36,7 @@ impl Role {
             Self::Admin => "admin",
             Self::Operator => "operator",
             Self::Replica => "replica",
+            Self::Reviewer => "reviewer",
         }
     }
 
@@ -42,6 +46,7 @@ impl Role {
             "admin" => Some(Self::Admin),
             "operator" => Some(Self::Operator),
             "replica" => Some(Self::Replica),
+            "reviewer" => Some(Self::Reviewer),
             _ => None,
         }
     }
@@ -81,10 +86,10 @@ mod tests {
     /// Role names are exact: a look-alike or differently cased name grants nothing.
     #[test]
     fn only_known_role_names_parse() {
-        for role in [Role::Admin, Role::Operator, Role::Replica] {
+        for role in [Role::Admin, Role::Operator, Role::Replica, Role::Reviewer] {
             assert_eq!(Role::parse(role.as_str()), Some(role));
         }
-        for name in ["Admin", "ADMIN", "admin ", "superuser", "", "opera\u{0442}or"] {
+        for name in ["Admin", "ADMIN", "admin ", "superuser", "", "opera\u{0442}or", "Reviewer", "reviewers"] {
             assert_eq!(Role::parse(name), None, "{name:?}");
         }
     }

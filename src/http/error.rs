@@ -14,6 +14,7 @@ use crate::embed::EmbedError;
 use crate::index::IndexError;
 use crate::oidc::Refusal;
 use crate::retrieval::RetrievalError;
+use crate::review::ReviewError;
 use crate::snapshot::SnapshotError;
 use crate::storage::StorageError;
 
@@ -267,5 +268,29 @@ impl From<Refusal> for ApiError {
             Refusal::MissingClaim(missing) => missing.to_string(),
         };
         Self::unauthorized(refusal.code(), message)
+    }
+}
+
+impl From<ReviewError> for ApiError {
+    fn from(error: ReviewError) -> Self {
+        let message = error.to_string();
+        match error {
+            ReviewError::NotFound => Self::not_found(error.code(), message),
+            ReviewError::UnknownVerdict(_)
+            | ReviewError::ClaimOutOfRange { .. }
+            | ReviewError::DuplicateClaim(_)
+            | ReviewError::NoAbstention
+            | ReviewError::EmptyVerdict
+            | ReviewError::NoteTooLong(_)
+            | ReviewError::InvalidDocId(_)
+            | ReviewError::InvalidCursor => Self::bad_request(error.code(), message),
+            ReviewError::NotReadable => Self::new(StatusCode::FORBIDDEN, error.code(), message),
+            ReviewError::Storage(_) | ReviewError::Corrupted(_) => {
+                // The cause names the file or the statement: the log's, never the client's.
+                tracing::error!(code = error.code(), %error, "review store failure");
+                Self::unavailable(error.code(), "the review store is unavailable; retry later")
+            }
+            ReviewError::Retrieval(inner) => inner.into(),
+        }
     }
 }

@@ -22,6 +22,7 @@ pub mod host;
 pub mod openapi;
 pub mod ops;
 pub mod replica;
+pub mod reviews;
 pub mod server;
 
 use std::sync::Arc;
@@ -59,6 +60,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/replica/snapshot/{snapshot_id}/{file}"),
     ("get", "/v1/replica/stream"),
     ("post", "/v1/replica/lease"),
+    ("get", "/v1/reviews"),
+    ("get", "/v1/reviews/{review_id}"),
+    ("post", "/v1/reviews/{review_id}/verdicts"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -107,6 +111,10 @@ pub struct AppState {
     /// The replication log and leases of an embedded primary with configured replicas
     /// (`auth.replica_subjects`); `None` otherwise.
     pub replication: Option<Arc<crate::replication::ReplicationLog>>,
+    /// The backend's review store (`/v1/reviews`).
+    pub reviews: Arc<dyn crate::review::ReviewStore>,
+    /// The review queue's router, when `review.enabled` (written out at shutdown).
+    pub review: Option<Arc<crate::review::Router>>,
 }
 
 impl AppState {
@@ -200,6 +208,9 @@ pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + 
             .service(resource("/v1/replica/snapshot/{snapshot_id}/{file}", web::get().to(replica::file)))
             .service(resource("/v1/replica/stream", web::get().to(replica::stream)))
             .service(resource("/v1/replica/lease", web::post().to(replica::lease)))
+            .service(resource("/v1/reviews", web::get().to(reviews::page)))
+            .service(resource("/v1/reviews/{review_id}", web::get().to(reviews::item)))
+            .service(resource("/v1/reviews/{review_id}/verdicts", web::post().to(reviews::verdict)))
             .service(resource("/healthz", web::get().to(ops::healthz)))
             .service(resource("/readyz", web::get().to(ops::readyz)))
             .service(resource("/metrics", web::get().to(ops::metrics)))

@@ -98,6 +98,7 @@ impl utoipa::Modify for BearerAuth {
         super::admin::upsert_documents, super::admin::delete_document, super::admin::revoke, super::admin::grant,
         super::admin::changes, super::admin::create_snapshot, super::replica::manifest, super::replica::file,
         super::replica::stream, super::replica::lease,
+        super::reviews::page, super::reviews::item, super::reviews::verdict,
         super::ops::healthz, super::ops::readyz, super::ops::metrics, super::ops::openapi,
         super::console::demo_users, super::console::demo_token
     ),
@@ -129,6 +130,14 @@ pub fn document(settings: &Settings) -> Document {
         _ => false,
     };
     debug_assert!(applied, "UpsertBody.documents is not an array property");
+    let applied = match property_mut(&mut document, "VerdictBody", "note") {
+        Some(RefOr::T(Schema::Object(note))) => {
+            note.max_length = Some(settings.review.max_note_chars);
+            true
+        }
+        _ => false,
+    };
+    debug_assert!(applied, "VerdictBody.note is not a string property");
     // Outside demo mode the demo routes do not exist: documenting them would promise a 405 for
     // other methods where the server answers the 404 of an unknown route.
     if !super::console::DemoUsers::demo_mode(settings) {

@@ -2,8 +2,8 @@
 //! applied: each in its own transaction, under an advisory lock, recorded in
 //! `warrant_migrations`, with the embedder's dimension substituted for `@DIMENSION@`.
 //!
-//! Invariants kept by this module: migrations are numbered 1, 2, … in order and each is applied
-//! once, however many nodes start at once; the dimension is checked against what pgvector's HNSW
+//! Invariants kept by this module: migrations are numbered in increasing order and each is
+//! applied once, however many nodes start at once; the dimension is checked against what pgvector's HNSW
 //! index accepts before any statement runs.
 
 use super::{PostgresParams, build_pool, database, sql};
@@ -18,6 +18,8 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (4, "0004_postings", include_str!("../../migrations/0004_postings.sql")),
     (5, "0005_sentence_vectors", include_str!("../../migrations/0005_sentence_vectors.sql")),
     (6, "0006_lexical_counts", include_str!("../../migrations/0006_lexical_counts.sql")),
+    // 7 is migration 0007_row_level_security (issue 46's branch), merged beside this one.
+    (8, "0008_reviews", include_str!("../../migrations/0008_reviews.sql")),
 ];
 
 /// Largest dimension pgvector's HNSW index accepts for `vector`.
@@ -72,11 +74,14 @@ mod tests {
 
     #[test]
     fn migrations_are_numbered_in_order_and_name_their_files() {
+        let mut previous = 0;
         for (index, (version, name, text)) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(*version as usize, index + 1);
+            assert!(*version > previous, "{name} is not after migration {previous}");
+            previous = *version;
             assert!(name.starts_with(&format!("{version:04}_")), "{name}");
             assert!(text.contains("@DIMENSION@") || index > 0, "the first migration sizes the vectors");
         }
+        assert_eq!(MIGRATIONS[0].0, 1);
     }
 
     #[test]

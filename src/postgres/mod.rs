@@ -24,6 +24,7 @@ mod cancel;
 mod connect;
 mod migrate;
 mod read;
+mod reviews;
 mod sides;
 pub mod sql;
 

@@ -42,7 +42,7 @@ pub fn private_directory(directory: &Path) -> StorageResult<()> {
 /// Creates the file at `path` with mode [`FILE_MODE`] when missing (empty; redb fills it), or
 /// takes group and other access away from an existing one, saying so in the log. Done before
 /// redb opens it, so the store is never readable by others, not even for a moment.
-pub(super) fn private_file(path: &Path) -> StorageResult<()> {
+pub fn private_file(path: &Path) -> StorageResult<()> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .write(true)

@@ -57,8 +57,7 @@ use crate::acl::{AclChange, AclMutation, AclSnapshot, AclStore, new_lineage};
 use crate::domain::{Chunk, DocOrdinal, SentenceVectors};
 use recover::Rows;
 
-use files::private_file;
-pub use files::{DIRECTORY_MODE, FILE_MODE, private_directory};
+pub use files::{DIRECTORY_MODE, FILE_MODE, private_directory, private_file};
 
 /// The database file inside the data directory.
 pub const STORE_FILE: &str = "warrant.redb";

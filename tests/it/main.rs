@@ -21,6 +21,7 @@ mod providers;
 mod recovery;
 mod replication;
 mod retrieval;
+mod review;
 mod scripted;
 mod security;
 mod snapshots;

@@ -138,6 +138,11 @@ fn probe(path: &str) -> (String, Option<Value>) {
         "/console/demo-token" => (path.into(), Some(json!({"user": "alice"}))),
         "/v1/admin/acl/changes" => ("/v1/admin/acl/changes?since=0".into(), None),
         "/v1/replica/snapshot/{snapshot_id}/{file}" => ("/v1/replica/snapshot/no-such-snapshot/acl.bin".into(), None),
+        "/v1/reviews/{review_id}" => ("/v1/reviews/0b7e3c1a-5d2f-4e8a-9c6b-1f2e3d4c5b6a".into(), None),
+        "/v1/reviews/{review_id}/verdicts" => (
+            "/v1/reviews/0b7e3c1a-5d2f-4e8a-9c6b-1f2e3d4c5b6a/verdicts".into(),
+            Some(json!({"claims": [{"index": 0, "verdict": "supported"}]})),
+        ),
         other => {
             assert!(!other.contains('{'), "give the new route {other} a probe");
             (other.into(), None)

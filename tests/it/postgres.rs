@@ -25,7 +25,7 @@ use crate::support::{doc, principal};
 const DIMENSION: usize = 64;
 
 /// A fresh database on the test server, or `None` (with a loud message) when none is configured.
-async fn fresh_database() -> Option<String> {
+pub(crate) async fn fresh_database() -> Option<String> {
     let Ok(url) = std::env::var("WARRANT_TEST_DATABASE_URL") else {
         // Straight to stderr, past the test harness's capture, so the skip is seen.
         let notice =
@@ -1178,7 +1178,13 @@ async fn http_node(url: &str) -> actix_web::web::Data<warrant::http::AppState> {
     settings.storage.backend = warrant::config::StorageBackend::Postgres;
     let providers = crate::support::hashed_providers(&settings, None);
     let backend = PostgresBackend::connect(params(url), Arc::clone(&providers.embedder)).await.expect("connects");
-    let backend = warrant::app::Backend { reader: backend.clone(), writer: backend, engine: None, fresh: true };
+    let backend = warrant::app::Backend {
+        reader: backend.clone(),
+        writer: backend.clone(),
+        reviews: backend,
+        engine: None,
+        fresh: true,
+    };
     let state = warrant::app::build_state_on(Arc::new(settings), providers, backend).expect("state");
     state.ready.store(true, Ordering::SeqCst);
     state

@@ -42,6 +42,7 @@ use super::verifier::SupportVerifier;
 pub mod request_actor;
 pub mod response;
 mod run;
+mod trace;
 
 use run::{Halt, Run};
 
@@ -154,6 +155,8 @@ pub struct AnswerPipeline {
     generator: Arc<dyn Generator>,
     verifier: Arc<dyn SupportVerifier>,
     settings: PipelineSettings,
+    /// Routes finished answers to human review (`[review]`), when on.
+    review: Option<Arc<crate::review::Router>>,
 }
 
 /// Mutable per-request state.
@@ -162,6 +165,8 @@ struct RequestState {
     clock: StageClock,
     metrics: AnswerMetrics,
     acl_epoch: u64,
+    /// What the run saw, for review (only while routing is on).
+    trace: Option<trace::Trace>,
 }
 
 impl RequestState {
@@ -182,6 +187,7 @@ impl RequestState {
             abstention: Some(Abstention { reason, diagnostics }),
             acl_epoch: self.acl_epoch,
             metrics: self.metrics,
+            review: None,
         }
     }
 
@@ -220,6 +226,7 @@ impl RequestState {
             abstention: None,
             acl_epoch: self.acl_epoch,
             metrics: self.metrics,
+            review: None,
         }
     }
 }
@@ -232,7 +239,12 @@ impl AnswerPipeline {
         verifier: Arc<dyn SupportVerifier>,
         settings: PipelineSettings,
     ) -> Self {
-        Self { reader, generator, verifier, settings }
+        Self { reader, generator, verifier, settings, review: None }
+    }
+
+    /// This pipeline routing its finished answers to review through `router`.
+    pub fn with_review(self, router: Arc<crate::review::Router>) -> Self {
+        Self { review: Some(router), ..self }
     }
 
     /// The backend's read side.
@@ -266,14 +278,19 @@ impl AnswerPipeline {
         let mut run = Run::new(self, principal, request, request_id, events);
         let outcome = run.drive().await;
         let Run { mut state, .. } = run;
-        match outcome {
+        let trace = state.trace.take();
+        let mut response = match outcome {
             Ok((claims, problems)) => {
                 state.reject(&problems);
-                Ok(state.answered(claims, &problems))
+                state.answered(claims, &problems)
             }
-            Err(Halt::Abstain(reason, diagnostics)) => Ok(state.abstain(reason, diagnostics)),
-            Err(Halt::Fault(error)) => Err(error),
+            Err(Halt::Abstain(reason, diagnostics)) => state.abstain(reason, diagnostics),
+            Err(Halt::Fault(error)) => return Err(error),
+        };
+        if let (Some(router), Some(trace)) = (&self.review, trace) {
+            response.review = trace::route(router, principal, trace, &response);
         }
+        Ok(response)
     }
 
     /// Retrieves up to `k` fused chunks for `query` inside the principal's scope (`/v1/retrieve`).

@@ -144,6 +144,20 @@ pub struct AnswerResponse {
     pub acl_epoch: u64,
     /// Stage timings and counts.
     pub metrics: AnswerMetrics,
+    /// Extension: present when the answer was routed to human review (`[review]`) and queued.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewTicket>,
+}
+
+/// An answer routed to human review: `queued` (always `true`) and the item's id. The item is
+/// written after the response; an id whose write failed, or that was still queued when the
+/// server stopped, is never found (`GET /v1/reviews/{review_id}` answers 404).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ReviewTicket {
+    /// Handed to the review queue.
+    pub queued: bool,
+    /// The review item's id.
+    pub review_id: String,
 }
 
 /// One chunk of a `/v1/retrieve` response.

@@ -135,6 +135,8 @@ impl<'a> Run<'a> {
         events: Option<StageEvents>,
     ) -> Self {
         let answer = &pipeline.settings.answer;
+        let routing = pipeline.review.as_ref().is_some_and(|router| router.policy().enabled());
+        let trace = routing.then(|| super::trace::Trace::new(&request.question));
         let deadline_ms = request.deadline_ms.unwrap_or(answer.deadline_ms).clamp(1, answer.max_deadline_ms);
         let top_k = request.top_k.unwrap_or(pipeline.settings.top_k_default).clamp(1, pipeline.settings.top_k_max);
         Self {
@@ -148,6 +150,7 @@ impl<'a> Run<'a> {
                 clock: StageClock::new(events),
                 metrics: AnswerMetrics::default(),
                 acl_epoch: 0,
+                trace,
             },
         }
     }
@@ -265,6 +268,9 @@ impl<'a> Run<'a> {
             return abstain(AbstentionReason::ContextOverflow, &[]);
         };
         self.state.metrics.context = prompt.sources.len();
+        if let Some(trace) = &mut self.state.trace {
+            trace.context(&prompt.sources);
+        }
         let retrieved = retrieved.candidates.iter().map(|candidate| Arc::clone(&candidate.chunk)).collect();
         Ok(Grounding { prompt, retrieved })
     }
@@ -299,6 +305,9 @@ impl<'a> Run<'a> {
             Ok(Err(error)) => return abstain(AbstentionReason::GeneratorError, &[error.code()]),
             Ok(Ok(raw)) => raw,
         };
+        if let Some(trace) = &mut self.state.trace {
+            trace.generated(attempt.number, &attempt.sources, &raw);
+        }
 
         let stage = Instant::now();
         let policy = self.pipeline.settings.answer.claim_policy;
@@ -327,6 +336,9 @@ impl<'a> Run<'a> {
         self.state.acl_epoch = acl.epoch();
         let verdict = recheck_authorization(verdict, self.principal, acl.as_ref(), policy);
         self.state.clock.record(validation_stage, stage);
+        if let Some(trace) = &mut self.state.trace {
+            trace.judged(&verdict);
+        }
         match verdict {
             Verdict::Answered { claims, problems } => Ok(Outcome::Answered(claims, problems)),
             Verdict::Unanswerable => abstain(AbstentionReason::InsufficientEvidence, &[]),

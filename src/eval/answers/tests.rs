@@ -54,6 +54,7 @@ fn the_recorder_keeps_the_first_attempts_sources_until_taken() {
             }),
             acl_epoch: 0,
             metrics: Default::default(),
+            review: None,
         };
         QuestionScores::of("q", &response, &HashMap::new(), gold, 0.0).with_context(sources, gold)
     };

@@ -250,11 +250,15 @@ pub struct AnswerResponse {
     pub acl_epoch: u64,
     /// Stage timings and counts.
     pub metrics: AnswerMetrics,
+    /// Extension: present when the answer was routed to human review (`[review]`) and queued.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub review: Option<ReviewTicket>,
 }
 
 impl From<layer::AnswerResponse> for AnswerResponse {
     fn from(response: layer::AnswerResponse) -> Self {
-        let layer::AnswerResponse { request_id, status, answer, abstention, acl_epoch, metrics } = response;
+        let layer::AnswerResponse { request_id, status, answer, abstention, acl_epoch, metrics, review } = response;
         Self {
             request_id,
             status: status.into(),
@@ -262,7 +266,27 @@ impl From<layer::AnswerResponse> for AnswerResponse {
             abstention: abstention.map(Abstention::from),
             acl_epoch,
             metrics: metrics.into(),
+            review: review.map(ReviewTicket::from),
         }
+    }
+}
+
+/// An answer routed to human review. The item is written after the response: an id whose
+/// write failed, or that was still queued when the server stopped, is never found
+/// (`GET /v1/reviews/{review_id}` answers 404 `review_not_found`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReviewTicket {
+    /// Handed to the review queue (always `true` when present).
+    pub queued: bool,
+    /// The review item's id (a UUID).
+    #[schema(example = "0b7e3c1a-5d2f-4e8a-9c6b-1f2e3d4c5b6a")]
+    pub review_id: String,
+}
+
+impl From<layer::ReviewTicket> for ReviewTicket {
+    fn from(ticket: layer::ReviewTicket) -> Self {
+        let layer::ReviewTicket { queued, review_id } = ticket;
+        Self { queued, review_id }
     }
 }
 

@@ -15,6 +15,7 @@
 pub mod admin;
 pub mod answer;
 pub mod replica;
+pub mod review;
 pub mod schema;
 
 #[cfg(test)]
@@ -26,7 +27,7 @@ mod tests {
 
     use crate::answer::response::{
         Abstention, AnswerBody, AnswerMetrics, AnswerResponse, AnswerStatus, ChunkRef, CitationOut, ClaimOut,
-        RetrieveResponse, RetrievedChunk, Withheld,
+        RetrieveResponse, RetrievedChunk, ReviewTicket, Withheld,
     };
     use crate::answer::validate::AbstentionReason;
 
@@ -98,13 +99,16 @@ mod tests {
             abstention: None,
             acl_epoch: 17,
             metrics: metrics(),
+            review: Some(ReviewTicket { queued: true, review_id: "0b7e3c1a-5d2f-4e8a-9c6b-1f2e3d4c5b6a".to_owned() }),
         };
         assert_same_json::<_, answer::AnswerResponse>(response.clone());
         // A whole answer carries neither `partial` nor `withheld`.
         let mut whole = response.clone();
         whole.answer = whole.answer.map(|body| AnswerBody { partial: false, withheld: vec![], ..body });
+        whole.review = None;
         let sent = serde_json::to_value(answer::AnswerResponse::from(whole.clone())).unwrap();
         assert!(sent["answer"].get("partial").is_none() && sent["answer"].get("withheld").is_none(), "{sent}");
+        assert!(sent.get("review").is_none(), "an answer not routed to review carries no review: {sent}");
         assert_same_json::<_, answer::AnswerResponse>(whole);
         let claim = response.answer.iter().flat_map(|answer| answer.claims.clone()).next().unwrap();
         assert_same_json::<_, answer::ClaimOut>(claim);
@@ -132,6 +136,7 @@ mod tests {
                 abstention: Some(Abstention { reason, diagnostics: vec![reason.as_str().to_owned()] }),
                 acl_epoch: 18,
                 metrics: metrics(),
+                review: None,
             };
             assert_same_json::<_, answer::AnswerResponse>(response);
         }

@@ -1,0 +1,768 @@
+//! Answers routed to human review (issue 47, items 2-4): the routing policy per outcome; what a
+//! reviewer sees under their own access now (another group, another tenant, after a revoke or a
+//! delete); a delete purging the text of stored items; pages that stay put while items are
+//! written; every bad verdict refused with its code and nothing stored; the queue across a
+//! restart and `kill -9` of the real binary. The access and paging flows run on both backends
+//! (the PostgreSQL ones need `WARRANT_TEST_DATABASE_URL`, and skip loudly without it).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use actix_web::http::Method;
+use actix_web::web::Data;
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
+use warrant::config::Settings;
+use warrant::http::AppState;
+use warrant::review::item::{NewItem, ReviewItem, Route, SourceRecord};
+
+use crate::snapshots::token;
+
+/// Test FAKE: plays `templates` in order (the last repeats), each `@{snippet}` replaced by the
+/// label of the source whose text holds `snippet` (`S1` when none does).
+struct Templated {
+    templates: Vec<String>,
+    calls: AtomicUsize,
+}
+
+impl Templated {
+    fn new(templates: &[&str]) -> Arc<Self> {
+        Arc::new(Self {
+            templates: templates.iter().map(|text| (*text).to_owned()).collect(),
+            calls: AtomicUsize::new(0),
+        })
+    }
+}
+
+#[async_trait]
+impl Generator for Templated {
+    fn name(&self) -> &str {
+        "templated-fake"
+    }
+
+    async fn generate(&self, request: &GenerationRequest) -> Result<String, GeneratorError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        let mut text = self.templates[call.min(self.templates.len() - 1)].clone();
+        while let Some(start) = text.find("@{") {
+            let end = start + text[start..].find('}').expect("closed placeholder");
+            let snippet = &text[start + 2..end];
+            let label = request
+                .sources
+                .iter()
+                .find(|source| source.text.contains(snippet))
+                .map_or_else(|| "S1".to_owned(), |source| source.label.clone());
+            text.replace_range(start..=end, &label);
+        }
+        Ok(text)
+    }
+}
+
+/// Where a test node keeps its state.
+#[derive(Clone)]
+enum Backend {
+    Embedded,
+    Postgres(String),
+}
+
+/// Settings with routing on and `change` applied (demo corpus, hashed embedder, one shard).
+fn settings(change: impl FnOnce(&mut warrant::config::ReviewSettings)) -> Settings {
+    let mut settings = crate::support::settings(1);
+    settings.review.enabled = true;
+    settings.review.sample_answered = 0.0;
+    change(&mut settings.review);
+    settings
+}
+
+/// A node with the demo corpus over `backend` (a new database's corpus is loaded by the first
+/// node only: `load`), answering with `generator` (the extractive one when `None`).
+async fn node(
+    backend: &Backend,
+    settings: Settings,
+    generator: Option<Arc<dyn Generator>>,
+    load: bool,
+) -> Data<AppState> {
+    let providers = crate::support::hashed_providers(&settings, generator);
+    let settings = Arc::new(settings);
+    match backend {
+        Backend::Embedded => crate::support::demo_state(settings, providers).await,
+        Backend::Postgres(url) => {
+            let params = crate::postgres::params(url);
+            let postgres =
+                warrant::postgres::PostgresBackend::connect(params, Arc::clone(&providers.embedder)).await.unwrap();
+            let backend = warrant::app::Backend {
+                reader: postgres.clone(),
+                writer: postgres.clone(),
+                reviews: postgres,
+                engine: None,
+                fresh: true,
+            };
+            let state = warrant::app::build_state_on(settings, providers, backend).expect("state");
+            if load {
+                let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json");
+                warrant::app::load_corpus(state.writer.as_ref(), &corpus).await.expect("demo corpus");
+            }
+            state.ready.store(true, Ordering::SeqCst);
+            state
+        }
+    }
+}
+
+/// `call!(service, METHOD, path, token, body)` → (status, JSON body); `call!(…, request_id)` also
+/// sets `x-request-id`.
+macro_rules! call {
+    ($service:expr, $method:expr, $path:expr, $token:expr, $body:expr) => {
+        call!($service, $method, $path, $token, $body, None::<&str>)
+    };
+    ($service:expr, $method:expr, $path:expr, $token:expr, $body:expr, $request_id:expr) => {{
+        let mut request = actix_web::test::TestRequest::default()
+            .method($method)
+            .uri($path)
+            .insert_header(("authorization", format!("Bearer {}", $token)));
+        if let Some(id) = $request_id {
+            request = request.insert_header(("x-request-id", id));
+        }
+        let body: Option<Value> = $body;
+        if let Some(body) = body {
+            request = request.set_json(body);
+        }
+        let response = actix_web::test::call_service($service, request.to_request()).await;
+        let status = response.status().as_u16();
+        let bytes = actix_web::test::read_body(response).await;
+        (status, serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null))
+    }};
+}
+
+/// Everything queued so far is written.
+async fn written(state: &AppState) {
+    assert!(state.review.as_ref().expect("routing is on").queue().flush().await, "the writer stopped");
+}
+
+fn reviewer(tenant: &str, sub: &str, groups: &[&str]) -> String {
+    token(tenant, sub, groups, "reviewer")
+}
+
+/// A supported claim (travel policy, London) and one its source does not support.
+const PARTIAL: &str = r#"{"answerable": true, "claims": [
+    {"text": "Hotel stays are reimbursed up to 250 euros per night in London, Paris and New York.", "citations": ["@{250 euros}"]},
+    {"text": "Employees receive a company car after two years of service.", "citations": ["@{250 euros}"]}]}"#;
+const WHOLE: &str = r#"{"answerable": true, "claims": [
+    {"text": "Hotel stays are reimbursed up to 250 euros per night in London, Paris and New York.", "citations": ["@{250 euros}"]}]}"#;
+const HOTEL: &str = "How much are hotel stays reimbursed per night in London?";
+
+/// Asks `question` as alice of acme through a fresh embedded node answering with `templates`;
+/// returns the response and the node.
+async fn routed(
+    change: impl FnOnce(&mut warrant::config::ReviewSettings),
+    templates: &[&str],
+) -> (Value, Data<AppState>) {
+    let state = node(&Backend::Embedded, settings(change), Some(Templated::new(templates)), true).await;
+    let service = actix_web::test::init_service(warrant::http::server::app(state.clone())).await;
+    let alice = token("acme", "alice", &["everyone"], "");
+    let (status, answer) = call!(&service, Method::POST, "/v1/answer", &alice, Some(json!({"question": HOTEL})));
+    assert_eq!(status, 200, "{answer}");
+    if state.review.is_some() {
+        written(&state).await;
+    }
+    (answer, state)
+}
+
+#[actix_web::test]
+async fn review_routing_follows_the_policy_for_each_outcome() {
+    // A partial answer: queued as partial, holding both claims, the withheld one with its code.
+    let (answer, state) = routed(|_| {}, &[PARTIAL]).await;
+    assert_eq!((answer["status"].as_str(), answer["answer"]["partial"].as_bool()), (Some("answered"), Some(true)));
+    assert_eq!(answer["review"]["queued"], true, "{answer}");
+    let review_id = answer["review"]["review_id"].as_str().unwrap();
+    let stored = state.reviews.get("acme", review_id).await.unwrap().expect("written");
+    assert_eq!(
+        (stored.item.route, stored.item.asker.as_str(), stored.item.question.as_str()),
+        (Route::Partial, "alice", HOTEL)
+    );
+    let claims: Vec<(bool, Vec<String>)> =
+        stored.item.claims.iter().map(|claim| (claim.returned, claim.codes.clone())).collect();
+    assert_eq!(claims, [(true, vec![]), (false, vec!["unsupported_claim".to_owned()])]);
+    assert_eq!(
+        stored.generated.as_ref().unwrap().claims[1].text.as_deref(),
+        Some("Employees receive a company car after two years of service.")
+    );
+    assert_eq!(stored.generated.as_ref().unwrap().outputs.len(), 1, "the raw output of the attempt");
+    assert!(stored.item.sources.iter().any(|source| source.doc_id == "travel-policy"));
+    assert!(stored.item.stages_ms.contains_key("generation"));
+
+    // Unparseable twice: an invalid_output abstention, queued with both attempts' codes.
+    let (answer, state) = routed(|_| {}, &["this is not json"]).await;
+    assert_eq!(answer["abstention"]["reason"], "invalid_output");
+    let stored = state.reviews.get("acme", answer["review"]["review_id"].as_str().unwrap()).await.unwrap().unwrap();
+    assert_eq!(stored.item.route, Route::Abstention);
+    assert_eq!(stored.item.attempts.len(), 2);
+    assert!(stored.item.attempts.iter().all(|attempt| attempt.codes == ["unparseable"]), "{:?}", stored.item.attempts);
+    assert!(stored.item.claims.is_empty());
+
+    // Abstentions the policy does not list, and whole answers outside the sample: not queued.
+    let (answer, state) = routed(|_| {}, &[r#"{"answerable": false, "claims": []}"#]).await;
+    assert_eq!((answer["abstention"]["reason"].as_str(), answer.get("review")), (Some("insufficient_evidence"), None));
+    assert!(state.reviews.page("acme", None, None, 10).await.unwrap().is_empty());
+    let (answer, _) = routed(|_| {}, &[WHOLE]).await;
+    assert_eq!((answer["status"].as_str(), answer.get("review")), (Some("answered"), None), "{answer}");
+    // Listed, or sampled: queued.
+    let (answer, _) = routed(
+        |review| review.abstentions = vec!["insufficient_evidence".into()],
+        &[r#"{"answerable": false, "claims": []}"#],
+    )
+    .await;
+    assert_eq!(answer["review"]["queued"], true);
+    let (answer, state) = routed(|review| review.sample_answered = 1.0, &[WHOLE]).await;
+    let stored = state.reviews.get("acme", answer["review"]["review_id"].as_str().unwrap()).await.unwrap().unwrap();
+    assert_eq!(stored.item.route, Route::Sample);
+    // Partial answers off: a partial answer is only sampled.
+    let (answer, _) = routed(|review| review.partial = false, &[PARTIAL]).await;
+    assert_eq!(answer.get("review"), None);
+    // Routing off: nothing, whatever the outcome.
+    let (answer, state) = routed(|review| review.enabled = false, &["this is not json"]).await;
+    assert_eq!((answer["abstention"]["reason"].as_str(), answer.get("review")), (Some("invalid_output"), None));
+    assert!(state.review.is_none());
+}
+
+/// The sample is decided by a keyed hash of the request id: the same ids are sampled on every
+/// node with the same seed, and about the configured share of them.
+#[actix_web::test]
+async fn review_sampling_is_decided_by_the_request_id_and_the_seed() {
+    let settings = settings(|review| {
+        review.sample_answered = 0.5;
+        review.seed = 11;
+    });
+    let policy = warrant::review::RoutingPolicy::from_settings(&settings.review);
+    let state = node(&Backend::Embedded, settings, Some(Templated::new(&[WHOLE])), true).await;
+    let service = actix_web::test::init_service(warrant::http::server::app(state.clone())).await;
+    let alice = token("acme", "alice", &["everyone"], "");
+    let mut sampled = 0;
+    for index in 0..24 {
+        let id = format!("sample-{index}");
+        let (_, answer) =
+            call!(&service, Method::POST, "/v1/answer", &alice, Some(json!({"question": HOTEL})), Some(id.as_str()));
+        assert_eq!(answer["request_id"], id.as_str());
+        assert_eq!(answer.get("review").is_some(), policy.sampled(&id), "{id}: {answer}");
+        sampled += usize::from(policy.sampled(&id));
+    }
+    assert!((4..=20).contains(&sampled), "{sampled} of 24 at 0.5");
+}
+
+/// Texts of the confidential reorganization plan (readable by user alice only) that must never
+/// reach a reviewer who may not read it.
+const REORG_TEXT: [&str; 5] =
+    ["first of March", "customer organization", "chief operating officer", "Confidential reorganization", "reorg-plan"];
+
+const TWO_SOURCES: &str = r#"{"answerable": true, "claims": [
+    {"text": "The support and success teams will merge into one customer organization on the first of March.", "citations": ["@{customer organization}"]},
+    {"text": "Every Acme employee receives 28 days of paid vacation per calendar year.", "citations": ["@{28 days}"]}]}"#;
+const TWO_QUESTION: &str =
+    "What happens to the support and success teams, and how many paid vacation days do employees get?";
+
+fn leaks(body: &Value) -> Vec<&'static str> {
+    let text = body.to_string();
+    REORG_TEXT.iter().copied().filter(|secret| text.contains(secret)).collect()
+}
+
+/// The item as `token` sees it (status 200 expected).
+macro_rules! seen {
+    ($service:expr, $id:expr, $token:expr) => {{
+        let (status, body) = call!($service, Method::GET, &format!("/v1/reviews/{}", $id), $token, None);
+        assert_eq!(status, 200, "{body}");
+        body
+    }};
+}
+
+/// The source of `doc` in a view, found by its label in the stored item.
+fn source<'a>(view: &'a Value, stored: &warrant::review::StoredItem, doc: &str) -> &'a Value {
+    let label = &stored.item.sources.iter().find(|source| source.doc_id == doc).expect("in the context").label;
+    view["sources"].as_array().unwrap().iter().find(|source| source["label"] == label.as_str()).unwrap()
+}
+
+async fn reviewers_see_only_what_they_may_read_now(backend: Backend) {
+    let settings = settings(|review| review.sample_answered = 1.0);
+    let state = node(&backend, settings, Some(Templated::new(&[TWO_SOURCES])), true).await;
+    let service = actix_web::test::init_service(warrant::http::server::app(state.clone())).await;
+    let (asker, admin) = (token("acme", "alice", &["everyone"], ""), token("acme", "root", &[], "admin"));
+    let (status, answer) = call!(&service, Method::POST, "/v1/answer", &asker, Some(json!({"question": TWO_QUESTION})));
+    assert_eq!((status, answer["answer"]["claims"].as_array().map(Vec::len)), (200, Some(2)), "{answer}");
+    let id = answer["review"]["review_id"].as_str().unwrap().to_owned();
+    written(&state).await;
+    let stored = state.reviews.get("acme", &id).await.unwrap().unwrap();
+    let docs: BTreeSet<&str> = stored.item.sources.iter().map(|source| source.doc_id.as_str()).collect();
+    assert!(docs.contains("reorg-plan") && docs.contains("vacation-policy"), "{docs:?}");
+
+    // A reviewer who may read every source sees all of it.
+    let alice = reviewer("acme", "alice", &["everyone"]);
+    let full = seen!(&service, &id, &alice);
+    assert_eq!(full["generated_text"], "shown");
+    assert_eq!(source(&full, &stored, "reorg-plan")["doc_id"], "reorg-plan");
+    assert!(full["claims"][0]["text"].as_str().unwrap().contains("first of March"));
+
+    // Another group's reviewer: the plan is withheld with nothing but its label, and so is what
+    // the generator wrote from it; the vacation policy is shown.
+    let rita = reviewer("acme", "rita", &["everyone"]);
+    let partial = seen!(&service, &id, &rita);
+    let withheld = source(&partial, &stored, "reorg-plan");
+    let keys: BTreeSet<&str> = withheld.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, BTreeSet::from(["label", "readable", "withheld"]), "{withheld}");
+    assert_eq!(
+        (withheld["readable"].as_bool(), withheld["withheld"].as_str()),
+        (Some(false), Some("not readable by you"))
+    );
+    assert_eq!(source(&partial, &stored, "vacation-policy")["readable"], true);
+    assert_eq!(partial["generated_text"], "withheld");
+    assert!(partial["claims"].as_array().unwrap().iter().all(|claim| claim.get("text").is_none()));
+    assert_eq!(leaks(&partial), Vec::<&str>::new(), "{partial}");
+    // Claims written from a source the reviewer may not read cannot be judged by them.
+    let verdict = json!({"claims": [{"index": 1, "verdict": "supported"}]});
+    let path = format!("/v1/reviews/{id}/verdicts");
+    let (status, body) = call!(&service, Method::POST, &path, &rita, Some(verdict.clone()));
+    assert_eq!((status, body["code"].as_str()), (403, Some("claims_not_readable")));
+
+    // Another tenant's reviewer: the same 404 as a missing id, and an empty queue.
+    let globex = reviewer("globex", "gina", &["staff"]);
+    let (status, body) = call!(&service, Method::GET, &format!("/v1/reviews/{id}"), &globex, None);
+    assert_eq!((status, body["code"].as_str()), (404, Some("review_not_found")));
+    let (_, missing) = call!(&service, Method::GET, "/v1/reviews/7d444840-9dc0-11d1-b245-5ffdce74fad2", &globex, None);
+    assert_eq!(body, missing);
+    let (_, page) = call!(&service, Method::GET, "/v1/reviews", &globex, None);
+    assert_eq!(page["items"], json!([]));
+    let (status, _) = call!(&service, Method::POST, &path, &globex, Some(verdict));
+    assert_eq!(status, 404);
+
+    // Revoked since: withheld from alice too; granted again: shown again (a revoke purges nothing).
+    let revoke = json!({"doc_id": "reorg-plan", "users": ["alice"]});
+    assert_eq!(call!(&service, Method::POST, "/v1/admin/acl/revoke", &admin, Some(revoke)).0, 200);
+    let revoked = seen!(&service, &id, &alice);
+    assert_eq!(
+        (source(&revoked, &stored, "reorg-plan")["readable"].as_bool(), revoked["generated_text"].as_str()),
+        (Some(false), Some("withheld"))
+    );
+    assert_eq!(leaks(&revoked), Vec::<&str>::new(), "{revoked}");
+    let grant = json!({"doc_id": "reorg-plan", "users": ["alice"]});
+    assert_eq!(call!(&service, Method::POST, "/v1/admin/acl/grant", &admin, Some(grant)).0, 200);
+    assert_eq!(seen!(&service, &id, &alice)["generated_text"], "shown");
+
+    // Deleted since: its text is purged from the item (ids stay) and no reviewer sees it.
+    let (status, _) = call!(&service, Method::DELETE, "/v1/admin/documents/reorg-plan", &admin, None);
+    assert_eq!(status, 200);
+    let purged = state.reviews.get("acme", &id).await.unwrap().unwrap();
+    assert!(!purged.sources.contains_key("reorg-plan"), "the deleted document's text is still stored");
+    assert!(purged.sources.contains_key("vacation-policy"));
+    assert_eq!(purged.generated, None, "what the generator wrote from it is still stored");
+    assert_eq!(purged.item, stored.item, "ids stay");
+    let deleted = seen!(&service, &id, &alice);
+    assert_eq!(source(&deleted, &stored, "reorg-plan")["readable"], false);
+    assert_eq!(leaks(&deleted), Vec::<&str>::new(), "{deleted}");
+    // An answer routed before the delete but written after it stores none of its text either.
+    state.reviews.insert(vec![copy_of(&stored)], 100).await.unwrap();
+    let late = state.reviews.get("acme", LATE_ID).await.unwrap().unwrap();
+    let kept: Vec<&String> = late.sources.keys().collect();
+    assert!(!late.sources.contains_key("reorg-plan") && late.generated.is_none(), "kept {kept:?}");
+    assert!(late.sources.contains_key("vacation-policy"));
+}
+
+const LATE_ID: &str = "00000000-0000-4000-8000-000000000001";
+
+/// `stored` (read before the delete) written again under [`LATE_ID`], as if it had waited in the
+/// queue while the delete went through.
+fn copy_of(stored: &warrant::review::StoredItem) -> NewItem {
+    let mut item = stored.item.clone();
+    item.review_id = LATE_ID.into();
+    let generated = stored.generated.clone().expect("read before the delete");
+    NewItem { tenant: "acme".into(), item, sources: stored.sources.clone(), generated }
+}
+
+#[actix_web::test]
+async fn review_reviewers_see_only_what_they_may_read_now_and_a_delete_purges_the_text() {
+    reviewers_see_only_what_they_may_read_now(Backend::Embedded).await;
+}
+
+#[actix_web::test]
+async fn postgres_review_reviewers_see_only_what_they_may_read_now_and_a_delete_purges_the_text() {
+    let Some(url) = crate::postgres::fresh_database().await else { return };
+    reviewers_see_only_what_they_may_read_now(Backend::Postgres(url)).await;
+}
+
+/// An upsert supersedes a version: its text goes from the items that cited it.
+#[actix_web::test]
+async fn review_an_upsert_purges_the_superseded_versions_text() {
+    let (answer, state) = routed(|review| review.sample_answered = 1.0, &[WHOLE]).await;
+    let id = answer["review"]["review_id"].as_str().unwrap();
+    assert!(state.reviews.get("acme", id).await.unwrap().unwrap().sources.contains_key("travel-policy"));
+    let service = actix_web::test::init_service(warrant::http::server::app(state.clone())).await;
+    let admin = token("acme", "root", &[], "admin");
+    let upsert = json!({"documents": [{"doc_id": "travel-policy", "title": "Acme travel policy",
+        "text": "Hotel stays are reimbursed up to 200 euros per night.", "acl": {"groups": ["everyone"]}}]});
+    assert_eq!(call!(&service, Method::PUT, "/v1/admin/documents", &admin, Some(upsert)).0, 200);
+    let stored = state.reviews.get("acme", id).await.unwrap().unwrap();
+    assert!(!stored.sources.contains_key("travel-policy") && stored.generated.is_none());
+}
+
+/// An item of `tenant` citing nothing (pages do not look inside items).
+fn bare(tenant: &str, index: usize) -> NewItem {
+    let item = ReviewItem {
+        review_id: warrant::review::new_review_id(),
+        request_id: format!("request-{index}"),
+        created_ms: warrant::review::now_ms(),
+        asker: "alice".into(),
+        question: format!("question {index}"),
+        route: Route::Sample,
+        answered: true,
+        partial: false,
+        abstention: None,
+        acl_epoch: 1,
+        sources: Vec::<SourceRecord>::new(),
+        attempts: Vec::new(),
+        claims: Vec::new(),
+        stages_ms: Default::default(),
+    };
+    NewItem { tenant: tenant.into(), item, sources: Default::default(), generated: Default::default() }
+}
+
+async fn pages_stay_put_while_items_are_written(backend: Backend) {
+    let state = node(&backend, settings(|_| {}), None, false).await;
+    let service = actix_web::test::init_service(warrant::http::server::app(state.clone())).await;
+    let rita = reviewer("acme", "rita", &["everyone"]);
+    let before: Vec<NewItem> = (0..23).map(|index| bare("acme", index)).collect();
+    state.reviews.insert(before.clone(), 1000).await.unwrap();
+    let expected: Vec<String> = before.iter().rev().map(|new| new.item.review_id.clone()).collect();
+    // A writer keeps adding items while the pages are read.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (reviews, stop) = (Arc::clone(&state.reviews), Arc::clone(&stop));
+        actix_rt::spawn(async move {
+            let mut index = 100;
+            while !stop.load(Ordering::SeqCst) {
+                reviews.insert(vec![bare("acme", index)], 1000).await.unwrap();
+                index += 1;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            index - 100
+        })
+    };
+    let (status, first) = call!(&service, Method::GET, "/v1/reviews?limit=5", &rita, None);
+    assert_eq!(status, 200, "{first}");
+    // The first page starts wherever the writer was: skip what it wrote before it.
+    let ids = |page: &Value| -> Vec<String> {
+        page["items"].as_array().unwrap().iter().map(|item| item["review_id"].as_str().unwrap().to_owned()).collect()
+    };
+    let mut seen: Vec<String> = ids(&first).into_iter().skip_while(|id| !expected.contains(id)).collect();
+    let mut cursor = first["next_cursor"].as_str().map(str::to_owned);
+    while let Some(next) = cursor {
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        let (status, page) = call!(&service, Method::GET, &format!("/v1/reviews?limit=5&cursor={next}"), &rita, None);
+        assert_eq!(status, 200, "{page}");
+        seen.extend(ids(&page));
+        cursor = page["next_cursor"].as_str().map(str::to_owned);
+    }
+    stop.store(true, Ordering::SeqCst);
+    let added = writer.await.unwrap();
+    assert!(added > 0, "nothing was written while paging");
+    assert_eq!(seen, expected, "every item written before the first page, newest first, once");
+    // Bad cursors and queries.
+    for (query, code) in [
+        ("cursor=0", "invalid_cursor"),
+        ("cursor=x", "invalid_cursor"),
+        ("status=done", "invalid_query"),
+        ("since=1", "invalid_query"),
+    ] {
+        let (status, body) = call!(&service, Method::GET, &format!("/v1/reviews?{query}"), &rita, None);
+        assert_eq!((status, body["code"].as_str()), (400, Some(code)), "{query}");
+    }
+}
+
+#[actix_web::test]
+async fn review_pages_are_stable_under_concurrent_inserts() {
+    pages_stay_put_while_items_are_written(Backend::Embedded).await;
+}
+
+#[actix_web::test]
+async fn postgres_review_pages_are_stable_under_concurrent_inserts() {
+    let Some(url) = crate::postgres::fresh_database().await else { return };
+    pages_stay_put_while_items_are_written(Backend::Postgres(url)).await;
+}
+
+async fn bad_verdicts_store_nothing(backend: Backend) {
+    let settings = settings(|review| review.max_note_chars = 50);
+    let state = node(&backend, settings, Some(Templated::new(&[PARTIAL])), true).await;
+    let service = actix_web::test::init_service(warrant::http::server::app(state.clone())).await;
+    let alice = token("acme", "alice", &["everyone"], "");
+    let (_, answer) = call!(&service, Method::POST, "/v1/answer", &alice, Some(json!({"question": HOTEL})));
+    let id = answer["review"]["review_id"].as_str().expect("queued").to_owned();
+    written(&state).await;
+    let path = format!("/v1/reviews/{id}/verdicts");
+    let rita = reviewer("acme", "rita", &["everyone"]);
+    let claim = |index: u64, verdict: &str| json!({"claims": [{"index": index, "verdict": verdict}]});
+    let cases: Vec<(&str, String, String, Value, u16, &str)> = vec![
+        ("unknown verdict", path.clone(), rita.clone(), claim(0, "true"), 400, "unknown_verdict"),
+        (
+            "unknown abstention verdict",
+            path.clone(),
+            rita.clone(),
+            json!({"abstention": {"verdict": "fine"}}),
+            400,
+            "unknown_verdict",
+        ),
+        ("claim index out of range", path.clone(), rita.clone(), claim(2, "supported"), 400, "claim_out_of_range"),
+        (
+            "a claim twice",
+            path.clone(),
+            rita.clone(),
+            json!({"claims": [{"index": 0, "verdict": "supported"}, {"index": 0, "verdict": "unsupported"}]}),
+            400,
+            "duplicate_claim_verdict",
+        ),
+        ("nothing judged", path.clone(), rita.clone(), json!({"note": "hm"}), 400, "empty_verdict"),
+        (
+            "no abstention to judge",
+            path.clone(),
+            rita.clone(),
+            json!({"abstention": {"verdict": "correct_abstention"}}),
+            400,
+            "no_abstention",
+        ),
+        (
+            "oversized note",
+            path.clone(),
+            rita.clone(),
+            json!({"claims": [{"index": 0, "verdict": "supported"}], "note": "x".repeat(51)}),
+            400,
+            "note_too_long",
+        ),
+        ("unknown field", path.clone(), rita.clone(), json!({"claims": [], "tenant": "globex"}), 400, "invalid_body"),
+        (
+            "another tenant's item",
+            path.clone(),
+            reviewer("globex", "gina", &["staff"]),
+            claim(0, "supported"),
+            404,
+            "review_not_found",
+        ),
+        (
+            "a malformed id",
+            "/v1/reviews/not-an-id/verdicts".into(),
+            rita.clone(),
+            claim(0, "supported"),
+            404,
+            "review_not_found",
+        ),
+        (
+            "no reviewer role",
+            path.clone(),
+            token("acme", "bob", &["everyone"], ""),
+            claim(0, "supported"),
+            403,
+            "forbidden",
+        ),
+        (
+            "an admin is no reviewer",
+            path.clone(),
+            token("acme", "root", &[], "admin"),
+            claim(0, "supported"),
+            403,
+            "forbidden",
+        ),
+        ("no token", path.clone(), String::new(), claim(0, "supported"), 401, "missing_token"),
+    ];
+    for (what, path, token, body, status, code) in cases {
+        let mut request = actix_web::test::TestRequest::post().uri(&path).set_json(body);
+        if !token.is_empty() {
+            request = request.insert_header(("authorization", format!("Bearer {token}")));
+        }
+        let response = actix_web::test::call_service(&service, request.to_request()).await;
+        let got = response.status().as_u16();
+        let reply: Value = serde_json::from_slice(&actix_web::test::read_body(response).await).unwrap();
+        assert_eq!((got, reply["code"].as_str()), (status, Some(code)), "{what}: {reply}");
+    }
+    for token in [&rita, &reviewer("globex", "gina", &["staff"]), &token("acme", "bob", &[], "")] {
+        let (status, _) = call!(&service, Method::GET, "/v1/reviews", token, None);
+        assert!(status == 200 || status == 403);
+    }
+    let stored = state.reviews.get("acme", &id).await.unwrap().unwrap();
+    assert!(stored.verdicts.is_empty(), "a refused verdict was stored: {:?}", stored.verdicts);
+    let (_, pending) = call!(&service, Method::GET, "/v1/reviews?status=pending", &rita, None);
+    assert_eq!(pending["items"][0]["review_id"], id.as_str());
+
+    // Two reviewers judge the item; both verdicts are kept, each with its reviewer and time.
+    let first = json!({"claims": [{"index": 0, "verdict": "supported"}, {"index": 1, "verdict": "unsupported"}], "note": "the car is not in the policy"});
+    let (status, stored_verdict) = call!(&service, Method::POST, &path, &rita, Some(first));
+    assert_eq!(
+        (status, stored_verdict["reviewer"].as_str(), stored_verdict["status"].as_str()),
+        (200, Some("rita"), Some("reviewed")),
+        "{stored_verdict}"
+    );
+    let ron = reviewer("acme", "ron", &["everyone"]);
+    let (status, _) = call!(
+        &service,
+        Method::POST,
+        &path,
+        &ron,
+        Some(json!({"claims": [{"index": 1.0, "verdict": "wrong_citation"}]}))
+    );
+    assert_eq!(status, 200);
+    let view = seen!(&service, &id, &rita);
+    assert_eq!(view["status"], "reviewed");
+    let verdicts = view["verdicts"].as_array().unwrap();
+    assert_eq!(
+        verdicts.iter().map(|verdict| verdict["reviewer"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["rita", "ron"]
+    );
+    assert_eq!(verdicts[0]["claims"][1], json!({"index": 1, "verdict": "unsupported"}));
+    assert_eq!(verdicts[0]["note"], "the car is not in the policy");
+    assert!(verdicts.iter().all(|verdict| verdict["at_ms"].as_u64().unwrap() > 0));
+    let (_, reviewed) = call!(&service, Method::GET, "/v1/reviews?status=reviewed", &rita, None);
+    assert_eq!(
+        (reviewed["items"][0]["review_id"].as_str(), reviewed["items"][0]["verdicts"].as_u64()),
+        (Some(id.as_str()), Some(2))
+    );
+    let (_, pending) = call!(&service, Method::GET, "/v1/reviews?status=pending", &rita, None);
+    assert_eq!(pending["items"], json!([]));
+}
+
+#[actix_web::test]
+async fn review_bad_verdicts_are_refused_with_a_code_and_store_nothing() {
+    bad_verdicts_store_nothing(Backend::Embedded).await;
+}
+
+#[actix_web::test]
+async fn postgres_review_bad_verdicts_are_refused_with_a_code_and_store_nothing() {
+    let Some(url) = crate::postgres::fresh_database().await else { return };
+    bad_verdicts_store_nothing(Backend::Postgres(url)).await;
+}
+
+/// Two nodes on one database share one queue: an item queued by one is read and judged on the
+/// other, with sequences in commit order.
+#[actix_web::test]
+async fn postgres_review_two_nodes_share_one_queue() {
+    let Some(url) = crate::postgres::fresh_database().await else { return };
+    let backend = Backend::Postgres(url);
+    let settings = || settings(|review| review.sample_answered = 1.0);
+    let first = node(&backend, settings(), Some(Templated::new(&[WHOLE])), true).await;
+    let second = node(&backend, settings(), Some(Templated::new(&[WHOLE])), false).await;
+    let one = actix_web::test::init_service(warrant::http::server::app(first.clone())).await;
+    let two = actix_web::test::init_service(warrant::http::server::app(second.clone())).await;
+    let alice = token("acme", "alice", &["everyone"], "");
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        for (service, state) in [(&one, &first), (&two, &second)] {
+            let (_, answer) = call!(service, Method::POST, "/v1/answer", &alice, Some(json!({"question": HOTEL})));
+            ids.push(answer["review"]["review_id"].as_str().unwrap().to_owned());
+            written(state).await;
+        }
+    }
+    let rita = reviewer("acme", "rita", &["everyone"]);
+    let (_, page) = call!(&two, Method::GET, "/v1/reviews?limit=10", &rita, None);
+    let listed: Vec<&str> =
+        page["items"].as_array().unwrap().iter().map(|item| item["review_id"].as_str().unwrap()).collect();
+    let newest_first: Vec<&str> = ids.iter().rev().map(String::as_str).collect();
+    assert_eq!(listed, newest_first);
+    let view = seen!(&one, &ids[1], &rita);
+    assert_eq!(view["generated_text"], "shown");
+}
+
+// ---- the real binary: restart and kill -9 ----
+
+fn durable(root: &std::path::Path) -> crate::snapshots::Process {
+    let mut command = crate::snapshots::command(&root.join("snapshots"), &[]);
+    command
+        .env("WARRANT__STORAGE__DIR", root.join("data"))
+        .env("WARRANT__REVIEW__ENABLED", "true")
+        .env("WARRANT__REVIEW__SAMPLE_ANSWERED", "1.0");
+    crate::snapshots::spawn_command(command)
+}
+
+/// The review ids listed for `token`, newest first (all pages).
+async fn listed(http: &reqwest::Client, base: &str, token: &str) -> Vec<String> {
+    let (status, page) =
+        crate::snapshots::call(http, base, reqwest::Method::GET, "/v1/reviews?limit=100", token, None).await;
+    assert_eq!(status, 200, "{page}");
+    page["items"].as_array().unwrap().iter().map(|item| item["review_id"].as_str().unwrap().to_owned()).collect()
+}
+
+#[actix_web::test]
+async fn review_queue_survives_a_restart_and_kill_9() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let root = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::new();
+    let (alice, rita) = (token("acme", "alice", &["everyone"], ""), reviewer("acme", "rita", &["everyone"]));
+    let mut server = durable(root.path());
+    let mut ids = Vec::new();
+    for question in [HOTEL, "How many vacation days do employees get?", "When must receipts be submitted?"] {
+        let (status, answer) = crate::snapshots::call(
+            &http,
+            &server.base,
+            reqwest::Method::POST,
+            "/v1/answer",
+            &alice,
+            Some(json!({"question": question})),
+        )
+        .await;
+        assert_eq!(status, 200, "{answer}");
+        ids.push(answer["review"]["review_id"].as_str().expect("sampled").to_owned());
+    }
+    // Written once listed (the writer commits each batch with an fsync).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while listed(&http, &server.base, &rita).await.len() < ids.len() {
+        assert!(Instant::now() < deadline, "the queued items were never written");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let path = format!("/v1/reviews/{}/verdicts", ids[0]);
+    let verdict = json!({"claims": [{"index": 0, "verdict": "supported"}]});
+    let (status, body) =
+        crate::snapshots::call(&http, &server.base, reqwest::Method::POST, &path, &rita, Some(verdict)).await;
+    assert_eq!(status, 200, "{body}");
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+
+    server.child.kill().unwrap(); // SIGKILL: no shutdown path runs
+    server.child.wait().unwrap();
+    drop(server);
+    let server = durable(root.path());
+    assert_eq!(listed(&http, &server.base, &rita).await, newest_first, "after kill -9");
+    let (_, view) = crate::snapshots::call(
+        &http,
+        &server.base,
+        reqwest::Method::GET,
+        &format!("/v1/reviews/{}", ids[0]),
+        &rita,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (view["status"].as_str(), view["verdicts"][0]["reviewer"].as_str()),
+        (Some("reviewed"), Some("rita")),
+        "{view}"
+    );
+    assert_eq!(view["generated_text"], "shown", "{view}");
+
+    // A graceful stop writes out the queue and closes the file; the next start finds it all.
+    let (_, answer) = crate::snapshots::call(
+        &http,
+        &server.base,
+        reqwest::Method::POST,
+        "/v1/answer",
+        &alice,
+        Some(json!({"question": HOTEL})),
+    )
+    .await;
+    let last = answer["review"]["review_id"].as_str().expect("sampled").to_owned();
+    let stopped = std::process::Command::new("kill").arg("-TERM").arg(server.child.id().to_string()).status().unwrap();
+    assert!(stopped.success());
+    let mut server = server;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the server did not stop on SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(server);
+    let server = durable(root.path());
+    let after = listed(&http, &server.base, &rita).await;
+    assert_eq!(after.first(), Some(&last), "an item queued before a graceful stop");
+    assert_eq!(&after[1..], newest_first.as_slice());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(root.path().join("data").join(warrant::review::embedded::REVIEWS_FILE)).unwrap();
+    assert_eq!(mode.permissions().mode() & 0o777, 0o600);
+}
