@@ -821,7 +821,9 @@ async fn measure_bytes_per_stored_item() {
         let sampled = ids.len().div_ceil(10);
         let on_disk = match &backend {
             Backend::Embedded => {
-                std::fs::metadata(directory.path().join("data").join(warrant::review::embedded::REVIEWS_FILE)).unwrap().len()
+                std::fs::metadata(directory.path().join("data").join(warrant::review::embedded::REVIEWS_FILE))
+                    .unwrap()
+                    .len()
             }
             Backend::Postgres(url) => {
                 let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
