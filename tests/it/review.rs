@@ -766,3 +766,89 @@ async fn review_queue_survives_a_restart_and_kill_9() {
     let mode = std::fs::metadata(root.path().join("data").join(warrant::review::embedded::REVIEWS_FILE)).unwrap();
     assert_eq!(mode.permissions().mode() & 0o777, 0o600);
 }
+
+// ---- measurement (BENCHMARKS.md, "Review queue") ----
+
+/// Bytes per stored item: the encoded parts of items routed from the demo corpus (extractive
+/// generator, every answer sampled), and what they take on disk — `reviews.redb` on the
+/// embedded backend, the review tables on PostgreSQL (when `WARRANT_TEST_DATABASE_URL` is set).
+#[actix_web::test]
+#[ignore = "a measurement: prints the figures of BENCHMARKS.md, \"Review queue\""]
+async fn measure_bytes_per_stored_item() {
+    use warrant::review::item::encode;
+    const ITEMS: usize = 2000;
+    let questions = [
+        HOTEL,
+        "How many days of paid vacation do employees get?",
+        "When must travel receipts be submitted?",
+        "Which class is required for short flights?",
+        "How often are laptops replaced?",
+        "What is the daily meal allowance during travel?",
+    ];
+    let directory = tempfile::tempdir().unwrap();
+    let mut backends = vec![("embedded", Backend::Embedded)];
+    if let Some(url) = crate::postgres::fresh_database().await {
+        backends.push(("postgres", Backend::Postgres(url)));
+    }
+    for (name, backend) in backends {
+        let mut settings = settings(|review| {
+            review.sample_answered = 1.0;
+            review.max_items_per_tenant = ITEMS as u64;
+        });
+        settings.storage.dir = directory.path().join("data").display().to_string();
+        let state = node(&backend, settings, None, true).await;
+        let service = actix_web::test::init_service(warrant::http::server::app(state.clone())).await;
+        let alice = token("acme", "alice", &["everyone"], "");
+        let mut ids = Vec::new();
+        for index in 0..ITEMS {
+            let question = json!({"question": questions[index % questions.len()]});
+            let (_, answer) = call!(&service, Method::POST, "/v1/answer", &alice, Some(question));
+            ids.push(answer["review"]["review_id"].as_str().expect("sampled").to_owned());
+            if index % 256 == 255 {
+                written(&state).await;
+            }
+        }
+        written(&state).await;
+        let (mut item, mut sources, mut generated, mut claims, mut context) = (0, 0, 0, 0, 0);
+        for id in ids.iter().step_by(10) {
+            let stored = state.reviews.get("acme", id).await.unwrap().expect("stored");
+            item += encode(&stored.item).len();
+            sources += stored.sources.values().map(|texts| encode(texts).len()).sum::<usize>();
+            generated += stored.generated.as_ref().map_or(0, |text| encode(text).len());
+            claims += stored.item.claims.len();
+            context += stored.item.sources.len();
+        }
+        let sampled = ids.len().div_ceil(10);
+        let on_disk = match &backend {
+            Backend::Embedded => {
+                std::fs::metadata(directory.path().join("data").join(warrant::review::embedded::REVIEWS_FILE))
+                    .unwrap()
+                    .len()
+            }
+            Backend::Postgres(url) => {
+                let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+                tokio::spawn(connection);
+                let row = client
+                    .query_one(
+                        "SELECT (pg_total_relation_size('review_items') + pg_total_relation_size('review_sources')
+                            + pg_total_relation_size('review_verdicts') + pg_total_relation_size('review_tenants'))::bigint",
+                        &[],
+                    )
+                    .await
+                    .unwrap();
+                row.get::<_, i64>(0) as u64
+            }
+        };
+        println!(
+            "{name}: {ITEMS} items; encoded per item: item {} B, source texts {} B, generated text {} B \
+             (total {} B; {:.1} sources and {:.1} claims an item); on disk {} B per item",
+            item / sampled,
+            sources / sampled,
+            generated / sampled,
+            (item + sources + generated) / sampled,
+            context as f64 / sampled as f64,
+            claims as f64 / sampled as f64,
+            on_disk / ITEMS as u64
+        );
+    }
+}

@@ -1,5 +1,5 @@
 //! The HTTP contract types: the wire shapes of the values other layers produce or consume (answer
-//! and retrieve responses, document inputs, a replica's freshness), with their OpenAPI schema
+//! and retrieve responses, document inputs, a replica's freshness, review items and pages), with their OpenAPI schema
 //! (`utoipa` derives), and the JSON Schema fragments of the input rules ([`schema`]). The OpenAPI
 //! document is this layer's concern, so the answer, retrieval, domain and replica types carry no
 //! schema; handlers convert between them and these with `From`. Bodies that exist only on the
