@@ -46,6 +46,18 @@ install_citus() {
   tar -xJf "$SOURCE" -C "$build"
   (
     cd "$build"/citus-*
+    # Recent PostgreSQL 15 minor releases (15.20 in Debian bookworm) declare
+    # have_createdb_privilege() in dbcommands.h, which Citus 13.2.2 still defines as a static
+    # compatibility function for 15: with them the build failed ("static declaration follows non-static
+    # declaration"). Where the server declares it, the compatibility copy goes.
+    if grep -q 'have_createdb_privilege' "$("$PG_BIN/pg_config" --includedir-server)/commands/dbcommands.h"; then
+      perl -0pi -e 's/static inline bool\nhave_createdb_privilege\(void\)\n\{.*?\n\}\n//s' \
+        src/include/pg_version_compat.h
+      if grep -q '^have_createdb_privilege(void)' src/include/pg_version_compat.h; then
+        echo "citus: could not take the compatibility have_createdb_privilege out" >&2
+        exit 1
+      fi
+    fi
     ./configure -q PG_CONFIG="$PG_BIN/pg_config" --without-libcurl >/dev/null
     make -s -j"$(nproc)" with_llvm=no >/dev/null
     make -s with_llvm=no install >/dev/null
