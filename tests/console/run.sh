@@ -6,7 +6,11 @@
 #
 # The flow: demo sign-in, ask, open a citation and check the highlighted span against the corpus,
 # compare two principals, revoke as admin and ask again (abstention), upload a document carrying
-# <img onerror> and <script> and check nothing runs and the text shows literally, the ops view.
+# <img onerror> and <script> and check nothing runs and the text shows literally, the ops view,
+# and the Review view: with [review] on (every answer sampled, the abstentions the flow produces
+# queued), a reviewer token minted by `warrant token --reviewer` pages the queue, sees a claim's
+# cited span highlighted, a revoked source withheld, gives verdicts by keyboard and by click; a
+# non-reviewer gets no Review tab and the API's 403.
 # Screenshots of each view go to $CONSOLE_SCREENSHOTS (default target/console-screenshots/).
 #
 # Usage: tests/console/run.sh          (.ci/run calls it; installs chromium when missing)
@@ -39,7 +43,12 @@ export WARRANT__SERVER__BIND=127.0.0.1:0
 export WARRANT__DEMO__LOAD=true
 export WARRANT__SNAPSHOTS__DIR="$workdir/snapshots"
 export WARRANT__STORAGE__DIR="$workdir/data"
+export WARRANT__REVIEW__ENABLED=true
+export WARRANT__REVIEW__SAMPLE_ANSWERED=1.0
+export WARRANT__REVIEW__ABSTENTIONS='["no_authorized_evidence", "insufficient_evidence", "source_revoked"]'
 start_server
+REVIEWER_TOKEN="$("$binary" token --tenant acme --sub rita --groups everyone --reviewer)"
+export REVIEWER_TOKEN
 
 mkdir -p "$screenshots"
 rm -f "$screenshots"/*.png
