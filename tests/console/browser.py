@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The web console in headless chromium, over W3C WebDriver (standard library only).
 
-Usage: browser.py BASE_URL SCREENSHOT_DIR WORK_DIR   (tests/console/run.sh starts the server)
+Usage: browser.py BASE_URL SCREENSHOT_DIR WORK_DIR [partial]   (tests/console/run.sh starts the server)
+       partial: the server's generator is tests/console/fake_generator.py (rejected claims)
 
 Each step asserts what a user would see; a failure names the step, and a screenshot of the page
 at that moment is saved as failure.png.
@@ -18,6 +19,7 @@ import urllib.error
 import urllib.request
 
 BASE, SHOTS, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+PARTIAL = sys.argv[4:] == ["partial"]
 REVIEWER_TOKEN = os.environ["REVIEWER_TOKEN"]  # acme, sub rita, group everyone, role reviewer
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"  # the W3C web element identifier
 CORPUS = json.load(open(os.path.join(os.path.dirname(__file__), "../../fixtures/demo/corpus.json")))
@@ -247,18 +249,10 @@ def review(driver, revoked_later, abstained_id):
     bob_id = driver.wait("const q = document.querySelector('#ask-result .queued'); return q && q.dataset.reviewId;", "the queued note")
     time.sleep(0.5)  # the tab's probe answers 403 for bob
     assert not review_tab_shown(driver), "a non-reviewer has a Review tab"
-    deadline = time.time() + 30
-    while http("GET", f"{BASE}/v1/reviews/{bob_id}", token=REVIEWER_TOKEN)[0] != 200:
-        assert time.time() < deadline, "the review item was never written"
-        time.sleep(0.2)
+    written(bob_id)
 
     step("review: a reviewer's token shows the Review tab and the pending queue, newest first, paged")
-    driver.type("#token-input", REVIEWER_TOKEN)
-    driver.click('#token-form button[type="submit"]')
-    driver.wait("return document.getElementById('identity').textContent.includes('rita@acme');", "rita signed in")
-    driver.wait("return !document.querySelector('.tab[data-view=\"review\"]').parentElement.hidden;", "the Review tab")
-    driver.click('.tab[data-view="review"]')
-    driver.wait("return document.querySelectorAll('#review-queue .queue-item').length > 0;", "the queue")
+    sign_in_reviewer(driver)
     first_page = queue_ids(driver)
     assert first_page[0] == bob_id, "newest first"
     assert len(first_page) == 10 and review_tab_shown(driver), first_page
@@ -357,13 +351,70 @@ def review(driver, revoked_later, abstained_id):
     driver.wait("return !document.querySelector('.tab[data-view=\"review\"]').parentElement.hidden;", "the tab back")
 
 
+def sign_in_reviewer(driver):
+    driver.type("#token-input", REVIEWER_TOKEN)
+    driver.click('#token-form button[type="submit"]')
+    driver.wait("return document.getElementById('identity').textContent.includes('rita@acme');", "rita signed in")
+    driver.wait("return !document.querySelector('.tab[data-view=\"review\"]').parentElement.hidden;", "the Review tab")
+    driver.click('.tab[data-view="review"]')
+    driver.wait("return document.querySelectorAll('#review-queue .queue-item').length > 0;", "the queue")
+
+
+def written(review_id):
+    deadline = time.time() + 30
+    while http("GET", f"{BASE}/v1/reviews/{review_id}", token=REVIEWER_TOKEN)[0] != 200:
+        assert time.time() < deadline, "the review item was never written"
+        time.sleep(0.2)
+
+
+def run_partial(driver):
+    step("partial: bob's answer had a claim withheld; the Ask view says so and that it was queued")
+    driver.go(BASE + "/console")
+    driver.wait("return document.body.dataset.ready === 'true' && !document.getElementById('demo-form').hidden;", "demo sign-in")
+    sign_in_demo(driver, "bob")
+    status = ask(driver, QUESTION)
+    assert status == "answered", (status, text_of(driver, "#ask-result"))
+    assert "Partial answer" in (text_of(driver, "#ask-result .withheld") or ""), text_of(driver, "#ask-result")
+    review_id = driver.wait("const q = document.querySelector('#ask-result .queued'); return q && q.dataset.reviewId;", "the queued note")
+    written(review_id)
+
+    step("partial: the reviewer sees the rejected claim with its code, and the source it cited")
+    sign_in_reviewer(driver)
+    open_review_item(driver, review_id)
+    item = stored(review_id)
+    assert item["route"] == "partial" and item["generated_text"] == "shown", item
+    position, rejected = next((i, c) for i, c in enumerate(item["claims"]) if c["status"] == "rejected")
+    entry = f'#review-item [data-target="c{rejected["index"]}"]'
+    codes = driver.js(f"return Array.from(document.querySelectorAll('{entry} code.code')).map(c => c.textContent);")
+    assert codes and codes == rejected["codes"], (codes, rejected)
+    assert text_of(driver, f"{entry} .chip.status-rejected") == "rejected"
+    assert text_of(driver, f"{entry} .claim-text") == rejected["text"]
+    driver.press(*["j"] * position)
+    assert driver.js("return document.querySelector('#review-item .review-claim.selected').dataset.target;") == f"c{rejected['index']}"
+    source = next(s for s in item["sources"] if s["label"] == rejected["citations"][0]["label"])
+    cited = driver.wait("const m = document.querySelector('#review-source-text mark.cited'); return m && m.textContent;", "the cited source")
+    assert cited == source["text"] and f"Claim {rejected['index']}" in text_of(driver, "#review-source-title"), cited
+    driver.screenshot("review-rejected")
+
+    step("partial: the rejected claim judged by keyboard, the returned one by click")
+    driver.press("3")
+    returned = next(c for c in item["claims"] if c["status"] == "returned")
+    driver.click(f'#review-item [data-target="c{returned["index"]}"] button.verdict[data-verdict="supported"]')
+    driver.press("s")
+    driver.wait("return document.getElementById('review-status').textContent.startsWith('Verdict stored');", "the verdict")
+    verdict = stored(review_id)["verdicts"][0]
+    judged = {c["index"]: c["verdict"] for c in verdict["claims"]}
+    assert judged == {rejected["index"]: "unsupported", returned["index"]: "supported"}, verdict
+    print("console browser test (rejected claims) passed")
+
+
 def main():
     driver = Driver()
     try:
-        run(driver)
+        run_partial(driver) if PARTIAL else run(driver)
     except Exception:
         try:
-            driver.screenshot("failure")
+            driver.screenshot("failure-partial" if PARTIAL else "failure")
         except Exception:  # noqa: BLE001
             pass
         raise
