@@ -924,7 +924,9 @@
       abstention.diagnostics.forEach((d) => ul.append(el("li", {}, el("code", { text: d }))));
       li.append(ul);
     }
-    li.append(verdictButtons(target, ABSTENTION_VERDICTS, false));
+    li.append(verdictButtons(target, ABSTENTION_VERDICTS, false),
+      el("label", { text: "Document that answers the question (optional)", attrs: { for: "review-abstention-doc" } }),
+      el("input", { attrs: { id: "review-abstention-doc", type: "text", autocomplete: "off", spellcheck: "false" } }));
     li.addEventListener("click", (event) => {
       if (event.target.closest("button")) return;
       selectTarget(position, false);
@@ -1012,7 +1014,11 @@
       const verdict = review.draft.get(targetKey(target));
       if (!verdict) continue;
       if (target.kind === "claim") body.claims.push({ index: target.index, verdict });
-      else body.abstention = { verdict };
+      else {
+        body.abstention = { verdict };
+        const docId = $("review-abstention-doc").value.trim();
+        if (docId) body.abstention.doc_id = docId;
+      }
     }
     const note = $("review-note").value;
     if (note.trim()) body.note = note;
@@ -1045,7 +1051,7 @@
   function onReviewKey(event) {
     if (viewName !== "review" || event.ctrlKey || event.metaKey || event.altKey) return;
     const target = event.target;
-    if (target && target.id === "review-note" && event.key === "Escape") {
+    if (target && ["review-note", "review-abstention-doc"].includes(target.id) && event.key === "Escape") {
       target.blur();
       $("review-item").querySelector(".review-claim.selected")?.focus();
       return;

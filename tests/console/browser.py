@@ -327,13 +327,16 @@ def review(driver, revoked_later, abstained_id):
     assert driver.js("return Array.from(document.querySelectorAll('#review-item [data-target^=\"c\"] button.verdict')).every(b => b.disabled);")
     driver.screenshot("review-withheld")
 
-    step("review: the abstention judged by keyboard")
+    step("review: the abstention judged by keyboard, naming the document that answers it")
     open_review_item(driver, abstained_id)
     assert driver.js("return document.querySelector('#review-item .review-claim.selected').dataset.target;") == "abstention"
-    driver.press("1", "s")
+    driver.type("#review-abstention-doc", "vacation-policy")
+    driver.press("\ue00c", "1", "2", "s")  # Escape leaves the field; 1 then 2: should_have_answered
     driver.wait("return document.getElementById('review-status').textContent.startsWith('Verdict stored');", "the abstention verdict")
     verdict = stored(abstained_id)["verdicts"][0]
-    assert verdict["abstention"] == {"verdict": "correct_abstention"} and verdict["claims"] == [], verdict
+    assert verdict["abstention"] == {"verdict": "should_have_answered", "doc_id": "vacation-policy"}, verdict
+    assert verdict["claims"] == [], verdict
+    assert "should_have_answered (vacation-policy)" in text_of(driver, '#review-item .verdicts [data-reviewer="rita"]')
 
     step("review: no sideways scrolling on a narrow screen")
     driver.resize(420, 900)
