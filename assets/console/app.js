@@ -862,7 +862,8 @@
   }
 
   function verdictButtons(target, labels, disabled) {
-    const group = el("div", { cls: "row verdict-buttons", attrs: { role: "group", "aria-label": "Verdict" } });
+    const name = target.kind === "claim" ? "Verdict for claim " + target.index : "Verdict for the abstention";
+    const group = el("div", { cls: "row verdict-buttons", attrs: { role: "group", "aria-label": name } });
     labels.forEach((label, i) => {
       const button = el("button", {
         cls: "verdict",
