@@ -136,6 +136,8 @@
     }
     const me = current();
     $("identity").textContent = me ? "Signed in as " + me.label : "Not signed in";
+    probeReviewer();
+    if (viewName === "review") loadQueue(false);
   }
 
   async function loadDemoUsers() {
@@ -264,6 +266,10 @@
       }
       container.append(box);
     }
+    if (body.review && body.review.queued) {
+      container.append(el("p", { cls: "small muted queued", attrs: { "data-review-id": body.review.review_id } },
+        "Queued for human review: ", el("code", { text: body.review.review_id })));
+    }
     const metrics = body.metrics || {};
     container.append(stageBar(metrics.stages_ms));
     const rejected = Object.entries(metrics.citations_rejected || {});
@@ -340,39 +346,72 @@
     for (const [name, value] of pairs) dl.append(el("dt", { text: name }), el("dd", { text: value }));
   }
 
+  // A source panel's parts, by id prefix ("source": Ask's, "review-source": the Review view's).
+  function sourceParts(prefix) {
+    const part = (name) => $(prefix + "-" + name);
+    return {
+      panel: part("panel"), title: part("title"), meta: part("meta"), note: part("note"),
+      quoteBox: part("quote-box"), quote: part("quote"), text: part("text"),
+    };
+  }
+
+  // Shows a panel with its title, quote and metadata, text and note cleared.
+  function openPanel(parts, title, quote, pairs, focus) {
+    parts.panel.hidden = false;
+    parts.title.textContent = title;
+    parts.note.hidden = true;
+    parts.quoteBox.hidden = !quote;
+    parts.quote.textContent = quote || "";
+    clear(parts.text);
+    meta(parts.meta, pairs);
+    if (focus) parts.title.focus();
+  }
+
+  function panelNote(parts, text) {
+    parts.note.hidden = false;
+    parts.note.textContent = text;
+  }
+
+  // Writes `points` into the panel's text with [start, end) marked as cited and, inside it, the
+  // quote ([from, to) or null) marked as the quote; scrolls the mark into view.
+  function highlight(parts, points, start, end, quote) {
+    appendRun(parts.text, points, 0, start);
+    const mark = el("mark", { cls: "cited", attrs: { "data-start": start, "data-end": end } });
+    if (quote) {
+      appendRun(mark, points, start, quote[0]);
+      const strong = el("mark", { cls: "quote", attrs: { "data-start": quote[0], "data-end": quote[1] } });
+      appendRun(strong, points, quote[0], quote[1]);
+      mark.append(strong);
+      appendRun(mark, points, quote[1], end);
+    } else {
+      appendRun(mark, points, start, end);
+    }
+    parts.text.append(mark);
+    appendRun(parts.text, points, end, points.length);
+    mark.scrollIntoView({ block: "nearest" });
+  }
+
   async function openSource(citation, principal) {
-    const panel = $("source-panel");
-    panel.hidden = false;
-    $("source-title").textContent = citation.label + " · " + citation.title;
-    const note = $("source-note");
-    note.hidden = true;
-    const quoteBox = $("source-quote-box");
-    quoteBox.hidden = !citation.quote;
-    $("source-quote").textContent = citation.quote || "";
-    const text = $("source-text");
-    clear(text);
-    meta($("source-meta"), [
+    const parts = sourceParts("source");
+    openPanel(parts, citation.label + " · " + citation.title, citation.quote, [
       ["document", citation.doc_id],
       ["version", String(citation.doc_version)],
       ["chunk", citation.chunk_id],
       ["characters", citation.start + "–" + citation.end],
-    ]);
-    $("source-title").focus();
+    ], true);
     const reply = await api("GET", "/v1/documents/" + encodeURIComponent(citation.doc_id), principal.token);
     if (!reply.ok) {
-      note.hidden = false;
-      note.textContent = reply.status === 404
+      panelNote(parts, reply.status === 404
         ? "This principal can no longer read the document (revoked or deleted)."
-        : "The document could not be read: " + errorText(reply);
+        : "The document could not be read: " + errorText(reply));
       return;
     }
     const doc = reply.body;
     let start = citation.start;
     let end = citation.end;
     if (doc.doc_version !== citation.doc_version) {
-      note.hidden = false;
-      note.textContent = "The document changed since the answer: cited version " + citation.doc_version +
-        ", now version " + doc.doc_version + ". The highlight may not match.";
+      panelNote(parts, "The document changed since the answer: cited version " + citation.doc_version +
+        ", now version " + doc.doc_version + ". The highlight may not match.");
       const same = doc.chunks.find((chunk) => chunk.chunk_id === citation.chunk_id);
       if (same) {
         start = same.start;
@@ -382,28 +421,14 @@
     const points = documentCodePoints(doc.chunks);
     start = Math.min(start, points.length);
     end = Math.min(Math.max(end, start), points.length);
-    const quote = findQuote(points, start, end, citation.quote);
-    appendRun(text, points, 0, start);
-    const mark = el("mark", { cls: "cited", attrs: { "data-start": start, "data-end": end } });
-    if (quote) {
-      appendRun(mark, points, start, quote[0]);
-      const strong = el("mark", { cls: "quote" });
-      appendRun(strong, points, quote[0], quote[1]);
-      mark.append(strong);
-      appendRun(mark, points, quote[1], end);
-    } else {
-      appendRun(mark, points, start, end);
-    }
-    text.append(mark);
-    appendRun(text, points, end, points.length);
-    meta($("source-meta"), [
+    highlight(parts, points, start, end, findQuote(points, start, end, citation.quote));
+    meta(parts.meta, [
       ["document", doc.doc_id],
       ["version", String(doc.doc_version) + (doc.doc_version === citation.doc_version ? "" : " (cited " + citation.doc_version + ")")],
       ["chunk", citation.chunk_id],
       ["characters", start + "–" + end + " of " + points.length],
       ["ACL epoch", String(doc.acl_epoch)],
     ]);
-    mark.scrollIntoView({ block: "nearest" });
   }
 
   // ---- compare ----
@@ -633,6 +658,427 @@
     setStatus("ops-status", ready.ok && metrics.ok ? "Updated " + new Date().toLocaleTimeString() : "Some endpoints failed.", !(ready.ok && metrics.ok));
   }
 
+  // ---- review ----
+  // The queue of the active principal's tenant (role reviewer), one item as the reviewer may see
+  // it now, and verdicts. The server decides everything: who is a reviewer (the tab shows when
+  // `GET /v1/reviews` answers 200), what is readable, which verdicts are valid.
+  const CLAIM_VERDICTS = ["supported", "partially_supported", "unsupported", "wrong_citation"];
+  const ABSTENTION_VERDICTS = ["correct_abstention", "should_have_answered"];
+  const PAGE_SIZE = 10;
+  const review = {
+    cursor: null, // next_cursor of the last page loaded
+    ids: [], // review ids listed, newest first
+    item: null, // the item shown (GET /v1/reviews/{id} body)
+    principal: null, // whom it was loaded for
+    targets: [], // {kind: "claim", index} | {kind: "abstention"}, in the order shown
+    selected: 0,
+    draft: new Map(), // target key ("c<index>" or "abstention") -> verdict
+    generation: 0, // bumps on every queue load, so a late reply is dropped
+  };
+
+  function reviewTab() {
+    return document.querySelector('.tab[data-view="review"]');
+  }
+
+  // Shows the Review tab when the server says the active principal is a reviewer.
+  async function probeReviewer() {
+    const me = current();
+    const item = reviewTab().parentElement;
+    if (!me) {
+      item.hidden = true;
+      return;
+    }
+    let ok = false;
+    try {
+      ok = (await api("GET", "/v1/reviews?status=pending&limit=1", me.token)).ok;
+    } catch (_) {
+      ok = false;
+    }
+    if (current() === me) item.hidden = !ok;
+  }
+
+  function when(ms) {
+    return new Date(ms).toLocaleString();
+  }
+
+  async function loadQueue(more) {
+    const me = current();
+    const list = $("review-queue");
+    const generation = ++review.generation;
+    if (!more) {
+      clear(list);
+      review.ids = [];
+      review.cursor = null;
+      $("review-more").hidden = true;
+      if (review.principal !== me) clearItem();
+    }
+    if (!me) {
+      setStatus("review-status", "Sign in first.", true);
+      return;
+    }
+    const query = new URLSearchParams({ status: $("review-filter").value, limit: String(PAGE_SIZE) });
+    if (more && review.cursor) query.set("cursor", review.cursor);
+    setStatus("review-status", "Loading…");
+    let reply;
+    try {
+      reply = await api("GET", "/v1/reviews?" + query, me.token);
+    } catch (error) {
+      reply = { ok: false, status: 0, body: String(error) };
+    }
+    if (generation !== review.generation) return;
+    if (!reply.ok) {
+      setStatus("review-status", "The queue could not be read: " + errorText(reply), true);
+      clearItem();
+      return;
+    }
+    for (const summary of reply.body.items) {
+      if (review.ids.includes(summary.review_id)) continue;
+      review.ids.push(summary.review_id);
+      list.append(queueEntry(summary, me));
+    }
+    review.cursor = reply.body.next_cursor || null;
+    $("review-more").hidden = !review.cursor;
+    markCurrent();
+    setStatus("review-status", review.ids.length
+      ? review.ids.length + " " + $("review-filter").value + " item(s) shown" + (review.cursor ? "; older ones on the next page." : ".")
+      : "No " + $("review-filter").value + " items.");
+  }
+
+  function queueEntry(summary, principal) {
+    const why = summary.outcome === "abstained" ? "abstained (" + (summary.reason || "?") + ")" : summary.outcome + (summary.partial ? ", partial" : "");
+    const button = el("button", { cls: "queue-item", attrs: { type: "button", "data-review-id": summary.review_id } },
+      el("span", { cls: "queue-question", text: summary.question }),
+      el("span", { cls: "small muted", text:
+        summary.route + " · " + why + " · asked by " + summary.asker + " · " + when(summary.created_ms) +
+        " · " + summary.claims + " claim(s), " + summary.verdicts + " verdict(s)" }));
+    button.addEventListener("click", () => openItem(summary.review_id, principal));
+    return el("li", {}, button);
+  }
+
+  function markCurrent() {
+    const id = review.item && review.item.review_id;
+    for (const button of document.querySelectorAll("#review-queue .queue-item")) {
+      button.setAttribute("aria-current", button.dataset.reviewId === id ? "true" : "false");
+    }
+  }
+
+  function clearItem() {
+    review.item = null;
+    review.principal = null;
+    review.targets = [];
+    review.draft = new Map();
+    clear($("review-item"));
+    $("review-source-panel").hidden = true;
+  }
+
+  async function openItem(reviewId, principal, keepStatus) {
+    if (current() !== principal) return;
+    let reply;
+    try {
+      reply = await api("GET", "/v1/reviews/" + encodeURIComponent(reviewId), principal.token);
+    } catch (error) {
+      reply = { ok: false, status: 0, body: String(error) };
+    }
+    if (current() !== principal) return;
+    if (!reply.ok) {
+      clearItem();
+      setStatus("review-status", "The item could not be read: " + errorText(reply), true);
+      return;
+    }
+    review.item = reply.body;
+    review.principal = principal;
+    review.draft = new Map();
+    review.targets = reply.body.claims.map((claim) => ({ kind: "claim", index: claim.index }));
+    if (reply.body.abstention) review.targets.push({ kind: "abstention" });
+    review.selected = 0;
+    if (!keepStatus) setStatus("review-status", "");
+    renderItem();
+    markCurrent();
+    selectTarget(0, false);
+  }
+
+  function targetKey(target) {
+    return target.kind === "claim" ? "c" + target.index : "abstention";
+  }
+
+  function sourceByLabel(label) {
+    return review.item.sources.find((source) => source.label === label) || null;
+  }
+
+  function renderItem() {
+    const item = review.item;
+    const box = $("review-item");
+    clear(box);
+    box.append(
+      el("p", { cls: "answer-head" },
+        el("span", { cls: "badge " + item.status, text: item.status }),
+        el("span", { cls: "badge " + item.outcome, text: item.outcome }),
+        el("span", { cls: "small muted", text: " routed as " + item.route + " · asked by " + item.asker + " · " + when(item.created_ms) +
+          " · ACL epoch " + item.acl_epoch + " · request " + item.request_id })),
+      el("p", { cls: "question" }, el("strong", { text: "Question: " }), item.question));
+
+    const sources = el("ul", { cls: "sources small" });
+    for (const source of item.sources) {
+      sources.append(source.readable
+        ? el("li", {}, el("strong", { text: source.label }), " " + source.title + " (" + source.doc_id + ", version " + source.doc_version + ")")
+        : el("li", { cls: "withheld-source", attrs: { "data-label": source.label } }, el("strong", { text: source.label }), " " + source.withheld));
+    }
+    box.append(el("h3", { text: "Sources (the final context)" }), sources);
+
+    if (item.generated_text !== "shown") {
+      box.append(el("p", { cls: "withheld", attrs: { "data-generated": "withheld" } },
+        el("strong", { text: "The generator's text is withheld: " }),
+        "not readable by you (a source above is not readable by you, or its text was purged). Claims can be judged only by a reviewer who may read every source."));
+    }
+
+    const claims = el("ol", { cls: "review-claims", attrs: { "aria-label": "Claims and abstention" } });
+    review.targets.forEach((target, position) => {
+      claims.append(target.kind === "claim" ? claimEntry(item.claims.find((c) => c.index === target.index), position) : abstentionEntry(position));
+    });
+    if (!review.targets.length) claims.append(el("li", { cls: "muted", text: "The generator produced no claim." }));
+    box.append(el("h3", { text: "Claims" }), claims);
+
+    const form = el("form", { cls: "stack", attrs: { id: "review-verdict-form" } },
+      el("label", { text: "Note (optional; shown to reviewers who may read every source)", attrs: { for: "review-note" } }),
+      el("textarea", { attrs: { id: "review-note", rows: 2 } }),
+      el("div", { cls: "row" }, el("button", { text: "Submit verdicts (s)", attrs: { type: "submit", id: "review-submit" } })));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      submitVerdicts();
+    });
+    box.append(form);
+
+    if (item.verdicts.length) {
+      const trail = el("ul", { cls: "verdicts small" });
+      for (const verdict of item.verdicts) {
+        const parts = verdict.claims.map((c) => "claim " + c.index + ": " + c.verdict);
+        if (verdict.abstention) parts.push("abstention: " + verdict.abstention.verdict + (verdict.abstention.doc_id ? " (" + verdict.abstention.doc_id + ")" : ""));
+        trail.append(el("li", { attrs: { "data-reviewer": verdict.reviewer } },
+          el("strong", { text: verdict.reviewer }), " " + when(verdict.at_ms) + ": " + parts.join("; "),
+          verdict.note ? el("span", { cls: "muted", text: " — " + verdict.note }) : null));
+      }
+      box.append(el("h3", { text: "Verdicts so far" }), trail);
+    }
+  }
+
+  function verdictButtons(target, labels, disabled) {
+    const name = target.kind === "claim" ? "Verdict for claim " + target.index : "Verdict for the abstention";
+    const group = el("div", { cls: "row verdict-buttons", attrs: { role: "group", "aria-label": name } });
+    labels.forEach((label, i) => {
+      const button = el("button", {
+        cls: "verdict",
+        text: (i + 1) + " " + label,
+        attrs: { type: "button", "data-verdict": label, "aria-pressed": "false", title: "key " + (i + 1) },
+      });
+      button.disabled = disabled;
+      button.addEventListener("click", () => {
+        review.selected = review.targets.indexOf(target);
+        choose(target, label);
+        selectTarget(review.selected, false);
+      });
+      group.append(button);
+    });
+    return group;
+  }
+
+  function claimEntry(claim, position) {
+    const target = review.targets[position];
+    const li = el("li", { cls: "review-claim " + claim.status, attrs: { "data-index": claim.index, "data-target": targetKey(target), tabindex: "-1" } });
+    const head = el("p", { cls: "claim-head" },
+      el("span", { cls: "chip status-" + claim.status, text: claim.status }), " ",
+      el("span", { cls: "small muted", text: "claim " + claim.index + " · attempt " + claim.attempt + ", position " + claim.position + (claim.anchored ? " · citation chosen by the server" : "") }));
+    claim.codes.forEach((code) => head.append(" ", el("code", { cls: "code", text: code })));
+    li.append(head);
+    if (claim.text !== undefined) li.append(el("p", { cls: "claim-text", text: claim.text }));
+    else li.append(el("p", { cls: "claim-text muted", text: "Claim text not readable by you." }));
+    if (claim.answer) li.append(el("p", { cls: "small" }, el("strong", { text: "Short answer: " }), claim.answer));
+    const chips = el("p", { cls: "row" });
+    for (const citation of claim.citations) {
+      const source = sourceByLabel(citation.label);
+      const chip = el("button", {
+        cls: "chip" + (source && source.readable ? "" : " unreadable"),
+        text: citation.label,
+        attrs: { type: "button", "data-label": citation.label, "aria-label": "Show cited source " + citation.label + " for claim " + claim.index },
+      });
+      chip.addEventListener("click", () => {
+        review.selected = position;
+        selectTarget(position, false, citation);
+      });
+      chips.append(chip);
+    }
+    if (!claim.citations.length) chips.append(el("span", { cls: "small muted", text: "no citation" }));
+    li.append(chips, verdictButtons(target, CLAIM_VERDICTS, review.item.generated_text !== "shown"));
+    li.addEventListener("click", (event) => {
+      if (event.target.closest("button")) return;
+      selectTarget(position, false);
+    });
+    return li;
+  }
+
+  function abstentionEntry(position) {
+    const target = review.targets[position];
+    const abstention = review.item.abstention;
+    const li = el("li", { cls: "review-claim abstention", attrs: { "data-target": "abstention", tabindex: "-1", "data-reason": abstention.reason } },
+      el("p", {}, el("strong", { text: "Abstained: " }), REASONS[abstention.reason] || "Unknown reason.", " ", el("code", { text: abstention.reason })));
+    if (abstention.diagnostics.length) {
+      const ul = el("ul", { cls: "diagnostics" });
+      abstention.diagnostics.forEach((d) => ul.append(el("li", {}, el("code", { text: d }))));
+      li.append(ul);
+    }
+    li.append(verdictButtons(target, ABSTENTION_VERDICTS, false),
+      el("label", { text: "Document that answers the question (optional)", attrs: { for: "review-abstention-doc" } }),
+      el("input", { attrs: { id: "review-abstention-doc", type: "text", autocomplete: "off", spellcheck: "false" } }));
+    li.addEventListener("click", (event) => {
+      if (event.target.closest("button")) return;
+      selectTarget(position, false);
+    });
+    return li;
+  }
+
+  // Sets (or, chosen again, clears) the draft verdict of `target` and shows it on its buttons.
+  function choose(target, label) {
+    const key = targetKey(target);
+    if (review.draft.get(key) === label) review.draft.delete(key);
+    else review.draft.set(key, label);
+    const entry = document.querySelector('#review-item [data-target="' + key + '"]');
+    if (!entry) return;
+    for (const button of entry.querySelectorAll("button.verdict")) {
+      button.setAttribute("aria-pressed", button.dataset.verdict === review.draft.get(key) ? "true" : "false");
+    }
+  }
+
+  // Selects target `position` and shows `citation` (default: the claim's first) in the source panel.
+  function selectTarget(position, focus, citation) {
+    if (!review.item || !review.targets.length) return;
+    review.selected = Math.max(0, Math.min(position, review.targets.length - 1));
+    const target = review.targets[review.selected];
+    const key = targetKey(target);
+    let entry = null;
+    for (const node of document.querySelectorAll("#review-item .review-claim")) {
+      const on = node.dataset.target === key;
+      node.classList.toggle("selected", on);
+      node.setAttribute("aria-current", on ? "true" : "false");
+      if (on) entry = node;
+    }
+    if (entry && focus) entry.focus();
+    if (target.kind !== "claim") {
+      $("review-source-panel").hidden = true;
+      return;
+    }
+    const claim = review.item.claims.find((c) => c.index === target.index);
+    const shown = citation || claim.citations[0];
+    if (shown) showCited(claim, shown);
+    else $("review-source-panel").hidden = true;
+  }
+
+  // The cited source of one claim from the item's stored chunk text (what the generator saw), at
+  // its character offsets, with the chunk and the quote highlighted as in Ask.
+  function showCited(claim, citation) {
+    const parts = sourceParts("review-source");
+    const source = sourceByLabel(citation.label);
+    const title = "Claim " + claim.index + " · " + citation.label + (source && source.readable ? " · " + source.title : "");
+    if (!source) {
+      openPanel(parts, title, citation.quote, [["label", citation.label]], false);
+      panelNote(parts, citation.label + " was not in the final context (the claim cited a label it was not shown).");
+      return;
+    }
+    if (!source.readable) {
+      openPanel(parts, title, null, [["label", citation.label]], false);
+      panelNote(parts, citation.label + ": " + source.withheld + ".");
+      parts.text.append(el("span", { cls: "gap", text: source.withheld }));
+      return;
+    }
+    openPanel(parts, title, citation.quote, [
+      ["document", source.doc_id],
+      ["version", String(source.doc_version)],
+      ["chunk", source.chunk_id],
+      ["characters", source.start + "–" + source.end],
+    ], false);
+    const points = documentCodePoints([{ start: source.start, end: source.end, text: source.text }]);
+    let quote = null;
+    if (typeof citation.quote_start === "number" && typeof citation.quote_end === "number") {
+      quote = [Math.max(citation.quote_start, source.start), Math.min(citation.quote_end, source.end)];
+      parts.meta.append(el("dt", { text: "quote" }), el("dd", { text: citation.quote_start + "–" + citation.quote_end }));
+    } else {
+      quote = findQuote(points, source.start, source.end, citation.quote);
+      if (citation.quote && !quote) panelNote(parts, "The quote as written is not in this source.");
+    }
+    highlight(parts, points, source.start, source.end, quote);
+  }
+
+  async function submitVerdicts() {
+    const item = review.item;
+    const principal = review.principal;
+    if (!item || current() !== principal) return;
+    const body = { claims: [] };
+    for (const target of review.targets) {
+      const verdict = review.draft.get(targetKey(target));
+      if (!verdict) continue;
+      if (target.kind === "claim") body.claims.push({ index: target.index, verdict });
+      else {
+        body.abstention = { verdict };
+        const docId = $("review-abstention-doc").value.trim();
+        if (docId) body.abstention.doc_id = docId;
+      }
+    }
+    const note = $("review-note").value;
+    if (note.trim()) body.note = note;
+    setStatus("review-status", "Submitting…");
+    let reply;
+    try {
+      reply = await api("POST", "/v1/reviews/" + encodeURIComponent(item.review_id) + "/verdicts", principal.token, body);
+    } catch (error) {
+      reply = { ok: false, status: 0, body: String(error) };
+    }
+    if (!reply.ok) {
+      setStatus("review-status", "Verdict not stored: " + errorText(reply), true);
+      return;
+    }
+    setStatus("review-status", "Verdict stored: item " + reply.body.review_id + " " + reply.body.status + " by " + reply.body.reviewer + " at " + when(reply.body.at_ms) + ".");
+    await openItem(item.review_id, principal, true);
+    const status = $("review-status").textContent;
+    await loadQueue(false);
+    setStatus("review-status", status);
+  }
+
+  function stepQueue(delta) {
+    const id = review.item && review.item.review_id;
+    const at = review.ids.indexOf(id);
+    const next = review.ids[at < 0 ? 0 : at + delta];
+    if (next && current()) openItem(next, current());
+    else if (delta > 0 && review.cursor) setStatus("review-status", "Load the older items first.");
+  }
+
+  function onReviewKey(event) {
+    if (viewName !== "review" || event.ctrlKey || event.metaKey || event.altKey) return;
+    const target = event.target;
+    if (target && ["review-note", "review-abstention-doc"].includes(target.id) && event.key === "Escape") {
+      target.blur();
+      $("review-item").querySelector(".review-claim.selected")?.focus();
+      return;
+    }
+    if (target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName))) return;
+    const key = event.key;
+    let handled = true;
+    if (key === "r") loadQueue(false);
+    else if (key === "]") stepQueue(1);
+    else if (key === "[") stepQueue(-1);
+    else if (!review.item) handled = false;
+    else if (key === "j") selectTarget(review.selected + 1, true);
+    else if (key === "k") selectTarget(review.selected - 1, true);
+    else if (key === "n") $("review-note").focus();
+    else if (key === "s") submitVerdicts();
+    else if (/^[1-4]$/.test(key) && review.targets.length) {
+      const chosen = review.targets[review.selected];
+      const labels = chosen.kind === "claim" ? CLAIM_VERDICTS : ABSTENTION_VERDICTS;
+      const label = labels[Number(key) - 1];
+      const disabled = chosen.kind === "claim" && review.item.generated_text !== "shown";
+      if (label && !disabled) choose(chosen, label);
+      else handled = false;
+    } else handled = false;
+    if (handled) event.preventDefault();
+  }
+
   // ---- views ----
   function show(name) {
     viewName = name;
@@ -643,6 +1089,7 @@
     }
     if (name === "ops") refreshOps();
     if (name === "admin") refreshFeed();
+    if (name === "review") loadQueue(false);
     if (location.hash !== "#" + name) history.replaceState(null, "", "#" + name);
   }
 
@@ -667,10 +1114,14 @@
     $("acl-delete").addEventListener("click", () => onAcl("delete"));
     $("feed-refresh").addEventListener("click", refreshFeed);
     $("ops-refresh").addEventListener("click", refreshOps);
+    $("review-filter").addEventListener("change", () => loadQueue(false));
+    $("review-refresh").addEventListener("click", () => loadQueue(false));
+    $("review-more").addEventListener("click", () => loadQueue(true));
+    document.addEventListener("keydown", onReviewKey);
     renderPrincipals();
     loadDemoUsers();
     const initial = (location.hash || "#ask").slice(1);
-    show(["ask", "compare", "admin", "ops"].includes(initial) ? initial : "ask");
+    show(["ask", "compare", "admin", "ops", "review"].includes(initial) ? initial : "ask");
     document.body.dataset.ready = "true";
   }
 

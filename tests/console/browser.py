@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The web console in headless chromium, over W3C WebDriver (standard library only).
 
-Usage: browser.py BASE_URL SCREENSHOT_DIR WORK_DIR   (tests/console/run.sh starts the server)
+Usage: browser.py BASE_URL SCREENSHOT_DIR WORK_DIR [partial]   (tests/console/run.sh starts the server)
+       partial: the server's generator is tests/console/fake_generator.py (rejected claims)
 
 Each step asserts what a user would see; a failure names the step, and a screenshot of the page
 at that moment is saved as failure.png.
@@ -18,6 +19,8 @@ import urllib.error
 import urllib.request
 
 BASE, SHOTS, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+PARTIAL = sys.argv[4:] == ["partial"]
+REVIEWER_TOKEN = os.environ["REVIEWER_TOKEN"]  # acme, sub rita, group everyone, role reviewer
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"  # the W3C web element identifier
 CORPUS = json.load(open(os.path.join(os.path.dirname(__file__), "../../fixtures/demo/corpus.json")))
 QUESTION = "How much are hotel stays reimbursed per night in London?"
@@ -108,6 +111,13 @@ class Driver:
         """Sends keystrokes to an element (WebDriver focuses it first), as a keyboard user would."""
         self.session_call("POST", f"/element/{self.find(css)}/value", {"text": text})
 
+    def press(self, *keys):
+        """Presses keys, one after the other, on whatever has the focus (W3C key actions)."""
+        actions = []
+        for key in keys:
+            actions += [{"type": "keyDown", "value": key}, {"type": "keyUp", "value": key}]
+        self.session_call("POST", "/actions", {"actions": [{"type": "key", "id": "keyboard", "actions": actions}]})
+
     def resize(self, width, height):
         self.session_call("POST", "/window/rect", {"width": width, "height": height})
 
@@ -190,13 +200,224 @@ def ask(driver, question):
     return driver.wait("const b = document.querySelector('#ask-result .badge'); return b && b.textContent;", "an answer")
 
 
+def queue_ids(driver):
+    return driver.js("return Array.from(document.querySelectorAll('#review-queue .queue-item')).map(b => b.dataset.reviewId);")
+
+
+def api_queue(status):
+    code, page = http("GET", f"{BASE}/v1/reviews?status={status}&limit=100", token=REVIEWER_TOKEN)
+    assert code == 200, (code, page)
+    return [item["review_id"] for item in page["items"]]
+
+
+def open_review_item(driver, review_id):
+    """Opens `review_id` from the queue shown, loading older pages until it is listed."""
+    for _ in range(20):
+        if review_id in queue_ids(driver):
+            break
+        assert driver.js("return !document.getElementById('review-more').hidden;"), f"{review_id} is not in the queue"
+        count = len(queue_ids(driver))
+        driver.click("#review-more")
+        driver.wait(f"return document.querySelectorAll('#review-queue .queue-item').length > {count};", "older items")
+    driver.click(f'#review-queue .queue-item[data-review-id="{review_id}"]')
+    driver.wait(
+        f"const q = document.querySelector('#review-queue .queue-item[aria-current=\"true\"]');"
+        f"return q && q.dataset.reviewId === '{review_id}' && document.querySelector('#review-item .answer-head');",
+        f"review item {review_id}",
+    )
+
+
+def stored(review_id):
+    code, item = http("GET", f"{BASE}/v1/reviews/{review_id}", token=REVIEWER_TOKEN)
+    assert code == 200, (code, item)
+    return item
+
+
+def review_tab_shown(driver):
+    return driver.js("return !document.querySelector('.tab[data-view=\"review\"]').parentElement.hidden;")
+
+
+def review(driver, revoked_later, abstained_id):
+    step("review: bob's answers are queued for review; bob has no Review tab")
+    sign_in_demo(driver, "bob")
+    bob = http("POST", BASE + "/console/demo-token", {"user": "bob"})[1]["token"]
+    for question in ["How many vacation days do employees get?", "When are laptops replaced?"] * 3:
+        code, reply = http("POST", BASE + "/v1/answer", {"question": question}, bob)
+        assert code == 200 and reply["review"]["queued"], (code, reply)
+    status = ask(driver, "Where are visitor parking spaces?")
+    assert status == "answered", (status, text_of(driver, "#ask-result"))
+    bob_id = driver.wait("const q = document.querySelector('#ask-result .queued'); return q && q.dataset.reviewId;", "the queued note")
+    time.sleep(0.5)  # the tab's probe answers 403 for bob
+    assert not review_tab_shown(driver), "a non-reviewer has a Review tab"
+    written(bob_id)
+
+    step("review: a reviewer's token shows the Review tab and the pending queue, newest first, paged")
+    sign_in_reviewer(driver)
+    first_page = queue_ids(driver)
+    assert first_page[0] == bob_id, "newest first"
+    assert len(first_page) == 10 and review_tab_shown(driver), first_page
+    driver.click("#review-more")
+    driver.wait("return document.querySelectorAll('#review-queue .queue-item').length > 10;", "the next page")
+    assert queue_ids(driver) == api_queue("pending"), "the pages, joined, are the API's queue in its order"
+    assert "gina" not in text_of(driver, "#review-queue"), "another tenant's item is listed"
+    assert driver.js("return document.getElementById('review-keys').textContent.includes('supported');"), "shortcuts documented"
+
+    step("review: an item shows each claim's cited span highlighted in its source")
+    open_review_item(driver, bob_id)
+    item = stored(bob_id)
+    assert item["generated_text"] == "shown", item
+    claim = item["claims"][0]
+    citation = claim["citations"][0]
+    source = next(s for s in item["sources"] if s["label"] == citation["label"])
+    expected = source["text"][citation["quote_start"] - source["start"] : citation["quote_end"] - source["start"]]
+    quoted = driver.wait("const m = document.querySelector('#review-source-text mark.quote'); return m && m.textContent;", "the highlight")
+    assert quoted == expected == citation["quote"], (quoted, expected, citation)
+    cited = text_of(driver, "#review-source-text mark.cited")
+    assert cited == source["text"], (cited, source["text"])
+    assert citation["label"] in text_of(driver, "#review-source-title")
+    assert len(item["claims"]) == driver.js("return document.querySelectorAll('#review-item .review-claim').length;")
+    driver.screenshot("review")
+
+    step("review: verdicts by keyboard and by click, a note, submitted with s; the item moves to reviewed")
+    driver.press("2")
+    pressed = "return Array.from(document.querySelectorAll('#review-item [data-target=\"c0\"] button.verdict[aria-pressed=\"true\"]')).map(b => b.dataset.verdict);"
+    assert driver.js(pressed) == ["partially_supported"], driver.js(pressed)
+    driver.click('#review-item [data-target="c0"] button.verdict[data-verdict="supported"]')
+    assert driver.js(pressed) == ["supported"], driver.js(pressed)
+    expected_claims = [{"index": claim["index"], "verdict": "supported"}]
+    if len(item["claims"]) > 1:
+        driver.press("j", "4")
+        expected_claims.append({"index": item["claims"][1]["index"], "verdict": "wrong_citation"})
+    driver.press("n")
+    assert driver.js("return document.activeElement.id;") == "review-note"
+    driver.press(*"span checked <b>ok</b>")
+    driver.press("\ue00c")  # Escape leaves the note
+    driver.press("s")
+    driver.wait("return document.getElementById('review-status').textContent.startsWith('Verdict stored');", "the verdict")
+    verdicts = stored(bob_id)["verdicts"]
+    assert len(verdicts) == 1 and verdicts[0]["reviewer"] == "rita", verdicts
+    assert verdicts[0]["claims"] == expected_claims and verdicts[0]["note"] == "span checked <b>ok</b>", verdicts
+    assert text_of(driver, "#review-item .badge") == "reviewed"
+    assert "span checked <b>ok</b>" in text_of(driver, '#review-item .verdicts [data-reviewer="rita"]')
+    driver.wait(f"return !document.querySelector('#review-queue .queue-item[data-review-id=\"{bob_id}\"]');", "the item leaves the pending queue")
+    assert bob_id not in api_queue("pending")
+    driver.select("#review-filter", "reviewed")
+    driver.wait(f"return document.querySelector('#review-queue .queue-item[data-review-id=\"{bob_id}\"]');", "the item in the reviewed queue")
+    driver.screenshot("reviewed")
+
+    step("review: nothing chosen, s is refused by the API and its code shown")
+    driver.select("#review-filter", "pending")
+    driver.wait("return document.querySelectorAll('#review-queue .queue-item').length > 0;", "the pending queue")
+    other = queue_ids(driver)[0]
+    open_review_item(driver, other)
+    driver.press("s")
+    driver.wait("return document.getElementById('review-status').textContent.includes('400 empty_verdict');", "the API's error code")
+    assert stored(other)["verdicts"] == []
+
+    step("review: a source revoked since is withheld, not readable by you, and nothing of it shows")
+    review_id, label = revoked_later
+    open_review_item(driver, review_id)
+    withheld = text_of(driver, f'#review-item .withheld-source[data-label="{label}"]')
+    assert withheld and "not readable by you" in withheld, withheld
+    driver.click(f'#review-item .review-claim .chip[data-label="{label}"]')
+    driver.wait("return document.getElementById('review-source-note').textContent.includes('not readable by you');", "the withheld note")
+    assert driver.js("return document.querySelectorAll('#review-source-text mark').length;") == 0
+    shown = text_of(driver, "#view-review")
+    assert "250 euros" not in shown and "travel-policy" not in shown and "Acme travel policy" not in shown, shown
+    assert driver.js("return Array.from(document.querySelectorAll('#review-item [data-target^=\"c\"] button.verdict')).every(b => b.disabled);")
+    driver.screenshot("review-withheld")
+
+    step("review: the abstention judged by keyboard, naming the document that answers it")
+    open_review_item(driver, abstained_id)
+    assert driver.js("return document.querySelector('#review-item .review-claim.selected').dataset.target;") == "abstention"
+    driver.type("#review-abstention-doc", "vacation-policy")
+    driver.press("\ue00c", "1", "2", "s")  # Escape leaves the field; 1 then 2: should_have_answered
+    driver.wait("return document.getElementById('review-status').textContent.startsWith('Verdict stored');", "the abstention verdict")
+    verdict = stored(abstained_id)["verdicts"][0]
+    assert verdict["abstention"] == {"verdict": "should_have_answered", "doc_id": "vacation-policy"}, verdict
+    assert verdict["claims"] == [], verdict
+    assert "should_have_answered (vacation-policy)" in text_of(driver, '#review-item .verdicts [data-reviewer="rita"]')
+
+    step("review: no sideways scrolling on a narrow screen")
+    driver.resize(420, 900)
+    overflow = driver.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth;")
+    assert overflow <= 1, overflow
+    driver.resize(1200, 900)
+
+    step("review: a non-reviewer made active gets the API's 403, and no Review tab")
+    activate(driver, "alice@")
+    driver.wait("return document.getElementById('review-status').textContent.includes('403 forbidden');", "the 403")
+    driver.wait("return document.querySelector('.tab[data-view=\"review\"]').parentElement.hidden;", "the tab hidden")
+    assert driver.js("return document.querySelectorAll('#review-queue li, #review-item *').length;") == 0
+    driver.screenshot("review-forbidden")
+    activate(driver, "rita@")
+    driver.wait("return !document.querySelector('.tab[data-view=\"review\"]').parentElement.hidden;", "the tab back")
+
+
+def sign_in_reviewer(driver):
+    driver.type("#token-input", REVIEWER_TOKEN)
+    driver.click('#token-form button[type="submit"]')
+    driver.wait("return document.getElementById('identity').textContent.includes('rita@acme');", "rita signed in")
+    driver.wait("return !document.querySelector('.tab[data-view=\"review\"]').parentElement.hidden;", "the Review tab")
+    driver.click('.tab[data-view="review"]')
+    driver.wait("return document.querySelectorAll('#review-queue .queue-item').length > 0;", "the queue")
+
+
+def written(review_id):
+    deadline = time.time() + 30
+    while http("GET", f"{BASE}/v1/reviews/{review_id}", token=REVIEWER_TOKEN)[0] != 200:
+        assert time.time() < deadline, "the review item was never written"
+        time.sleep(0.2)
+
+
+def run_partial(driver):
+    step("partial: bob's answer had a claim withheld; the Ask view says so and that it was queued")
+    driver.go(BASE + "/console")
+    driver.wait("return document.body.dataset.ready === 'true' && !document.getElementById('demo-form').hidden;", "demo sign-in")
+    sign_in_demo(driver, "bob")
+    status = ask(driver, QUESTION)
+    assert status == "answered", (status, text_of(driver, "#ask-result"))
+    assert "Partial answer" in (text_of(driver, "#ask-result .withheld") or ""), text_of(driver, "#ask-result")
+    review_id = driver.wait("const q = document.querySelector('#ask-result .queued'); return q && q.dataset.reviewId;", "the queued note")
+    written(review_id)
+
+    step("partial: the reviewer sees the rejected claim with its code, and the source it cited")
+    sign_in_reviewer(driver)
+    open_review_item(driver, review_id)
+    item = stored(review_id)
+    assert item["route"] == "partial" and item["generated_text"] == "shown", item
+    position, rejected = next((i, c) for i, c in enumerate(item["claims"]) if c["status"] == "rejected")
+    entry = f'#review-item [data-target="c{rejected["index"]}"]'
+    codes = driver.js(f"return Array.from(document.querySelectorAll('{entry} code.code')).map(c => c.textContent);")
+    assert codes and codes == rejected["codes"], (codes, rejected)
+    assert text_of(driver, f"{entry} .chip.status-rejected") == "rejected"
+    assert text_of(driver, f"{entry} .claim-text") == rejected["text"]
+    driver.press(*["j"] * position)
+    assert driver.js("return document.querySelector('#review-item .review-claim.selected').dataset.target;") == f"c{rejected['index']}"
+    source = next(s for s in item["sources"] if s["label"] == rejected["citations"][0]["label"])
+    cited = driver.wait("const m = document.querySelector('#review-source-text mark.cited'); return m && m.textContent;", "the cited source")
+    assert cited == source["text"] and f"Claim {rejected['index']}" in text_of(driver, "#review-source-title"), cited
+    driver.screenshot("review-rejected")
+
+    step("partial: the rejected claim judged by keyboard, the returned one by click")
+    driver.press("3")
+    returned = next(c for c in item["claims"] if c["status"] == "returned")
+    driver.click(f'#review-item [data-target="c{returned["index"]}"] button.verdict[data-verdict="supported"]')
+    driver.press("s")
+    driver.wait("return document.getElementById('review-status').textContent.startsWith('Verdict stored');", "the verdict")
+    verdict = stored(review_id)["verdicts"][0]
+    judged = {c["index"]: c["verdict"] for c in verdict["claims"]}
+    assert judged == {rejected["index"]: "unsupported", returned["index"]: "supported"}, verdict
+    print("console browser test (rejected claims) passed")
+
+
 def main():
     driver = Driver()
     try:
-        run(driver)
+        run_partial(driver) if PARTIAL else run(driver)
     except Exception:
         try:
-            driver.screenshot("failure")
+            driver.screenshot("failure-partial" if PARTIAL else "failure")
         except Exception:  # noqa: BLE001
             pass
         raise
@@ -227,6 +448,8 @@ def run(driver):
     token = http("POST", BASE + "/console/demo-token", {"user": "alice"})[1]["token"]
     _, answer = http("POST", BASE + "/v1/answer", {"question": QUESTION}, token)
     citation = answer["answer"]["claims"][0]["citations"][0]
+    assert answer["review"]["queued"], answer.get("review")
+    revoked_later = (answer["review"]["review_id"], citation["label"])
     driver.click("#ask-result .chip")
     highlighted = driver.wait("const m = document.querySelector('#source-text mark.cited'); return m && m.textContent;", "highlight")
     expected = corpus_text("acme", citation["doc_id"])[citation["start"] : citation["end"]]
@@ -271,6 +494,8 @@ def run(driver):
     assert status == "abstained", status
     reason = text_of(driver, "#ask-result .abstention")
     assert "Abstained" in reason and "_" in reason, reason
+    abstained_id = driver.js("const q = document.querySelector('#ask-result .queued'); return q && q.dataset.reviewId;")
+    assert abstained_id, "the abstention is queued for review and the answer says so"
     new_epoch = int(driver.js("return document.querySelector('[data-acl-epoch]').dataset.aclEpoch;"))
     assert new_epoch > epoch, (new_epoch, epoch)
     driver.screenshot("abstained")
@@ -336,6 +561,8 @@ def run(driver):
     chunks = driver.js("return Array.from(document.querySelectorAll('#ops-index dd')).map(d => d.textContent);")
     assert all(value not in ("?", "0") for value in chunks), chunks
     driver.screenshot("ops")
+
+    review(driver, revoked_later, abstained_id)
 
     step("narrow screen: no view scrolls sideways")
     driver.resize(420, 900)
