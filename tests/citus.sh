@@ -83,6 +83,10 @@ citus.node_conninfo = 'sslmode=disable'
 wal_level = logical
 max_replication_slots = 20
 max_wal_senders = 20
+# Citus starts a maintenance daemon per database that has the extension (every test database),
+# and background jobs (the rebalancer, shard moves) need workers of their own: with the default
+# 8, a test run left none, and a rebalance stayed "scheduled" for ever.
+max_worker_processes = 256
 CONF
   as_postgres "$PG_BIN/pg_ctl" -D "$data" -l "$data/log" -w start >/dev/null
   psql_at "$port" postgres -c "CREATE ROLE warrant LOGIN SUPERUSER" >/dev/null
