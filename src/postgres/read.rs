@@ -1,7 +1,8 @@
 //! The backend's read path: the scope (the principal itself: the database evaluates it inside
 //! each statement), and [`PostgresSearch`], its [`CandidateSearch`]: the two scoped searches
-//! ([`sql::LEXICAL_SEARCH`], [`sql::VECTOR_SEARCH`]) run concurrently. Query embedding, fusion,
-//! reranking and budgeting are the shared [`ReadPath`]'s, as for the embedded engine.
+//! ([`sql::LEXICAL_SEARCH`], [`sql::VECTOR_SEARCH`]) run concurrently, each in a transaction that
+//! entered the principal's tenant ([`cancel::Reader`]). Query embedding, fusion, reranking and
+//! budgeting are the shared [`ReadPath`]'s, as for the embedded engine.
 
 use std::sync::Arc;
 
@@ -44,14 +45,19 @@ pub(super) struct PostgresSearch {
 }
 
 impl PostgresSearch {
+    /// A reader whose statements see the scope's tenant alone.
+    async fn reader(&self, scope: &AuthorizationScope) -> RetrievalResult<cancel::Reader> {
+        cancel::Reader::checkout(&self.pool, &self.tls, cancel::Entered::Tenant(scope.tenant().to_owned())).await
+    }
+
     async fn run(
         &self,
+        reader: &mut cancel::Reader,
         statement: &str,
         scope: &AuthorizationScope,
         argument: &(dyn ToSql + Sync),
         limit: usize,
     ) -> RetrievalResult<Vec<ScoredChunk>> {
-        let mut reader = cancel::Reader::checkout(&self.pool, &self.tls).await?;
         let groups: Vec<&str> = scope.groups().iter().map(String::as_str).collect();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let tenant = scope.tenant();
@@ -98,13 +104,15 @@ impl CandidateSearch for PostgresSearch {
             if query.lexical_candidates == 0 {
                 return Ok(None);
             }
-            self.run(sql::LEXICAL_SEARCH, scope, &query.text, query.lexical_candidates).await.map(Some)
+            let mut reader = self.reader(scope).await?;
+            self.run(&mut reader, sql::LEXICAL_SEARCH, scope, &query.text, query.lexical_candidates).await.map(Some)
         };
         let vector = async {
             match &query.vector {
                 Some(vector) => {
                     let vector = Vector::from(vector.clone());
-                    self.run(sql::VECTOR_SEARCH, scope, &vector, query.vector_candidates).await.map(Some)
+                    let mut reader = self.reader(scope).await?;
+                    self.run(&mut reader, sql::VECTOR_SEARCH, scope, &vector, query.vector_candidates).await.map(Some)
                 }
                 None => Ok(None),
             }

@@ -1,12 +1,16 @@
-//! Every SQL statement of the postgres backend, in one place for review.
+//! Every SQL statement of the postgres backend, in one place for review (`docs/sql-review.md`
+//! lists each with its tenant predicate, ACL check, plan on Citus and row-level security).
 //!
 //! Invariants: every statement is a constant; every value (tenant, user, groups, document ids,
 //! query text, query vector, limits) is a bind parameter (`$n`); no statement is ever built by
 //! concatenating input. Every statement on tenant data filters on `tenant_id = $1` (the Citus
 //! distribution column), and both retrieval statements carry the caller's ACL check
 //! (an `EXISTS` over `document_readers`) inside the same statement, so no row outside the scope ever leaves the
-//! database. The only text substituted into SQL is the embedder's dimension in the migration
-//! (`@DIMENSION@`, a validated integer from the configuration).
+//! database. Behind the predicate, row-level security (migration 0007): every statement on tenant
+//! data runs in a transaction that first entered its tenant ([`ENTER_TENANT`]), and the tables'
+//! policies admit that tenant's rows alone, so a statement that forgot its predicate still reads
+//! nothing of another tenant. The only text substituted into SQL is the embedder's dimension in
+//! the migration (`@DIMENSION@`, a validated integer from the configuration).
 
 /// Creates the migration bookkeeping table.
 pub const CREATE_MIGRATIONS: &str = "CREATE TABLE IF NOT EXISTS warrant_migrations (
@@ -30,10 +34,30 @@ pub const META_GET: &str = "SELECT value FROM warrant_meta WHERE key = $1";
 pub const META_SET: &str = "INSERT INTO warrant_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING";
 
 /// Sets pgvector's HNSW search parameters for the session ($1 ef_search, $2 iterative scan
-/// mode, $3 max scan tuples), once per pooled connection.
+/// mode, $3 max scan tuples), once per pooled connection; and plans every execution of a
+/// statement for its parameters (`force_custom_plan`: the reads reuse prepared statements, and
+/// a generic plan would choose between the HNSW walk and the exact path without knowing the
+/// scope).
 pub const SESSION_SETTINGS: &str = "SELECT set_config('hnsw.ef_search', $1, false),
     set_config('hnsw.iterative_scan', $2, false),
-    set_config('hnsw.max_scan_tuples', $3, false)";
+    set_config('hnsw.max_scan_tuples', $3, false),
+    set_config('plan_cache_mode', 'force_custom_plan', false)";
+
+/// Enters a tenant for the rest of the transaction: $1 tenant. Row-level security (migration
+/// 0007) then admits that tenant's rows alone. The function SET LOCALs `warrant.tenant` (quoted
+/// by the server), which Citus propagates to the workers' shards, and with it the session's
+/// pgvector settings ([`SESSION_SETTINGS`]), which Citus sends the workers no other way.
+pub const ENTER_TENANT: &str = "SELECT warrant_enter_tenant($1)";
+
+/// Enters the database-wide scope for the rest of the transaction: [`HIGHEST_EPOCH`] and
+/// [`ANY_TENANT`] read `warrant_tenants` through it, and nothing else admits it (migration 0007,
+/// policy `database_reads`: SELECT on `warrant_tenants` only).
+pub const ENTER_DATABASE: &str = "SELECT warrant_enter_database()";
+
+/// Whether the session's role escapes row-level security (a superuser, or BYPASSRLS): the
+/// backend warns at start when it does.
+pub const ROLE_BYPASSES_ROW_SECURITY: &str =
+    "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user";
 
 /// Vector search inside the scope: $1 tenant, $2 user, $3 groups, $4 query vector, $5 limit.
 /// With `hnsw.iterative_scan` the HNSW scan continues until $5 rows pass the filter (pgvector
@@ -272,11 +296,16 @@ pub const DOCUMENT_READ: &str = "SELECT v.version, v.title, c.chunk_id, c.chunk_
           AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
     ORDER BY c.start_char, c.chunk_ordinal";
 
-/// The highest tenant epoch (readiness; no tenant data).
+/// The highest tenant epoch (readiness): database-wide, in a transaction that entered the
+/// database ([`ENTER_DATABASE`]); reads `warrant_tenants` alone.
 pub const HIGHEST_EPOCH: &str = "SELECT coalesce(max(acl_epoch), 0)::bigint FROM warrant_tenants";
 
-/// Whether the database holds any document (the demo corpus is loaded only into an empty one).
-pub const ANY_DOCUMENT: &str = "SELECT EXISTS (SELECT 1 FROM documents)";
+/// Whether any tenant has written to the database (the demo corpus is loaded only into a
+/// database nobody wrote to): database-wide, in a transaction that entered the database
+/// ([`ENTER_DATABASE`]). A tenant row is created by its first committed write, and every write
+/// but an empty batch writes a document, so this is "holds a document" (schema versions 1-6
+/// asked `documents`, which the database-wide scope does not admit).
+pub const ANY_TENANT: &str = "SELECT EXISTS (SELECT 1 FROM warrant_tenants)";
 
 /// Creates the tenant row if absent: $1 tenant.
 pub const TENANT_ENSURE: &str =
@@ -365,13 +394,17 @@ pub const CHUNK_INSERT: &str = "INSERT INTO chunks (tenant_id, doc_id, version, 
 /// from their `search` vectors: $1 tenant, $2 doc id, $3 version. They go with their chunks
 /// (`ON DELETE CASCADE`; the writes delete them first, [`POSTINGS_DELETE`]). Returns how many
 /// chunks hold each lexeme, for the tenant's counts ([`LEXEME_COUNTS_ADD`]).
+///
+/// The target table has an alias its RETURNING names: Citus 13 deparses an unaliased
+/// `INSERT ... SELECT ... RETURNING` on a table with row-level security as `RETURNING
+/// chunk_terms.lexeme` against the shard `chunk_terms_102138`, which the worker refuses.
 pub const POSTINGS_INSERT: &str = "WITH inserted AS (
-        INSERT INTO chunk_terms (tenant_id, lexeme, doc_id, version, chunk_ordinal, frequency, tokens)
+        INSERT INTO chunk_terms AS p (tenant_id, lexeme, doc_id, version, chunk_ordinal, frequency, tokens)
         SELECT c.tenant_id, term.lexeme, c.doc_id, c.version, c.chunk_ordinal,
             coalesce(cardinality(term.positions), 1), c.search_tokens
         FROM chunks c, unnest(c.search) AS term
         WHERE c.tenant_id = $1 AND c.doc_id = $2 AND c.version = $3
-        RETURNING lexeme
+        RETURNING p.lexeme
     )
     SELECT lexeme, count(*) FROM inserted GROUP BY lexeme";
 
