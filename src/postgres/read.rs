@@ -3,6 +3,13 @@
 //! ([`sql::LEXICAL_SEARCH`], [`sql::VECTOR_SEARCH`]) run concurrently, each in a transaction that
 //! entered the principal's tenant ([`cancel::Reader`]). Query embedding, fusion, reranking and
 //! budgeting are the shared [`ReadPath`]'s, as for the embedded engine.
+//!
+//! No crowding out in sparse scopes: pgvector's iterative HNSW scan gives up after
+//! `hnsw.max_scan_tuples` tuples, so under a scope that holds a small part of its tenant it may
+//! return fewer than k chunks although the scope holds k. A vector search that comes back short
+//! is answered by the exact path instead ([`sql::VECTOR_SEARCH_EXACT`]: every scoped chunk's
+//! distance, which is cheap exactly when the scope is small), counted in
+//! `warrant_postgres_vector_searches_total{path}` (`index` or `exact`).
 
 use std::sync::Arc;
 
@@ -48,6 +55,24 @@ impl PostgresSearch {
     /// A reader whose statements see the scope's tenant alone.
     async fn reader(&self, scope: &AuthorizationScope) -> RetrievalResult<cancel::Reader> {
         cancel::Reader::checkout(&self.pool, &self.tls, cancel::Entered::Tenant(scope.tenant().to_owned())).await
+    }
+
+    /// The scope's `limit` nearest chunks to `vector`: the HNSW walk, or the exact path when the
+    /// walk came back short (see the module's documentation).
+    async fn nearest(
+        &self,
+        scope: &AuthorizationScope,
+        vector: &Vector,
+        limit: usize,
+    ) -> RetrievalResult<Vec<ScoredChunk>> {
+        let mut reader = self.reader(scope).await?;
+        let walked = self.run(&mut reader, sql::VECTOR_SEARCH, scope, vector, limit).await?;
+        if walked.len() >= limit {
+            metrics::counter!("warrant_postgres_vector_searches_total", "path" => "index").increment(1);
+            return Ok(walked);
+        }
+        metrics::counter!("warrant_postgres_vector_searches_total", "path" => "exact").increment(1);
+        self.run(&mut reader, sql::VECTOR_SEARCH_EXACT, scope, vector, limit).await
     }
 
     async fn run(
@@ -111,8 +136,7 @@ impl CandidateSearch for PostgresSearch {
             match &query.vector {
                 Some(vector) => {
                     let vector = Vector::from(vector.clone());
-                    let mut reader = self.reader(scope).await?;
-                    self.run(&mut reader, sql::VECTOR_SEARCH, scope, &vector, query.vector_candidates).await.map(Some)
+                    self.nearest(scope, &vector, query.vector_candidates).await.map(Some)
                 }
                 None => Ok(None),
             }

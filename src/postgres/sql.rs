@@ -72,6 +72,27 @@ pub const VECTOR_SEARCH: &str = "SELECT c.chunk_id, c.doc_id, c.version, c.chunk
     ORDER BY c.embedding <=> $4
     LIMIT $5";
 
+/// The exact nearest chunks inside the scope, for a scope the HNSW walk of [`VECTOR_SEARCH`]
+/// could not fill: $1 tenant, $2 user, $3 groups, $4 query vector, $5 limit. The iterative scan
+/// stops after `hnsw.max_scan_tuples` tuples; under a sparse scope (0.1 % of a 100,000-chunk
+/// tenant is 100 chunks, so 30 of them are ~30,000 tuples away) it stops with fewer than $5
+/// rows, and the backend runs this statement instead ([`crate::postgres`]). The `OFFSET 0`
+/// subquery computes every scoped chunk's distance (the readable documents first, their chunks
+/// by key, when the scope is small) and keeps the planner from ordering by the HNSW index; the
+/// top $5 are sorted by distance, ties by (document, version, chunk).
+pub const VECTOR_SEARCH_EXACT: &str = "SELECT s.chunk_id, s.doc_id, s.version, s.chunk_ordinal, s.doc_ordinal,
+        s.start_char, s.end_char, s.title, s.body, (1 - s.distance)::real AS score, s.sentence_vectors
+    FROM (SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal, c.start_char, c.end_char,
+            c.title, c.body, c.embedding <=> $4 AS distance, c.sentence_vectors
+        FROM chunks c
+        WHERE c.tenant_id = $1
+          AND EXISTS (SELECT 1 FROM document_readers r
+            WHERE r.tenant_id = $1 AND r.doc_id = c.doc_id
+              AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
+        OFFSET 0) s
+    ORDER BY s.distance, s.doc_id, s.version, s.chunk_ordinal
+    LIMIT $5";
+
 /// Lexical search inside the scope, ranked by BM25 (Robertson & Zaragoza 2009; k1 1.2, b 0.75,
 /// tantivy's formula): $1 tenant, $2 user, $3 groups, $4 query text, $5 limit. Returns the
 /// chunk columns, the score, and whether the top $5 came from the selective terms' chunks alone
@@ -586,6 +607,7 @@ mod tests {
     /// Every statement on tenant data, with what it reads.
     const TENANT_STATEMENTS: &[(&str, Reads)] = &[
         (VECTOR_SEARCH, Search),
+        (VECTOR_SEARCH_EXACT, Search),
         (LEXICAL_SEARCH, Search),
         (LEXICAL_SEARCH_EXHAUSTIVE, Search),
         (POSTINGS_INSERT, Nothing),

@@ -158,6 +158,7 @@ const STATEMENTS: &[(&str, &str, Option<&str>)] = &[
     ),
     ("ROLE_BYPASSES_ROW_SECURITY", sql::ROLE_BYPASSES_ROW_SECURITY, Some("start-up: pg_roles, a catalog")),
     ("VECTOR_SEARCH", sql::VECTOR_SEARCH, None),
+    ("VECTOR_SEARCH_EXACT", sql::VECTOR_SEARCH_EXACT, None),
     ("LEXICAL_SEARCH", sql::LEXICAL_SEARCH, None),
     ("LEXICAL_SEARCH_EXHAUSTIVE", sql::LEXICAL_SEARCH_EXHAUSTIVE, None),
     ("READABLE_VERSIONS", sql::READABLE_VERSIONS, None),

@@ -529,88 +529,95 @@ fn percentiles(mut latencies: Vec<Duration>) -> (f64, f64, f64) {
     (at(0.5).as_secs_f64() * 1e3, at(0.99).as_secs_f64() * 1e3, mean)
 }
 
-/// Measurement, not a check (`--ignored`; BENCHMARKS.md "PostgreSQL backend"): vector recall@10
-/// against an exact scan of the same scope, and latency, for each `hnsw.iterative_scan` mode at
-/// 1 %, 10 % and 100 % of the tenant readable. Corpus size: `WARRANT_PG_BENCH_CHUNKS` (20,000).
+/// Measurement, not a check (`--ignored`; BENCHMARKS.md "PostgreSQL backend"): vector recall@k
+/// against an exact scan of the same scope, and latency, for each `hnsw.iterative_scan` mode
+/// (`WARRANT_PG_BENCH_MODES`, comma-separated; all three by default) at 0.1 %, 1 %, 10 % and
+/// 100 % of the tenant readable, k = `WARRANT_PG_BENCH_K` (10). Two rows per case, measured in
+/// turn query by query: the HNSW walk alone (`VECTOR_SEARCH` through the backend's session:
+/// what the backend returned before it fell back to the exact path) and the backend's vector
+/// retrieval (the walk, and the exact path when the walk came back short). Corpus:
+/// [`measurement_corpus`].
 #[actix_web::test]
 #[ignore = "measurement; run with --ignored against WARRANT_TEST_DATABASE_URL"]
 async fn postgres_measure_iterative_scan_recall_and_latency() {
     use warrant::retrieval::RetrievalQuery;
-    let Some(url) = fresh_database().await else { return };
-    let chunks: usize = std::env::var("WARRANT_PG_BENCH_CHUNKS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let dimension = 384;
+    let Some((url, queries)) = measurement_corpus().await else { return };
+    let k: usize = std::env::var("WARRANT_PG_BENCH_K").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    let modes: Vec<IterativeScan> = std::env::var("WARRANT_PG_BENCH_MODES")
+        .unwrap_or_else(|_| "off,strict_order,relaxed_order".into())
+        .split(',')
+        .map(|mode| match mode.trim() {
+            "off" => IterativeScan::Off,
+            "strict_order" => IterativeScan::StrictOrder,
+            _ => IterativeScan::RelaxedOrder,
+        })
+        .collect();
     let connect = |mode: IterativeScan| {
         let mut parameters = params(&url);
         parameters.iterative_scan = mode;
-        PostgresBackend::connect(parameters, Arc::new(HashedEmbedder::new(dimension)))
+        PostgresBackend::connect(parameters, Arc::new(HashedEmbedder::new(384)))
     };
     let loader = connect(IterativeScan::RelaxedOrder).await.expect("connects");
-    // Clustered text: 50 topics of 40 words each plus common words (a seeded LCG).
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    let mut next = move |bound: u64| {
-        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-        (state >> 33) % bound
-    };
-    let text = |next: &mut dyn FnMut(u64) -> u64| {
-        let topic = next(50);
-        (0..14)
-            .map(|_| if next(4) == 0 { format!("common{}", next(200)) } else { format!("t{topic}w{}", next(40)) })
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let started = Instant::now();
-    let mut batch = Vec::new();
-    for index in 0..chunks {
-        let groups = ["all".to_owned(), format!("ten{}", index % 10), format!("pct{}", index % 100)];
-        let mut input = doc(&format!("d{index}"), "", &text(&mut next), &[]);
-        input.acl.groups = Vec::from(groups);
-        batch.push(input);
-        if batch.len() == 1000 || index + 1 == chunks {
-            loader.upsert("acme", std::mem::take(&mut batch)).await.unwrap();
-        }
-    }
-    eprintln!("loaded {chunks} chunks in {:.1} s", started.elapsed().as_secs_f64());
-    let queries: Vec<String> = (0..100).map(|_| text(&mut next)).collect();
     let vectors = loader.embedder().embed(&queries).await.unwrap();
     let client = plain_client(&as_superuser(&url)).await;
     // Test-only exact reference: no index, the same scope.
     client.batch_execute("SET enable_indexscan = off; SET enable_bitmapscan = off").await.unwrap();
     let exact_sql = "SELECT c.doc_id FROM chunks c WHERE c.tenant_id = 'acme' AND EXISTS (SELECT 1 FROM \
         document_readers r WHERE r.tenant_id = 'acme' AND r.doc_id = c.doc_id AND r.kind = 'g' AND r.name = $1) \
-        ORDER BY c.embedding <=> $2 LIMIT 10";
-    for mode in [IterativeScan::Off, IterativeScan::StrictOrder, IterativeScan::RelaxedOrder] {
+        ORDER BY c.embedding <=> $2 LIMIT $3";
+    let limit = k as i64;
+    for mode in modes {
         let backend = connect(mode).await.expect("connects");
-        for (label, group) in [("1%", "pct7"), ("10%", "ten3"), ("100%", "all")] {
+        for (label, group) in [("0.1%", "per7"), ("1%", "pct7"), ("10%", "ten3"), ("100%", "all")] {
             let scope = warrant::acl::AuthorizationScope::for_principal(&principal("acme", "nobody", &[group]), 0);
-            let (mut found, mut expected, mut latencies) = (0usize, 0usize, Vec::new());
+            let groups = vec![group.to_owned()];
+            let (mut walked_found, mut found, mut expected, mut short) = (0usize, 0usize, 0usize, 0usize);
+            let (mut walked_latencies, mut latencies) = (Vec::new(), Vec::new());
             for vector in &vectors {
                 let query = RetrievalQuery {
                     text: String::new(),
                     vector: Some(vector.clone()),
                     lexical_candidates: 0,
-                    vector_candidates: 10,
+                    vector_candidates: k,
                 };
-                let begun = Instant::now();
-                let retrieved = backend.read_path().retrieve_query(&scope, query.clone(), None).await.unwrap();
-                latencies.push(begun.elapsed());
+                let pg_vector = pgvector::Vector::from(vector.clone());
                 let exact: BTreeSet<String> = client
-                    .query(exact_sql, &[&group, &pgvector::Vector::from(vector.clone())])
+                    .query(exact_sql, &[&group, &pg_vector, &limit])
                     .await
                     .unwrap()
                     .iter()
                     .map(|row| row.get(0))
                     .collect();
                 expected += exact.len();
+                let begun = Instant::now();
+                let walked = backend
+                    .read_as_tenant(
+                        "acme",
+                        warrant::postgres::sql::VECTOR_SEARCH,
+                        &[&"acme", &"nobody", &groups, &pg_vector, &limit],
+                    )
+                    .await
+                    .unwrap();
+                walked_latencies.push(begun.elapsed());
+                short += usize::from(walked.len() < k);
+                walked_found += walked.iter().filter(|row| exact.contains(&row.get::<_, String>(1))).count();
+                let begun = Instant::now();
+                let retrieved = backend.read_path().retrieve_query(&scope, query.clone(), None).await.unwrap();
+                latencies.push(begun.elapsed());
                 found += retrieved.candidates.iter().filter(|c| exact.contains(&c.chunk.doc_id)).count();
             }
-            latencies.sort();
-            eprintln!(
-                "iterative_scan={:<13} readable={label:<5} recall@10={:.3} p50={:.2} ms p99={:.2} ms",
-                mode.as_str(),
-                found as f64 / expected.max(1) as f64,
-                latencies[latencies.len() / 2].as_secs_f64() * 1e3,
-                latencies[latencies.len() * 99 / 100].as_secs_f64() * 1e3,
-            );
+            for (path, hits, latencies) in
+                [("walk alone", walked_found, walked_latencies), ("backend", found, latencies)]
+            {
+                let (p50, p99, mean) = percentiles(latencies);
+                eprintln!(
+                    "iterative_scan={:<13} readable={label:<5} {path:<10} recall@{k}={:.3} p50={p50:.2} ms \
+                     p99={p99:.2} ms mean={mean:.2} ms (walk short of {k}: {short} of {} queries)",
+                    mode.as_str(),
+                    hits as f64 / expected.max(1) as f64,
+                    vectors.len(),
+                );
+            }
         }
     }
 }
@@ -1351,7 +1358,7 @@ async fn postgres_a_statement_without_its_tenant_predicate_reads_only_the_entere
     let vector = pgvector::Vector::from(vec![0.1_f32; DIMENSION]);
     let groups = vec!["all".to_owned()];
     let parameters: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [&"globex", &"bob", &groups, &vector, &10_i64];
-    for statement in [sql::VECTOR_SEARCH] {
+    for statement in [sql::VECTOR_SEARCH, sql::VECTOR_SEARCH_EXACT] {
         assert_eq!(backend.read_as_tenant("acme", statement, &parameters).await.unwrap().len(), 0);
         assert_eq!(backend.read_as_tenant("globex", statement, &parameters).await.unwrap().len(), 1);
     }
@@ -1437,6 +1444,122 @@ async fn postgres_migration_0007_turns_on_row_level_security_in_an_existing_data
     let rows = backend.read_as_tenant("acme", "SELECT DISTINCT tenant_id FROM chunks", &[]).await.unwrap();
     assert_eq!(tenant_ids(&rows), ["acme"]);
     assert_eq!(candidates(backend.retrieve(&bob, "launch plan copper budget").await.unwrap()), before);
+}
+
+/// Sets `setting` to `value` for every later session of the test database at `url` (on Citus,
+/// which propagates ALTER DATABASE ... SET, on the workers too: they plan each shard's
+/// statement). Test-only DDL: the names are the tests' constants.
+async fn set_for_database(url: &str, setting: &str, value: &str) {
+    let name = url.rsplit('/').next().expect("database name");
+    let superuser = plain_client(&as_superuser(url)).await;
+    superuser.batch_execute(&format!("ALTER DATABASE {name} SET {setting} = {value}")).await.unwrap();
+}
+
+/// Regression (issue 46): pgvector's iterative scan gives up after `hnsw.max_scan_tuples`
+/// tuples, so under a scope holding a small part of its tenant the HNSW walk came back with
+/// fewer than k chunks although the scope holds more, and a reader of 0.1 % of a 100,000-chunk
+/// tenant lost most of its vector candidates. The backend now takes the exact path for such a
+/// scope. Here 12 of 600 chunks are readable (2 %), k = 8 and `max_scan_tuples` 40; with sorting
+/// priced out (`enable_sort = off`) the planner walks the HNSW index, as it chooses to at 0.1 %
+/// of 100,000 chunks, the walk alone stops short for every query, and the backend returns the
+/// exact 8 nearest of the scope.
+#[actix_web::test]
+async fn postgres_a_sparse_scope_gets_its_k_nearest_when_the_walk_stops_short() {
+    use warrant::postgres::sql;
+    let Some(url) = fresh_database().await else { return };
+    set_for_database(&url, "enable_sort", "off").await;
+    let parameters = PostgresParams { max_scan_tuples: 40, ef_search: 10, ..params(&url) };
+    let backend = PostgresBackend::connect(parameters, Arc::new(HashedEmbedder::new(DIMENSION))).await.unwrap();
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move |bound: u64| {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) % bound
+    };
+    let mut text = || (0..12).map(|_| format!("w{}", next(300))).collect::<Vec<_>>().join(" ");
+    let documents: Vec<DocumentInput> = (0..600)
+        .map(|index| {
+            let groups: &[&str] = if index % 50 == 0 { &["all", "sparse"] } else { &["all"] };
+            doc(&format!("d{index:03}"), "", &text(), groups)
+        })
+        .collect();
+    backend.upsert("acme", documents).await.unwrap();
+    let queries: Vec<String> = (0..10).map(|_| text()).collect();
+    let vectors = backend.embedder().embed(&queries).await.unwrap();
+    let scope = backend.scope(&principal("acme", "bob", &["sparse"]));
+    let reference = plain_client(&as_superuser(&url)).await;
+    // Test-only exact reference: sorting back on, no index; SET LOCAL in a transaction block, so
+    // that Citus applies the settings on the workers too.
+    let exact_scan = "BEGIN; SET LOCAL citus.propagate_set_commands = 'local'; SET LOCAL enable_sort = on;
+        SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off";
+    let groups = vec!["sparse".to_owned()];
+    for vector in vectors {
+        let pg_vector = pgvector::Vector::from(vector.clone());
+        let walked = backend
+            .read_as_tenant("acme", sql::VECTOR_SEARCH, &[&"acme", &"bob", &groups, &pg_vector, &8_i64])
+            .await
+            .unwrap();
+        assert!(
+            walked.len() < 8,
+            "the walk alone found {} of 8: the test no longer exercises the fallback",
+            walked.len()
+        );
+        reference.batch_execute(exact_scan).await.unwrap();
+        let exact: BTreeSet<String> = reference
+            .query(
+                "SELECT c.doc_id FROM chunks c WHERE c.tenant_id = 'acme' AND EXISTS (SELECT 1 FROM document_readers r
+                   WHERE r.tenant_id = 'acme' AND r.doc_id = c.doc_id AND r.kind = 'g' AND r.name = 'sparse')
+                 ORDER BY c.embedding <=> $1 LIMIT 8",
+                &[&pg_vector],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        reference.batch_execute("COMMIT").await.unwrap();
+        assert_eq!(exact.len(), 8);
+        let query =
+            RetrievalQuery { text: String::new(), vector: Some(vector), lexical_candidates: 0, vector_candidates: 8 };
+        let retrieved = backend.read_path().retrieve_query(&scope, query, None).await.unwrap();
+        let found: BTreeSet<String> = retrieved.candidates.iter().map(|c| c.chunk.doc_id.clone()).collect();
+        assert_eq!(found, exact, "the scope's 8 nearest");
+    }
+}
+
+/// The backend's pgvector settings (`ef_search`, `iterative_scan`, `max_scan_tuples`, set once
+/// per connection) bind the HNSW walk wherever it runs. On Citus it runs on a worker, which
+/// received none of a session's settings: a walk there used pgvector's defaults (ef_search 40,
+/// no iterative scan) whatever the configuration said. Here iterative scans are off and
+/// `ef_search` is 10, so a walk over a scope of every chunk returns 10 rows for k = 30 (40 rows'
+/// worth with the defaults), and the backend, seeing it short, answers with the exact 30.
+#[actix_web::test]
+async fn postgres_the_backends_hnsw_settings_bind_the_walk_where_it_runs() {
+    use warrant::postgres::sql;
+    let Some(url) = fresh_database().await else { return };
+    set_for_database(&url, "enable_sort", "off").await;
+    let parameters = PostgresParams { iterative_scan: IterativeScan::Off, ef_search: 10, ..params(&url) };
+    let backend = PostgresBackend::connect(parameters, Arc::new(HashedEmbedder::new(DIMENSION))).await.unwrap();
+    let documents: Vec<DocumentInput> = (0..100)
+        .map(|index| doc(&format!("d{index:03}"), "", &format!("word{index} word{} shared", index % 7), &["all"]))
+        .collect();
+    backend.upsert("acme", documents).await.unwrap();
+    let vector =
+        pgvector::Vector::from(backend.embedder().embed(&["word3 shared".to_owned()]).await.unwrap().remove(0));
+    let groups = vec!["all".to_owned()];
+    let walked = backend
+        .read_as_tenant("acme", sql::VECTOR_SEARCH, &[&"acme", &"bob", &groups, &vector, &30_i64])
+        .await
+        .unwrap();
+    assert_eq!(walked.len(), 10, "ef_search 10 without iterative scans");
+    let query = RetrievalQuery {
+        text: String::new(),
+        vector: Some(vector.to_vec()),
+        lexical_candidates: 0,
+        vector_candidates: 30,
+    };
+    let scope = backend.scope(&principal("acme", "bob", &["all"]));
+    let retrieved = backend.read_path().retrieve_query(&scope, query, None).await.unwrap();
+    assert_eq!(retrieved.candidates.len(), 30);
 }
 
 /// TLS to the database: with `sslmode=require` and the server's CA the connections are
