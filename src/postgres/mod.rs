@@ -260,8 +260,8 @@ impl PostgresBackend {
         let bypasses: bool = client.query_one(sql::ROLE_BYPASSES_ROW_SECURITY, &[]).await.map_err(database)?.get(0);
         if bypasses {
             tracing::warn!(
-                "the database role of storage.postgres.url is a superuser or has BYPASSRLS: row-level \
-                 security binds none of its statements; connect as a role without either (SECURITY.md)"
+                "the database role of the storage.postgres.url_env URL is a superuser or has BYPASSRLS: \
+                 row-level security binds none of its statements; connect as a role without either (SECURITY.md)"
             );
         }
         drop(client);
