@@ -38,8 +38,8 @@
 --     answer fixtures, BM25 against a naive model), except the three migration tests that roll a
 --     single node's schema back with test-only DDL (on the cluster every migration is applied
 --     before the tables are distributed).
---   * Row-level security (migration 0007): the policies and FORCE ROW LEVEL SECURITY of the nine
---     tenant tables are copied to every shard by create_distributed_table below (the migrations
+--   * Row-level security (migration 0007): the policies and FORCE ROW LEVEL SECURITY of the
+--     thirteen tenant tables (with migration 0008's review queue) are copied to every shard by create_distributed_table below (the migrations
 --     run first), and by Citus's DDL propagation when a cluster distributed at an earlier version
 --     migrates forward: `citus::citus_every_shard_of_a_tenant_table_forces_row_level_security`,
 --     `citus::citus_row_level_security_reaches_the_shards_of_tables_distributed_before_it`. The

@@ -75,6 +75,9 @@ pub struct PostgresParams {
     pub iterative_scan: IterativeScan,
     /// `hnsw.max_scan_tuples`: how far an iterative scan may go before it gives up.
     pub max_scan_tuples: usize,
+    /// A vector search whose scope holds at most this many chunks (estimated from the kept
+    /// counts) reads them all exactly instead of walking the HNSW index (0: always walk).
+    pub exact_scan_chunks: usize,
     /// Chunking (shared with the embedded engine).
     pub chunking: ChunkingConfig,
     /// RRF constant.
@@ -265,7 +268,12 @@ impl PostgresBackend {
             );
         }
         drop(client);
-        let search = read::PostgresSearch { pool: pool.clone(), tls: tls.clone(), dimension: embedder.dimension() };
+        let search = read::PostgresSearch {
+            pool: pool.clone(),
+            tls: tls.clone(),
+            dimension: embedder.dimension(),
+            exact_scan_chunks: params.exact_scan_chunks,
+        };
         let read_path = Arc::new(ReadPath::start(
             Arc::new(QueryEmbedder::new(Arc::clone(&embedder), params.query_cache)),
             CandidateCounts { lexical: params.lexical_candidates, vector: params.vector_candidates },

@@ -50,8 +50,9 @@ pub const SESSION_SETTINGS: &str = "SELECT set_config('hnsw.ef_search', $1, fals
 pub const ENTER_TENANT: &str = "SELECT warrant_enter_tenant($1)";
 
 /// Enters the database-wide scope for the rest of the transaction: [`HIGHEST_EPOCH`] and
-/// [`ANY_TENANT`] read `warrant_tenants` through it, and nothing else admits it (migration 0007,
-/// policy `database_reads`: SELECT on `warrant_tenants` only).
+/// [`ANY_TENANT`] read `warrant_tenants` through it, [`REVIEW_TENANTS`] `review_tenants`, and
+/// nothing else admits it (policies `database_reads`: SELECT on those two tables only,
+/// migrations 0007 and 0008; tenant ids, epochs and counts, no document text).
 pub const ENTER_DATABASE: &str = "SELECT warrant_enter_database()";
 
 /// Whether the session's role escapes row-level security (a superuser, or BYPASSRLS): the
@@ -59,27 +60,71 @@ pub const ENTER_DATABASE: &str = "SELECT warrant_enter_database()";
 pub const ROLE_BYPASSES_ROW_SECURITY: &str =
     "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user";
 
-/// Vector search inside the scope: $1 tenant, $2 user, $3 groups, $4 query vector, $5 limit.
-/// With `hnsw.iterative_scan` the HNSW scan continues until $5 rows pass the filter (pgvector
-/// 0.8); results may be slightly out of order (`relaxed_order`) and are sorted by the caller.
-pub const VECTOR_SEARCH: &str = "SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal,
-        c.start_char, c.end_char, c.title, c.body, (1 - (c.embedding <=> $4))::real AS score, c.sentence_vectors
-    FROM chunks c
-    WHERE c.tenant_id = $1
-      AND EXISTS (SELECT 1 FROM document_readers r
-        WHERE r.tenant_id = $1 AND r.doc_id = c.doc_id
-          AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
-    ORDER BY c.embedding <=> $4
-    LIMIT $5";
+/// Vector search inside the scope: $1 tenant, $2 user, $3 groups, $4 query vector, $5 limit,
+/// $6 the most chunks a scope may hold to be read exactly (`storage.postgres.exact_scan_chunks`).
+/// Returns the chunk columns, the score, and whether the HNSW index was walked (`walked`,
+/// column 11).
+///
+/// Two ways, one taken per query (the other's one-time filter is false):
+/// - a small scope is read exactly, whatever the planner estimates: its readable documents
+///   first, their chunks by key, every distance computed, the top $5 sorted (as
+///   [`VECTOR_SEARCH_EXACT`]). The scope's size comes from the kept counts (`reach`): the
+///   documents its readers are granted (`reader_documents`, summed: at least the scope) times
+///   the tenant's chunks per document. Under a scope of 0.1 % of 100,000 chunks a walk (where
+///   the planner takes it: forced in the measurement) took 100-180 ms and kept 0.93 of the top 10
+///   at k = 10 and 0.62 of the top 30 at k = 30, where the exact read takes 1-2 ms
+///   (BENCHMARKS.md);
+/// - any other scope walks the HNSW index: with `hnsw.iterative_scan` the walk continues until
+///   $5 rows pass the filter (pgvector 0.8) or `hnsw.max_scan_tuples` tuples were visited;
+///   results may be slightly out of order (`relaxed_order`) and are sorted by the caller. A walk
+///   that comes back short is answered by [`VECTOR_SEARCH_EXACT`] ([`crate::postgres`]).
+pub const VECTOR_SEARCH: &str = "WITH reach AS MATERIALIZED (
+        SELECT coalesce(sum(d.documents), 0)::float8 * greatest(t.lexical_chunks, 1)::float8
+            / greatest(t.live_documents, 1)::float8 <= $6 AS small
+        FROM warrant_tenants t
+            LEFT JOIN reader_documents d ON d.tenant_id = t.tenant_id
+                AND ((d.kind = 'u' AND d.name = $2) OR (d.kind = 'g' AND d.name = ANY($3::text[])))
+        WHERE t.tenant_id = $1
+        GROUP BY t.lexical_chunks, t.live_documents
+    ), walked AS (
+        SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal, c.start_char, c.end_char,
+            c.title, c.body, (1 - (c.embedding <=> $4))::real AS score, c.sentence_vectors, true AS walked
+        FROM chunks c
+        WHERE c.tenant_id = $1
+          AND NOT coalesce((SELECT small FROM reach), true)
+          AND EXISTS (SELECT 1 FROM document_readers r
+            WHERE r.tenant_id = $1 AND r.doc_id = c.doc_id
+              AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
+        ORDER BY c.embedding <=> $4
+        LIMIT $5
+    ), exact AS (
+        SELECT s.chunk_id, s.doc_id, s.version, s.chunk_ordinal, s.doc_ordinal, s.start_char, s.end_char,
+            s.title, s.body, (1 - s.distance)::real AS score, s.sentence_vectors, false AS walked
+        FROM (SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal, c.start_char, c.end_char,
+                c.title, c.body, c.embedding <=> $4 AS distance, c.sentence_vectors
+            FROM chunks c
+            WHERE c.tenant_id = $1
+              AND coalesce((SELECT small FROM reach), true)
+              AND EXISTS (SELECT 1 FROM document_readers r
+                WHERE r.tenant_id = $1 AND r.doc_id = c.doc_id
+                  AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
+            OFFSET 0) s
+        ORDER BY s.distance, s.doc_id, s.version, s.chunk_ordinal
+        LIMIT $5
+    )
+    SELECT * FROM walked
+    UNION ALL
+    SELECT * FROM exact";
 
 /// The exact nearest chunks inside the scope, for a scope the HNSW walk of [`VECTOR_SEARCH`]
 /// could not fill: $1 tenant, $2 user, $3 groups, $4 query vector, $5 limit. The iterative scan
-/// stops after `hnsw.max_scan_tuples` tuples; under a sparse scope (0.1 % of a 100,000-chunk
-/// tenant is 100 chunks, so 30 of them are ~30,000 tuples away) it stops with fewer than $5
-/// rows, and the backend runs this statement instead ([`crate::postgres`]). The `OFFSET 0`
-/// subquery computes every scoped chunk's distance (the readable documents first, their chunks
-/// by key, when the scope is small) and keeps the planner from ordering by the HNSW index; the
-/// top $5 are sorted by distance, ties by (document, version, chunk).
+/// stops after `hnsw.max_scan_tuples` tuples; under a scope larger than `exact_scan_chunks` but
+/// sparse in a large tenant (30 chunks of a scope of 5,000 in 10 million are ~60,000 tuples
+/// away) it stops with fewer than $5 rows, and the backend runs this statement instead
+/// ([`crate::postgres`]). The `OFFSET 0` subquery computes every scoped chunk's distance (the
+/// readable documents first, their chunks by key, when the scope is small) and keeps the planner
+/// from ordering by the HNSW index; the top $5 are sorted by distance, ties by (document,
+/// version, chunk).
 pub const VECTOR_SEARCH_EXACT: &str = "SELECT s.chunk_id, s.doc_id, s.version, s.chunk_ordinal, s.doc_ordinal,
         s.start_char, s.end_char, s.title, s.body, (1 - s.distance)::real AS score, s.sentence_vectors
     FROM (SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal, c.start_char, c.end_char,
@@ -585,7 +630,8 @@ pub const REVIEW_DROP_GENERATED: &str = "UPDATE review_items SET generated = NUL
 /// Deletes the tenant's items created before $2 ms: $1 tenant.
 pub const REVIEW_EXPIRE: &str = "DELETE FROM review_items WHERE tenant_id = $1 AND created_ms < $2 RETURNING seq";
 
-/// The tenants holding review items (database-wide: the retention sweep visits each).
+/// The tenants holding review items (database-wide, in the scope of [`ENTER_DATABASE`]: the
+/// retention sweep visits each).
 pub const REVIEW_TENANTS: &str = "SELECT tenant_id FROM review_tenants WHERE items > 0 OR last_seq > 0";
 
 #[cfg(test)]

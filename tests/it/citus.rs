@@ -321,7 +321,7 @@ async fn assert_every_shard_forces_row_level_security(superuser: &str, database:
     let user = user_of(superuser);
     let coordinator = connect(&with_user(database, user)).await;
     let tables: Vec<String> = tenant_tables(&coordinator).await.into_iter().map(|(name, ..)| name).collect();
-    assert_eq!(tables.len(), 9, "{tables:?}");
+    assert_eq!(tables.len(), 13, "{tables:?}");
     let name = database.rsplit('/').next().expect("database name");
     let mut shards_per_table = std::collections::BTreeMap::<String, usize>::new();
     for worker in workers {
