@@ -60,6 +60,14 @@
 --     coordinator connects to them as the same role; citus.node_conninfo). Create it on each node,
 --     or on the coordinator of a database where Citus is installed and the workers registered,
 --     which propagates it. The tests create `warrant_app` on every node.
+--   * Growing the cluster while it serves: a worker added (citus_add_node), the shards
+--     rebalanced (citus_rebalance_start) and a tenant isolated (isolate_tenant_to_new_shard,
+--     'CASCADE'), with two nodes serving retrievals and revokes: `citus::grow::*` and
+--     benches/citus_grow.sh. Move shards with shard_transfer_mode => 'block_writes': the
+--     logical-replication mode cannot apply rows into tables that FORCE row-level security on
+--     PostgreSQL 15, and the move never ends (SECURITY.md). Each node needs worker processes for
+--     Citus' background jobs beside one maintenance daemon per database (max_worker_processes;
+--     tests/citus.sh sets 256).
 -- Not measured: recall and latency of the per-shard HNSW indexes (a tenant is one shard, so a
 -- very large tenant is one HNSW index on one worker).
 
