@@ -2,7 +2,7 @@
 -- by a column and co-locates tables sharded the same way).
 --
 -- Run once, as a superuser of the coordinator, AFTER `warrant db migrate` has created the schema
--- (migrations/0001_init.sql) and BEFORE any data is written:
+-- (migrations/*.sql, as warrant's own role: see "Roles" below) and BEFORE any data is written:
 --
 --   psql "$WARRANT_DATABASE_URL" -f docs/citus.sql
 --
@@ -23,8 +23,9 @@
 --     were not: the INSERT ... SELECT FROM unnest(...) statements (READER_COUNTS_ADD,
 --     LEXEME_COUNTS_ADD, READERS_INSERT) were pulled to the coordinator; they now select beside
 --     the tenant's row and are routed. Database-wide statements, listed with their reason in that
---     test: the migrations, warrant_meta, the session settings, HIGHEST_EPOCH (/readyz),
---     ANY_DOCUMENT (start-up) and the ordinal sequence.
+--     test: the migrations, warrant_meta, the session settings, the tenant's entry (SET LOCAL,
+--     replayed to the workers), HIGHEST_EPOCH (/readyz) and ANY_TENANT (start-up), which read every
+--     shard of warrant_tenants, and the ordinal sequence. docs/sql-review.md lists every statement.
 --   * pgvector is created on every node by the test set-up (not left to DDL propagation).
 --   * The warrant_doc_ordinals sequence, used from the coordinator: every upsert of the tests
 --     below takes its ordinals from it.
@@ -37,6 +38,36 @@
 --     answer fixtures, BM25 against a naive model), except the three migration tests that roll a
 --     single node's schema back with test-only DDL (on the cluster every migration is applied
 --     before the tables are distributed).
+--   * Row-level security (migration 0007): the policies and FORCE ROW LEVEL SECURITY of the
+--     thirteen tenant tables (with migration 0008's review queue) are copied to every shard by create_distributed_table below (the migrations
+--     run first), and by Citus's DDL propagation when a cluster distributed at an earlier version
+--     migrates forward: `citus::citus_every_shard_of_a_tenant_table_forces_row_level_security`,
+--     `citus::citus_row_level_security_reaches_the_shards_of_tables_distributed_before_it`. The
+--     shards' policies are what binds a statement (the coordinator sends each worker the statement
+--     without its policies), and a worker sees the tenant only through SET LOCAL, which Citus
+--     replays to every worker a transaction reaches when citus.propagate_set_commands = 'local':
+--     warrant_enter_tenant does both (set_config() is not replayed; with it every write was
+--     refused by the workers). The routing test runs under row-level security; the postgres tests
+--     on the cluster include an unfiltered statement that reads its own tenant alone and a session
+--     without a tenant that reads nothing.
+--   * pgvector's session settings (hnsw.ef_search, iterative_scan, max_scan_tuples) were never
+--     sent to the workers, which run the HNSW walk: until migration 0007 a walk on the cluster used
+--     pgvector's defaults (ef_search 40, no iterative scan) whatever storage.postgres said.
+--     warrant_enter_tenant now repeats them as SET LOCAL:
+--     `postgres::postgres_the_backends_hnsw_settings_bind_the_walk_where_it_runs` on the cluster.
+--   * Roles: warrant's role (neither a superuser nor BYPASSRLS, owner of the schema; it runs
+--     `warrant db migrate`) must exist on every node and be able to log in to the workers (the
+--     coordinator connects to them as the same role; citus.node_conninfo). Create it on each node,
+--     or on the coordinator of a database where Citus is installed and the workers registered,
+--     which propagates it. The tests create `warrant_app` on every node.
+--   * Growing the cluster while it serves: a worker added (citus_add_node), the shards
+--     rebalanced (citus_rebalance_start) and a tenant isolated (isolate_tenant_to_new_shard,
+--     'CASCADE'), with two nodes serving retrievals and revokes: `citus::grow::*` and
+--     benches/citus_grow.sh. Move shards with shard_transfer_mode => 'block_writes': the
+--     logical-replication mode cannot apply rows into tables that FORCE row-level security on
+--     PostgreSQL 15, and the move never ends (SECURITY.md). Each node needs worker processes for
+--     Citus' background jobs beside one maintenance daemon per database (max_worker_processes;
+--     tests/citus.sh sets 256).
 -- Not measured: recall and latency of the per-shard HNSW indexes (a tenant is one shard, so a
 -- very large tenant is one HNSW index on one worker).
 

@@ -6,7 +6,17 @@
 -- `@DIMENSION@` is replaced by the embedder's dimension (an integer validated in Rust, never
 -- request input) before this file runs.
 
-CREATE EXTENSION IF NOT EXISTS vector;
+-- pgvector is not a trusted extension: only a superuser creates it. Where one already did (a
+-- role that is not a superuser runs the migrations: SECURITY.md), nothing is asked of it (on Citus
+-- even CREATE EXTENSION IF NOT EXISTS is propagated to the workers, and refused there to a role
+-- that does not own the extension).
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') THEN
+        CREATE EXTENSION vector;
+    END IF;
+END
+$$;
 
 -- Database-wide facts: embedder name/dimension (refuse to mix vector spaces), lineage id.
 CREATE TABLE warrant_meta (

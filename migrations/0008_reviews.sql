@@ -53,22 +53,30 @@ CREATE TABLE review_verdicts (
     FOREIGN KEY (tenant_id, seq) REFERENCES review_items (tenant_id, seq) ON DELETE CASCADE
 );
 
--- Row-level security, the policy of every tenant table (migration 0007): a role bound by it sees
--- only the rows of the tenant its transaction names in `warrant.tenant`. (The owner that runs the
--- migrations is not bound unless the table forces it; check this with 0007 when both are merged.)
+-- Row-level security, as on every tenant table (migration 0007): FORCEd, so the backend's role,
+-- which owns these tables, is bound too; a transaction sees the rows of the tenant it entered
+-- (`warrant_enter_tenant`) alone. The retention sweeps list the tenants that hold items through
+-- the database-wide scope (`warrant_enter_database`), which reads review_tenants alone, for
+-- SELECT alone (tenant ids and counts).
 ALTER TABLE review_tenants ENABLE ROW LEVEL SECURITY;
-CREATE POLICY review_tenants_tenant ON review_tenants
-    USING (tenant_id = current_setting('warrant.tenant', true))
-    WITH CHECK (tenant_id = current_setting('warrant.tenant', true));
+ALTER TABLE review_tenants FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON review_tenants
+    USING (tenant_id = nullif(current_setting('warrant.tenant', true), ''))
+    WITH CHECK (tenant_id = nullif(current_setting('warrant.tenant', true), ''));
+CREATE POLICY database_reads ON review_tenants FOR SELECT
+    USING (current_setting('warrant.scope', true) = 'database');
 ALTER TABLE review_items ENABLE ROW LEVEL SECURITY;
-CREATE POLICY review_items_tenant ON review_items
-    USING (tenant_id = current_setting('warrant.tenant', true))
-    WITH CHECK (tenant_id = current_setting('warrant.tenant', true));
+ALTER TABLE review_items FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON review_items
+    USING (tenant_id = nullif(current_setting('warrant.tenant', true), ''))
+    WITH CHECK (tenant_id = nullif(current_setting('warrant.tenant', true), ''));
 ALTER TABLE review_sources ENABLE ROW LEVEL SECURITY;
-CREATE POLICY review_sources_tenant ON review_sources
-    USING (tenant_id = current_setting('warrant.tenant', true))
-    WITH CHECK (tenant_id = current_setting('warrant.tenant', true));
+ALTER TABLE review_sources FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON review_sources
+    USING (tenant_id = nullif(current_setting('warrant.tenant', true), ''))
+    WITH CHECK (tenant_id = nullif(current_setting('warrant.tenant', true), ''));
 ALTER TABLE review_verdicts ENABLE ROW LEVEL SECURITY;
-CREATE POLICY review_verdicts_tenant ON review_verdicts
-    USING (tenant_id = current_setting('warrant.tenant', true))
-    WITH CHECK (tenant_id = current_setting('warrant.tenant', true));
+ALTER TABLE review_verdicts FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_rows ON review_verdicts
+    USING (tenant_id = nullif(current_setting('warrant.tenant', true), ''))
+    WITH CHECK (tenant_id = nullif(current_setting('warrant.tenant', true), ''));

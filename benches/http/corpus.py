@@ -11,6 +11,8 @@ import json
 import random
 import sys
 import threading
+import time
+import urllib.error
 import urllib.request
 
 VOCABULARY = 20_000
@@ -41,30 +43,45 @@ def document(index):
 
 
 def put(url, token, batch):
+    """One batch; a 503 (overloaded, or the node still starting) is retried after its Retry-After."""
     body = json.dumps({"documents": [document(index) for index in batch]}).encode()
-    request = urllib.request.Request(f"{url}/v1/admin/documents", data=body, method="PUT",
-                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=600) as response:
-        response.read()
+    for attempt in range(60):
+        request = urllib.request.Request(f"{url}/v1/admin/documents", data=body, method="PUT",
+                                         headers={"Authorization": f"Bearer {token}",
+                                                  "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:
+                response.read()
+                return
+        except urllib.error.HTTPError as error:
+            if error.code != 503 or attempt == 59:
+                raise RuntimeError(f"PUT /v1/admin/documents: {error.code} {error.read()[:300]!r}") from error
+            time.sleep(float(error.headers.get("Retry-After") or 1))
 
 
 def load(url, token, count):
     batches = [range(start, min(start + 500, count)) for start in range(0, count, 500)]
     lock = threading.Lock()
+    failures = []
 
     def worker():
         while True:
             with lock:
-                if not batches:
+                if not batches or failures:
                     return
                 batch = batches.pop()
-            put(url, token, batch)
+            try:
+                put(url, token, batch)
+            except (RuntimeError, OSError) as error:
+                failures.append(error)
 
     threads = [threading.Thread(target=worker) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    if failures:
+        sys.exit(f"corpus load failed: {failures[0]}")
 
 
 def queries(count):

@@ -78,6 +78,12 @@ pub struct PostgresSettings {
     pub iterative_scan: IterativeScan,
     /// `hnsw.max_scan_tuples`.
     pub max_scan_tuples: usize,
+    /// A vector search whose scope holds at most this many chunks (the documents its readers are
+    /// granted times the tenant's chunks per document) reads them all and sorts them exactly
+    /// instead of walking the HNSW index, which under so sparse a scope gives up or keeps few of
+    /// the nearest (0: always walk; a walk that comes back short still falls back to the exact
+    /// read). BENCHMARKS.md, "Sparse scopes".
+    pub exact_scan_chunks: usize,
     /// PEM file of the certificate authorities that sign the server's certificate (empty: the
     /// Mozilla roots of `webpki-roots`). TLS is used as the URL's `sslmode` says (`disable`,
     /// `prefer`, the default, or `require`); whenever it is used the server's certificate and
@@ -95,6 +101,7 @@ impl Default for PostgresSettings {
             ef_search: 100,
             iterative_scan: IterativeScan::RelaxedOrder,
             max_scan_tuples: 20_000,
+            exact_scan_chunks: 2_000,
             ca_file: String::new(),
         }
     }

@@ -153,6 +153,10 @@ impl Settings {
         );
         check((1..=1000).contains(&self.storage.postgres.ef_search), "storage.postgres.ef_search must be in 1..=1000");
         check(
+            self.storage.postgres.exact_scan_chunks <= 1_000_000,
+            "storage.postgres.exact_scan_chunks must be at most 1000000",
+        );
+        check(
             !self.storage.postgres.url_env.trim().is_empty(),
             "storage.postgres.url_env must name an environment variable",
         );

@@ -1,5 +1,12 @@
 //! Read statements that stop when their caller stops waiting.
 //!
+//! [`Reader`] also runs each statement in a transaction of its own that first enters the
+//! statement's tenant ([`sql::ENTER_TENANT`]; or the database-wide scope of the two
+//! database-wide reads), so the row-level security of migration 0007 admits that tenant's rows
+//! alone. BEGIN, the entry, the statement and COMMIT are sent together, pipelined on the
+//! connection (one round trip; the statements are prepared once per connection), and the setting
+//! ends with the transaction: a pooled connection never carries a tenant into its next use.
+//!
 //! A tokio-postgres query whose future is dropped (an answer's retrieval ran out of its
 //! deadline, an HTTP client went away) is not stopped by the drop: the server runs the statement
 //! to its end, and the pooled connection it ran on serves the next request only after it. A
@@ -11,8 +18,9 @@
 //! them is in flight, it asks the server to cancel it (PostgreSQL's cancel request, over the
 //! same TLS settings as the connection) and takes the connection out of the pool instead of
 //! returning it: a cancel request names a backend process, not a statement, so a connection it
-//! may still reach must never carry another caller's statement. A statement that completed, with
-//! rows or with an error, leaves the connection to the pool as usual.
+//! may still reach must never carry another caller's statement. A statement that completed with
+//! its rows leaves the connection to the pool as usual; one that failed (the statement or its
+//! transaction) takes it out as well, so no connection returns in an unknown transaction state.
 //!
 //! Counted in `warrant_postgres_statements_cancelled_total`.
 
@@ -21,44 +29,91 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::database;
+use super::{database, sql};
 use crate::retrieval::RetrievalResult;
 
-/// One pooled connection running a caller's read statements, cancelled if abandoned mid-statement.
+/// Whose rows a [`Reader`]'s statements may see (row-level security, migration 0007).
+#[derive(Clone, Debug)]
+pub(super) enum Entered {
+    /// One tenant's rows: every read for a principal, and every tenant statement.
+    Tenant(String),
+    /// `warrant_tenants` rows, for SELECT: [`sql::HIGHEST_EPOCH`] and [`sql::ANY_TENANT`] alone.
+    Database,
+}
+
+/// One pooled connection running a caller's read statements, each in a transaction that entered
+/// the caller's tenant, cancelled if abandoned mid-statement.
 pub(super) struct Reader {
-    /// The connection; `None` once it has been handed to the cancelling task.
+    /// The connection; `None` once it has been handed to the cancelling task or discarded.
     client: Option<Object>,
     tls: MakeRustlsConnect,
+    entered: Entered,
     /// Whether a statement was sent and its result not yet received.
     in_flight: bool,
 }
 
 impl Reader {
-    /// Takes a connection from `pool`; `tls` connects the cancel request if one is needed.
-    pub(super) async fn checkout(pool: &Pool, tls: &MakeRustlsConnect) -> RetrievalResult<Self> {
+    /// Takes a connection from `pool` for statements that see what `entered` admits; `tls`
+    /// connects the cancel request if one is needed.
+    pub(super) async fn checkout(pool: &Pool, tls: &MakeRustlsConnect, entered: Entered) -> RetrievalResult<Self> {
         let client = pool.get().await.map_err(database)?;
-        Ok(Self { client: Some(client), tls: tls.clone(), in_flight: false })
+        Ok(Self { client: Some(client), tls: tls.clone(), entered, in_flight: false })
     }
 
-    /// Runs `statement` and returns its rows.
+    /// Runs `statement` (read-only) in a transaction of its own that entered this reader's
+    /// tenant, and returns its rows.
     pub(super) async fn query(&mut self, statement: &str, params: &[&(dyn ToSql + Sync)]) -> RetrievalResult<Vec<Row>> {
+        let Some(client) = self.client.as_ref() else {
+            return Err(database("a reader whose statement failed was used again"));
+        };
         self.in_flight = true;
-        let rows = self.client().query(statement, params).await;
+        let rows = entered_transaction(client, &self.entered, statement, params).await;
         self.in_flight = false;
+        if rows.is_err()
+            && let Some(client) = self.client.take()
+        {
+            // Out of the pool: whatever failed, the connection is not reused.
+            drop(Object::take(client));
+        }
         rows.map_err(database)
     }
 
     /// Runs `statement`, which returns exactly one row.
     pub(super) async fn query_one(&mut self, statement: &str, params: &[&(dyn ToSql + Sync)]) -> RetrievalResult<Row> {
-        self.in_flight = true;
-        let row = self.client().query_one(statement, params).await;
-        self.in_flight = false;
-        row.map_err(database)
+        let mut rows = self.query(statement, params).await?;
+        match rows.len() {
+            1 => Ok(rows.remove(0)),
+            count => Err(database(format!("a statement returned {count} rows where one was expected"))),
+        }
     }
+}
 
-    fn client(&self) -> &Object {
-        self.client.as_ref().expect("the connection leaves only in drop")
-    }
+/// BEGIN READ ONLY, the entry into `entered`, `statement` and COMMIT, pipelined on `client`:
+/// each request is sent when its future is first polled, and `join!` polls them in order, so the
+/// four go out together and the server runs them in order. A failure anywhere aborts the
+/// transaction (COMMIT then rolls back); the first error is returned.
+async fn entered_transaction(
+    client: &Object,
+    entered: &Entered,
+    statement: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, tokio_postgres::Error> {
+    let (enter, tenant): (&str, Vec<&(dyn ToSql + Sync)>) = match entered {
+        Entered::Tenant(tenant) => (sql::ENTER_TENANT, vec![tenant]),
+        Entered::Database => (sql::ENTER_DATABASE, Vec::new()),
+    };
+    let (enter, statement) = futures::try_join!(client.prepare_cached(enter), client.prepare_cached(statement))?;
+    let (begun, entered, rows, committed) = futures::join!(
+        client.batch_execute("BEGIN READ ONLY"),
+        client.query(&enter, &tenant),
+        client.query(&statement, params),
+        client.batch_execute("COMMIT"),
+    );
+    begun?;
+    entered?;
+    let rows = rows?;
+    committed?;
+    Ok(rows)
 }
 
 impl Drop for Reader {

@@ -88,6 +88,7 @@ impl PostgresParams {
             ef_search: postgres.ef_search,
             iterative_scan: postgres.iterative_scan,
             max_scan_tuples: postgres.max_scan_tuples,
+            exact_scan_chunks: postgres.exact_scan_chunks,
             chunking: settings.chunking,
             rrf_k: settings.retrieval.rrf_k,
             lexical_candidates: settings.retrieval.lexical_candidates,

@@ -11,6 +11,14 @@
 //! - The scope is evaluated by the database inside each retrieval statement (tenant predicate
 //!   and ACL `EXISTS` in the same `SELECT`; see [`sql`]), so a revoke committed by any node is
 //!   enforced by every node's next query, and an unreachable ACL means no results (fail-closed).
+//! - Every statement on tenant data runs in a transaction that first entered its tenant
+//!   ([`sql::ENTER_TENANT`]; reads through [`cancel::Reader`], writes at the start of their
+//!   transaction), and row-level security (migration 0007, FORCEd on the tables the backend's
+//!   role owns) admits that tenant's rows alone: a statement that forgot its predicate reads
+//!   nothing of another tenant, and one run outside such a transaction reads nothing at all.
+//!   Only [`sql::HIGHEST_EPOCH`] and [`sql::ANY_TENANT`] are database-wide (`warrant_tenants`,
+//!   SELECT). A role that bypasses row-level security (a superuser) makes this moot: the backend
+//!   warns at start ([`PostgresBackend::row_security_enforced`]).
 //! - A batch or an ACL change is one transaction that first locks the tenant row: a tenant's
 //!   writes are serialized across nodes, and a change is acknowledged only after its commit.
 //! - Only the live version of a document has chunks (the previous version's are deleted in the
@@ -67,6 +75,9 @@ pub struct PostgresParams {
     pub iterative_scan: IterativeScan,
     /// `hnsw.max_scan_tuples`: how far an iterative scan may go before it gives up.
     pub max_scan_tuples: usize,
+    /// A vector search whose scope holds at most this many chunks (estimated from the kept
+    /// counts) reads them all exactly instead of walking the HNSW index (0: always walk).
+    pub exact_scan_chunks: usize,
     /// Chunking (shared with the embedded engine).
     pub chunking: ChunkingConfig,
     /// RRF constant.
@@ -216,6 +227,9 @@ pub struct PostgresBackend {
     /// The shared read path over [`read::PostgresSearch`] (its own handles of the pool).
     read_path: Arc<ReadPath>,
     lineage: String,
+    /// Whether the connection's role is bound by row-level security (not a superuser, not
+    /// BYPASSRLS).
+    row_security: bool,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -246,8 +260,20 @@ impl PostgresBackend {
             }));
         }
         let lineage: String = client.query_one(sql::META_GET, &[&"lineage"]).await.map_err(database)?.get(0);
+        let bypasses: bool = client.query_one(sql::ROLE_BYPASSES_ROW_SECURITY, &[]).await.map_err(database)?.get(0);
+        if bypasses {
+            tracing::warn!(
+                "the database role of the storage.postgres.url_env URL is a superuser or has BYPASSRLS: \
+                 row-level security binds none of its statements; connect as a role without either (SECURITY.md)"
+            );
+        }
         drop(client);
-        let search = read::PostgresSearch { pool: pool.clone(), tls: tls.clone(), dimension: embedder.dimension() };
+        let search = read::PostgresSearch {
+            pool: pool.clone(),
+            tls: tls.clone(),
+            dimension: embedder.dimension(),
+            exact_scan_chunks: params.exact_scan_chunks,
+        };
         let read_path = Arc::new(ReadPath::start(
             Arc::new(QueryEmbedder::new(Arc::clone(&embedder), params.query_cache)),
             CandidateCounts { lexical: params.lexical_candidates, vector: params.vector_candidates },
@@ -256,12 +282,33 @@ impl PostgresBackend {
             crate::retrieval::reranker(params.reranker, params.rrf_k),
             ReadPath::default_coordinators(),
         ));
-        Ok(Arc::new(Self { pool, tls, embedder, params, read_path, lineage }))
+        Ok(Arc::new(Self { pool, tls, embedder, params, read_path, lineage, row_security: !bypasses }))
     }
 
     /// The database's lineage id (recorded with every change).
     pub fn lineage(&self) -> &str {
         &self.lineage
+    }
+
+    /// Whether row-level security binds this backend's statements: false when its role is a
+    /// superuser or has BYPASSRLS (then only the statements' own tenant predicates separate the
+    /// tenants; the backend warned at start).
+    pub fn row_security_enforced(&self) -> bool {
+        self.row_security
+    }
+
+    /// Runs a read-only `statement` exactly as this backend runs every read for `tenant`: on a
+    /// pooled connection, in a transaction that entered the tenant, so row-level security admits
+    /// that tenant's rows alone whatever the statement's predicates. For checks and operational
+    /// tools (the tests run statements without a tenant predicate through it); `statement` must
+    /// be a constant, with every value a bind parameter.
+    pub async fn read_as_tenant(
+        &self,
+        tenant: &str,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> RetrievalResult<Vec<tokio_postgres::Row>> {
+        self.tenant_reader(tenant).await?.query(statement, params).await
     }
 
     /// The embedder.
@@ -527,23 +574,20 @@ impl PostgresBackend {
 
     /// The tenant's current ACL epoch (0 when it has no writes yet).
     pub async fn epoch(&self, tenant: &str) -> RetrievalResult<u64> {
-        let client = self.pool.get().await.map_err(database)?;
-        let row = client.query_opt(sql::TENANT_EPOCH, &[&tenant]).await.map_err(database)?;
-        Ok(row.map(|row| row.get::<_, i64>(0) as u64).unwrap_or(0))
+        let rows = self.tenant_reader(tenant).await?.query(sql::TENANT_EPOCH, &[&tenant]).await?;
+        Ok(rows.first().map(|row| row.get::<_, i64>(0) as u64).unwrap_or(0))
     }
 
     /// The tenant's BM25 totals as kept by the writes (zero for a tenant without writes).
     pub async fn lexical_totals(&self, tenant: &str) -> RetrievalResult<LexicalTotals> {
-        let client = self.pool.get().await.map_err(database)?;
-        let row = client.query_opt(sql::LEXICAL_TOTALS, &[&tenant]).await.map_err(database)?;
-        Ok(row.map_or(LexicalTotals::default(), |row| LexicalTotals::from_counts(row.get(0), row.get(1))))
+        let rows = self.tenant_reader(tenant).await?.query(sql::LEXICAL_TOTALS, &[&tenant]).await?;
+        Ok(rows.first().map_or(LexicalTotals::default(), |row| LexicalTotals::from_counts(row.get(0), row.get(1))))
     }
 
     /// The tenant's BM25 totals recounted from its chunks (a full scan of the tenant's chunks:
     /// for checks, not for queries). Equal to [`Self::lexical_totals`] after every commit.
     pub async fn recount_lexical_totals(&self, tenant: &str) -> RetrievalResult<LexicalTotals> {
-        let client = self.pool.get().await.map_err(database)?;
-        let row = client.query_one(sql::LEXICAL_TOTALS_RECOUNTED, &[&tenant]).await.map_err(database)?;
+        let row = self.tenant_reader(tenant).await?.query_one(sql::LEXICAL_TOTALS_RECOUNTED, &[&tenant]).await?;
         Ok(LexicalTotals::from_counts(row.get(0), row.get(1)))
     }
 }
@@ -552,7 +596,11 @@ fn kind_code(kind: &str) -> i8 {
     kind.as_bytes()[0] as i8
 }
 
+/// Enters `tenant` (row-level security admits its rows alone for the rest of the transaction),
+/// creates its row if absent and locks it; returns its epoch. The first statements of every write
+/// transaction.
 async fn lock_tenant(transaction: &deadpool_postgres::Transaction<'_>, tenant: &str) -> RetrievalResult<i64> {
+    transaction.query_one(sql::ENTER_TENANT, &[&tenant]).await.map_err(database)?;
     transaction.execute(sql::TENANT_ENSURE, &[&tenant]).await.map_err(database)?;
     Ok(transaction.query_one(sql::TENANT_LOCK, &[&tenant]).await.map_err(database)?.get(0))
 }

@@ -1,7 +1,17 @@
 //! The backend's read path: the scope (the principal itself: the database evaluates it inside
 //! each statement), and [`PostgresSearch`], its [`CandidateSearch`]: the two scoped searches
-//! ([`sql::LEXICAL_SEARCH`], [`sql::VECTOR_SEARCH`]) run concurrently. Query embedding, fusion,
-//! reranking and budgeting are the shared [`ReadPath`]'s, as for the embedded engine.
+//! ([`sql::LEXICAL_SEARCH`], [`sql::VECTOR_SEARCH`]) run concurrently, each in a transaction that
+//! entered the principal's tenant ([`cancel::Reader`]). Query embedding, fusion, reranking and
+//! budgeting are the shared [`ReadPath`]'s, as for the embedded engine.
+//!
+//! No crowding out in sparse scopes: pgvector's iterative HNSW scan gives up after
+//! `hnsw.max_scan_tuples` tuples, so under a scope that holds a small part of its tenant it may
+//! return fewer than k chunks although the scope holds k, and the k it does return are the
+//! walk's approximation at its worst. So a scope of at most `storage.postgres.exact_scan_chunks`
+//! chunks (estimated from the kept counts) is read exactly, whatever the planner estimates, and
+//! a walk that still comes back short is answered by the exact path
+//! ([`sql::VECTOR_SEARCH_EXACT`]: every scoped chunk's distance). Counted in
+//! `warrant_postgres_vector_searches_total{path}`: `exact`, `walk`, `exact_after_walk`.
 
 use std::sync::Arc;
 
@@ -41,27 +51,63 @@ pub(super) struct PostgresSearch {
     pub(super) pool: Pool,
     pub(super) tls: MakeRustlsConnect,
     pub(super) dimension: usize,
+    /// `storage.postgres.exact_scan_chunks`.
+    pub(super) exact_scan_chunks: usize,
 }
 
 impl PostgresSearch {
-    async fn run(
+    /// A reader whose statements see the scope's tenant alone.
+    async fn reader(&self, scope: &AuthorizationScope) -> RetrievalResult<cancel::Reader> {
+        cancel::Reader::checkout(&self.pool, &self.tls, cancel::Entered::Tenant(scope.tenant().to_owned())).await
+    }
+
+    /// The scope's `limit` nearest chunks to `vector`: read exactly when the scope is small, else
+    /// the HNSW walk, and the exact path when the walk came back short (see the module's
+    /// documentation).
+    async fn nearest(
         &self,
-        statement: &str,
         scope: &AuthorizationScope,
-        argument: &(dyn ToSql + Sync),
+        vector: &Vector,
         limit: usize,
     ) -> RetrievalResult<Vec<ScoredChunk>> {
-        let mut reader = cancel::Reader::checkout(&self.pool, &self.tls).await?;
+        let mut reader = self.reader(scope).await?;
+        let small = self.exact_scan_chunks as f64;
+        let (hits, walked) = self.run(&mut reader, sql::VECTOR_SEARCH, scope, &[vector, &small], limit).await?;
+        // An exact read that found fewer than `limit` found the whole scope; so did an empty
+        // answer, unless it was a walk (the column is absent without rows: read again).
+        let path = match walked {
+            Some(false) => "exact",
+            Some(true) if hits.len() >= limit => "walk",
+            _ => "exact_after_walk",
+        };
+        metrics::counter!("warrant_postgres_vector_searches_total", "path" => path).increment(1);
+        if path != "exact_after_walk" || limit == 0 {
+            return Ok(hits);
+        }
+        Ok(self.run(&mut reader, sql::VECTOR_SEARCH_EXACT, scope, &[vector], limit).await?.0)
+    }
+
+    /// Runs a search statement: $1 tenant, $2 user, $3 groups, then `arguments` ($4, …), then the
+    /// limit. Returns the hits, best first, and the first row's column 11 when there is one (the
+    /// lexical statement's `pruned`, the vector statement's `walked`).
+    async fn run(
+        &self,
+        reader: &mut cancel::Reader,
+        statement: &str,
+        scope: &AuthorizationScope,
+        arguments: &[&(dyn ToSql + Sync)],
+        limit: usize,
+    ) -> RetrievalResult<(Vec<ScoredChunk>, Option<bool>)> {
         let groups: Vec<&str> = scope.groups().iter().map(String::as_str).collect();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let tenant = scope.tenant();
         let user = scope.user();
-        let rows = reader.query(statement, &[&tenant, &user, &groups, argument, &limit]).await?;
-        // The lexical statement says whether its top k came from the selective terms alone.
-        if let Some(pruned) = rows.first().filter(|row| row.len() > 11).map(|row| row.get::<_, bool>(11)) {
-            let scoring = if pruned { "pruned" } else { "full" };
-            metrics::counter!("warrant_postgres_lexical_searches_total", "scoring" => scoring).increment(1);
-        }
+        let mut parameters: Vec<&(dyn ToSql + Sync)> = vec![&tenant, &user, &groups];
+        parameters.extend_from_slice(&arguments[..1]);
+        parameters.push(&limit);
+        parameters.extend_from_slice(&arguments[1..]);
+        let rows = reader.query(statement, &parameters).await?;
+        let flag = rows.first().filter(|row| row.len() > 11).map(|row| row.get::<_, bool>(11));
         let mut hits = Vec::with_capacity(rows.len());
         for row in rows {
             let chunk_id: &[u8] = row.get(0);
@@ -83,7 +129,7 @@ impl PostgresSearch {
         }
         // relaxed_order may return rows slightly out of order: sort (stable, best first).
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-        Ok(hits)
+        Ok((hits, flag))
     }
 }
 
@@ -98,13 +144,21 @@ impl CandidateSearch for PostgresSearch {
             if query.lexical_candidates == 0 {
                 return Ok(None);
             }
-            self.run(sql::LEXICAL_SEARCH, scope, &query.text, query.lexical_candidates).await.map(Some)
+            let mut reader = self.reader(scope).await?;
+            let (hits, pruned) =
+                self.run(&mut reader, sql::LEXICAL_SEARCH, scope, &[&query.text], query.lexical_candidates).await?;
+            // Whether the top k came from the selective terms alone.
+            if let Some(pruned) = pruned {
+                let scoring = if pruned { "pruned" } else { "full" };
+                metrics::counter!("warrant_postgres_lexical_searches_total", "scoring" => scoring).increment(1);
+            }
+            Ok(Some(hits))
         };
         let vector = async {
             match &query.vector {
                 Some(vector) => {
                     let vector = Vector::from(vector.clone());
-                    self.run(sql::VECTOR_SEARCH, scope, &vector, query.vector_candidates).await.map(Some)
+                    self.nearest(scope, &vector, query.vector_candidates).await.map(Some)
                 }
                 None => Ok(None),
             }

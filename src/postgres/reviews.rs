@@ -1,8 +1,11 @@
 //! The review store of the PostgreSQL backend ([`ReviewStore`] over migration 0008's tables):
 //! any number of nodes write and read one queue.
 //!
-//! Invariants: every statement names the tenant (`tenant_id = $1`), so each routes to the
-//! tenant's shard group on Citus; an insert share-locks the heads of the item's documents and
+//! Invariants: every statement runs in a transaction that entered its tenant first
+//! ([`sql::ENTER_TENANT`]: migration 0008 FORCEs row-level security on these tables as 0007 does
+//! on the others), and names the tenant (`tenant_id = $1`), so each routes to the tenant's shard
+//! group on Citus; the retention sweeps list the tenants holding items in the database-wide scope
+//! ([`sql::ENTER_DATABASE`]), which reads `review_tenants` alone; an insert share-locks the heads of the item's documents and
 //! stores a source's text only if its version is live, so a delete or upsert committed on any
 //! node either waits for the insert (and its purge, run after its commit, deletes what the
 //! insert wrote) or is seen by it; a tenant's sequence is taken under its `review_tenants` row
@@ -23,6 +26,18 @@ fn failed(error: impl std::fmt::Display) -> ReviewError {
     ReviewError::Storage("database request failed".into())
 }
 
+/// A transaction on `client` that entered `tenant`: row-level security admits that tenant's rows
+/// alone until it ends.
+async fn entered<'a>(
+    client: &'a mut deadpool_postgres::Object,
+    tenant: &str,
+    read_only: bool,
+) -> ReviewResult<deadpool_postgres::Transaction<'a>> {
+    let transaction = client.build_transaction().read_only(read_only).start().await.map_err(failed)?;
+    transaction.query_one(sql::ENTER_TENANT, &[&tenant]).await.map_err(failed)?;
+    Ok(transaction)
+}
+
 fn signed(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
@@ -31,7 +46,7 @@ impl PostgresBackend {
     /// Writes the items of one tenant in one transaction; returns (written, evicted).
     async fn insert_tenant(&self, tenant: &str, items: &[&NewItem], max_items: u64) -> ReviewResult<(usize, u64)> {
         let mut client = self.pool.get().await.map_err(failed)?;
-        let transaction = client.transaction().await.map_err(failed)?;
+        let transaction = entered(&mut client, tenant, false).await?;
         let mut doc_ids: Vec<&str> = items.iter().flat_map(|new| new.item.doc_ids()).collect();
         doc_ids.sort_unstable();
         doc_ids.dedup();
@@ -86,6 +101,16 @@ impl PostgresBackend {
         Ok((items.len(), evicted as u64))
     }
 
+    /// The tenants that hold or held review items, read in the database-wide scope.
+    async fn review_tenants(&self) -> ReviewResult<Vec<String>> {
+        let mut client = self.pool.get().await.map_err(failed)?;
+        let transaction = client.build_transaction().read_only(true).start().await.map_err(failed)?;
+        transaction.query_one(sql::ENTER_DATABASE, &[]).await.map_err(failed)?;
+        let rows = transaction.query(sql::REVIEW_TENANTS, &[]).await.map_err(failed)?;
+        transaction.commit().await.map_err(failed)?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
     /// Drops the generated text of the items `seqs` of `tenant` (their sources were purged).
     async fn drop_generated(
         transaction: &deadpool_postgres::Transaction<'_>,
@@ -125,7 +150,8 @@ impl ReviewStore for PostgresBackend {
         before: Option<u64>,
         limit: usize,
     ) -> ReviewResult<Vec<Summary>> {
-        let client = self.pool.get().await.map_err(failed)?;
+        let mut client = self.pool.get().await.map_err(failed)?;
+        let client = entered(&mut client, tenant, true).await?;
         let reviewed = status.map(|status| status == ReviewStatus::Reviewed);
         let below = before.map_or(i64::MAX, signed);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -145,7 +171,8 @@ impl ReviewStore for PostgresBackend {
     }
 
     async fn get(&self, tenant: &str, review_id: &str) -> ReviewResult<Option<StoredItem>> {
-        let client = self.pool.get().await.map_err(failed)?;
+        let mut client = self.pool.get().await.map_err(failed)?;
+        let client = entered(&mut client, tenant, true).await?;
         let Some(row) = client.query_opt(sql::REVIEW_GET, &[&tenant, &review_id]).await.map_err(failed)? else {
             return Ok(None);
         };
@@ -169,7 +196,7 @@ impl ReviewStore for PostgresBackend {
 
     async fn add_verdict(&self, tenant: &str, review_id: &str, verdict: &Verdict) -> ReviewResult<bool> {
         let mut client = self.pool.get().await.map_err(failed)?;
-        let transaction = client.transaction().await.map_err(failed)?;
+        let transaction = entered(&mut client, tenant, false).await?;
         let Some(row) =
             transaction.query_opt(sql::REVIEW_MARK_REVIEWED, &[&tenant, &review_id]).await.map_err(failed)?
         else {
@@ -187,7 +214,7 @@ impl ReviewStore for PostgresBackend {
 
     async fn purge_documents(&self, tenant: &str, doc_ids: &[String]) -> ReviewResult<u64> {
         let mut client = self.pool.get().await.map_err(failed)?;
-        let transaction = client.transaction().await.map_err(failed)?;
+        let transaction = entered(&mut client, tenant, false).await?;
         let seqs: Vec<i64> = transaction
             .query(sql::REVIEW_PURGE, &[&tenant, &doc_ids])
             .await
@@ -201,14 +228,11 @@ impl ReviewStore for PostgresBackend {
     }
 
     async fn expire(&self, cutoff_ms: u64) -> ReviewResult<u64> {
-        let tenants: Vec<String> = {
-            let client = self.pool.get().await.map_err(failed)?;
-            client.query(sql::REVIEW_TENANTS, &[]).await.map_err(failed)?.iter().map(|row| row.get(0)).collect()
-        };
+        let tenants = self.review_tenants().await?;
         let mut expired = 0;
         for tenant in tenants {
             let mut client = self.pool.get().await.map_err(failed)?;
-            let transaction = client.transaction().await.map_err(failed)?;
+            let transaction = entered(&mut client, &tenant, false).await?;
             let gone =
                 transaction.query(sql::REVIEW_EXPIRE, &[&tenant, &signed(cutoff_ms)]).await.map_err(failed)?.len()
                     as i64;
@@ -222,14 +246,11 @@ impl ReviewStore for PostgresBackend {
     }
 
     async fn sweep_dead_documents(&self) -> ReviewResult<u64> {
-        let tenants: Vec<String> = {
-            let client = self.pool.get().await.map_err(failed)?;
-            client.query(sql::REVIEW_TENANTS, &[]).await.map_err(failed)?.iter().map(|row| row.get(0)).collect()
-        };
+        let tenants = self.review_tenants().await?;
         let mut purged = 0;
         for tenant in tenants {
             let mut client = self.pool.get().await.map_err(failed)?;
-            let transaction = client.transaction().await.map_err(failed)?;
+            let transaction = entered(&mut client, &tenant, false).await?;
             let seqs: Vec<i64> = transaction
                 .query(sql::REVIEW_SWEEP, &[&tenant])
                 .await

@@ -1,7 +1,8 @@
 //! The postgres backend as the layers above see it: [`ReadSide`] and [`WriteSide`], so `warrant
 //! serve` runs on it exactly as on the embedded engine. Every read for a principal is one
-//! statement with the tenant predicate and the ACL check inside it ([`sql`]); nothing is cached
-//! across requests, so a change any node committed is seen by this node's next statement.
+//! statement with the tenant predicate and the ACL check inside it ([`sql`]), in a transaction
+//! that entered the principal's tenant (row-level security); nothing is cached across requests,
+//! so a change any node committed is seen by this node's next statement.
 
 use std::sync::Arc;
 
@@ -14,21 +15,26 @@ use crate::retrieval::{
     WriteSide,
 };
 
-use super::cancel::Reader;
+use super::cancel::{Entered, Reader};
 use super::{PostgresBackend, database, sql};
 
 impl PostgresBackend {
-    /// The tenant's current ACL epoch (0 for a tenant never written).
-    async fn tenant_epoch(&self, tenant: &str) -> RetrievalResult<u64> {
-        let client = self.pool.get().await.map_err(database)?;
-        let row = client.query_opt(sql::TENANT_EPOCH, &[&tenant]).await.map_err(database)?;
-        Ok(row.map_or(0, |row| row.get::<_, i64>(0) as u64))
+    /// A reader whose statements see `tenant`'s rows alone.
+    pub(super) async fn tenant_reader(&self, tenant: &str) -> RetrievalResult<Reader> {
+        Reader::checkout(&self.pool, &self.tls, Entered::Tenant(tenant.to_owned())).await
     }
 
-    /// Whether the database holds no document yet (the demo corpus goes only into an empty one).
+    /// The tenant's current ACL epoch (0 for a tenant never written).
+    async fn tenant_epoch(&self, tenant: &str) -> RetrievalResult<u64> {
+        let rows = self.tenant_reader(tenant).await?.query(sql::TENANT_EPOCH, &[&tenant]).await?;
+        Ok(rows.first().map_or(0, |row| row.get::<_, i64>(0) as u64))
+    }
+
+    /// Whether no tenant has written to the database yet (the demo corpus goes only into an
+    /// empty one): database-wide ([`sql::ANY_TENANT`]).
     pub async fn is_empty(&self) -> RetrievalResult<bool> {
-        let client = self.pool.get().await.map_err(database)?;
-        let any: bool = client.query_one(sql::ANY_DOCUMENT, &[]).await.map_err(database)?.get(0);
+        let mut reader = Reader::checkout(&self.pool, &self.tls, Entered::Database).await?;
+        let any: bool = reader.query_one(sql::ANY_TENANT, &[]).await?.get(0);
         Ok(!any)
     }
 }
@@ -57,7 +63,7 @@ impl ReadSide for PostgresBackend {
         doc_ids.sort_unstable();
         doc_ids.dedup();
         let groups: Vec<&str> = principal.groups.iter().map(String::as_str).collect();
-        let mut reader = Reader::checkout(&self.pool, &self.tls).await?;
+        let mut reader = self.tenant_reader(&principal.tenant).await?;
         let row =
             reader.query_one(sql::READABLE_VERSIONS, &[&principal.tenant, &principal.user, &groups, &doc_ids]).await?;
         let epoch = row.get::<_, i64>(0) as u64;
@@ -68,7 +74,7 @@ impl ReadSide for PostgresBackend {
 
     async fn document(&self, principal: &Principal, doc_id: &str) -> RetrievalResult<Option<DocumentView>> {
         let groups: Vec<&str> = principal.groups.iter().map(String::as_str).collect();
-        let mut reader = Reader::checkout(&self.pool, &self.tls).await?;
+        let mut reader = self.tenant_reader(&principal.tenant).await?;
         let rows = reader.query(sql::DOCUMENT_READ, &[&principal.tenant, &principal.user, &groups, &doc_id]).await?;
         let Some(first) = rows.first() else { return Ok(None) };
         let version = first.get::<_, i64>(0) as u64;
@@ -100,8 +106,8 @@ impl ReadSide for PostgresBackend {
     }
 
     async fn acl_state(&self) -> RetrievalResult<(u64, String)> {
-        let client = self.pool.get().await.map_err(database)?;
-        let epoch: i64 = client.query_one(sql::HIGHEST_EPOCH, &[]).await.map_err(database)?.get(0);
+        let mut reader = Reader::checkout(&self.pool, &self.tls, Entered::Database).await?;
+        let epoch: i64 = reader.query_one(sql::HIGHEST_EPOCH, &[]).await?.get(0);
         Ok((epoch as u64, self.lineage.clone()))
     }
 }

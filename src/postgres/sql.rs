@@ -1,12 +1,16 @@
-//! Every SQL statement of the postgres backend, in one place for review.
+//! Every SQL statement of the postgres backend, in one place for review (`docs/sql-review.md`
+//! lists each with its tenant predicate, ACL check, plan on Citus and row-level security).
 //!
 //! Invariants: every statement is a constant; every value (tenant, user, groups, document ids,
 //! query text, query vector, limits) is a bind parameter (`$n`); no statement is ever built by
 //! concatenating input. Every statement on tenant data filters on `tenant_id = $1` (the Citus
 //! distribution column), and both retrieval statements carry the caller's ACL check
 //! (an `EXISTS` over `document_readers`) inside the same statement, so no row outside the scope ever leaves the
-//! database. The only text substituted into SQL is the embedder's dimension in the migration
-//! (`@DIMENSION@`, a validated integer from the configuration).
+//! database. Behind the predicate, row-level security (migration 0007): every statement on tenant
+//! data runs in a transaction that first entered its tenant ([`ENTER_TENANT`]), and the tables'
+//! policies admit that tenant's rows alone, so a statement that forgot its predicate still reads
+//! nothing of another tenant. The only text substituted into SQL is the embedder's dimension in
+//! the migration (`@DIMENSION@`, a validated integer from the configuration).
 
 /// Creates the migration bookkeeping table.
 pub const CREATE_MIGRATIONS: &str = "CREATE TABLE IF NOT EXISTS warrant_migrations (
@@ -30,22 +34,108 @@ pub const META_GET: &str = "SELECT value FROM warrant_meta WHERE key = $1";
 pub const META_SET: &str = "INSERT INTO warrant_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING";
 
 /// Sets pgvector's HNSW search parameters for the session ($1 ef_search, $2 iterative scan
-/// mode, $3 max scan tuples), once per pooled connection.
+/// mode, $3 max scan tuples), once per pooled connection; and plans every execution of a
+/// statement for its parameters (`force_custom_plan`: the reads reuse prepared statements, and
+/// a generic plan would choose between the HNSW walk and the exact path without knowing the
+/// scope).
 pub const SESSION_SETTINGS: &str = "SELECT set_config('hnsw.ef_search', $1, false),
     set_config('hnsw.iterative_scan', $2, false),
-    set_config('hnsw.max_scan_tuples', $3, false)";
+    set_config('hnsw.max_scan_tuples', $3, false),
+    set_config('plan_cache_mode', 'force_custom_plan', false)";
 
-/// Vector search inside the scope: $1 tenant, $2 user, $3 groups, $4 query vector, $5 limit.
-/// With `hnsw.iterative_scan` the HNSW scan continues until $5 rows pass the filter (pgvector
-/// 0.8); results may be slightly out of order (`relaxed_order`) and are sorted by the caller.
-pub const VECTOR_SEARCH: &str = "SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal,
-        c.start_char, c.end_char, c.title, c.body, (1 - (c.embedding <=> $4))::real AS score, c.sentence_vectors
-    FROM chunks c
-    WHERE c.tenant_id = $1
-      AND EXISTS (SELECT 1 FROM document_readers r
-        WHERE r.tenant_id = $1 AND r.doc_id = c.doc_id
-          AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
-    ORDER BY c.embedding <=> $4
+/// Enters a tenant for the rest of the transaction: $1 tenant. Row-level security (migration
+/// 0007) then admits that tenant's rows alone. The function SET LOCALs `warrant.tenant` (quoted
+/// by the server), which Citus propagates to the workers' shards, and with it the session's
+/// pgvector settings ([`SESSION_SETTINGS`]), which Citus sends the workers no other way.
+pub const ENTER_TENANT: &str = "SELECT warrant_enter_tenant($1)";
+
+/// Enters the database-wide scope for the rest of the transaction: [`HIGHEST_EPOCH`] and
+/// [`ANY_TENANT`] read `warrant_tenants` through it, [`REVIEW_TENANTS`] `review_tenants`, and
+/// nothing else admits it (policies `database_reads`: SELECT on those two tables only,
+/// migrations 0007 and 0008; tenant ids, epochs and counts, no document text).
+pub const ENTER_DATABASE: &str = "SELECT warrant_enter_database()";
+
+/// Whether the session's role escapes row-level security (a superuser, or BYPASSRLS): the
+/// backend warns at start when it does.
+pub const ROLE_BYPASSES_ROW_SECURITY: &str =
+    "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user";
+
+/// Vector search inside the scope: $1 tenant, $2 user, $3 groups, $4 query vector, $5 limit,
+/// $6 the most chunks a scope may hold to be read exactly (`storage.postgres.exact_scan_chunks`).
+/// Returns the chunk columns, the score, and whether the HNSW index was walked (`walked`,
+/// column 11).
+///
+/// Two ways, one taken per query (the other's one-time filter is false):
+/// - a small scope is read exactly, whatever the planner estimates: its readable documents
+///   first, their chunks by key, every distance computed, the top $5 sorted (as
+///   [`VECTOR_SEARCH_EXACT`]). The scope's size comes from the kept counts (`reach`): the
+///   documents its readers are granted (`reader_documents`, summed: at least the scope) times
+///   the tenant's chunks per document. Under a scope of 0.1 % of 100,000 chunks a walk (where
+///   the planner takes it: forced in the measurement) took 100-180 ms and kept 0.93 of the top 10
+///   at k = 10 and 0.62 of the top 30 at k = 30, where the exact read takes 1-2 ms
+///   (BENCHMARKS.md);
+/// - any other scope walks the HNSW index: with `hnsw.iterative_scan` the walk continues until
+///   $5 rows pass the filter (pgvector 0.8) or `hnsw.max_scan_tuples` tuples were visited;
+///   results may be slightly out of order (`relaxed_order`) and are sorted by the caller. A walk
+///   that comes back short is answered by [`VECTOR_SEARCH_EXACT`] ([`crate::postgres`]).
+pub const VECTOR_SEARCH: &str = "WITH reach AS MATERIALIZED (
+        SELECT coalesce(sum(d.documents), 0)::float8 * greatest(t.lexical_chunks, 1)::float8
+            / greatest(t.live_documents, 1)::float8 <= $6 AS small
+        FROM warrant_tenants t
+            LEFT JOIN reader_documents d ON d.tenant_id = t.tenant_id
+                AND ((d.kind = 'u' AND d.name = $2) OR (d.kind = 'g' AND d.name = ANY($3::text[])))
+        WHERE t.tenant_id = $1
+        GROUP BY t.lexical_chunks, t.live_documents
+    ), walked AS (
+        SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal, c.start_char, c.end_char,
+            c.title, c.body, (1 - (c.embedding <=> $4))::real AS score, c.sentence_vectors, true AS walked
+        FROM chunks c
+        WHERE c.tenant_id = $1
+          AND NOT coalesce((SELECT small FROM reach), true)
+          AND EXISTS (SELECT 1 FROM document_readers r
+            WHERE r.tenant_id = $1 AND r.doc_id = c.doc_id
+              AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
+        ORDER BY c.embedding <=> $4
+        LIMIT $5
+    ), exact AS (
+        SELECT s.chunk_id, s.doc_id, s.version, s.chunk_ordinal, s.doc_ordinal, s.start_char, s.end_char,
+            s.title, s.body, (1 - s.distance)::real AS score, s.sentence_vectors, false AS walked
+        FROM (SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal, c.start_char, c.end_char,
+                c.title, c.body, c.embedding <=> $4 AS distance, c.sentence_vectors
+            FROM chunks c
+            WHERE c.tenant_id = $1
+              AND coalesce((SELECT small FROM reach), true)
+              AND EXISTS (SELECT 1 FROM document_readers r
+                WHERE r.tenant_id = $1 AND r.doc_id = c.doc_id
+                  AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
+            OFFSET 0) s
+        ORDER BY s.distance, s.doc_id, s.version, s.chunk_ordinal
+        LIMIT $5
+    )
+    SELECT * FROM walked
+    UNION ALL
+    SELECT * FROM exact";
+
+/// The exact nearest chunks inside the scope, for a scope the HNSW walk of [`VECTOR_SEARCH`]
+/// could not fill: $1 tenant, $2 user, $3 groups, $4 query vector, $5 limit. The iterative scan
+/// stops after `hnsw.max_scan_tuples` tuples; under a scope larger than `exact_scan_chunks` but
+/// sparse in a large tenant (30 chunks of a scope of 5,000 in 10 million are ~60,000 tuples
+/// away) it stops with fewer than $5 rows, and the backend runs this statement instead
+/// ([`crate::postgres`]). The `OFFSET 0` subquery computes every scoped chunk's distance (the
+/// readable documents first, their chunks by key, when the scope is small) and keeps the planner
+/// from ordering by the HNSW index; the top $5 are sorted by distance, ties by (document,
+/// version, chunk).
+pub const VECTOR_SEARCH_EXACT: &str = "SELECT s.chunk_id, s.doc_id, s.version, s.chunk_ordinal, s.doc_ordinal,
+        s.start_char, s.end_char, s.title, s.body, (1 - s.distance)::real AS score, s.sentence_vectors
+    FROM (SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal, c.start_char, c.end_char,
+            c.title, c.body, c.embedding <=> $4 AS distance, c.sentence_vectors
+        FROM chunks c
+        WHERE c.tenant_id = $1
+          AND EXISTS (SELECT 1 FROM document_readers r
+            WHERE r.tenant_id = $1 AND r.doc_id = c.doc_id
+              AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
+        OFFSET 0) s
+    ORDER BY s.distance, s.doc_id, s.version, s.chunk_ordinal
     LIMIT $5";
 
 /// Lexical search inside the scope, ranked by BM25 (Robertson & Zaragoza 2009; k1 1.2, b 0.75,
@@ -272,11 +362,16 @@ pub const DOCUMENT_READ: &str = "SELECT v.version, v.title, c.chunk_id, c.chunk_
           AND ((r.kind = 'u' AND r.name = $2) OR (r.kind = 'g' AND r.name = ANY($3::text[]))))
     ORDER BY c.start_char, c.chunk_ordinal";
 
-/// The highest tenant epoch (readiness; no tenant data).
+/// The highest tenant epoch (readiness): database-wide, in a transaction that entered the
+/// database ([`ENTER_DATABASE`]); reads `warrant_tenants` alone.
 pub const HIGHEST_EPOCH: &str = "SELECT coalesce(max(acl_epoch), 0)::bigint FROM warrant_tenants";
 
-/// Whether the database holds any document (the demo corpus is loaded only into an empty one).
-pub const ANY_DOCUMENT: &str = "SELECT EXISTS (SELECT 1 FROM documents)";
+/// Whether any tenant has written to the database (the demo corpus is loaded only into a
+/// database nobody wrote to): database-wide, in a transaction that entered the database
+/// ([`ENTER_DATABASE`]). A tenant row is created by its first committed write, and every write
+/// but an empty batch writes a document, so this is "holds a document" (schema versions 1-6
+/// asked `documents`, which the database-wide scope does not admit).
+pub const ANY_TENANT: &str = "SELECT EXISTS (SELECT 1 FROM warrant_tenants)";
 
 /// Creates the tenant row if absent: $1 tenant.
 pub const TENANT_ENSURE: &str =
@@ -365,13 +460,17 @@ pub const CHUNK_INSERT: &str = "INSERT INTO chunks (tenant_id, doc_id, version, 
 /// from their `search` vectors: $1 tenant, $2 doc id, $3 version. They go with their chunks
 /// (`ON DELETE CASCADE`; the writes delete them first, [`POSTINGS_DELETE`]). Returns how many
 /// chunks hold each lexeme, for the tenant's counts ([`LEXEME_COUNTS_ADD`]).
+///
+/// The target table has an alias its RETURNING names: Citus 13 deparses an unaliased
+/// `INSERT ... SELECT ... RETURNING` on a table with row-level security as `RETURNING
+/// chunk_terms.lexeme` against the shard `chunk_terms_102138`, which the worker refuses.
 pub const POSTINGS_INSERT: &str = "WITH inserted AS (
-        INSERT INTO chunk_terms (tenant_id, lexeme, doc_id, version, chunk_ordinal, frequency, tokens)
+        INSERT INTO chunk_terms AS p (tenant_id, lexeme, doc_id, version, chunk_ordinal, frequency, tokens)
         SELECT c.tenant_id, term.lexeme, c.doc_id, c.version, c.chunk_ordinal,
             coalesce(cardinality(term.positions), 1), c.search_tokens
         FROM chunks c, unnest(c.search) AS term
         WHERE c.tenant_id = $1 AND c.doc_id = $2 AND c.version = $3
-        RETURNING lexeme
+        RETURNING p.lexeme
     )
     SELECT lexeme, count(*) FROM inserted GROUP BY lexeme";
 
@@ -531,7 +630,8 @@ pub const REVIEW_DROP_GENERATED: &str = "UPDATE review_items SET generated = NUL
 /// Deletes the tenant's items created before $2 ms: $1 tenant.
 pub const REVIEW_EXPIRE: &str = "DELETE FROM review_items WHERE tenant_id = $1 AND created_ms < $2 RETURNING seq";
 
-/// The tenants holding review items (database-wide: the retention sweep visits each).
+/// The tenants holding review items (database-wide, in the scope of [`ENTER_DATABASE`]: the
+/// retention sweep visits each).
 pub const REVIEW_TENANTS: &str = "SELECT tenant_id FROM review_tenants WHERE items > 0 OR last_seq > 0";
 
 #[cfg(test)]
@@ -553,6 +653,7 @@ mod tests {
     /// Every statement on tenant data, with what it reads.
     const TENANT_STATEMENTS: &[(&str, Reads)] = &[
         (VECTOR_SEARCH, Search),
+        (VECTOR_SEARCH_EXACT, Search),
         (LEXICAL_SEARCH, Search),
         (LEXICAL_SEARCH_EXHAUSTIVE, Search),
         (POSTINGS_INSERT, Nothing),

@@ -433,6 +433,7 @@ async fn sides(backend: &Backend, settings: &Settings) -> (Arc<dyn ReadSide>, Ar
                 ef_search: 100,
                 iterative_scan: warrant::postgres::IterativeScan::RelaxedOrder,
                 max_scan_tuples: 20_000,
+                exact_scan_chunks: 2_000,
                 chunking: settings.chunking,
                 rrf_k: settings.retrieval.rrf_k,
                 lexical_candidates: settings.retrieval.lexical_candidates,

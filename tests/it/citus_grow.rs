@@ -1,9 +1,16 @@
 //! Growing a Citus cluster while warrant serves (issue 46, item 3), the CI-sized version of
 //! `benches/citus_grow.sh`: two backend nodes (two pools on the coordinator, as two warrant
 //! processes hold) answer scoped retrievals and acknowledge revokes without pause while a third
-//! worker joins (`citus_add_node`), the shards are rebalanced online (`citus_rebalance_start`:
-//! logical replication, `wal_level = logical` in `tests/citus.sh`) and the largest tenant is
-//! moved to shards of its own (`isolate_tenant_to_new_shard`, CASCADE: every co-located table).
+//! worker joins (`citus_add_node`), the shards are rebalanced (`citus_rebalance_start`) and the
+//! largest tenant is moved to shards of its own (`isolate_tenant_to_new_shard`, CASCADE: every
+//! co-located table).
+//!
+//! Both move shards with `shard_transfer_mode => 'block_writes'`: reads go on, and a write to
+//! the shard group being copied waits for the copy. The logical-replication mode (`auto`) cannot
+//! move warrant's shards on PostgreSQL 15: row-level security is FORCEd on every tenant table
+//! (migration 0007), and the apply worker of Citus' shard-move subscription then refuses every
+//! row ("user citus_shard_move_subscription_role_… cannot replicate into relation with
+//! row-level security enabled"), so the move waits for ever (seen here; SECURITY.md).
 //!
 //! Checked throughout: no retrieval fails, none returns a chunk of another tenant or of a
 //! document the reader may not read, and every revoke, once acknowledged, is enforced by both
@@ -31,13 +38,8 @@ struct Seen {
     revokes_not_enforced: AtomicUsize,
 }
 
-/// Not yet run to its end (issue 46, item 3, open): on the 2-core machine the online rebalance
-/// works under this load (every `citus_move_shard_placement` of the job done, the load served),
-/// but each shard group moves in ~30 s, and `isolate_tenant_to_new_shard` over logical
-/// replication did not finish within minutes (its replication slot waited on the split's
-/// snapshot). Run it with `--ignored` against `tests/citus.sh start`.
+/// Four shards per table and a small corpus: ~20 s on the 2-core CI machine.
 #[actix_web::test]
-#[ignore = "growing the cluster: minutes on 2 cores, not yet seen through (issue 46, item 3)"]
 async fn citus_grow_the_cluster_and_isolate_a_tenant_while_two_nodes_serve() {
     let Some((url, workers)) = super::cluster() else { return };
     let Ok(spare) = std::env::var("WARRANT_TEST_CITUS_SPARE") else {
@@ -49,7 +51,8 @@ async fn citus_grow_the_cluster_and_isolate_a_tenant_while_two_nodes_serve() {
     // Four shards per table (Citus' default is 32): the rebalance then moves one shard group,
     // which on a 2-core CI machine takes seconds instead of minutes; the mechanism is the same.
     let admin = super::connect(&url).await;
-    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("database");
+    super::ensure_app_role(&url, &workers).await;
+    admin.batch_execute(&format!("CREATE DATABASE {name} OWNER {}", super::APP_ROLE)).await.expect("database");
     admin.batch_execute(&format!("ALTER DATABASE {name} SET citus.shard_count = 4")).await.expect("shard count");
     let database = super::distributed_database(&url, &name, &workers, DIMENSION).await;
     let connect = || async {
@@ -137,22 +140,43 @@ async fn citus_grow_the_cluster_and_isolate_a_tenant_while_two_nodes_serve() {
 
     // The third worker joins this database, the shards are rebalanced online, then "big" moves
     // to shards of its own.
-    let user = url.split("://").nth(1).and_then(|rest| rest.split('@').next()).unwrap_or("warrant");
+    let user = super::user_of(&url);
     let spare_url = format!("postgres://{user}@{spare}/postgres");
-    super::connect(&spare_url).await.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("spare database");
+    let spare_server = super::connect(&spare_url).await;
+    // Test-only DDL: the names are constants and generated, never input.
+    spare_server
+        .batch_execute(&format!(
+            "DO $$ BEGIN
+                IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN
+                    CREATE ROLE {role} LOGIN NOSUPERUSER NOBYPASSRLS;
+                END IF;
+            END $$",
+            role = super::APP_ROLE
+        ))
+        .await
+        .expect("spare role");
+    // Alone: CREATE DATABASE cannot run in the implicit transaction of several statements.
+    spare_server
+        .batch_execute(&format!("CREATE DATABASE {name} OWNER {}", super::APP_ROLE))
+        .await
+        .expect("spare database");
     super::connect(&super::with_database(&spare_url, &name))
         .await
         .batch_execute("CREATE EXTENSION citus; CREATE EXTENSION vector;")
         .await
         .expect("spare extensions");
-    let coordinator = super::connect(&database).await;
+    // Adding a node, rebalancing and isolating a tenant are a superuser's.
+    let coordinator = super::connect(&super::with_database(&url, &name)).await;
     let (host, port) = spare.rsplit_once(':').expect("host:port");
     let port: i32 = port.parse().expect("port");
     tokio::time::sleep(Duration::from_millis(300)).await;
     coordinator.query_one("SELECT citus_add_node($1, $2)", &[&host, &port]).await.expect("worker added");
     // Two statements, two transactions: the background job the first creates must be committed
     // before its workers (and the wait) can see it.
-    coordinator.batch_execute("SELECT citus_rebalance_start()").await.expect("rebalance started");
+    coordinator
+        .batch_execute("SELECT citus_rebalance_start(shard_transfer_mode => 'block_writes')")
+        .await
+        .expect("rebalance started");
     coordinator.batch_execute("SELECT citus_rebalance_wait()").await.expect("rebalance finished");
     let on_spare: i64 = coordinator
         .query_one(
@@ -163,7 +187,10 @@ async fn citus_grow_the_cluster_and_isolate_a_tenant_while_two_nodes_serve() {
         .expect("placements")
         .get(0);
     let isolated: i64 = coordinator
-        .query_one("SELECT isolate_tenant_to_new_shard('chunks', 'big', 'CASCADE')", &[])
+        .query_one(
+            "SELECT isolate_tenant_to_new_shard('chunks', 'big', 'CASCADE', shard_transfer_mode => 'block_writes')",
+            &[],
+        )
         .await
         .expect("tenant isolated")
         .get(0);
