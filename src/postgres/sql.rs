@@ -71,9 +71,9 @@ pub const ROLE_BYPASSES_ROW_SECURITY: &str =
 ///   [`VECTOR_SEARCH_EXACT`]). The scope's size comes from the kept counts (`reach`): the
 ///   documents its readers are granted (`reader_documents`, summed: at least the scope) times
 ///   the tenant's chunks per document. Under a scope of 0.1 % of 100,000 chunks a walk (where
-///   the planner takes it: forced in the measurement) took 100-180 ms and kept 0.93 of the top 10
-///   at k = 10 and 0.62 of the top 30 at k = 30, where the exact read takes 1-2 ms
-///   (BENCHMARKS.md);
+///   the planner takes it: forced in the measurement) kept 0.929 of the top 10 in 447 ms at the
+///   median, where the exact read keeps all of them in 8 ms (a loaded 2-core machine;
+///   BENCHMARKS.md "Sparse scopes");
 /// - any other scope walks the HNSW index: with `hnsw.iterative_scan` the walk continues until
 ///   $5 rows pass the filter (pgvector 0.8) or `hnsw.max_scan_tuples` tuples were visited;
 ///   results may be slightly out of order (`relaxed_order`) and are sorted by the caller. A walk

@@ -1530,8 +1530,8 @@ async fn set_for_database(url: &str, setting: &str, value: &str) {
 
 /// Regression (issue 46): pgvector's iterative scan gives up after `hnsw.max_scan_tuples`
 /// tuples, so under a scope holding a small part of its tenant the HNSW walk came back with
-/// fewer than k chunks although the scope holds more (at 100,000 chunks, 0.62 of a 0.1 % scope's
-/// top 30 where the planner walked). Two remedies, each tested here: a scope the kept counts show
+/// fewer than k chunks although the scope holds more, or kept few of the nearest (at 100,000
+/// chunks, 0.929 of a 0.1 % scope's top 10 where the planner walked; BENCHMARKS.md). Two remedies, each tested here: a scope the kept counts show
 /// to be small is read exactly by the vector statement itself (`exact_scan_chunks`), and a walk
 /// that still comes back short is answered by the exact path. Here 12 of 600 chunks are
 /// readable (2 %), k = 8 and `max_scan_tuples` 40; with sorting priced out (`enable_sort = off`)
