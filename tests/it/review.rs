@@ -1135,3 +1135,41 @@ async fn scifact_claims_as_verdicts_give_the_known_figures() {
     }
     println!("{}", serde_json::to_string_pretty(&report).unwrap());
 }
+
+/// What the offline tools read: every tenant's reviewed items, oldest first, across more than one
+/// page of the store, on either backend.
+async fn reviewed_items_are_read_across_tenants_and_pages(backend: Backend) {
+    let state = node(&backend, settings(|_| {}), None, false).await;
+    let acme: Vec<NewItem> = (0..205).map(|index| bare("acme", index)).collect();
+    let globex: Vec<NewItem> = (0..3).map(|index| bare("globex", index)).collect();
+    state.reviews.insert(acme.iter().chain(&globex).cloned().collect(), 1000).await.unwrap();
+    // Every acme item but the first is judged, and the last globex one.
+    let judged: Vec<(&str, &NewItem)> =
+        acme.iter().skip(1).map(|new| ("acme", new)).chain([("globex", &globex[2])]).collect();
+    for (tenant, new) in &judged {
+        let verdict = verdict_of("rita", &[], Some(warrant::review::AbstentionLabel::CorrectAbstention));
+        assert!(state.reviews.add_verdict(tenant, &new.item.review_id, &verdict).await.unwrap());
+    }
+    let read = warrant::review::reviewed_items(state.reviews.as_ref(), None, 0).await.unwrap();
+    let ids: Vec<(String, String)> =
+        read.iter().map(|(tenant, stored)| (tenant.clone(), stored.item.review_id.clone())).collect();
+    let expected: Vec<(String, String)> =
+        judged.iter().map(|(tenant, new)| ((*tenant).to_owned(), new.item.review_id.clone())).collect();
+    assert_eq!(ids, expected, "every reviewed item once, oldest first per tenant");
+    assert!(read.iter().all(|(_, stored)| stored.verdicts.len() == 1));
+    let globex_only = warrant::review::reviewed_items(state.reviews.as_ref(), Some("globex"), 0).await.unwrap();
+    assert_eq!(globex_only.len(), 1);
+    let none_yet = warrant::review::reviewed_items(state.reviews.as_ref(), None, warrant::review::now_ms() + 60_000);
+    assert!(none_yet.await.unwrap().is_empty(), "--since after every item");
+}
+
+#[actix_web::test]
+async fn review_reviewed_items_are_read_across_tenants_and_pages() {
+    reviewed_items_are_read_across_tenants_and_pages(Backend::Embedded).await;
+}
+
+#[actix_web::test]
+async fn postgres_review_reviewed_items_are_read_across_tenants_and_pages() {
+    let Some(url) = crate::postgres::fresh_database().await else { return };
+    reviewed_items_are_read_across_tenants_and_pages(Backend::Postgres(url)).await;
+}
