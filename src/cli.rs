@@ -101,10 +101,48 @@ pub(crate) enum Command {
         #[command(subcommand)]
         eval: EvalCommand,
     },
+    /// Tools over the review queue's stored items and verdicts.
+    Review {
+        #[command(subcommand)]
+        review: ReviewCommand,
+    },
     /// The PostgreSQL backend's database (`storage.backend = "postgres"`).
     Db {
         #[command(subcommand)]
         db: DbCommand,
+    },
+}
+
+/// Where the offline review tools read: the configured backend's review store.
+#[derive(clap::Args)]
+pub(crate) struct ReviewSource {
+    /// Only items answered at or after this time: milliseconds since the epoch, YYYY-MM-DD,
+    /// YYYY-MM-DDTHH:MM:SSZ (UTC) or an age (90m, 36h, 7d).
+    #[arg(long)]
+    pub(crate) since: Option<String>,
+    /// Only this tenant's items (default: every tenant's).
+    #[arg(long)]
+    pub(crate) tenant: Option<String>,
+    /// Backend to read (default: storage.backend of the configuration): embedded reads
+    /// `<storage.dir>/reviews.redb` (stop the server first: it holds the file), postgres the
+    /// database whose URL is in the variable storage.postgres.url_env names.
+    #[arg(long, value_parser = ["embedded", "postgres"])]
+    pub(crate) backend: Option<String>,
+    /// Configuration file (storage, and for the export the claim policy and claim text).
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum ReviewCommand {
+    /// Write every reviewed item as an answer fixture (the format of fixtures/answer/*.json):
+    /// the generator's recorded output scripted, the expected outcome from the verdicts.
+    ExportFixtures {
+        /// Directory to write `review-<review id>.json` files to (created if missing).
+        #[arg(long)]
+        to: PathBuf,
+        #[command(flatten)]
+        source: ReviewSource,
     },
 }
 
@@ -179,6 +217,17 @@ pub(crate) enum EvalCommand {
         #[arg(long, requires = "sample")]
         exclude_seed: Option<u64>,
     },
+    /// Quality as reviewers judged it, from the verdicts stored in the review queue:
+    /// groundedness, citation precision, abstention correctness by reason, the server's checks
+    /// against the verdicts, agreement between reviewers (Cohen's kappa), with bootstrap
+    /// intervals.
+    Reviews {
+        #[command(flatten)]
+        source: ReviewSource,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// nDCG@10, Recall@10/100 and MRR@10 of lexical, vector and hybrid retrieval on a BEIR-style
     /// dataset folder (corpus.jsonl, queries.jsonl, qrels.tsv), asked per tenant.
     Retrieval {
@@ -252,7 +301,36 @@ pub(crate) enum EvalCommand {
         /// Configuration file (generator, verifier, retrieval, embedder).
         #[arg(long)]
         config: Option<PathBuf>,
+        #[command(flatten)]
+        judge: JudgeArgs,
     },
+}
+
+/// The separate judge model of `eval answers --judge` (configured apart from the generator).
+#[derive(clap::Args)]
+pub(crate) struct JudgeArgs {
+    /// Ask a judge model whether each returned claim is supported by its quoted spans, and
+    /// report judge-labelled groundedness with the judge's agreement on labeled claims.
+    #[arg(long, requires_all = ["judge_url", "judge_model"])]
+    pub(crate) judge: bool,
+    /// The judge's OpenAI-compatible base URL (e.g. http://127.0.0.1:18080/v1).
+    #[arg(long, requires = "judge")]
+    pub(crate) judge_url: Option<String>,
+    /// The judge's model name.
+    #[arg(long, requires = "judge")]
+    pub(crate) judge_model: Option<String>,
+    /// Environment variable holding the judge's API key (none sent when unset).
+    #[arg(long, requires = "judge")]
+    pub(crate) judge_key_env: Option<String>,
+    /// Most time one judgement may take, ms (a judgement not back by then is a "no").
+    #[arg(long, default_value_t = 120_000)]
+    pub(crate) judge_timeout_ms: u64,
+    /// Labeled claims the judge's agreement is measured on (SciFact claim labels).
+    #[arg(long, default_value = "../shared/data/scifact-claims/train.jsonl")]
+    pub(crate) judge_agreement_data: PathBuf,
+    /// Rows of those, a seeded sample (seed 13), the agreement is measured on; 0: not measured.
+    #[arg(long, default_value_t = 50)]
+    pub(crate) judge_agreement_rows: usize,
 }
 
 #[cfg(test)]
@@ -275,6 +353,14 @@ mod tests {
             panic!("eval answers --embedder hashed did not parse")
         };
         assert_eq!(embedder, Some(warrant::config::EmbedderKind::Hashed));
+        let judged =
+            ["warrant", "eval", "answers", "--dataset", "d", "--judge", "--judge-url", "u", "--judge-model", "m"];
+        assert!(Cli::try_parse_from(judged).is_ok());
+        assert!(Cli::try_parse_from(&judged[..7]).is_err(), "--judge needs a URL and a model");
+        assert!(Cli::try_parse_from(["warrant", "eval", "answers", "--dataset", "d", "--judge-url", "u"]).is_err());
+        let since = ["warrant", "eval", "reviews", "--since", "7d", "--tenant", "acme", "--json"];
+        assert!(Cli::try_parse_from(since).is_ok());
+        assert!(Cli::try_parse_from(["warrant", "review", "export-fixtures"]).is_err(), "--to is required");
         for command in [&["ingest", "--dataset", "d"][..], &["eval", "retrieval", "--dataset", "d"]] {
             let mut arguments = vec!["warrant"];
             arguments.extend_from_slice(command);

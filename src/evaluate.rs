@@ -1,5 +1,6 @@
 //! What a user runs on labeled data: dataset ingestion (`warrant ingest`) and the retrieval,
-//! answer and verifier evaluations (`warrant eval …`). The benchmarks are another binary
+//! answer and verifier evaluations (`warrant eval …`); and on the review queue's verdicts:
+//! `warrant eval reviews` and `warrant review export-fixtures`. The benchmarks are another binary
 //! (`warrant-bench`, src/bin/warrant-bench).
 
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use anyhow::{Context, Result, bail};
 
 use warrant::config::Settings;
 
-use crate::cli::EvalCommand;
+use crate::cli::{EvalCommand, JudgeArgs, ReviewCommand, ReviewSource};
 
 /// `warrant ingest`: a labeled dataset into an in-memory engine, with a summary.
 pub(crate) async fn ingest(
@@ -92,8 +93,32 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
             })
             .await
         }
-        EvalCommand::Answers { dataset, n, seed, offset, embedder, per_query, cache_dir, no_cache, json, config } => {
+        EvalCommand::Reviews { source, json } => {
+            let (_, items, since_ms) = reviewed(&source).await?;
+            let items: Vec<_> = items.into_iter().map(|(_, stored)| stored).collect();
+            let report = warrant::eval::reviews::report(&items, since_ms);
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print_reviews_report(&report);
+            }
+            Ok(())
+        }
+        EvalCommand::Answers {
+            dataset,
+            n,
+            seed,
+            offset,
+            embedder,
+            per_query,
+            cache_dir,
+            no_cache,
+            json,
+            config,
+            judge,
+        } => {
             let settings = warrant::eval::settings_with_embedder(config.as_deref(), embedder)?;
+            let judge_verifier = claim_judge(&judge)?;
             let answers_path = dataset.join("answers.jsonl");
             let dataset = warrant::eval::dataset::Dataset::load(&dataset, None)?;
             let gold = if answers_path.is_file() {
@@ -106,12 +131,27 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
                 offset,
                 checkpoint: per_query,
                 cache_dir: (!no_cache).then_some(cache_dir),
+                judge: judge_verifier.clone(),
                 ..warrant::eval::answers::AnswersOptions::new(n, seed)
             };
             (async move {
                 let progress = BarProgress::new("ingest");
-                let (summary, report) = warrant::eval::answers::run(&settings, &dataset, &options, &progress).await?;
+                let (summary, mut report) =
+                    warrant::eval::answers::run(&settings, &dataset, &options, &progress).await?;
                 eprintln!("{}: {summary}", dataset.name);
+                if let Some(judge_verifier) = &judge_verifier
+                    && judge.judge_agreement_rows > 0
+                {
+                    let agreement = warrant::eval::answers::judge_agreement(
+                        &judge.judge_agreement_data,
+                        judge.judge_agreement_rows,
+                        AGREEMENT_SEED,
+                        judge_verifier.as_ref(),
+                    )
+                    .await
+                    .map_err(anyhow::Error::msg)?;
+                    report.judge_agreement = Some(agreement);
+                }
                 if json {
                     println!("{}", serde_json::to_string(&report)?);
                 } else {
@@ -158,6 +198,128 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
                 anyhow::Ok(())
             })
             .await
+        }
+    }
+}
+
+/// Seed of the sample of labeled claims a judge's agreement is measured on.
+const AGREEMENT_SEED: u64 = 13;
+
+/// The model judge of `eval answers --judge` (the model alone, no lexical stage), if asked for.
+fn claim_judge(args: &JudgeArgs) -> Result<Option<Arc<dyn warrant::answer::verifier::SupportVerifier>>> {
+    let (true, Some(url), Some(model)) = (args.judge, &args.judge_url, &args.judge_model) else {
+        return Ok(None);
+    };
+    let settings = warrant::config::JudgeSettings {
+        base_url: url.clone(),
+        model: model.clone(),
+        api_key_env: args.judge_key_env.clone().unwrap_or_default(),
+        timeout_ms: args.judge_timeout_ms,
+        ..warrant::config::JudgeSettings::default()
+    };
+    // The lexical stage is never used by a model-only judge; its thresholds do not matter.
+    let lexical = warrant::answer::lexical_verifier::LexicalSupportVerifier::new(1.0, 1.0, None);
+    let judge = warrant::answer::judge_verifier::JudgeSupportVerifier::from_settings(lexical, &settings)
+        .map_err(anyhow::Error::msg)?
+        .model_only();
+    Ok(Some(Arc::new(judge)))
+}
+
+/// The settings and the reviewed items `source` names (its backend's review store, read
+/// offline), with the `--since` cutoff in ms.
+async fn reviewed(source: &ReviewSource) -> Result<(Settings, Vec<(String, warrant::review::StoredItem)>, u64)> {
+    let mut settings = Settings::load(source.config.as_deref())?;
+    match source.backend.as_deref() {
+        Some("postgres") => settings.storage.backend = warrant::config::StorageBackend::Postgres,
+        Some(_) => settings.storage.backend = warrant::config::StorageBackend::Embedded,
+        None => {}
+    }
+    let since_ms = match &source.since {
+        Some(since) => {
+            warrant::eval::reviews::parse_since(since, warrant::review::now_ms()).map_err(anyhow::Error::msg)?
+        }
+        None => 0,
+    };
+    let store: Arc<dyn warrant::review::ReviewStore> = match settings.storage.backend {
+        warrant::config::StorageBackend::Embedded => {
+            if settings.storage.dir.is_empty() {
+                bail!("storage.dir is empty: the review queue of such a server lives in its memory only");
+            }
+            let directory = PathBuf::from(&settings.storage.dir);
+            let opened = tokio::task::spawn_blocking(move || {
+                warrant::review::embedded::EmbeddedReviews::open_to_read(&directory)
+            })
+            .await??;
+            Arc::new(opened)
+        }
+        warrant::config::StorageBackend::Postgres => {
+            let params = warrant::postgres::PostgresParams::from_settings(&settings)?;
+            let embedder = warrant::providers::embedder(&settings).await?;
+            warrant::postgres::PostgresBackend::connect(params, embedder).await?
+                as Arc<dyn warrant::review::ReviewStore>
+        }
+    };
+    let items = warrant::review::reviewed_items(store.as_ref(), source.tenant.as_deref(), since_ms).await?;
+    Ok((settings, items, since_ms))
+}
+
+/// `warrant review …`.
+pub(crate) async fn review(command: ReviewCommand) -> Result<()> {
+    match command {
+        ReviewCommand::ExportFixtures { to, source } => {
+            let (settings, items, _) = reviewed(&source).await?;
+            let items: Vec<_> = items.into_iter().map(|(_, stored)| stored).collect();
+            let exported = warrant::review::export::write_fixtures(&items, &settings, &to)
+                .with_context(|| format!("writing fixtures to {}", to.display()))?;
+            println!(
+                "{}",
+                serde_json::json!({"directory": to, "written": exported.written.len(), "skipped": exported.skipped})
+            );
+            Ok(())
+        }
+    }
+}
+
+fn print_reviews_report(report: &warrant::eval::reviews::ReviewsReport) {
+    println!("{} reviewed items, {} verdicts (answered since {} ms)", report.items, report.verdicts, report.since_ms);
+    let share = |name: &str, share: Option<&warrant::eval::reviews::Share>| match share {
+        Some(share) => println!(
+            "{name:<40} {:.3} [{:.3}, {:.3}] of {}",
+            share.rate.mean, share.rate.low, share.rate.high, share.judged
+        ),
+        None => println!("{name:<40} -"),
+    };
+    share("human-judged groundedness", report.groundedness.as_ref());
+    share("citation precision (not wrong_citation)", report.citation_precision.as_ref());
+    println!("{:<40} {:?}", "labels of returned claims", report.returned_labels);
+    println!("{:<40} {:?}", "labels of withheld claims", report.withheld_labels);
+    for (reason, correct) in &report.abstention_correctness {
+        share(&format!("correct abstentions: {reason}"), Some(correct));
+    }
+    if let Some(server) = &report.server_checks {
+        println!(
+            "{:<40} precision {:.3} [{:.3}, {:.3}] recall {:.3} [{:.3}, {:.3}] over {} claims",
+            "server checks against the verdicts",
+            server.precision.mean,
+            server.precision.low,
+            server.precision.high,
+            server.recall.mean,
+            server.recall.low,
+            server.recall.high,
+            server.claims
+        );
+    }
+    for (name, kappa) in [("claims", &report.claim_agreement), ("abstentions", &report.abstention_agreement)] {
+        if let Some(kappa) = kappa {
+            println!(
+                "{:<40} kappa {:.3} [{:.3}, {:.3}], observed {:.3}, {} pairs",
+                format!("two reviewers on {name}"),
+                kappa.kappa.mean,
+                kappa.kappa.low,
+                kappa.kappa.high,
+                kappa.observed,
+                kappa.pairs
+            );
         }
     }
 }
@@ -249,6 +411,22 @@ fn print_answers_report(report: &warrant::eval::answers::AnswersReport) {
     }
     if let Some(correct) = &report.correct_given_gold_in_context {
         interval("  of those: answered correctly", correct);
+    }
+    if let (Some(judge), Some(grounded)) = (&report.judge, &report.judge_labelled_groundedness) {
+        interval(&format!("judge-labelled groundedness ({judge})"), grounded);
+        println!("{:<32} {}", "  claims judged", report.judged_claims.unwrap_or_default());
+        if let Some(agreement) = &report.judge_agreement {
+            println!(
+                "  the judge on {} SciFact claims: precision {:.3} [{:.3}, {:.3}] recall {:.3} [{:.3}, {:.3}]",
+                agreement.rows,
+                agreement.precision.mean,
+                agreement.precision.low,
+                agreement.precision.high,
+                agreement.recall.mean,
+                agreement.recall.low,
+                agreement.recall.high
+            );
+        }
     }
     println!("{:<32} {}", "quotes outside their chunk", report.unanchored_quotes);
     println!("{:<32} {}", "claims anchored by the server", report.claims_anchored);

@@ -1,5 +1,5 @@
 //! The `warrant` command: serve, snapshots, tokens, model setup, database migrations, dataset
-//! ingestion and evaluations (the benchmarks are the `warrant-bench` binary). One runtime (an actix System) runs every
+//! ingestion, evaluations and the review tools (the benchmarks are the `warrant-bench` binary). One runtime (an actix System) runs every
 //! command; each command is one small function.
 
 mod allocator;
@@ -42,6 +42,7 @@ async fn run(command: Command) -> Result<()> {
             evaluate::ingest(dataset, embedder, cache_dir, json, config).await
         }
         Command::Eval { eval } => evaluate::eval(eval).await,
+        Command::Review { review } => evaluate::review(review).await,
     }
 }
 

@@ -17,7 +17,17 @@
 //!   context) from questions the generator and the checks lost (one was there), and the answer
 //!   rate and correctness on the latter.
 //!
-//! Rates come with 95 % percentile bootstrap intervals over questions ([`super::stats`]).
+//! - with a judge ([`AnswersOptions::judge`], `--judge`): judge-labelled groundedness, the share
+//!   of returned claims that a separate model, asked about each of the claim's quoted spans in
+//!   turn, says one of them supports ([`JudgeSupportVerifier::model_only`]: no lexical stage, no
+//!   floor). It is the model's opinion, not a person's: [`judge_agreement`] states beside it how
+//!   that model agrees with SciFact's claim labels (precision and recall of its "yes" against
+//!   `SUPPORT`, each claim against its rationale sentences, as `warrant eval verifier --quoted`).
+//!
+//! Rates come with 95 % percentile bootstrap intervals over questions ([`super::stats`]);
+//! judge-labelled groundedness over returned claims.
+//!
+//! [`JudgeSupportVerifier::model_only`]: crate::answer::judge_verifier::JudgeSupportVerifier::model_only
 //! Questions are sampled with a fixed seed, so a report is reproducible: one seeded shuffle of
 //! the judged questions, of which a run asks the window `[offset, offset + n)`. Windows of one
 //! seed never overlap, so a tuning slice (`--n 30`) and a held-out slice (`--offset 100 --n 100`)
@@ -42,6 +52,7 @@ use super::stats::{Interval, mean_interval};
 use crate::answer::generator::{GenerationRequest, Generator, GeneratorError};
 use crate::answer::pipeline::{AnswerPipeline, AnswerRequest, PipelineSettings};
 use crate::answer::response::{AnswerResponse, AnswerStatus};
+use crate::answer::verifier::{CitedText, SupportVerifier};
 use crate::config::Settings;
 use crate::retrieval::{Engine, EngineParams};
 
@@ -115,6 +126,10 @@ pub struct QuestionScores {
     pub context_holds_gold: Option<bool>,
     /// Which sources of the first attempt hold a gold answer, by label number (1 for `S1`).
     pub gold_sources: Vec<usize>,
+    /// Per returned claim, in order: whether the judge says its quotes support it (empty
+    /// without a judge).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub judge_supported: Vec<bool>,
 }
 
 impl QuestionScores {
@@ -164,6 +179,7 @@ impl QuestionScores {
             total_ms,
             context_holds_gold: None,
             gold_sources: Vec::new(),
+            judge_supported: Vec::new(),
         }
     }
 
@@ -254,6 +270,19 @@ pub struct AnswersReport {
     pub citations_rejected: BTreeMap<String, u32>,
     /// p50/p95 per stage and `total`, milliseconds.
     pub latency_ms: BTreeMap<String, Percentiles>,
+    /// The judge of `--judge`, when there was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
+    /// Returned claims the judge was asked about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judged_claims: Option<usize>,
+    /// Judge-labelled groundedness: returned claims the judge says their quotes support, with
+    /// its interval over claims (a model's labels, not people's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge_labelled_groundedness: Option<Interval>,
+    /// The judge's own agreement with labeled claims, to read beside the figure above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge_agreement: Option<JudgeAgreement>,
     /// Per-question scores (written by `--per-query`).
     #[serde(skip)]
     pub per_query: Vec<QuestionScores>,
@@ -323,14 +352,89 @@ impl AnswersReport {
             claims_anchored: per_query.iter().map(|scores| scores.claims_anchored).sum(),
             citations_rejected,
             latency_ms: stages.into_iter().map(|(stage, values)| (stage, Percentiles::of(&values))).collect(),
+            judge: None,
+            judged_claims: None,
+            judge_labelled_groundedness: None,
+            judge_agreement: None,
             per_query,
             query_seconds: 0.0,
         }
     }
+
+    /// This report with the judge's figures: `judge` names it, and the claims it judged are in
+    /// the per-question scores.
+    pub fn with_judge(mut self, judge: &str) -> Self {
+        let judged: Vec<bool> =
+            self.per_query.iter().flat_map(|scores| scores.judge_supported.iter().copied()).collect();
+        self.judge = Some(judge.to_owned());
+        self.judged_claims = Some(judged.len());
+        self.judge_labelled_groundedness = (!judged.is_empty()).then(|| rate(judged.into_iter()));
+        self
+    }
+}
+
+/// A judge's agreement with labeled claims (SciFact: `SUPPORT` against `CONTRADICT` and
+/// `NOT_ENOUGH_INFO`), each claim judged against its rationale sentences.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JudgeAgreement {
+    /// The labeled file.
+    pub data: String,
+    /// Rows judged (a seeded sample).
+    pub rows: usize,
+    /// Seed of the sample.
+    pub seed: u64,
+    /// Of the claims the judge said are supported, the share labelled `SUPPORT`.
+    pub precision: Interval,
+    /// Of the claims labelled `SUPPORT`, the share the judge said are supported.
+    pub recall: Interval,
+    /// Per label: (rows the judge said are supported, rows).
+    pub passed_by_label: BTreeMap<String, (usize, usize)>,
+}
+
+/// The agreement of `judge` with a seeded sample of `rows` rows of the labeled claims at
+/// `path` (`../shared/data/scifact-claims/train.jsonl`).
+pub async fn judge_agreement(
+    path: &Path,
+    rows: usize,
+    seed: u64,
+    judge: &dyn SupportVerifier,
+) -> Result<JudgeAgreement, String> {
+    let mut labeled = super::verifier::read_rows(path)?;
+    super::verifier::sample_rows(&mut labeled, rows, seed);
+    let report = super::verifier::evaluate_rows(&labeled, judge, super::verifier::Evidence::Quoted).await;
+    let intervals = report.intervals();
+    Ok(JudgeAgreement {
+        data: path.display().to_string(),
+        rows: report.rows,
+        seed,
+        precision: intervals.precision,
+        recall: intervals.recall,
+        passed_by_label: report.passed_by_label,
+    })
+}
+
+/// Per returned claim of `response`: whether `judge` says one of its citations' quotes supports
+/// it.
+pub async fn judge_claims(judge: &dyn SupportVerifier, response: &AnswerResponse) -> Vec<bool> {
+    let mut judged = Vec::new();
+    for claim in response.answer.iter().flat_map(|answer| &answer.claims) {
+        let quotes: Vec<(crate::domain::ChunkId, &str)> = claim
+            .citations
+            .iter()
+            .map(|citation| {
+                // An id reserved for the quote (no tenant is empty): the judge caches nothing.
+                (crate::domain::ChunkId::derive("", "eval-quote", 0, 0, 0, &citation.quote), citation.quote.as_str())
+            })
+            .collect();
+        let cited: Vec<CitedText<'_>> =
+            quotes.iter().map(|(chunk, text)| CitedText { chunk: *chunk, text, sentence_vectors: None }).collect();
+        judged.push(judge.verify(&claim.text, &cited).await.supported);
+    }
+    judged
 }
 
 /// Options of `warrant eval answers`.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct AnswersOptions {
     /// Questions to ask (sampled from the judged ones; all when `None`).
     pub questions: Option<usize>,
@@ -344,13 +448,15 @@ pub struct AnswersOptions {
     pub checkpoint: Option<PathBuf>,
     /// Folder of the on-disk embedding cache (`None`: no cache), as in `eval retrieval`.
     pub cache_dir: Option<PathBuf>,
+    /// The judge of every returned claim (`--judge`), when one is asked for.
+    pub judge: Option<Arc<dyn SupportVerifier>>,
 }
 
 impl AnswersOptions {
     /// The first `questions` of the shuffle with `seed` (all when `None`), no gold answers, no
     /// checkpoint.
     pub fn new(questions: Option<usize>, seed: u64) -> Self {
-        Self { questions, seed, gold: HashMap::new(), offset: 0, checkpoint: None, cache_dir: None }
+        Self { questions, seed, gold: HashMap::new(), offset: 0, checkpoint: None, cache_dir: None, judge: None }
     }
 }
 
@@ -455,6 +561,9 @@ pub async fn evaluate_recording(
         if let Some(recorder) = recorder {
             scores = scores.with_context(recorder.take().as_deref(), gold);
         }
+        if let Some(judge) = &options.judge {
+            scores.judge_supported = judge_claims(judge.as_ref(), &response).await;
+        }
         per_query.push(scores);
         if let Some(path) = &options.checkpoint {
             write_scores(path, &per_query)
@@ -468,6 +577,9 @@ pub async fn evaluate_recording(
         options.seed,
         per_query,
     );
+    if let Some(judge) = &options.judge {
+        report = report.with_judge(judge.name());
+    }
     report.offset = options.offset;
     report.query_seconds = started.elapsed().as_secs_f64();
     Ok(report)

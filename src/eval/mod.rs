@@ -1,12 +1,16 @@
 //! Offline evaluation against labeled data that lives outside the repository (see
 //! `../shared/data`): retrieval quality per retriever (`retrieval`), the shared dataset loader
 //! and ingestion (`dataset`), an on-disk embedding cache for repeated runs (`cache`), bootstrap
-//! confidence intervals (`stats`) and the support verifier calibration (`verifier`), and answer quality through the answer pipeline (`answers`). Nothing here runs on the request path.
+//! confidence intervals (`stats`) and the support verifier calibration (`verifier`), answer quality
+//! through the answer pipeline (`answers`, with an optional model judge of each returned claim)
+//! and quality as reviewers judged it, from the verdicts of the review queue (`reviews`).
+//! Nothing here runs on the request path.
 
 pub mod answers;
 pub mod cache;
 pub mod dataset;
 pub mod retrieval;
+pub mod reviews;
 pub mod stats;
 pub mod verifier;
 

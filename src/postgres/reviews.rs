@@ -263,4 +263,12 @@ impl ReviewStore for PostgresBackend {
         }
         Ok(purged)
     }
+
+    async fn tenants(&self) -> ReviewResult<Vec<String>> {
+        let client = self.pool.get().await.map_err(failed)?;
+        let mut tenants: Vec<String> =
+            client.query(sql::REVIEW_TENANTS, &[]).await.map_err(failed)?.iter().map(|row| row.get(0)).collect();
+        tenants.sort_unstable();
+        Ok(tenants)
+    }
 }

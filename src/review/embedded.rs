@@ -552,6 +552,41 @@ impl ReviewStore for EmbeddedReviews {
         })
         .await
     }
+
+    async fn tenants(&self) -> ReviewResult<Vec<String>> {
+        self.blocking(|db, file, _| {
+            let txn = db.begin_read().map_err(|error| failed(file, error))?;
+            let tenants = txn.open_table(TENANTS).map_err(|error| failed(file, error))?;
+            tenants
+                .iter()
+                .map_err(|error| failed(file, error))?
+                .map(|entry| entry.map(|(key, _)| key.value().to_owned()).map_err(|error| failed(file, error)))
+                .collect()
+        })
+        .await
+    }
+}
+
+/// The liveness of a store opened only to be read, by the offline tools: no document is live, so
+/// a write through such a store would keep no text (none is made).
+pub struct ReadOnly;
+
+impl Liveness for ReadOnly {
+    fn live_version(&self, _: &str, _: &str) -> Option<u64> {
+        None
+    }
+}
+
+impl EmbeddedReviews {
+    /// Opens the existing `<directory>/reviews.redb` to read it (the offline tools); an error
+    /// when there is none, or when a running server holds it (redb locks the file).
+    pub fn open_to_read(directory: &Path) -> ReviewResult<Self> {
+        let path = directory.join(REVIEWS_FILE);
+        if !path.is_file() {
+            return Err(failed(&path.display().to_string(), "no review store here (routing never wrote one)"));
+        }
+        Self::open(Some(directory), Arc::new(ReadOnly))
+    }
 }
 
 #[cfg(test)]

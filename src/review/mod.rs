@@ -17,6 +17,8 @@
 //!   and what the generator wrote only when the reviewer may read every source it was written
 //!   from; the verdicts a reviewer may write ([`view::judge`]).
 //! - [`PurgeOnDelete`]: the write side that purges a deleted document's text from stored items.
+//! - [`export`]: reviewed items as answer fixtures (`warrant review export-fixtures`); and
+//!   [`reviewed_items`], what the offline tools read (`warrant eval reviews` too).
 //!
 //! Invariants:
 //! - an item is keyed by its tenant: no read or write names an item of another tenant (another
@@ -32,6 +34,7 @@
 //!   was read, however many items are written meanwhile.
 
 pub mod embedded;
+pub mod export;
 pub mod item;
 pub mod policy;
 mod purge;
@@ -159,6 +162,49 @@ pub trait ReviewStore: Send + Sync {
     /// [`ReviewStore::purge_documents`] for every stored document version that is no longer live
     /// (a purge a crash lost, or a delete a replica applied); returns the items touched.
     async fn sweep_dead_documents(&self) -> ReviewResult<u64>;
+    /// The tenants that have held items, in order (what the offline tools walk: `warrant eval
+    /// reviews`, `warrant review export-fixtures`).
+    async fn tenants(&self) -> ReviewResult<Vec<String>>;
+}
+
+/// Pages read at a time by [`reviewed_items`].
+const REVIEWED_PAGE: usize = 200;
+
+/// Every reviewed item of `store` (of `tenant` only, when given) created at or after
+/// `since_ms`, with its tenant, oldest first within a tenant. For the offline tools; reads every
+/// such item whole.
+pub async fn reviewed_items(
+    store: &dyn ReviewStore,
+    tenant: Option<&str>,
+    since_ms: u64,
+) -> ReviewResult<Vec<(String, StoredItem)>> {
+    let tenants = match tenant {
+        Some(tenant) => vec![tenant.to_owned()],
+        None => store.tenants().await?,
+    };
+    let mut reviewed = Vec::new();
+    for tenant in tenants {
+        let mut of_tenant = Vec::new();
+        let mut before = None;
+        loop {
+            let page = store.page(&tenant, Some(ReviewStatus::Reviewed), before, REVIEWED_PAGE).await?;
+            let Some(last) = page.last() else { break };
+            before = Some(last.seq);
+            let full = page.len() == REVIEWED_PAGE;
+            for summary in page.into_iter().filter(|summary| summary.item.created_ms >= since_ms) {
+                // An item expired between the page and the read is skipped.
+                if let Some(stored) = store.get(&tenant, &summary.item.review_id).await? {
+                    of_tenant.push((tenant.clone(), stored));
+                }
+            }
+            if !full {
+                break;
+            }
+        }
+        of_tenant.reverse();
+        reviewed.extend(of_tenant);
+    }
+    Ok(reviewed)
 }
 
 /// What the answer pipeline routes finished answers with: the policy and the queue.

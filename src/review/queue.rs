@@ -259,6 +259,9 @@ mod tests {
         async fn sweep_dead_documents(&self) -> ReviewResult<u64> {
             Ok(0)
         }
+        async fn tenants(&self) -> ReviewResult<Vec<String>> {
+            Ok(Vec::new())
+        }
     }
 
     fn item(id: &str) -> NewItem {

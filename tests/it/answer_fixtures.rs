@@ -193,6 +193,14 @@ struct Expect {
     /// both BM25 and vector search.
     #[serde(default)]
     retrieved_by_both: Vec<String>,
+    /// Claim texts the answer must return (a reviewer judged them supported; fixtures exported
+    /// by `warrant review export-fixtures`).
+    #[serde(default)]
+    returned_claims_include: Vec<String>,
+    /// Claim texts the answer must not return (a reviewer judged them unsupported or citing
+    /// the wrong source).
+    #[serde(default)]
+    returned_claims_exclude: Vec<String>,
 }
 
 fn fixtures_dir() -> PathBuf {
@@ -661,6 +669,13 @@ fn check(fixture: &Fixture, run: &Run) {
     if let Some(texts) = &expect.claim_texts {
         assert_eq!(&claims.iter().map(|claim| claim.text.clone()).collect::<Vec<_>>(), texts, "{name}: claim texts");
     }
+    let returned: Vec<&str> = claims.iter().map(|claim| claim.text.as_str()).collect();
+    for text in &expect.returned_claims_include {
+        assert!(returned.contains(&text.as_str()), "{name}: {text:?} not returned ({returned:?})");
+    }
+    for text in &expect.returned_claims_exclude {
+        assert!(!returned.contains(&text.as_str()), "{name}: {text:?} returned");
+    }
     let mut cited_docs = Vec::new();
     for claim in &claims {
         assert!(!claim.citations.is_empty(), "{name}: uncited claim");
@@ -733,6 +748,21 @@ fn check(fixture: &Fixture, run: &Run) {
 #[actix_web::test]
 async fn every_answer_fixture_holds() {
     every_answer_fixture_holds_on(Backend::Embedded).await;
+}
+
+/// Runs the fixture file at `path` on `backend` (with the base corpus of fixtures/answer):
+/// `Err` with the failed check's message when it does not hold.
+pub async fn fixture_file_holds(path: &Path, backend: &Backend) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let fixture: Fixture = serde_json::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+    let run = run(&fixture, backend).await;
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&fixture, &run))).map_err(|panic| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|text| (*text).to_owned()))
+            .unwrap_or_else(|| "the fixture did not hold".to_owned())
+    })
 }
 
 /// Runs every fixture on `backend`; fails naming each fixture that did not hold.

@@ -489,3 +489,130 @@ mod streaming {
         );
     }
 }
+
+/// Test FAKE judge: an OpenAI-compatible chat completions endpoint on a local socket that says
+/// "yes" exactly when the passage it is shown contains "euros" (a fixed rule, no model); one
+/// request per connection. Returns its base URL.
+async fn fake_judge() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 8192];
+                let body = loop {
+                    let read = stream.read(&mut buffer).await.unwrap_or(0);
+                    if read == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buffer[..read]);
+                    let text = String::from_utf8_lossy(&request).into_owned();
+                    let Some(head_end) = text.find("\r\n\r\n") else { continue };
+                    let length = text[..head_end]
+                        .lines()
+                        .find_map(|line| {
+                            line.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if request.len() >= head_end + 4 + length {
+                        break request[head_end + 4..head_end + 4 + length].to_vec();
+                    }
+                };
+                let asked: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let user = asked["messages"][1]["content"].as_str().unwrap_or_default();
+                let passage = user.split("<<<").nth(1).and_then(|rest| rest.split(">>>").next()).unwrap_or_default();
+                let verdict = if passage.contains("euros") { "yes" } else { "no" };
+                let reply = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": format!("{{\"verdict\": \"{verdict}\"}}")}}]}).to_string();
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    reply.len()
+                );
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{address}/v1")
+}
+
+/// Issue 47 item 8: `eval answers --judge` asks a separate judge about every returned claim's
+/// quotes and reports judge-labelled groundedness, with the judge's agreement on labeled claims.
+#[test]
+fn eval_answers_with_a_judge_reports_judge_labelled_groundedness_and_its_agreement() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    use warrant::answer::judge_verifier::JudgeSupportVerifier;
+    use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+
+    let dir = tempfile::tempdir().unwrap();
+    write_dataset(dir.path());
+    let claims = dir.path().join("claims.jsonl");
+    let rows = [
+        r#"{"claim": "Hotels cost 250 euros.", "label": "SUPPORT", "sentences": ["Intro.", "Hotels cost 250 euros a night."], "evidence_sentences": [1]}"#,
+        r#"{"claim": "Laptops last three years.", "label": "SUPPORT", "sentences": ["Laptops are replaced every three years."], "evidence_sentences": [0]}"#,
+        r#"{"claim": "Hotels are free.", "label": "CONTRADICT", "sentences": ["Hotels cost 250 euros."], "evidence_sentences": [0]}"#,
+        r#"{"claim": "Cars are blue.", "label": "NOT_ENOUGH_INFO", "sentences": ["Lunch is at noon."]}"#,
+    ];
+    std::fs::write(&claims, rows.join("\n")).unwrap();
+    let dataset = Dataset::load(dir.path(), None).expect("dataset loads");
+    let gold = read_gold(&dir.path().join("answers.jsonl")).unwrap();
+    actix_rt::System::new().block_on(async move {
+        let url = fake_judge().await;
+        let judge = Arc::new(
+            JudgeSupportVerifier::new(
+                LexicalSupportVerifier::new(1.0, 1.0, None),
+                &url,
+                "fake",
+                None,
+                Duration::from_secs(10),
+                0.25,
+            )
+            .unwrap()
+            .model_only(),
+        );
+        let options = AnswersOptions { gold, judge: Some(judge.clone()), ..AnswersOptions::new(None, 7) };
+        let (_, report) = run(&settings(), &dataset, &options, &NoProgress).await.expect("evaluation runs");
+        assert_eq!(report.judge.as_deref(), Some("judge:fake"));
+        let by_id = |id: &str| report.per_query.iter().find(|scores| scores.query_id == id).expect(id);
+        // The hotel answers quote a sentence with "euros", the laptop answer does not.
+        for (id, supported) in [("acme:q1", true), ("globex:q1", true), ("acme:q2", false)] {
+            let scores = by_id(id);
+            assert!(scores.claims > 0, "{id}");
+            assert_eq!(scores.judge_supported, vec![supported; scores.claims], "{id}");
+        }
+        assert!(by_id("globex:q2").judge_supported.is_empty(), "an abstention has no claim to judge");
+        let judged: Vec<bool> = report.per_query.iter().flat_map(|scores| scores.judge_supported.clone()).collect();
+        let expected = judged.iter().filter(|supported| **supported).count() as f64 / judged.len() as f64;
+        assert_eq!(report.judged_claims, Some(judged.len()));
+        let grounded = report.judge_labelled_groundedness.expect("judged");
+        assert!((grounded.mean - expected).abs() < 1e-12 && expected > 0.0 && expected < 1.0, "{grounded:?}");
+        // Agreement on the labeled claims, each against its rationale: yes on the two with
+        // "euros" (one SUPPORT, one CONTRADICT), no on the rest: precision 1/2, recall 1/2.
+        let agreement = warrant::eval::answers::judge_agreement(&claims, 10, 13, judge.as_ref()).await.unwrap();
+        assert_eq!(agreement.rows, 4);
+        assert_eq!((agreement.precision.mean, agreement.recall.mean), (0.5, 0.5));
+        assert_eq!(agreement.passed_by_label["SUPPORT"], (1, 2));
+        assert_eq!(agreement.passed_by_label["CONTRADICT"], (1, 1));
+        // A judge that cannot be reached says no: nothing is judge-labelled grounded.
+        let gone = Arc::new(
+            JudgeSupportVerifier::new(
+                LexicalSupportVerifier::new(1.0, 1.0, None),
+                "http://127.0.0.1:9/v1",
+                "gone",
+                None,
+                Duration::from_secs(2),
+                0.25,
+            )
+            .unwrap()
+            .model_only(),
+        );
+        let options = AnswersOptions { judge: Some(gone), ..AnswersOptions::new(None, 7) };
+        let (_, report) = run(&settings(), &dataset, &options, &NoProgress).await.expect("evaluation runs");
+        assert_eq!(report.judged_claims, Some(judged.len()));
+        assert_eq!(report.judge_labelled_groundedness.map(|interval| interval.mean), Some(0.0));
+    });
+}

@@ -2,7 +2,9 @@
 //! reviewer sees under their own access now (another group, another tenant, after a revoke or a
 //! delete); a delete purging the text of stored items; pages that stay put while items are
 //! written; every bad verdict refused with its code and nothing stored; the queue across a
-//! restart and `kill -9` of the real binary. The access and paging flows run on both backends
+//! restart and `kill -9` of the real binary. Items 6 and 7 over a real store: `eval reviews`
+//! figures from stored verdicts, and verdicts exported as answer fixtures that hold where the
+//! server agrees with the reviewer and fail where it does not. The access and paging flows run on both backends
 //! (the PostgreSQL ones need `WARRANT_TEST_DATABASE_URL`, and skip loudly without it).
 
 use std::collections::BTreeSet;
@@ -851,4 +853,323 @@ async fn measure_bytes_per_stored_item() {
             on_disk / ITEMS as u64
         );
     }
+}
+
+/// A verdict of `reviewer` on claims (index, label) and, when given, the abstention.
+fn verdict_of(
+    reviewer: &str,
+    claims: &[(u32, warrant::review::ClaimLabel)],
+    abstention: Option<warrant::review::AbstentionLabel>,
+) -> warrant::review::Verdict {
+    warrant::review::Verdict {
+        reviewer: reviewer.into(),
+        at_ms: warrant::review::now_ms(),
+        claims: claims.iter().map(|&(index, label)| warrant::review::item::ClaimVerdict { index, label }).collect(),
+        abstention: abstention.map(|label| warrant::review::item::AbstentionVerdict { label, doc_id: None }),
+        note: None,
+    }
+}
+
+/// `stored` written again as a new item of acme (a fresh review id), judged by `verdicts`;
+/// returns its id.
+async fn judged_copy(
+    state: &AppState,
+    stored: &warrant::review::StoredItem,
+    verdicts: &[warrant::review::Verdict],
+) -> String {
+    let mut new = copy_of(stored);
+    new.item.review_id = warrant::review::new_review_id();
+    let review_id = new.item.review_id.clone();
+    state.reviews.insert(vec![new], 100).await.unwrap();
+    for verdict in verdicts {
+        assert!(state.reviews.add_verdict("acme", &review_id, verdict).await.unwrap());
+    }
+    review_id
+}
+
+#[actix_web::test]
+async fn review_verdicts_give_the_eval_figures_and_become_fixtures_that_fail_where_the_server_disagrees() {
+    use warrant::review::AbstentionLabel::{CorrectAbstention, ShouldHaveAnswered};
+    use warrant::review::ClaimLabel::{Supported, Unsupported, WrongCitation};
+    // (`miscited` judges claim 0 only: the server's own outcome stands, minus that claim.)
+    // A partial answer (claim 0 returned, claim 1 withheld as unsupported_claim) and an
+    // invalid_output abstention, each stored again under several verdicts.
+    let (answer, state) = routed(|_| {}, &[PARTIAL]).await;
+    let partial = state.reviews.get("acme", answer["review"]["review_id"].as_str().unwrap()).await.unwrap().unwrap();
+    let (answer, other) = routed(|_| {}, &["this is not json"]).await;
+    let abstained = other.reviews.get("acme", answer["review"]["review_id"].as_str().unwrap()).await.unwrap().unwrap();
+    let agrees = judged_copy(
+        &state,
+        &partial,
+        &[
+            verdict_of("rita", &[(0, Supported), (1, Unsupported)], None),
+            verdict_of("sam", &[(0, Supported), (1, Unsupported)], None),
+        ],
+    )
+    .await;
+    let missed = judged_copy(&state, &partial, &[verdict_of("rita", &[(0, Supported), (1, Supported)], None)]).await;
+    let miscited = judged_copy(&state, &partial, &[verdict_of("rita", &[(0, WrongCitation)], None)]).await;
+    let right_to_abstain = judged_copy(&state, &abstained, &[verdict_of("rita", &[], Some(CorrectAbstention))]).await;
+    let wrong_to_abstain = judged_copy(&state, &abstained, &[verdict_of("rita", &[], Some(ShouldHaveAnswered))]).await;
+    let unreviewed = judged_copy(&state, &partial, &[]).await;
+
+    // eval reviews: the original items are pending, so only the five judged copies count.
+    let items: Vec<warrant::review::StoredItem> = warrant::review::reviewed_items(state.reviews.as_ref(), None, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(tenant, stored)| {
+            assert_eq!(tenant, "acme");
+            stored
+        })
+        .collect();
+    assert_eq!(items.len(), 5);
+    assert!(items.iter().all(|stored| stored.item.review_id != unreviewed));
+    let report = warrant::eval::reviews::report(&items, 0);
+    // Returned claims judged: supported (agrees), supported (missed), wrong_citation (miscited).
+    let groundedness = report.groundedness.unwrap();
+    assert_eq!(groundedness.judged, 3);
+    assert!((groundedness.rate.mean - 2.0 / 3.0).abs() < 1e-12);
+    assert!((report.citation_precision.unwrap().rate.mean - 2.0 / 3.0).abs() < 1e-12);
+    // Server: returned & supported 2, returned & not 1, withheld & supported 1, withheld & not 1.
+    let server = report.server_checks.unwrap();
+    assert_eq!(
+        (server.true_positives, server.false_positives, server.false_negatives, server.true_negatives),
+        (2, 1, 1, 1)
+    );
+    assert!((server.precision.mean - 2.0 / 3.0).abs() < 1e-12 && (server.recall.mean - 2.0 / 3.0).abs() < 1e-12);
+    assert_eq!(report.abstention_correctness["invalid_output"].rate.mean, 0.5);
+    let kappa = report.claim_agreement.unwrap();
+    assert_eq!((kappa.pairs, kappa.kappa.mean), (2, 1.0));
+    let later = warrant::eval::reviews::report(&items, warrant::review::now_ms() + 60_000);
+    assert_eq!(later.items, 0, "--since after every answer");
+
+    // Export: one fixture per judged item; the unreviewed one skipped.
+    let directory = tempfile::tempdir().unwrap();
+    let exported = warrant::review::export::write_fixtures(&items, &settings(|_| {}), directory.path()).unwrap();
+    assert_eq!(exported.written.len(), 5);
+    let all = warrant::review::reviewed_items(state.reviews.as_ref(), Some("acme"), 0).await.unwrap();
+    assert_eq!(all.len(), 5);
+    let with_unreviewed: Vec<_> =
+        items.iter().cloned().chain([state.reviews.get("acme", &unreviewed).await.unwrap().unwrap()]).collect();
+    let counted =
+        warrant::review::export::write_fixtures(&with_unreviewed, &settings(|_| {}), directory.path()).unwrap();
+    assert_eq!(counted.skipped.get("unreviewed"), Some(&1));
+    let path = |review_id: &str| directory.path().join(format!("review-{review_id}.json"));
+    let backend = crate::answer_fixtures::Backend::Embedded;
+    // Where the server does what the reviewer says, the fixture holds...
+    for holds in [&agrees, &right_to_abstain] {
+        crate::answer_fixtures::fixture_file_holds(&path(holds), &backend)
+            .await
+            .unwrap_or_else(|error| panic!("{holds}: {error}"));
+    }
+    // ...and where it does not, the fixture fails, saying why.
+    let failure = |review_id: String| {
+        let backend = backend.clone();
+        async move { crate::answer_fixtures::fixture_file_holds(&path(&review_id), &backend).await.expect_err(&review_id) }
+    };
+    let error = failure(missed).await;
+    assert!(error.contains("Employees receive a company car") && error.contains("not returned"), "{error}");
+    let error = failure(miscited).await;
+    assert!(error.contains("Hotel stays are reimbursed") && error.contains("returned"), "{error}");
+    let error = failure(wrong_to_abstain).await;
+    assert!(error.contains("status"), "{error}");
+}
+
+/// Test FAKE liveness: every document is live at version 1 (the SciFact abstracts are no
+/// engine's documents).
+struct EveryDocumentLive;
+
+impl warrant::review::embedded::Liveness for EveryDocumentLive {
+    fn live_version(&self, _: &str, _: &str) -> Option<u64> {
+        Some(1)
+    }
+}
+
+/// `eval reviews` on a set whose truth is known: every SciFact claim (../shared/data, not part of
+/// the repository) stored as a review item in a real redb review store, the lexical verifier's
+/// verdict on its rationale as the server's (returned, or withheld and abstained), the SciFact
+/// label as the first reviewer's verdict (SUPPORT: supported; CONTRADICT: unsupported;
+/// NOT_ENOUGH_INFO, a cited document without evidence: wrong_citation; an abstention on a
+/// SUPPORT claim: should_have_answered) and the verifier's own verdict as a second reviewer's.
+/// The figures must equal what `warrant eval verifier --quoted` and a direct count give; prints
+/// them for BENCHMARKS.md.
+#[actix_web::test]
+#[ignore = "reads ../shared/data/scifact-claims/train.jsonl; prints the figures of BENCHMARKS.md, \"Review verdicts\""]
+async fn scifact_claims_as_verdicts_give_the_known_figures() {
+    use warrant::answer::verifier::{CitedText, SupportVerifier};
+    use warrant::eval::verifier::Evidence;
+    use warrant::review::item::{AttemptRecord, ClaimRecord, ClaimText, GeneratedText, SourceText, WrittenCitation};
+    use warrant::review::{AbstentionLabel, ClaimLabel};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/scifact-claims/train.jsonl");
+    let rows = warrant::eval::verifier::read_rows(&path).expect("SciFact claims");
+    let settings = Settings::defaults();
+    let verifier = warrant::answer::lexical_verifier::LexicalSupportVerifier::new(
+        settings.verifier.min_coverage,
+        settings.verifier.min_similarity,
+        None,
+    );
+    // WARRANT_SCIFACT_REVIEWS_DIR keeps the store (a fresh directory) for `warrant eval reviews`
+    // to read: WARRANT__STORAGE__DIR=that warrant eval reviews.
+    let temporary = tempfile::tempdir().unwrap();
+    let kept = std::env::var_os("WARRANT_SCIFACT_REVIEWS_DIR").map(std::path::PathBuf::from);
+    let directory = kept.as_deref().unwrap_or(temporary.path());
+    let store = warrant::review::embedded::EmbeddedReviews::open(Some(directory), Arc::new(EveryDocumentLive))
+        .expect("store opens");
+    let mut labels = Vec::new();
+    let mut batch = Vec::new();
+    let mut verdicts = Vec::new();
+    for (index, row) in rows.iter().enumerate() {
+        let evidence = row.evidence_text(Evidence::Quoted);
+        let chunk = warrant::domain::ChunkId::derive("", "scifact", 0, 0, 0, &evidence);
+        let passed = verifier
+            .verify(&row.claim, &[CitedText { chunk, text: &evidence, sentence_vectors: None }])
+            .await
+            .supported;
+        labels.push((row.label.clone(), passed));
+        let doc_id = format!("row-{index}");
+        let mut new = bare("scifact", index);
+        new.item.question = row.claim.clone();
+        new.item.answered = passed;
+        new.item.abstention = (!passed).then(|| warrant::review::item::AbstentionRecord {
+            reason: "unsupported_citation".into(),
+            diagnostics: vec![],
+        });
+        new.item.sources = vec![SourceRecord {
+            label: "S1".into(),
+            chunk_id: [0; 16],
+            doc_id: doc_id.clone(),
+            doc_version: 1,
+            doc_ordinal: 0,
+            chunk_ordinal: 0,
+            start: 0,
+            end: evidence.chars().count() as u64,
+        }];
+        new.item.attempts = vec![AttemptRecord { number: 1, shown: vec!["S1".into()], outcome: None, codes: vec![] }];
+        new.item.claims = vec![ClaimRecord {
+            attempt: 1,
+            position: 1,
+            returned: passed,
+            codes: if passed { vec![] } else { vec!["unsupported_claim".into()] },
+            citations: vec![],
+            anchored: false,
+        }];
+        new.sources = std::collections::BTreeMap::from([(
+            doc_id,
+            vec![SourceText { label: "S1".into(), title: String::new(), text: evidence }],
+        )]);
+        new.generated = GeneratedText {
+            claims: vec![ClaimText {
+                text: Some(row.claim.clone()),
+                answer: None,
+                citations: vec![WrittenCitation { label: "S1".into(), quote: None }],
+            }],
+            outputs: vec![],
+        };
+        let truth = match row.label.as_str() {
+            "SUPPORT" => ClaimLabel::Supported,
+            "CONTRADICT" => ClaimLabel::Unsupported,
+            _ => ClaimLabel::WrongCitation,
+        };
+        let abstention = (!passed).then_some(if truth == ClaimLabel::Supported {
+            AbstentionLabel::ShouldHaveAnswered
+        } else {
+            AbstentionLabel::CorrectAbstention
+        });
+        let second = if passed { ClaimLabel::Supported } else { ClaimLabel::Unsupported };
+        verdicts.push((
+            new.item.review_id.clone(),
+            [
+                verdict_of("scifact-label", &[(0, truth)], abstention),
+                verdict_of("lexical-verifier", &[(0, second)], None),
+            ],
+        ));
+        batch.push(new);
+        if batch.len() == 100 || index + 1 == rows.len() {
+            use warrant::review::ReviewStore;
+            store.insert(std::mem::take(&mut batch), 100_000).await.unwrap();
+        }
+    }
+    {
+        use warrant::review::ReviewStore;
+        for (review_id, pair) in &verdicts {
+            for verdict in pair {
+                assert!(store.add_verdict("scifact", review_id, verdict).await.unwrap());
+            }
+        }
+    }
+    drop(store);
+    // Read back as `warrant eval reviews` does: the store reopened offline.
+    let reopened = warrant::review::embedded::EmbeddedReviews::open_to_read(directory).unwrap();
+    let items: Vec<_> =
+        warrant::review::reviewed_items(&reopened, None, 0).await.unwrap().into_iter().map(|(_, item)| item).collect();
+    assert_eq!(items.len(), rows.len());
+    let report = warrant::eval::reviews::report(&items, 0);
+
+    // The same rows through `warrant eval verifier --quoted`'s path.
+    let calibration = warrant::eval::verifier::evaluate_rows(&rows, &verifier, Evidence::Quoted).await;
+    let count = |label: &str, passed: bool| labels.iter().filter(|(l, p)| l == label && *p == passed).count() as f64;
+    let (support_passed, support_failed) = (count("SUPPORT", true), count("SUPPORT", false));
+    let passed = labels.iter().filter(|(_, passed)| *passed).count() as f64;
+    let failed = labels.len() as f64 - passed;
+    let close = |left: f64, right: f64| assert!((left - right).abs() < 1e-12, "{left} against {right}");
+    let server = report.server_checks.clone().unwrap();
+    close(server.precision.mean, calibration.precision());
+    close(server.recall.mean, calibration.recall());
+    close(report.groundedness.unwrap().rate.mean, support_passed / passed);
+    close(report.citation_precision.unwrap().rate.mean, 1.0 - count("NOT_ENOUGH_INFO", true) / passed);
+    close(report.abstention_correctness["unsupported_citation"].rate.mean, 1.0 - support_failed / failed);
+    // Kappa of labels (supported | unsupported | wrong_citation) against the verifier (supported |
+    // unsupported), written out: observed = SUPPORT passed + CONTRADICT failed; chance from the
+    // marginals.
+    let n = labels.len() as f64;
+    let observed = (support_passed + count("CONTRADICT", false)) / n;
+    let support = count("SUPPORT", true) + count("SUPPORT", false);
+    let contradict = count("CONTRADICT", true) + count("CONTRADICT", false);
+    let chance = (support * passed + contradict * failed) / (n * n);
+    let kappa = report.claim_agreement.unwrap();
+    close(kappa.observed, observed);
+    close(kappa.kappa.mean, (observed - chance) / (1.0 - chance));
+    for interval in [server.precision, server.recall, kappa.kappa, report.groundedness.unwrap().rate] {
+        assert!(interval.low <= interval.mean && interval.mean <= interval.high, "{interval:?}");
+    }
+    println!("{}", serde_json::to_string_pretty(&report).unwrap());
+}
+
+/// What the offline tools read: every tenant's reviewed items, oldest first, across more than one
+/// page of the store, on either backend.
+async fn reviewed_items_are_read_across_tenants_and_pages(backend: Backend) {
+    let state = node(&backend, settings(|_| {}), None, false).await;
+    let acme: Vec<NewItem> = (0..205).map(|index| bare("acme", index)).collect();
+    let globex: Vec<NewItem> = (0..3).map(|index| bare("globex", index)).collect();
+    state.reviews.insert(acme.iter().chain(&globex).cloned().collect(), 1000).await.unwrap();
+    // Every acme item but the first is judged, and the last globex one.
+    let judged: Vec<(&str, &NewItem)> =
+        acme.iter().skip(1).map(|new| ("acme", new)).chain([("globex", &globex[2])]).collect();
+    for (tenant, new) in &judged {
+        let verdict = verdict_of("rita", &[], Some(warrant::review::AbstentionLabel::CorrectAbstention));
+        assert!(state.reviews.add_verdict(tenant, &new.item.review_id, &verdict).await.unwrap());
+    }
+    let read = warrant::review::reviewed_items(state.reviews.as_ref(), None, 0).await.unwrap();
+    let ids: Vec<(String, String)> =
+        read.iter().map(|(tenant, stored)| (tenant.clone(), stored.item.review_id.clone())).collect();
+    let expected: Vec<(String, String)> =
+        judged.iter().map(|(tenant, new)| ((*tenant).to_owned(), new.item.review_id.clone())).collect();
+    assert_eq!(ids, expected, "every reviewed item once, oldest first per tenant");
+    assert!(read.iter().all(|(_, stored)| stored.verdicts.len() == 1));
+    let globex_only = warrant::review::reviewed_items(state.reviews.as_ref(), Some("globex"), 0).await.unwrap();
+    assert_eq!(globex_only.len(), 1);
+    let none_yet = warrant::review::reviewed_items(state.reviews.as_ref(), None, warrant::review::now_ms() + 60_000);
+    assert!(none_yet.await.unwrap().is_empty(), "--since after every item");
+}
+
+#[actix_web::test]
+async fn review_reviewed_items_are_read_across_tenants_and_pages() {
+    reviewed_items_are_read_across_tenants_and_pages(Backend::Embedded).await;
+}
+
+#[actix_web::test]
+async fn postgres_review_reviewed_items_are_read_across_tenants_and_pages() {
+    let Some(url) = crate::postgres::fresh_database().await else { return };
+    reviewed_items_are_read_across_tenants_and_pages(Backend::Postgres(url)).await;
 }

@@ -88,6 +88,9 @@ pub struct JudgeSupportVerifier {
     min_coverage: f32,
     /// `None` at 0.5: the verdict alone decides and no log-probabilities are asked for.
     min_yes_probability: Option<f64>,
+    /// Every cited text goes to the model, with no lexical stage and no floor
+    /// ([`JudgeSupportVerifier::model_only`]).
+    model_only: bool,
     name: String,
 }
 
@@ -129,8 +132,20 @@ impl JudgeSupportVerifier {
             timeout,
             min_coverage: min_coverage as f32,
             min_yes_probability: None,
+            model_only: false,
             name: format!("lexical+judge:{model}"),
         })
+    }
+
+    /// This judge without its lexical stage and floor: the model alone is asked about every
+    /// cited text (named `judge:<model>`). For evaluation only (`warrant eval answers --judge`,
+    /// and its agreement on labeled claims), where the question is what the model says: a
+    /// server verifier keeps the floor, since without it an instruction injected into a source
+    /// could talk the model into a "yes".
+    pub fn model_only(mut self) -> Self {
+        self.model_only = true;
+        self.name = format!("judge:{}", self.model);
+        self
     }
 
     /// A "yes" supports only when the model gives it at least `threshold` of the probability of
@@ -240,6 +255,28 @@ impl JudgeSupportVerifier {
                 rejected
             }
         }
+    }
+}
+
+impl JudgeSupportVerifier {
+    /// [`SupportVerifier::verify`] of a [`model_only`](Self::model_only) judge: each cited text
+    /// asked in turn, the claim supported when the model says one of them supports it; a
+    /// judgement that fails is a "no".
+    async fn verify_by_model(&self, claim: &str, cited: &[CitedText<'_>]) -> ClaimSupport {
+        let mut sources = Vec::with_capacity(cited.len());
+        for source in cited {
+            let supports = match self.judge(claim, source.text).await {
+                Ok(supports) => supports,
+                Err(error) => {
+                    tracing::warn!(verifier = %self.name, outcome = error.label(), "judge gave no verdict: counted as no");
+                    false
+                }
+            };
+            let end = source.text.chars().count();
+            sources.push(SourceSupport { supports, score: f32::from(u8::from(supports)), quote: (0, end) });
+        }
+        let supported = sources.iter().any(|source| source.supports);
+        ClaimSupport { supported, score: f32::from(u8::from(supported)), sources }
     }
 }
 
@@ -378,6 +415,9 @@ impl SupportVerifier for JudgeSupportVerifier {
     /// one of them is, and the texts judged "no" are left out of it. The model is not asked
     /// whether several texts support the claim only together: stricter than the lexical rule.
     async fn verify(&self, claim: &str, cited: &[CitedText<'_>]) -> ClaimSupport {
+        if self.model_only {
+            return self.verify_by_model(claim, cited).await;
+        }
         let (lexical, each) = self.lexical.verify_each(claim, cited).await;
         if lexical.supported {
             return lexical;
