@@ -265,9 +265,7 @@ impl ReviewStore for PostgresBackend {
     }
 
     async fn tenants(&self) -> ReviewResult<Vec<String>> {
-        let client = self.pool.get().await.map_err(failed)?;
-        let mut tenants: Vec<String> =
-            client.query(sql::REVIEW_TENANTS, &[]).await.map_err(failed)?.iter().map(|row| row.get(0)).collect();
+        let mut tenants = self.review_tenants().await?;
         tenants.sort_unstable();
         Ok(tenants)
     }
