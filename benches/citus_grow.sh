@@ -2,8 +2,8 @@
 # Growing a Citus cluster while two warrant nodes serve (issue 46, item 3; the CI-sized version
 # is tests/it/citus_grow.rs). On the cluster of `tests/citus.sh start` (a coordinator, two
 # workers and a spare node):
-#   1. a fresh database distributed over the two workers (warrant's role, `warrant db migrate`,
-#      docs/citus.sql), DOCS one-chunk documents of tenant `big` and DOCS/10 of tenant `small`
+#   1. a fresh database distributed over the two workers (benches/citus_database.sh: warrant's
+#      role, `warrant db migrate`, docs/citus.sql), DOCS one-chunk documents of tenant `big` and DOCS/10 of tenant `small`
 #      loaded through the admin API (benches/http/corpus.py), the HNSW index built after the load;
 #   2. two warrant nodes serve it; wrk asks POST /v1/retrieve on both (half the connections
 #      each, tenant `big`), in back-to-back windows of WINDOW, while a revoker (this script's
@@ -52,25 +52,11 @@ PIDS=()
 trap 'for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; touch "$WORK/stop"; rm -rf "$WORK"' EXIT
 
 on() { psql "postgres://$USER_NAME@$1/${2:-postgres}" -qAt -v ON_ERROR_STOP=1 -c "$3"; }
-IFS=',' read -r -a WORKERS <<<"$WARRANT_TEST_CITUS_WORKERS"
-for node in "$COORDINATOR" "${WORKERS[@]}" "$WARRANT_TEST_CITUS_SPARE"; do
-  on "$node" postgres "DO \$\$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '$ROLE') THEN
-    CREATE ROLE $ROLE LOGIN NOSUPERUSER NOBYPASSRLS; END IF; END \$\$"
-  on "$node" postgres "CREATE DATABASE $DATABASE OWNER $ROLE"
-  on "$node" "$DATABASE" "CREATE EXTENSION citus; CREATE EXTENSION vector"
-done
-on "$COORDINATOR" postgres "ALTER DATABASE $DATABASE SET citus.shard_count = $SHARDS"
-on "$COORDINATOR" "$DATABASE" "SELECT citus_set_coordinator_host('${COORDINATOR%:*}', ${COORDINATOR#*:})" >/dev/null
-for worker in "${WORKERS[@]}"; do
-  on "$COORDINATOR" "$DATABASE" "SELECT citus_add_node('${worker%:*}', ${worker#*:})" >/dev/null
-done
-
+BIN="$BIN" SPARE=1 benches/citus_database.sh "$DATABASE" "$SHARDS" >/dev/null
 export WARRANT_GROW_DATABASE_URL="$APP_URL"
 export WARRANT__STORAGE__BACKEND=postgres WARRANT__STORAGE__POSTGRES__URL_ENV=WARRANT_GROW_DATABASE_URL
 export WARRANT__STORAGE__POSTGRES__CA_FILE="${WARRANT_TEST_DATABASE_CA:-}"
 export WARRANT__EMBEDDER__KIND=hashed WARRANT__DEMO__LOAD=false RUST_LOG=warn
-"$BIN" db migrate >/dev/null
-psql "postgres://$USER_NAME@$COORDINATOR/$DATABASE" -qAt -v ON_ERROR_STOP=1 -f docs/citus.sql >/dev/null
 
 start_nodes() {
   for node in 0 1; do

@@ -6,19 +6,33 @@
 # warrant nodes and of PostgreSQL (utime + stime over the wrk window, from /proc). Needs wrk,
 # python3, curl, psql and a PostgreSQL with pgvector (`tests/postgres.sh start` starts one).
 #
+# The nodes connect as `warrant_app`, a role that is neither a superuser nor BYPASSRLS and owns the
+# database, so row-level security binds them as in a deployment. CITUS=1 runs the same on the
+# Citus cluster of `tests/citus.sh start` (a database distributed by benches/citus_database.sh
+# over its two workers) instead of the single node.
+#
 #   benches/http/retrieve_load_postgres.sh          # DOCS=100000 ROUNDS=3 DURATION=20s
 #   DOCS=20000 ROUNDS=1 benches/http/retrieve_load_postgres.sh
+#   CITUS=1 DOCS=20000 benches/http/retrieve_load_postgres.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN="${BIN:-${CARGO_TARGET_DIR:-target}/release/warrant}"
 DOCS="${DOCS:-100000}"
-BASE="${DATABASE_URL:-postgres://warrant@127.0.0.1:54329/postgres}"
-DATABASE="warrant_load_$DOCS"
+if [ "${CITUS:-0}" = 1 ]; then
+  BASE="${WARRANT_TEST_CITUS_URL:?run tests/citus.sh start first}"
+  DATABASE="warrant_load_citus_$DOCS"
+else
+  BASE="${DATABASE_URL:-postgres://warrant@127.0.0.1:54329/postgres}"
+  DATABASE="warrant_load_app_$DOCS"
+fi
+ROLE=warrant_app
 PORT="${PORT:-18490}"
 DURATION="${DURATION:-20s}"
 ROUNDS="${ROUNDS:-3}"
 CONNECTIONS="${CONNECTIONS:-4}"
-export WARRANT_LOAD_DATABASE_URL="${BASE%/*}/$DATABASE"
+SERVER="${BASE#postgres://}"; SERVER="${SERVER#*@}"; SERVER="${SERVER%%/*}"
+export WARRANT_LOAD_DATABASE_URL="postgres://$ROLE@$SERVER/$DATABASE"
+SUPER_DATABASE_URL="${BASE%/*}/$DATABASE"
 export WARRANT__STORAGE__BACKEND=postgres WARRANT__STORAGE__POSTGRES__URL_ENV=WARRANT_LOAD_DATABASE_URL
 export WARRANT__EMBEDDER__KIND=hashed WARRANT__DEMO__LOAD=false RUST_LOG=warn
 export WARRANT__STORAGE__POSTGRES__CA_FILE="${WARRANT_TEST_DATABASE_CA:-}"
@@ -50,28 +64,37 @@ ticks() { # utime + stime of the given pids
 }
 
 exists=$(psql "$BASE" -Atc "SELECT 1 FROM pg_database WHERE datname = '$DATABASE'")
-[ "$exists" = 1 ] || psql "$BASE" -qc "CREATE DATABASE $DATABASE"
+if [ "$exists" != 1 ]; then
+  if [ "${CITUS:-0}" = 1 ]; then
+    BIN="$BIN" benches/citus_database.sh "$DATABASE" >/dev/null
+  else
+    psql "$BASE" -qc "DO \$\$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '$ROLE') THEN
+      CREATE ROLE $ROLE LOGIN NOSUPERUSER NOBYPASSRLS; END IF; END \$\$" -c "CREATE DATABASE $DATABASE OWNER $ROLE"
+    # A superuser's: warrant's role may not create extensions (migration 0001 finds it).
+    psql "$SUPER_DATABASE_URL" -qc "CREATE EXTENSION vector"
+  fi
+fi
 ADMIN="$("$BIN" token --tenant bench --sub loader --groups all --admin)"
 export TOKEN="$("$BIN" token --tenant bench --sub reader --groups all --ttl-seconds 86400)"
 export QUERIES="$WORK/queries.txt"
 python3 "$HERE/corpus.py" queries 1000 >"$QUERIES"
 
-loaded=$(psql "$WARRANT_LOAD_DATABASE_URL" -Atc "SELECT count(*) FROM chunks" 2>/dev/null || echo 0)
+loaded=$(psql "$SUPER_DATABASE_URL" -Atc "SELECT count(*) FROM chunks" 2>/dev/null || echo 0)
 if [ "$loaded" -lt "$DOCS" ]; then
   start 1
   started=$(date +%s)
   # pgvector's HNSW index is built once after the load (CREATE INDEX is many times faster
   # than one graph insert per row); the definition is migration 0001's.
-  psql "$WARRANT_LOAD_DATABASE_URL" -qc "DROP INDEX IF EXISTS chunks_embedding_hnsw"
+  psql "$SUPER_DATABASE_URL" -qc "DROP INDEX IF EXISTS chunks_embedding_hnsw"
   python3 "$HERE/corpus.py" load "http://127.0.0.1:$PORT" "$ADMIN" "$DOCS"
   echo "loaded $DOCS documents in $(( $(date +%s) - started )) s"
   stop
-  psql "$WARRANT_LOAD_DATABASE_URL" -qc "SET maintenance_work_mem = '1GB'" \
+  psql "$SUPER_DATABASE_URL" -qc "SET maintenance_work_mem = '1GB'" \
     -c "CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 100)" \
     -c "VACUUM ANALYZE"
   echo "indexed in $(( $(date +%s) - started )) s"
 fi
-psql "$WARRANT_LOAD_DATABASE_URL" -Atc "SELECT 'database bytes ' || pg_database_size(current_database()),
+psql "$SUPER_DATABASE_URL" -Atc "SELECT 'database bytes ' || pg_database_size(current_database()),
   'chunks table+indexes ' || pg_total_relation_size('chunks'),
   'postings table+indexes ' || coalesce(pg_total_relation_size(to_regclass('chunk_terms')), 0)"
 TICK=$(getconf CLK_TCK)
