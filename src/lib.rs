@@ -13,6 +13,7 @@ pub mod config;
 pub mod domain;
 pub mod embed;
 pub mod eval;
+pub mod extract;
 pub mod http;
 pub mod index;
 pub mod oidc;

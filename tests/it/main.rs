@@ -8,6 +8,7 @@ mod citus;
 mod console;
 mod durability;
 mod eval;
+mod extract;
 mod fuzz;
 mod http;
 mod lexical_stats;
