@@ -95,7 +95,7 @@ impl utoipa::Modify for BearerAuth {
     info(title = "warrant", description = "Citation-first, access-controlled hybrid RAG answer server"),
     paths(
         super::answer::answer, super::answer::retrieve, super::documents::document,
-        super::admin::upsert_documents, super::admin::delete_document, super::admin::revoke, super::admin::grant,
+        super::admin::upsert_documents, super::admin::delete_document, super::files::upload_files, super::admin::revoke, super::admin::grant,
         super::admin::changes, super::admin::create_snapshot, super::replica::manifest, super::replica::file,
         super::replica::stream, super::replica::lease,
         super::reviews::page, super::reviews::item, super::reviews::verdict,

@@ -391,6 +391,7 @@ proptest! {
                     text: format!("Common words about budgets and plans, copy {index}."),
                     acl: acl.clone(),
                     version: None,
+                    layout: None,
                 };
                 backend.upsert(&tenants[*owner], vec![input]).await.unwrap();
                 model.push((tenants[*owner].clone(), format!("d{index}"), acl));
@@ -733,6 +734,7 @@ proptest! {
                     text: words.join(" "),
                     acl: DocAcl { groups: readers.iter().cloned().collect(), users: vec![] },
                     version: None,
+                    layout: None,
                 };
                 backend.upsert(&tenants[*owner], vec![input]).await.unwrap();
                 if tenants[*owner] == asking.tenant {

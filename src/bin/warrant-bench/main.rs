@@ -104,6 +104,13 @@ async fn run(command: Command) -> Result<()> {
             }
             Ok(())
         }
+        Command::Extract { pages, words, rounds, seed } => {
+            let config = warrant::bench::extract::ExtractBenchConfig { pages, words_per_page: words, rounds, seed };
+            for row in warrant::bench::extract::run(&config).map_err(anyhow::Error::msg)? {
+                println!("{}", serde_json::to_string(&row)?);
+            }
+            Ok(())
+        }
         Command::Embed { embedder, passages, rounds, queries, json: _, config } => {
             let settings = warrant::eval::settings_with_embedder(config.as_deref(), embedder)?;
             let config = warrant::bench::embed::EmbedBenchConfig { passages, rounds, queries, ..Default::default() };
