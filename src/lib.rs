@@ -16,6 +16,7 @@ pub mod eval;
 pub mod extract;
 pub mod http;
 pub mod index;
+pub mod ingest;
 pub mod oidc;
 mod outbound;
 pub mod postgres;

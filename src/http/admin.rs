@@ -206,12 +206,14 @@ pub async fn upsert_documents(
     state.ensure_writable()?;
     let documents = body.into_inner().documents;
     check_batch_size(&state, documents.len())?;
+    // Admitted before any file is extracted, so extraction is bounded per tenant too.
+    let _permit = admit(&state, &principal.tenant, WriteKind::Documents)?;
     let documents = super::files::json_inputs(&state, documents).await?;
     Ok(json(&upsert_inputs(&state, &principal, documents).await?))
 }
 
 /// 400 `empty_batch` or `batch_too_large` for a batch of `count` documents.
-fn check_batch_size(state: &AppState, count: usize) -> Result<(), ApiError> {
+pub(super) fn check_batch_size(state: &AppState, count: usize) -> Result<(), ApiError> {
     if count == 0 {
         return Err(ApiError::bad_request("empty_batch", "documents must not be empty"));
     }
@@ -222,8 +224,15 @@ fn check_batch_size(state: &AppState, count: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The tenant's admission for a document batch (held while its files are extracted and it is
+/// written).
+pub(super) fn admit_documents(state: &AppState, tenant: &str) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    admit(state, tenant, WriteKind::Documents)
+}
+
 /// Writes a batch of documents (text already extracted) into `principal`'s tenant, all or
-/// nothing, once its size and access lists pass and the tenant's admission admits it.
+/// nothing, once its size and access lists pass; the caller holds the tenant's admission
+/// ([`admit_documents`]).
 pub(super) async fn upsert_inputs(
     state: &AppState,
     principal: &crate::domain::Principal,
@@ -235,7 +244,6 @@ pub(super) async fn upsert_inputs(
         let limit = state.settings.server.max_acl_names_per_document;
         check_count(names, limit, format!("the access list of document {}", document.doc_id))?;
     }
-    let _permit = admit(state, &principal.tenant, WriteKind::Documents)?;
     let outcome = state.writer.upsert(&principal.tenant, documents).await?;
     state.settle(outcome.acl_epoch).await;
     Ok(UpsertOut { acl_epoch: outcome.acl_epoch, documents: outcome.documents, chunks: outcome.chunks })

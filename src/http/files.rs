@@ -24,7 +24,7 @@ use crate::extract::{ExtractLimits, Format, extract_off_thread};
 use crate::retrieval::DocumentInput;
 
 use super::AppState;
-use super::admin::{UpsertOut, upsert_inputs};
+use super::admin::{UpsertOut, admit_documents, check_batch_size, upsert_inputs};
 use super::auth::Admin;
 use super::contract::admin::{DocumentInput as WireInput, FileContent};
 use super::error::{ApiError, ErrorBody};
@@ -263,6 +263,8 @@ pub async fn upload_files(
     if pending.doc_id.is_some() || pending.title.is_some() || pending.version.is_some() {
         return Err(ApiError::bad_request("invalid_multipart", "doc_id, title or version after the last file part"));
     }
+    check_batch_size(&state, files.len())?;
+    let _permit = admit_documents(&state, &principal.tenant)?;
     let mut inputs = Vec::with_capacity(files.len());
     for (mut input, file_name, bytes, content_type) in files {
         input.acl = acl.clone();

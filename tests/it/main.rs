@@ -12,6 +12,7 @@ mod extract;
 mod files;
 mod fuzz;
 mod http;
+mod ingest;
 mod lexical_stats;
 mod logs;
 mod minilm;
