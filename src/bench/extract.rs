@@ -14,7 +14,7 @@ use crate::extract::samples::{self, Block};
 use crate::extract::{DOCX_TYPE, ExtractLimits, extract};
 
 /// What to extract.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ExtractBenchConfig {
     /// Pages (PDF) or sections (other formats) per document.
     pub pages: usize,
@@ -24,6 +24,8 @@ pub struct ExtractBenchConfig {
     pub rounds: usize,
     /// Seed of the generated words.
     pub seed: u64,
+    /// Only this format (`pdf`, `docx`, ...), e.g. to read one format's peak memory.
+    pub format: Option<String>,
 }
 
 /// One format's figures.
@@ -128,11 +130,37 @@ pub fn corpus(config: &ExtractBenchConfig) -> Vec<(&'static str, String, Vec<u8>
     ]
 }
 
+/// Writes the corpus into `directory` as `document.pdf`, `document.docx`, ... (what `warrant
+/// ingest` reads), `copies` times each (`copy-N/`); returns the files written.
+pub fn write_corpus(config: &ExtractBenchConfig, directory: &std::path::Path, copies: usize) -> std::io::Result<usize> {
+    let extension = |format: &str| {
+        match format {
+            "markdown" => "md",
+            "text" => "txt",
+            other => other,
+        }
+        .to_owned()
+    };
+    let mut written = 0;
+    for copy in 0..copies.max(1) {
+        let folder = directory.join(format!("copy-{copy}"));
+        std::fs::create_dir_all(&folder)?;
+        for (format, _, bytes, _) in corpus(&ExtractBenchConfig { seed: config.seed + copy as u64, ..config.clone() }) {
+            std::fs::write(folder.join(format!("document.{}", extension(format))), bytes)?;
+            written += 1;
+        }
+    }
+    Ok(written)
+}
+
 /// Extracts each format's document `rounds` times; one row per format.
 pub fn run(config: &ExtractBenchConfig) -> Result<Vec<ExtractRow>, String> {
     let limits = ExtractLimits { time_limit: std::time::Duration::from_secs(600), ..ExtractLimits::default() };
     let mut rows = Vec::new();
     for (format, content_type, bytes, pages) in corpus(config) {
+        if config.format.as_deref().is_some_and(|only| only != format) {
+            continue;
+        }
         let mut seconds = Vec::with_capacity(config.rounds);
         let mut chars = 0;
         for _ in 0..config.rounds.max(1) {

@@ -150,6 +150,16 @@ pub(crate) enum Command {
         /// Random seed.
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// Only this format: pdf, docx, html, markdown or text (one format's peak memory).
+        #[arg(long)]
+        format: Option<String>,
+        /// Instead of timing, write the corpus into this folder (`copies` times, seeds apart)
+        /// for `warrant ingest`.
+        #[arg(long)]
+        write: Option<PathBuf>,
+        /// Copies of the corpus `--write` makes.
+        #[arg(long, default_value_t = 1)]
+        copies: usize,
     },
 }
 

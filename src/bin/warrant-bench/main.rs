@@ -104,8 +104,14 @@ async fn run(command: Command) -> Result<()> {
             }
             Ok(())
         }
-        Command::Extract { pages, words, rounds, seed } => {
-            let config = warrant::bench::extract::ExtractBenchConfig { pages, words_per_page: words, rounds, seed };
+        Command::Extract { pages, words, rounds, seed, format, write, copies } => {
+            let config =
+                warrant::bench::extract::ExtractBenchConfig { pages, words_per_page: words, rounds, seed, format };
+            if let Some(directory) = write {
+                let files = warrant::bench::extract::write_corpus(&config, &directory, copies)?;
+                println!("{}", serde_json::json!({"written": files, "directory": directory}));
+                return Ok(());
+            }
             for row in warrant::bench::extract::run(&config).map_err(anyhow::Error::msg)? {
                 println!("{}", serde_json::to_string(&row)?);
             }
