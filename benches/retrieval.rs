@@ -84,6 +84,7 @@ fn fusion_and_selection(criterion: &mut Criterion) {
                 title: String::new(),
                 text: format!("chunk number {i} with some words to count"),
                 acl: DocAcl::default(),
+                layout: None,
             };
             Arc::new(chunk_document(&document, i / 3, &ChunkingConfig::default()).remove(0))
         })

@@ -101,6 +101,7 @@ pub async fn load_corpus(writer: &dyn WriteSide, path: &Path) -> Result<usize, S
             text: entry.document.text,
             acl: entry.document.acl,
             version: None,
+            layout: None,
         });
     }
     let mut total = 0;

@@ -76,12 +76,39 @@ pub(crate) enum Command {
         #[command(subcommand)]
         model: ModelCommand,
     },
-    /// Ingest a labeled dataset folder (corpus.jsonl) into an in-memory engine and print a summary
-    /// (documents, chunks, seconds, passages/s).
+    /// `warrant ingest PATH`: upload a folder's documents (PDF, DOCX, HTML, Markdown, text) to a
+    /// running server through its admin API, skipping files whose content and access list are
+    /// unchanged since the last acknowledged upload (state in PATH/.warrant-ingest.json), and
+    /// with --sync deleting the documents whose files are gone; progress and a summary.
+    /// `warrant ingest --dataset DIR`: a labeled dataset (corpus.jsonl) into an in-memory engine,
+    /// with a summary (documents, chunks, seconds, passages/s).
     Ingest {
+        /// Folder of documents to keep in step with the server (each file's id: its path
+        /// relative to the folder; access list: the folder's .warrant-acl.json, else the flags).
+        #[arg(conflicts_with = "dataset", required_unless_present = "dataset")]
+        path: Option<PathBuf>,
+        /// Base URL of the server (default: http:// and server.bind of the configuration).
+        #[arg(long, requires = "path")]
+        server: Option<String>,
+        /// Tenant: an admin token for it is minted with the configured HS256 secret (as
+        /// `warrant token --admin`), unless --token-env names a token.
+        #[arg(long, requires = "path")]
+        tenant: Option<String>,
+        /// Environment variable holding an admin token of the tenant.
+        #[arg(long, requires = "path")]
+        token_env: Option<String>,
+        /// Group that may read files of folders without a sidecar (repeat for more).
+        #[arg(long = "group", requires = "path")]
+        groups: Vec<String>,
+        /// User who may read files of folders without a sidecar (repeat for more).
+        #[arg(long = "user", requires = "path")]
+        users: Vec<String>,
+        /// Delete the documents whose files are gone from the folder.
+        #[arg(long, conflicts_with = "dataset")]
+        sync: bool,
         /// Dataset folder (corpus.jsonl, optional tenant per document).
         #[arg(long)]
-        dataset: PathBuf,
+        dataset: Option<PathBuf>,
         /// Embedder (default: embedder.kind of the configuration).
         #[arg(long, value_parser = warrant::eval::local_embedder)]
         embedder: Option<warrant::config::EmbedderKind>,
@@ -361,6 +388,13 @@ mod tests {
         let since = ["warrant", "eval", "reviews", "--since", "7d", "--tenant", "acme", "--json"];
         assert!(Cli::try_parse_from(since).is_ok());
         assert!(Cli::try_parse_from(["warrant", "review", "export-fixtures"]).is_err(), "--to is required");
+        assert!(
+            Cli::try_parse_from(["warrant", "ingest", "docs", "--tenant", "acme", "--group", "staff", "--sync"])
+                .is_ok()
+        );
+        assert!(Cli::try_parse_from(["warrant", "ingest"]).is_err(), "a folder or --dataset is required");
+        assert!(Cli::try_parse_from(["warrant", "ingest", "docs", "--dataset", "d"]).is_err());
+        assert!(Cli::try_parse_from(["warrant", "ingest", "--dataset", "d", "--sync"]).is_err());
         for command in [&["ingest", "--dataset", "d"][..], &["eval", "retrieval", "--dataset", "d"]] {
             let mut arguments = vec!["warrant"];
             arguments.extend_from_slice(command);

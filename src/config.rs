@@ -124,6 +124,30 @@ pub struct ServerSettings {
     /// `acl_too_large`.
     #[serde(default = "default_max_acl_names_per_change")]
     pub max_acl_names_per_change: usize,
+    /// Largest file one document may be uploaded as, in bytes (`content` after base64
+    /// decoding, or one part of `POST /v1/admin/files`); beyond: 400 `file_too_large`.
+    #[serde(default = "default_max_file_bytes")]
+    pub max_file_bytes: usize,
+    /// Largest `POST /v1/admin/files` request, in bytes (all its parts); beyond: 413
+    /// `payload_too_large`. JSON bodies stay under `max_body_bytes`.
+    #[serde(default = "default_max_upload_bytes")]
+    pub max_upload_bytes: usize,
+    /// Longest one file's extraction may take, in milliseconds; beyond: 400
+    /// `extraction_timeout` naming the file.
+    #[serde(default = "default_extraction_timeout_ms")]
+    pub extraction_timeout_ms: u64,
+}
+
+fn default_max_file_bytes() -> usize {
+    16 * 1024 * 1024
+}
+
+fn default_max_upload_bytes() -> usize {
+    64 * 1024 * 1024
+}
+
+fn default_extraction_timeout_ms() -> u64 {
+    30_000
 }
 
 fn default_max_acl_names_per_document() -> usize {

@@ -38,12 +38,77 @@ async fn run(command: Command) -> Result<()> {
             "the benchmarks are their own binary now: cargo run --release --bin warrant-bench -- {}",
             arguments.join(" ")
         ),
-        Command::Ingest { dataset, embedder, cache_dir, json, config } => {
+        Command::Ingest { path: Some(path), server, tenant, token_env, groups, users, sync, json, config, .. } => {
+            let acl = warrant::domain::DocAcl { groups, users };
+            ingest_folder(path, server, (tenant, token_env), acl, sync, json, config).await
+        }
+        Command::Ingest { path: None, dataset, embedder, cache_dir, json, config, .. } => {
+            let dataset = dataset.context("give a folder to ingest, or --dataset")?;
             evaluate::ingest(dataset, embedder, cache_dir, json, config).await
         }
         Command::Eval { eval } => evaluate::eval(eval).await,
         Command::Review { review } => evaluate::review(review).await,
     }
+}
+
+/// `warrant ingest PATH`: the folder kept in step with a running server (`warrant::ingest`).
+async fn ingest_folder(
+    path: PathBuf,
+    server: Option<String>,
+    (tenant, token_env): (Option<String>, Option<String>),
+    acl: warrant::domain::DocAcl,
+    sync: bool,
+    json: bool,
+    config: Option<PathBuf>,
+) -> Result<()> {
+    let settings = Settings::load(config.as_deref())?;
+    let token = match (token_env, tenant) {
+        (Some(variable), _) => {
+            std::env::var(&variable).with_context(|| format!("environment variable {variable} is not set"))?
+        }
+        (None, Some(tenant)) => {
+            if !settings.auth.hs256_enabled() || settings.auth.hs256_secret.is_empty() {
+                bail!(
+                    "--tenant mints a token with auth.hs256_secret, which this configuration does not accept; use --token-env"
+                );
+            }
+            let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+            let claims = warrant::http::auth::Claims {
+                sub: "warrant-ingest".into(),
+                tenant,
+                groups: Vec::new(),
+                roles: vec![Role::Admin.as_str().to_owned()],
+                exp: now + 3600,
+                iss: (!settings.auth.issuer.is_empty()).then(|| settings.auth.issuer.clone()),
+                aud: (!settings.auth.audience.is_empty()).then(|| settings.auth.audience.clone()),
+            };
+            warrant::http::auth::mint_hs256(&settings.auth.hs256_secret, &claims)?
+        }
+        (None, None) => bail!("give --tenant (a token is minted with the configured secret) or --token-env"),
+    };
+    let server = server.unwrap_or_else(|| format!("http://{}", settings.server.bind));
+    let options = warrant::ingest::IngestOptions { root: path, server, token, acl, sync, progress: !json };
+    let summary = warrant::ingest::run(&options).await?;
+    if json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        println!(
+            "ingested {}, unchanged {}, deleted {}, skipped {} (no known format), failed {} in {:.1} s",
+            summary.ingested,
+            summary.unchanged,
+            summary.deleted,
+            summary.skipped,
+            summary.failed.len(),
+            summary.seconds
+        );
+        for (doc_id, reason) in &summary.failed {
+            println!("  failed {doc_id}: {reason}");
+        }
+    }
+    if !summary.failed.is_empty() {
+        bail!("{} files were refused", summary.failed.len());
+    }
+    Ok(())
 }
 
 /// `warrant token`: mints an HS256 token with the configured secret. `roles` are the admin,

@@ -117,6 +117,9 @@ pub struct WireDocument {
     pub vectors: Vec<u8>,
     /// bincode of its chunks' sentence vectors, or empty.
     pub sentences: Vec<u8>,
+    /// bincode of its chunks' layout maps, or empty (added with issue 49: a primary and its
+    /// replicas run the same build).
+    pub layouts: Vec<u8>,
 }
 
 impl WireDocument {
@@ -126,12 +129,14 @@ impl WireDocument {
             chunks: document.chunks.clone(),
             vectors: document.vectors.clone(),
             sentences: document.sentences.clone(),
+            layouts: document.layouts.clone(),
         }
     }
 
     /// The store's rows again.
     pub fn into_encoded(self) -> EncodedDocument {
-        EncodedDocument { ordinal: self.ordinal, chunks: self.chunks, vectors: self.vectors, sentences: self.sentences }
+        let Self { ordinal, chunks, vectors, sentences, layouts } = self;
+        EncodedDocument { ordinal, chunks, vectors, sentences, layouts }
     }
 }
 

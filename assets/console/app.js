@@ -210,6 +210,17 @@
     return wrapper;
   }
 
+  // "p. 4 · Travel › Hotels" from a citation's `location` (issue 49); "" when none is known.
+  function formatLocation(location) {
+    if (!location) return "";
+    const parts = [];
+    const pages = location.pages || [];
+    if (pages.length > 1) parts.push("pp. " + pages[0] + "–" + pages[pages.length - 1]);
+    else if (location.page) parts.push("p. " + location.page);
+    if (location.section && location.section.length) parts.push(location.section.join(" › "));
+    return parts.join(" · ");
+  }
+
   function renderAnswer(container, reply, principal) {
     clear(container);
     if (!reply.ok) {
@@ -237,6 +248,11 @@
               title: citation.title,
             },
           });
+          const where = formatLocation(citation.location);
+          if (where) {
+            chip.append(el("span", { cls: "chip-location", text: " " + where }));
+            chip.setAttribute("aria-label", chip.getAttribute("aria-label") + ", " + where);
+          }
           chip.addEventListener("click", () => openSource(citation, principal));
           item.append(chip, " ");
         }
@@ -398,6 +414,7 @@
       ["version", String(citation.doc_version)],
       ["chunk", citation.chunk_id],
       ["characters", citation.start + "–" + citation.end],
+      ["location", formatLocation(citation.location) || "—"],
     ], true);
     const reply = await api("GET", "/v1/documents/" + encodeURIComponent(citation.doc_id), principal.token);
     if (!reply.ok) {
@@ -427,6 +444,7 @@
       ["version", String(doc.doc_version) + (doc.doc_version === citation.doc_version ? "" : " (cited " + citation.doc_version + ")")],
       ["chunk", citation.chunk_id],
       ["characters", start + "–" + end + " of " + points.length],
+      ["location", formatLocation(citation.location) || "—"],
       ["ACL epoch", String(doc.acl_epoch)],
     ]);
   }

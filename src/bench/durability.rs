@@ -125,6 +125,7 @@ async fn time_acl_changes_while(
         text: "A document whose readers change.".into(),
         acl: Default::default(),
         version: None,
+        layout: None,
     };
     if engine.acl().load().entry("bench", "bench-acl").is_none() {
         engine.upsert("bench", vec![document]).await.map_err(|error| error.to_string())?;

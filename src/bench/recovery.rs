@@ -110,6 +110,7 @@ fn documents(config: &FillConfig, vocabulary: &[String], first: usize, count: us
                 text: text.join(" "),
                 acl: DocAcl { groups: vec![format!("group-{}", index % 10), "everyone".to_owned()], users: vec![] },
                 version: None,
+                layout: None,
             };
             (tenant, document)
         })

@@ -98,6 +98,7 @@ pub(crate) fn corpus(config: &SnapshotBenchConfig) -> Vec<(String, DocumentInput
                 text,
                 acl: DocAcl { groups, users: vec![] },
                 version: None,
+                layout: None,
             };
             (tenant, document)
         })

@@ -63,6 +63,12 @@ impl Settings {
         check(self.answer.min_source_tokens >= 1, "answer.min_source_tokens must be at least 1");
         check((1..=10_000).contains(&self.server.max_question_chars), "server.max_question_chars must be in 1..=10000");
         check(self.server.max_body_bytes >= 1024, "server.max_body_bytes must be at least 1024");
+        check(self.server.max_file_bytes >= 1024, "server.max_file_bytes must be at least 1024");
+        check(
+            self.server.max_upload_bytes >= self.server.max_file_bytes,
+            "server.max_upload_bytes must be at least server.max_file_bytes",
+        );
+        check(self.server.extraction_timeout_ms >= 1, "server.extraction_timeout_ms must be at least 1");
         check(self.server.max_in_flight >= 1, "server.max_in_flight must be at least 1");
         check(
             (1..=1_000_000).contains(&self.server.max_acl_names_per_document),

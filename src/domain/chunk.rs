@@ -5,6 +5,12 @@
 //! [`ChunkingConfig::max_chunk_chars`] characters (so at most 4x that many bytes), whatever the
 //! text — a sentence over either bound is split where a token starts, inside a long word every
 //! [`MAX_TOKEN_CHARS`] characters; consecutive chunks start strictly later.
+//!
+//! Structure: a document extracted from a file carries a layout map; a chunk then never holds
+//! sentences of two top-level sections (where the outermost heading changes), and its overlap
+//! never reaches back into the previous one, so a section that fits one chunk is one chunk.
+//! Every chunk keeps the part of the map it overlaps ([`Chunk::layout`]). Without a map the cut
+//! is exactly the one of plain text.
 
 use std::sync::Arc;
 
@@ -12,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::document::Document;
 use super::ids::{ChunkId, DocOrdinal};
+use super::layout::Layout;
 use super::sentences::SentenceVectors;
 use super::tokens::{MAX_TOKEN_CHARS, TokenCounter, count_tokens_in};
 
@@ -74,6 +81,11 @@ pub struct Chunk {
     /// store table and a snapshot file of their own), never inside the chunk's encoding.
     #[serde(skip)]
     pub sentence_vectors: Option<Arc<SentenceVectors>>,
+    /// The document's layout map restricted to the chunk (document offsets), when its document
+    /// was extracted from a file: the pages and sections a citation of it names. Stored beside
+    /// the chunk like the sentence vectors (a store table and a snapshot file of their own).
+    #[serde(skip)]
+    pub layout: Option<Arc<Layout>>,
 }
 
 /// A span of characters `[start, end)` with its token count.
@@ -165,15 +177,20 @@ pub fn chunk_document(document: &Document, doc_ordinal: DocOrdinal, config: &Chu
         }
     }
 
+    // Top-level section of each sentence (all 0 without a layout map).
+    let boundaries = document.layout.as_ref().map(|layout| layout.top_level_boundaries()).unwrap_or_default();
+    let region = |span: &Span| boundaries.partition_point(|&boundary| boundary <= span.start);
     let mut chunks = Vec::new();
     let mut first = 0;
     while first < sentences.len() {
         let mut last = first;
         let mut tokens = sentences[first].tokens;
         let start = sentences[first].start;
+        let first_region = region(&sentences[first]);
         while last + 1 < sentences.len()
             && tokens + sentences[last + 1].tokens <= max_tokens
             && sentences[last + 1].end - start <= max_chars
+            && region(&sentences[last + 1]) == first_region
         {
             last += 1;
             tokens += sentences[last].tokens;
@@ -193,6 +210,12 @@ pub fn chunk_document(document: &Document, doc_ordinal: DocOrdinal, config: &Chu
             title: document.title.clone(),
             text,
             sentence_vectors: None,
+            layout: document
+                .layout
+                .as_ref()
+                .map(|layout| layout.restrict(start, end))
+                .filter(|part| !part.is_empty())
+                .map(Arc::new),
         });
         if last + 1 >= sentences.len() {
             break;
@@ -200,7 +223,11 @@ pub fn chunk_document(document: &Document, doc_ordinal: DocOrdinal, config: &Chu
         // Walk back from `last` over whole sentences that fit in the overlap, keeping progress.
         let mut next = last + 1;
         let mut overlap = 0;
-        while next > first + 1 && overlap + sentences[next - 1].tokens <= config.overlap_tokens {
+        let next_region = region(&sentences[next]);
+        while next > first + 1
+            && overlap + sentences[next - 1].tokens <= config.overlap_tokens
+            && region(&sentences[next - 1]) == next_region
+        {
             next -= 1;
             overlap += sentences[next].tokens;
         }
@@ -224,6 +251,7 @@ mod tests {
             title: "Title".into(),
             text: text.into(),
             acl: DocAcl::default(),
+            layout: None,
         }
     }
 

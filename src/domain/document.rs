@@ -1,4 +1,8 @@
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
+
+use super::layout::Layout;
 
 /// Who may read a document inside its tenant.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,4 +31,9 @@ pub struct Document {
     pub text: String,
     /// Access list.
     pub acl: DocAcl,
+    /// Pages and heading paths of the text, when it was extracted from a file (`None` for text
+    /// submitted as text). Never encoded with the document: each chunk keeps its part
+    /// ([`super::Chunk::layout`]).
+    #[serde(skip)]
+    pub layout: Option<Arc<Layout>>,
 }

@@ -1,5 +1,5 @@
 //! Plain domain types shared by every layer: identities, documents, chunks, principals, the
-//! one token-counting rule, the one sentence splitter and the sentence vectors kept from
+//! layout map of extracted documents (pages and heading paths, [`Layout`]), the one token-counting rule, the one sentence splitter and the sentence vectors kept from
 //! ingestion, and the input rules the wire types share with validation (`schema`). No IO lives
 //! here.
 //!
@@ -13,6 +13,7 @@
 mod chunk;
 mod document;
 mod ids;
+mod layout;
 mod principal;
 pub mod schema;
 pub(crate) mod sentences;
@@ -21,5 +22,6 @@ pub mod tokens;
 pub use chunk::{Chunk, ChunkingConfig, chunk_document};
 pub use document::{DocAcl, Document};
 pub use ids::{ChunkId, DocOrdinal};
+pub use layout::{Layout, Location, PageSpan, SectionSpan};
 pub use principal::{Principal, Role};
 pub use sentences::{SentenceVectors, sentence_digest};

@@ -245,6 +245,7 @@ pub fn document_input(document: &CorpusDocument, acl: &DocAcl) -> Option<Documen
         text: text.clone(),
         acl: acl.clone(),
         version: None,
+        layout: None,
     })
 }
 

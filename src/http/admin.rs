@@ -187,7 +187,11 @@ fn check_names(names: &[String]) -> Result<(), ApiError> {
 
 /// Upserts documents into the caller's tenant. 400 codes: `empty_batch`, `batch_too_large`,
 /// `duplicate_document` (a `doc_id` repeated within the batch: JSON Schema cannot state that
-/// rule, so a schema-valid batch can still get it), `invalid_document`, `acl_too_large`.
+/// rule, so a schema-valid batch can still get it), `invalid_document`, `acl_too_large`; for a
+/// document given as a file (`content`), `invalid_base64`, `file_too_large`,
+/// `unsupported_content_type`, `content_type_mismatch`, `invalid_utf8`, `encrypted_document`,
+/// `malformed_document`, `document_too_large`, `no_text`, `extraction_timeout` (each naming
+/// the document). A batch is all or nothing.
 #[utoipa::path(put, path = "/v1/admin/documents", request_body = UpsertBody,
     responses((status = 200, description = "the batch is readable", body = UpsertOut),
               JsonBodyRejected, Unauthenticated, Forbidden,
@@ -200,24 +204,49 @@ pub async fn upsert_documents(
     body: web::Json<UpsertBody>,
 ) -> Result<HttpResponse, ApiError> {
     state.ensure_writable()?;
-    let documents: Vec<crate::retrieval::DocumentInput> =
-        body.into_inner().documents.into_iter().map(Into::into).collect();
-    if documents.is_empty() {
+    let documents = body.into_inner().documents;
+    check_batch_size(&state, documents.len())?;
+    // Admitted before any file is extracted, so extraction is bounded per tenant too.
+    let _permit = admit(&state, &principal.tenant, WriteKind::Documents)?;
+    let documents = super::files::json_inputs(&state, documents).await?;
+    Ok(json(&upsert_inputs(&state, &principal, documents).await?))
+}
+
+/// 400 `empty_batch` or `batch_too_large` for a batch of `count` documents.
+pub(super) fn check_batch_size(state: &AppState, count: usize) -> Result<(), ApiError> {
+    if count == 0 {
         return Err(ApiError::bad_request("empty_batch", "documents must not be empty"));
     }
     let max = state.settings.server.max_batch_documents;
-    if documents.len() > max {
+    if count > max {
         return Err(ApiError::bad_request("batch_too_large", format!("at most {max} documents per request")));
     }
+    Ok(())
+}
+
+/// The tenant's admission for a document batch (held while its files are extracted and it is
+/// written).
+pub(super) fn admit_documents(state: &AppState, tenant: &str) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    admit(state, tenant, WriteKind::Documents)
+}
+
+/// Writes a batch of documents (text already extracted) into `principal`'s tenant, all or
+/// nothing, once its size and access lists pass; the caller holds the tenant's admission
+/// ([`admit_documents`]).
+pub(super) async fn upsert_inputs(
+    state: &AppState,
+    principal: &crate::domain::Principal,
+    documents: Vec<crate::retrieval::DocumentInput>,
+) -> Result<UpsertOut, ApiError> {
+    check_batch_size(state, documents.len())?;
     for document in &documents {
         let names = document.acl.groups.len() + document.acl.users.len();
         let limit = state.settings.server.max_acl_names_per_document;
         check_count(names, limit, format!("the access list of document {}", document.doc_id))?;
     }
-    let _permit = admit(&state, &principal.tenant, WriteKind::Documents)?;
     let outcome = state.writer.upsert(&principal.tenant, documents).await?;
     state.settle(outcome.acl_epoch).await;
-    Ok(json(&UpsertOut { acl_epoch: outcome.acl_epoch, documents: outcome.documents, chunks: outcome.chunks }))
+    Ok(UpsertOut { acl_epoch: outcome.acl_epoch, documents: outcome.documents, chunks: outcome.chunks })
 }
 
 /// Deletes a document of the caller's tenant.

@@ -29,6 +29,10 @@ pub struct DocumentChunk {
     pub end: usize,
     /// The chunk text, exactly `doc.text[start..end]` in characters.
     pub text: String,
+    /// Extension (issue 49): the chunk's pages and heading path, for documents extracted from a
+    /// file; absent when nothing is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<super::contract::answer::Location>,
 }
 
 /// Body of `GET /v1/documents/{doc_id}`.
@@ -75,6 +79,12 @@ pub async fn document(
             start: chunk.start,
             end: chunk.end,
             text: chunk.text.clone(),
+            location: chunk
+                .layout
+                .as_ref()
+                .map(|layout| layout.locate(chunk.start, chunk.end))
+                .filter(|location| !location.is_empty())
+                .map(Into::into),
         })
         .collect();
     let body = DocumentOut {

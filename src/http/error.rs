@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::acl::AclError;
 use crate::answer::AnswerError;
 use crate::embed::EmbedError;
+use crate::extract::ExtractError;
 use crate::index::IndexError;
 use crate::oidc::Refusal;
 use crate::retrieval::RetrievalError;
@@ -171,6 +172,25 @@ impl From<AclError> for ApiError {
             AclError::OutOfOrder { .. } => StatusCode::BAD_REQUEST,
         };
         Self::new(status, error.code(), error.to_string())
+    }
+}
+
+impl ApiError {
+    /// 400 for a file that cannot be extracted, naming the file (a document id or a multipart
+    /// file name) and the reason.
+    pub fn extraction(file: &str, error: &ExtractError) -> Self {
+        let status = match error {
+            ExtractError::UnsupportedType { .. }
+            | ExtractError::TypeMismatch { .. }
+            | ExtractError::InvalidUtf8 { .. }
+            | ExtractError::Encrypted
+            | ExtractError::Malformed { .. }
+            | ExtractError::TooLarge { .. }
+            | ExtractError::NoText
+            | ExtractError::TimedOut { .. } => StatusCode::BAD_REQUEST,
+        };
+        let file: String = file.chars().take(256).collect();
+        Self::new(status, error.code(), format!("file {file:?}: {error}"))
     }
 }
 

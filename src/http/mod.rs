@@ -18,6 +18,7 @@ pub mod console;
 pub mod contract;
 pub mod documents;
 pub mod error;
+pub mod files;
 pub mod host;
 pub mod openapi;
 pub mod ops;
@@ -52,6 +53,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/documents/{doc_id}"),
     ("put", "/v1/admin/documents"),
     ("delete", "/v1/admin/documents/{doc_id}"),
+    ("post", "/v1/admin/files"),
     ("post", "/v1/admin/acl/revoke"),
     ("post", "/v1/admin/acl/grant"),
     ("get", "/v1/admin/acl/changes"),
@@ -200,6 +202,7 @@ pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + 
             .service(resource("/v1/documents/{doc_id}", web::get().to(documents::document)))
             .service(resource("/v1/admin/documents", web::put().to(admin::upsert_documents)))
             .service(resource("/v1/admin/documents/{doc_id}", web::delete().to(admin::delete_document)))
+            .service(resource("/v1/admin/files", web::post().to(files::upload_files)))
             .service(resource("/v1/admin/acl/revoke", web::post().to(admin::revoke)))
             .service(resource("/v1/admin/acl/grant", web::post().to(admin::grant)))
             .service(resource("/v1/admin/acl/changes", web::get().to(admin::changes)))

@@ -95,7 +95,7 @@ impl utoipa::Modify for BearerAuth {
     info(title = "warrant", description = "Citation-first, access-controlled hybrid RAG answer server"),
     paths(
         super::answer::answer, super::answer::retrieve, super::documents::document,
-        super::admin::upsert_documents, super::admin::delete_document, super::admin::revoke, super::admin::grant,
+        super::admin::upsert_documents, super::admin::delete_document, super::files::upload_files, super::admin::revoke, super::admin::grant,
         super::admin::changes, super::admin::create_snapshot, super::replica::manifest, super::replica::file,
         super::replica::stream, super::replica::lease,
         super::reviews::page, super::reviews::item, super::reviews::verdict,
@@ -138,6 +138,7 @@ pub fn document(settings: &Settings) -> Document {
         _ => false,
     };
     debug_assert!(applied, "VerdictBody.note is not a string property");
+    either_text_or_file(&mut document);
     // Outside demo mode the demo routes do not exist: documenting them would promise a 405 for
     // other methods where the server answers the 404 of an unknown route.
     if !super::console::DemoUsers::demo_mode(settings) {
@@ -146,6 +147,23 @@ pub fn document(settings: &Settings) -> Document {
         }
     }
     document
+}
+
+/// A document gives its `text`, or a file (`content` and `content_type`): a rule of the object
+/// as a whole, stated as `allOf: [the fields, oneOf: [required text, required content and
+/// content_type]]` (giving both matches both branches, which `oneOf` refuses).
+fn either_text_or_file(document: &mut Document) {
+    use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, OneOfBuilder, Type};
+    let Some(components) = document.components.as_mut() else { return };
+    let Some(RefOr::T(fields)) = components.schemas.remove("DocumentInput") else {
+        debug_assert!(false, "DocumentInput is not an inline schema");
+        return;
+    };
+    let text = ObjectBuilder::new().schema_type(Type::Object).required("text").build();
+    let file = ObjectBuilder::new().schema_type(Type::Object).required("content").required("content_type").build();
+    let either = OneOfBuilder::new().item(text).item(file).build();
+    let schema = AllOfBuilder::new().item(fields).item(Schema::OneOf(either)).build();
+    components.schemas.insert("DocumentInput".to_owned(), RefOr::T(Schema::AllOf(schema)));
 }
 
 fn property_mut<'a>(document: &'a mut Document, schema: &str, property: &str) -> Option<&'a mut RefOr<Schema>> {

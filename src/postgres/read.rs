@@ -124,6 +124,7 @@ impl PostgresSearch {
                 title: row.get(7),
                 text: row.get(8),
                 sentence_vectors: decode_sentence_vectors(row.get(10))?,
+                layout: None,
             };
             hits.push(ScoredChunk { chunk: Arc::new(chunk), score: row.get(9) });
         }

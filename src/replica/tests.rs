@@ -76,6 +76,7 @@ async fn a_batch_indexed_ahead_is_published_once_and_a_late_hint_is_never_indexe
         text: "Hotel stays are reimbursed up to 180 euros per night. Receipts are required for every stay.".into(),
         acl: crate::domain::DocAcl { groups: vec!["all".into()], users: vec![] },
         version: None,
+        layout: None,
     };
     primary.upsert("t", vec![input("a"), input("b")]).await.unwrap();
     let hinted = capture.staged.lock().unwrap()[0].clone();

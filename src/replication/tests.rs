@@ -27,7 +27,13 @@ fn frames_round_trip_whatever_pieces_they_arrive_in() {
         Frame::Change(ChangeFrame {
             epoch: 4,
             mutations: br#"[{"kind":"delete","tenant":"t","doc_id":"d"}]"#.to_vec(),
-            documents: vec![WireDocument { ordinal: 9, chunks: vec![1, 2], vectors: vec![0; 8], sentences: vec![] }],
+            documents: vec![WireDocument {
+                ordinal: 9,
+                chunks: vec![1, 2],
+                vectors: vec![0; 8],
+                sentences: vec![],
+                layouts: vec![],
+            }],
             next_ordinal: 10,
             tracked: true,
             removes_access: true,

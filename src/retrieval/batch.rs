@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::domain::sentences::sentences;
-use crate::domain::{Chunk, ChunkingConfig, DocAcl, Document, SentenceVectors, chunk_document, schema};
+use crate::domain::{Chunk, ChunkingConfig, DocAcl, Document, Layout, SentenceVectors, chunk_document, schema};
 use crate::storage::EncodedDocument;
 
 use super::{RetrievalError, RetrievalResult};
@@ -43,6 +43,10 @@ pub struct DocumentInput {
     /// (or 1).
     #[serde(default, deserialize_with = "schema::optional_integer")]
     pub version: Option<u64>,
+    /// Pages and heading paths of `text`, when it was extracted from a file (the HTTP layer
+    /// sets it; never read from JSON).
+    #[serde(skip)]
+    pub layout: Option<Arc<Layout>>,
 }
 
 pub(crate) fn to_document(tenant: &str, input: &DocumentInput, version: u64) -> Document {
@@ -53,6 +57,7 @@ pub(crate) fn to_document(tenant: &str, input: &DocumentInput, version: u64) -> 
         title: input.title.clone(),
         text: input.text.clone(),
         acl: input.acl.clone(),
+        layout: input.layout.clone(),
     }
 }
 
@@ -224,6 +229,9 @@ pub(crate) fn validate_batch(inputs: &[DocumentInput]) -> RetrievalResult<()> {
         }
         if input.version == Some(0) {
             return Err(invalid(doc_id, "version must be at least 1"));
+        }
+        if let Some(layout) = &input.layout {
+            layout.check(input.text.chars().count()).map_err(|reason| invalid(doc_id, &reason))?;
         }
     }
     Ok(())

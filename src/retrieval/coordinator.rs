@@ -160,6 +160,7 @@ mod tests {
             title: String::new(),
             text: text.into(),
             acl: DocAcl::default(),
+            layout: None,
         };
         Arc::new(chunk_document(&document, ordinal, &ChunkingConfig::default()).remove(0))
     }

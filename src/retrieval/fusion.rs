@@ -135,6 +135,7 @@ mod tests {
             title: String::new(),
             text: format!("text number {number}"),
             acl: DocAcl::default(),
+            layout: None,
         };
         Arc::new(chunk_document(&document, number as u32, &ChunkingConfig::default()).remove(0))
     }

@@ -116,6 +116,7 @@ mod tests {
                 title: String::new(),
                 text: "x".into(),
                 sentence_vectors,
+                layout: None,
             }),
             score,
             lexical: None,

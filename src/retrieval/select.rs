@@ -87,6 +87,7 @@ mod tests {
                 title: String::new(),
                 text,
                 sentence_vectors: None,
+                layout: None,
             }),
             score,
             lexical: None,

@@ -25,6 +25,7 @@ fn document(doc_id: &str, text: &str) -> DocumentInput {
         text: text.into(),
         acl: DocAcl { groups: vec!["all".into()], users: vec![] },
         version: None,
+        layout: None,
     }
 }
 

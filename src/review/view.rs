@@ -326,6 +326,7 @@ pub async fn access(reader: &dyn ReadSide, reviewer: &Principal, stored: &Stored
                 title: String::new(),
                 text: String::new(),
                 sentence_vectors: None,
+                layout: None,
             })
         })
         .collect();

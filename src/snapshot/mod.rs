@@ -17,7 +17,11 @@
 //!   segment files);
 //! - `shard-NNNN.sentences.bin` (optional; written when a chunk of the shard has sentence
 //!   vectors): bincode 2 of one optional [`crate::domain::SentenceVectors`] per chunk, in the
-//!   order of the chunks file.
+//!   order of the chunks file;
+//! - `shard-NNNN.layouts.bin` (optional; written when a chunk of the shard has a layout map, a
+//!   document extracted from a file): bincode 2 of one optional [`crate::domain::Layout`] per
+//!   chunk, in the order of the chunks file. Snapshots written before it existed have none, and
+//!   their chunks no location.
 //!
 //! Restore reads the indexes instead of rebuilding them: the loaded graphs stay sealed and a
 //! fresh graph takes later inserts; slots whose chunks were superseded or deleted stay in the
@@ -97,6 +101,11 @@ pub fn lexical_file(shard: usize) -> String {
 /// File holding the sentence vectors of shard `shard`'s chunks (format version 2, optional).
 pub fn sentences_file(shard: usize) -> String {
     format!("shard-{shard:04}.sentences.bin")
+}
+
+/// File holding the layout maps of shard `shard`'s chunks (format version 2, optional).
+pub fn layouts_file(shard: usize) -> String {
+    format!("shard-{shard:04}.layouts.bin")
 }
 
 /// The embedder a snapshot's vectors were made with.

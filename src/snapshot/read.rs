@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::acl::{AclChange, AclSnapshot, AclStore};
 use crate::config::Settings;
-use crate::domain::{Chunk, SentenceVectors};
+use crate::domain::{Chunk, Layout, SentenceVectors};
 use crate::embed::Embedder;
 use crate::index::shard::{Shard, ShardImageError};
 use crate::index::vector::VectorParams;
@@ -20,7 +20,7 @@ use crate::retrieval::{Engine, EngineParams};
 
 use super::{
     ACL_FILE, CHANGES_FILE, FORMAT_VERSION, MANIFEST, Manifest, OLDEST_FORMAT_VERSION, SnapshotError, SnapshotResult,
-    chunks_file, graph_file, lexical_file, sentences_file, vectors_file,
+    chunks_file, graph_file, layouts_file, lexical_file, sentences_file, vectors_file,
 };
 
 /// Largest manifest accepted, in bytes (it lists a few files per shard).
@@ -76,6 +76,7 @@ pub(crate) fn read_manifest(directory: &Path) -> SnapshotResult<Manifest> {
             expected.insert(graph_file(shard));
             expected.insert(lexical_file(shard));
             optional.insert(sentences_file(shard));
+            optional.insert(layouts_file(shard));
         }
     }
     let listed: BTreeSet<String> = manifest.files.iter().map(|file| file.name.clone()).collect();
@@ -241,6 +242,19 @@ fn load_shards(
             }
             for (chunk, vectors) in chunks.iter_mut().zip(sentences) {
                 chunk.sentence_vectors = vectors.map(Arc::new);
+            }
+        }
+        let layout_name = layouts_file(shard);
+        if manifest.files.iter().any(|file| file.name == layout_name) {
+            let layouts: Vec<Option<Layout>> = decode(&layout_name, &take(&layout_name))?;
+            if layouts.len() != chunks.len() {
+                return Err(invalid(
+                    &layout_name,
+                    format!("holds {} entries for {} chunks", layouts.len(), chunks.len()),
+                ));
+            }
+            for (chunk, layout) in chunks.iter_mut().zip(layouts) {
+                chunk.layout = layout.map(Arc::new);
             }
         }
         total += chunks.len();

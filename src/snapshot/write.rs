@@ -15,13 +15,13 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::acl::{AclChange, AclSnapshot};
-use crate::domain::{Chunk, ChunkingConfig, SentenceVectors};
+use crate::domain::{Chunk, ChunkingConfig, Layout, SentenceVectors};
 use crate::index::shard::{ChunkPositions, ShardImage};
 use crate::retrieval::Engine;
 
 use super::{
     ACL_FILE, CHANGES_FILE, EmbedderInfo, FORMAT_VERSION, FileEntry, MANIFEST, Manifest, SnapshotError, SnapshotResult,
-    chunks_file, graph_file, lexical_file, rfc3339, sentences_file, vectors_file,
+    chunks_file, graph_file, layouts_file, lexical_file, rfc3339, sentences_file, vectors_file,
 };
 
 /// Serializes snapshot creation inside one process (ids, temporary directories, pruning).
@@ -202,6 +202,11 @@ fn write_captured(
                     let sentences: Vec<Option<&SentenceVectors>> =
                         chunks.iter().map(|chunk| chunk.sentence_vectors.as_deref()).collect();
                     files.push(write_file(&temporary, &name, &encode(&name, &sentences)?)?);
+                }
+                if chunks.iter().any(|chunk| chunk.layout.is_some()) {
+                    let name = layouts_file(shard);
+                    let layouts: Vec<Option<&Layout>> = chunks.iter().map(|chunk| chunk.layout.as_deref()).collect();
+                    files.push(write_file(&temporary, &name, &encode(&name, &layouts)?)?);
                 }
             }
             CapturedShard::Vectors(items) => {

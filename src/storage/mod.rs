@@ -25,13 +25,17 @@
 //! - `sentences`: document ordinal (u32) → bincode of its chunks' sentence vectors (one
 //!   optional [`crate::domain::SentenceVectors`] per chunk, in chunk order); absent for a
 //!   document ingested without them, and in files written before the table existed (such a
-//!   file opens as it is: its chunks have none).
+//!   file opens as it is: its chunks have none);
+//! - `layouts`: document ordinal (u32) → bincode of its chunks' layout maps (one optional
+//!   [`crate::domain::Layout`] per chunk, in chunk order: the pages and heading paths citations
+//!   name); absent for a document submitted as text, and in files written before the table
+//!   existed (such a file opens as it is: its chunks have no location).
 //!
 //! Invariants:
 //! - one published ACL change (a document batch whose rows were staged, a delete, a grant, a
 //!   revoke) is exactly one write transaction, committed before the change is published in
 //!   memory and before it is acknowledged;
-//! - `chunks`/`vectors`/`sentences` hold exactly the live document versions plus the staged ones: the
+//! - `chunks`/`vectors`/`sentences`/`layouts` hold exactly the live document versions plus the staged ones: the
 //!   transaction that tombstones an ordinal (delete, superseding upsert) removes its rows, and
 //!   the one that publishes a staged batch removes its `staged` marks. Staging writes a large
 //!   batch's rows in small transactions outside the engine's writer lock, so a revoke never
@@ -54,7 +58,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Tab
 use roaring::RoaringBitmap;
 
 use crate::acl::{AclChange, AclMutation, AclSnapshot, AclStore, new_lineage};
-use crate::domain::{Chunk, DocOrdinal, SentenceVectors};
+use crate::domain::{Chunk, DocOrdinal, Layout, SentenceVectors};
 use recover::Rows;
 
 pub use files::{DIRECTORY_MODE, FILE_MODE, private_directory, private_file};
@@ -73,6 +77,7 @@ const CHUNKS: TableDefinition<u32, &[u8]> = TableDefinition::new("chunks");
 const VECTORS: TableDefinition<u32, &[u8]> = TableDefinition::new("vectors");
 const STAGED: TableDefinition<u32, &[u8]> = TableDefinition::new("staged");
 const SENTENCES: TableDefinition<u32, &[u8]> = TableDefinition::new("sentences");
+const LAYOUTS: TableDefinition<u32, &[u8]> = TableDefinition::new("layouts");
 
 /// Errors of the storage layer. Each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -153,6 +158,8 @@ pub struct EncodedDocument {
     pub vectors: Vec<u8>,
     /// bincode of its chunks' sentence vectors; empty when no chunk has any.
     pub sentences: Vec<u8>,
+    /// bincode of its chunks' layout maps; empty when no chunk has one.
+    pub layouts: Vec<u8>,
 }
 
 impl EncodedDocument {
@@ -173,7 +180,13 @@ impl EncodedDocument {
         } else {
             Vec::new()
         };
-        Self { ordinal, chunks, vectors, sentences }
+        let layouts = if items.iter().any(|(chunk, _)| chunk.layout.is_some()) {
+            let per_chunk: Vec<Option<&Layout>> = items.iter().map(|(chunk, _)| chunk.layout.as_deref()).collect();
+            encode(&per_chunk)
+        } else {
+            Vec::new()
+        };
+        Self { ordinal, chunks, vectors, sentences, layouts }
     }
 }
 
@@ -182,15 +195,19 @@ impl EncodedDocument {
     /// hold; an error says what does not decode or fit (a replica refuses the change).
     pub fn decode(&self, dimension: usize) -> Result<Vec<(Chunk, Vec<f32>)>, String> {
         let sentences = (!self.sentences.is_empty()).then_some(self.sentences.as_slice());
-        Rows { ordinal: self.ordinal, chunks: &self.chunks, vectors: &self.vectors, sentences }.decode(dimension)
+        let layouts = (!self.layouts.is_empty()).then_some(self.layouts.as_slice());
+        Rows { ordinal: self.ordinal, chunks: &self.chunks, vectors: &self.vectors, sentences, layouts }
+            .decode(dimension)
     }
 }
 
-/// The per-document tables (`chunks`, `vectors`, `sentences`) inside one write transaction.
+/// The per-document tables (`chunks`, `vectors`, `sentences`, `layouts`) inside one write
+/// transaction.
 struct DocumentRows<'txn> {
     chunks: redb::Table<'txn, u32, &'static [u8]>,
     vectors: redb::Table<'txn, u32, &'static [u8]>,
     sentences: redb::Table<'txn, u32, &'static [u8]>,
+    layouts: redb::Table<'txn, u32, &'static [u8]>,
 }
 
 impl<'txn> DocumentRows<'txn> {
@@ -199,6 +216,7 @@ impl<'txn> DocumentRows<'txn> {
             chunks: txn.open_table(CHUNKS).map_err(|error| io(file, error))?,
             vectors: txn.open_table(VECTORS).map_err(|error| io(file, error))?,
             sentences: txn.open_table(SENTENCES).map_err(|error| io(file, error))?,
+            layouts: txn.open_table(LAYOUTS).map_err(|error| io(file, error))?,
         })
     }
 
@@ -211,6 +229,11 @@ impl<'txn> DocumentRows<'txn> {
         } else {
             self.sentences.insert(document.ordinal, document.sentences.as_slice()).map_err(|error| io(file, error))?;
         }
+        if document.layouts.is_empty() {
+            self.layouts.remove(document.ordinal).map_err(|error| io(file, error))?;
+        } else {
+            self.layouts.insert(document.ordinal, document.layouts.as_slice()).map_err(|error| io(file, error))?;
+        }
         Ok(())
     }
 
@@ -219,6 +242,7 @@ impl<'txn> DocumentRows<'txn> {
         self.chunks.remove(ordinal).map_err(|error| io(file, error))?;
         self.vectors.remove(ordinal).map_err(|error| io(file, error))?;
         self.sentences.remove(ordinal).map_err(|error| io(file, error))?;
+        self.layouts.remove(ordinal).map_err(|error| io(file, error))?;
         Ok(())
     }
 }
@@ -429,7 +453,7 @@ impl Store {
         let txn = db.begin_write().map_err(|error| io(file, error))?;
         {
             txn.delete_table(CHANGES).map_err(|error| io(file, error))?;
-            for table in [CHUNKS, VECTORS, SENTENCES, STAGED] {
+            for table in [CHUNKS, VECTORS, SENTENCES, LAYOUTS, STAGED] {
                 txn.delete_table(table).map_err(|error| io(file, error))?;
             }
             let mut meta = txn.open_table(META).map_err(|error| io(file, error))?;

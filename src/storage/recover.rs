@@ -14,6 +14,7 @@ pub(super) struct Rows<'a> {
     pub(super) chunks: &'a [u8],
     pub(super) vectors: &'a [u8],
     pub(super) sentences: Option<&'a [u8]>,
+    pub(super) layouts: Option<&'a [u8]>,
 }
 
 impl Rows<'_> {
@@ -32,7 +33,7 @@ impl Rows<'_> {
 
     /// The chunks alone (sentence vectors attached), the vectors' size checked but not decoded.
     fn decode_chunks(&self, dimension: usize) -> Result<Vec<Chunk>, String> {
-        let document = decode_chunks(self.ordinal, self.chunks, self.sentences)?;
+        let document = decode_chunks(self.ordinal, self.chunks, self.sentences, self.layouts)?;
         if dimension == 0 || self.vectors.len() != document.len() * dimension * 4 {
             return Err(format!("vectors of ordinal {} have the wrong size", self.ordinal));
         }
@@ -46,19 +47,25 @@ struct OwnedRows {
     ordinal: DocOrdinal,
     chunks: Vec<u8>,
     sentences: Option<Vec<u8>>,
+    layouts: Option<Vec<u8>>,
 }
 
 impl OwnedRows {
     fn decode(&self) -> Result<Vec<Chunk>, String> {
-        decode_chunks(self.ordinal, &self.chunks, self.sentences.as_deref())
+        decode_chunks(self.ordinal, &self.chunks, self.sentences.as_deref(), self.layouts.as_deref())
     }
 }
 
 /// Rows read and decoded per block at recovery.
 const DECODE_BLOCK: usize = 4096;
 
-/// The chunks of one document version's rows (sentence vectors attached).
-fn decode_chunks(ordinal: DocOrdinal, chunks: &[u8], sentences: Option<&[u8]>) -> Result<Vec<Chunk>, String> {
+/// The chunks of one document version's rows (sentence vectors and layout maps attached).
+fn decode_chunks(
+    ordinal: DocOrdinal,
+    chunks: &[u8],
+    sentences: Option<&[u8]>,
+    layouts: Option<&[u8]>,
+) -> Result<Vec<Chunk>, String> {
     let mut document: Vec<Chunk> = exact(&format!("chunks of ordinal {ordinal}"), chunks)?;
     if let Some(bytes) = sentences {
         let what = format!("sentence vectors of ordinal {ordinal}");
@@ -68,6 +75,16 @@ fn decode_chunks(ordinal: DocOrdinal, chunks: &[u8], sentences: Option<&[u8]>) -
         }
         for (chunk, vectors) in document.iter_mut().zip(sentences) {
             chunk.sentence_vectors = vectors.map(std::sync::Arc::new);
+        }
+    }
+    if let Some(bytes) = layouts {
+        let what = format!("layout maps of ordinal {ordinal}");
+        let layouts: Vec<Option<Layout>> = exact(&what, bytes)?;
+        if layouts.len() != document.len() {
+            return Err(format!("{what} do not match its chunks"));
+        }
+        for (chunk, layout) in document.iter_mut().zip(layouts) {
+            chunk.layout = layout.map(std::sync::Arc::new);
         }
     }
     if document.iter().any(|chunk| chunk.doc_ordinal != ordinal) {
@@ -178,11 +195,18 @@ impl Store {
                 format!("{documents} documents' chunks are stored with {vectors} vectors rows"),
             ));
         }
-        let sentence_rows = match txn.open_table(SENTENCES) {
-            Ok(table) => Some(table),
-            Err(redb::TableError::TableDoesNotExist(_)) => None,
-            Err(error) => return Err(corrupted(file, error)),
+        let optional_table = |table| match txn.open_table(table) {
+            Ok(table) => Ok(Some(table)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(error) => Err(corrupted(file, error)),
         };
+        let sentence_rows = optional_table(SENTENCES)?;
+        let layout_rows = optional_table(LAYOUTS)?;
+        let optional_row =
+            |rows: &Option<redb::ReadOnlyTable<u32, &[u8]>>, ordinal: u32| -> StorageResult<Option<Vec<u8>>> {
+                let row = rows.as_ref().map(|rows| rows.get(ordinal)).transpose();
+                Ok(row.map_err(|error| io(file, error))?.flatten().map(|row| row.value().to_vec()))
+            };
         let mut chunks = Vec::new();
         let mut found = RoaringBitmap::new();
         // Rows are read in key order and decoded in parallel a block at a time.
@@ -208,16 +232,11 @@ impl Store {
             if ordinal >= next_ordinal {
                 return Err(corrupted(file, format!("holds ordinal {ordinal} beyond next_ordinal {next_ordinal}")));
             }
-            let sentences = sentence_rows
-                .as_ref()
-                .map(|rows| rows.get(ordinal))
-                .transpose()
-                .map_err(|error| io(file, error))?
-                .flatten();
             block.push(OwnedRows {
                 ordinal,
                 chunks: bytes.value().to_vec(),
-                sentences: sentences.as_ref().map(|row| row.value().to_vec()),
+                sentences: optional_row(&sentence_rows, ordinal)?,
+                layouts: optional_row(&layout_rows, ordinal)?,
             });
             if block.len() == DECODE_BLOCK {
                 decode_block(&mut block, &mut chunks)?;
@@ -248,7 +267,8 @@ impl Store {
             let missing = || corrupted(file, format!("the rows of ordinal {ordinal} are missing"));
             let chunks = chunk_rows.get(ordinal).map_err(|error| io(file, error))?.ok_or_else(missing)?;
             let vectors = vector_rows.get(ordinal).map_err(|error| io(file, error))?.ok_or_else(missing)?;
-            let rows = Rows { ordinal, chunks: chunks.value(), vectors: vectors.value(), sentences: None };
+            let rows =
+                Rows { ordinal, chunks: chunks.value(), vectors: vectors.value(), sentences: None, layouts: None };
             for (chunk, vector) in rows.decode(self.dimension).map_err(|reason| corrupted(file, reason))? {
                 stored.insert((ordinal, chunk.ordinal), vector);
             }

@@ -16,6 +16,7 @@ fn upsert(acl: &AclStore, store: &Store, tenant: &str, doc_id: &str, version: u6
         title: String::new(),
         text: text.into(),
         acl: DocAcl { groups: vec!["all".into()], users: vec![] },
+        layout: None,
     };
     let chunks = chunk_document(&document, ordinal, &ChunkingConfig { max_tokens: 64, overlap_tokens: 8 });
     let vectors: Vec<Vec<f32>> = chunks.iter().map(|_| vec![0.5; DIMENSION]).collect();
@@ -114,6 +115,7 @@ fn rows_staged_but_never_published_are_deleted_on_reopening() {
         title: String::new(),
         text: "beta text".into(),
         acl: DocAcl { groups: vec!["all".into()], users: vec![] },
+        layout: None,
     };
     let chunks = chunk_document(&document, abandoned, &ChunkingConfig { max_tokens: 64, overlap_tokens: 8 });
     let vector = vec![0.25; DIMENSION];

@@ -476,6 +476,7 @@ async fn run(fixture: &Fixture, backend: &Backend) -> Run {
             text: document.text.clone(),
             acl: document.acl.clone(),
             version: None,
+            layout: None,
         });
     }
     for (tenant, documents) in per_tenant {
@@ -495,6 +496,7 @@ async fn run(fixture: &Fixture, backend: &Backend) -> Run {
                 title: document.title.clone(),
                 text: document.text.clone(),
                 acl: document.acl.clone(),
+                layout: None,
             };
             (document.doc_id.clone(), chunk_document(&full, 0, &settings.chunking)[0].id.to_string())
         })

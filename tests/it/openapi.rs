@@ -297,7 +297,8 @@ async fn request_constraints_are_declared_and_mean_what_the_server_enforces() {
     let retrieve = json_body_schema(&operation("post", "/v1/retrieve")).unwrap().clone();
     let changes = operation("get", "/v1/admin/acl/changes");
     let since = changes["parameters"].as_array().unwrap().iter().find(|p| p["name"] == "since").unwrap();
-    let document = component(&spec, "DocumentInput");
+    // Its fields are the first `allOf` item (the second says: text, or content and content_type).
+    let document = &component(&spec, "DocumentInput")["allOf"][0];
     for (name, schema, minimum) in [
         ("top_k", property(&spec, &answer, "top_k"), 0),
         ("deadline_ms", property(&spec, &answer, "deadline_ms"), 0),

@@ -419,6 +419,7 @@ proptest! {
                     text: format!("Common words about budgets and plans, copy {index}."),
                     acl: acl.clone(),
                     version: None,
+                    layout: None,
                 };
                 backend.upsert(&tenants[*owner], vec![input]).await.unwrap();
                 model.push((tenants[*owner].clone(), format!("d{index}"), acl));
@@ -933,6 +934,7 @@ proptest! {
                     text: words.join(" "),
                     acl: DocAcl { groups: readers.iter().cloned().collect(), users: vec![] },
                     version: None,
+                    layout: None,
                 };
                 backend.upsert(&tenants[*owner], vec![input]).await.unwrap();
                 if tenants[*owner] == asking.tenant {

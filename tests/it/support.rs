@@ -61,6 +61,7 @@ pub fn doc(doc_id: &str, title: &str, text: &str, groups: &[&str]) -> DocumentIn
         text: text.into(),
         acl: DocAcl { groups: groups.iter().map(|g| g.to_string()).collect(), users: vec![] },
         version: None,
+        layout: None,
     }
 }
 

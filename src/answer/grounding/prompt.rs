@@ -308,6 +308,7 @@ mod tests {
             title: "T".into(),
             text: text.into(),
             acl: DocAcl::default(),
+            layout: None,
         };
         Arc::new(chunk_document(&document, 0, &ChunkingConfig { max_tokens: 4000, overlap_tokens: 0 }).remove(0))
     }
@@ -356,6 +357,7 @@ mod tests {
             title: "T".into(),
             text: text.into(),
             sentence_vectors: None,
+            layout: None,
         })
     }
 

@@ -208,8 +208,9 @@ impl RequestState {
                     .map(|citation| {
                         let (quote_start, quote_end) = citation.quote_span;
                         debug_assert!(citation.chunk.start + quote_end <= citation.chunk.end);
+                        let (start, end) = (citation.chunk.start + quote_start, citation.chunk.start + quote_end);
                         CitationOut {
-                            chunk: ChunkRef::from(citation.chunk.as_ref()),
+                            chunk: ChunkRef::located(citation.chunk.as_ref(), start, end),
                             label: citation.label,
                             quote: citation.quote,
                             quote_start: citation.chunk.start + quote_start,

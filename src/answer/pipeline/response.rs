@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::domain::Chunk;
+use crate::domain::{Chunk, Location};
 
 use crate::answer::validate::AbstentionReason;
 
@@ -36,10 +36,17 @@ pub struct ChunkRef {
     pub end: usize,
     /// Document title.
     pub title: String,
+    /// Extension (issue 49): the pages and heading path of the span (the chunk; for a citation,
+    /// its quote), for documents extracted from a file; absent when nothing is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<Location>,
 }
 
-impl From<&Chunk> for ChunkRef {
-    fn from(chunk: &Chunk) -> Self {
+impl ChunkRef {
+    /// The chunk's provenance with the location of its characters `[start, end)` (document
+    /// offsets inside the chunk).
+    pub fn located(chunk: &Chunk, start: usize, end: usize) -> Self {
+        let location = chunk.layout.as_ref().map(|layout| layout.locate(start, end)).filter(|found| !found.is_empty());
         Self {
             chunk_id: chunk.id.to_string(),
             doc_id: chunk.doc_id.clone(),
@@ -47,7 +54,14 @@ impl From<&Chunk> for ChunkRef {
             start: chunk.start,
             end: chunk.end,
             title: chunk.title.clone(),
+            location,
         }
+    }
+}
+
+impl From<&Chunk> for ChunkRef {
+    fn from(chunk: &Chunk) -> Self {
+        Self::located(chunk, chunk.start, chunk.end)
     }
 }
 

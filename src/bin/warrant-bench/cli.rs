@@ -135,6 +135,32 @@ pub(crate) enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Extraction throughput per format (MB/s, pages/s) on generated documents of each format
+    /// (PDF, DOCX, HTML, Markdown, text) holding the same seeded text; one JSON line per format.
+    Extract {
+        /// Pages (PDF) or sections (other formats) per document.
+        #[arg(long, default_value_t = 200)]
+        pages: usize,
+        /// Words per page or section.
+        #[arg(long, default_value_t = 400)]
+        words: usize,
+        /// Timed rounds per format (median reported).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Only this format: pdf, docx, html, markdown or text (one format's peak memory).
+        #[arg(long)]
+        format: Option<String>,
+        /// Instead of timing, write the corpus into this folder (`copies` times, seeds apart)
+        /// for `warrant ingest`.
+        #[arg(long)]
+        write: Option<PathBuf>,
+        /// Copies of the corpus `--write` makes.
+        #[arg(long, default_value_t = 1)]
+        copies: usize,
+    },
 }
 
 /// The synthetic corpus (and output and configuration flags) of `durability` and

@@ -104,6 +104,19 @@ async fn run(command: Command) -> Result<()> {
             }
             Ok(())
         }
+        Command::Extract { pages, words, rounds, seed, format, write, copies } => {
+            let config =
+                warrant::bench::extract::ExtractBenchConfig { pages, words_per_page: words, rounds, seed, format };
+            if let Some(directory) = write {
+                let files = warrant::bench::extract::write_corpus(&config, &directory, copies)?;
+                println!("{}", serde_json::json!({"written": files, "directory": directory}));
+                return Ok(());
+            }
+            for row in warrant::bench::extract::run(&config).map_err(anyhow::Error::msg)? {
+                println!("{}", serde_json::to_string(&row)?);
+            }
+            Ok(())
+        }
         Command::Embed { embedder, passages, rounds, queries, json: _, config } => {
             let settings = warrant::eval::settings_with_embedder(config.as_deref(), embedder)?;
             let config = warrant::bench::embed::EmbedBenchConfig { passages, rounds, queries, ..Default::default() };

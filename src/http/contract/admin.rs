@@ -4,8 +4,10 @@
 //! `From`.
 //!
 //! Invariant: each type deserializes exactly as the type it mirrors (same fields, defaults,
-//! `deny_unknown_fields`, integer reading); the conversions destructure their source and build
-//! their target without `..`.
+//! `deny_unknown_fields`, integer reading), except that a document may carry a file
+//! (`content`, base64, with `content_type`) instead of `text`: [`DocumentInput::into_parts`]
+//! hands the file to the HTTP layer, which extracts its text and layout map; the conversions
+//! destructure their source and build their target without `..`.
 
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -56,9 +58,22 @@ pub struct DocumentInput {
     #[serde(default)]
     #[schema(max_length = 1000)]
     pub title: String,
-    /// Full text: 1..=2,000,000 characters, not blank.
+    /// Full text: 1..=2,000,000 characters, not blank. Exactly one of `text` and `content`.
+    #[serde(default)]
     #[schema(schema_with = text_schema)]
-    pub text: String,
+    pub text: Option<String>,
+    /// Extension (issue 49): the document as a file, base64 (RFC 4648, standard alphabet,
+    /// padded), at most `server.max_file_bytes` decoded; its text and layout map (pages,
+    /// headings) are extracted. Exactly one of `text` and `content`; requires `content_type`.
+    #[serde(default)]
+    #[schema(schema_with = content_schema)]
+    pub content: Option<String>,
+    /// Extension (issue 49): media type of `content`: `application/pdf`,
+    /// `application/vnd.openxmlformats-officedocument.wordprocessingml.document`, `text/html`,
+    /// `text/markdown` or `text/plain` (text formats in UTF-8). The bytes must agree with it.
+    #[serde(default)]
+    #[schema(example = "application/pdf", max_length = 200)]
+    pub content_type: Option<String>,
     /// Readers.
     #[serde(default)]
     pub acl: DocAcl,
@@ -77,13 +92,43 @@ fn text_schema() -> utoipa::openapi::Object {
     schema::not_blank(MAX_TEXT_CHARS, "full text: 1..=2000000 characters, not blank")
 }
 
+fn content_schema() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .content_encoding("base64")
+        .min_length(Some(1))
+        .description(Some("the document as a file, base64; exactly one of text and content"))
+        .build()
+}
+
 fn version_schema() -> utoipa::openapi::Object {
     schema::unsigned(1, true, "explicit version, greater than the stored one; default: stored + 1 (or 1)")
 }
 
-impl From<DocumentInput> for crate::retrieval::DocumentInput {
-    fn from(input: DocumentInput) -> Self {
-        let DocumentInput { doc_id, title, text, acl, version } = input;
-        Self { doc_id, title, text, acl: acl.into(), version }
+/// A file to extract: its base64 content and declared media type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileContent {
+    /// Base64 of the bytes.
+    pub content: String,
+    /// Declared media type.
+    pub content_type: String,
+}
+
+impl DocumentInput {
+    /// The engine's input (its `text` empty when the document is a file) and the file to
+    /// extract into it; the reason when the document gives neither or both, or `content`
+    /// without `content_type`.
+    pub fn into_parts(self) -> Result<(crate::retrieval::DocumentInput, Option<FileContent>), String> {
+        let DocumentInput { doc_id, title, text, content, content_type, acl, version } = self;
+        let (text, file) = match (text, content, content_type) {
+            (Some(text), None, None) => (text, None),
+            (None, Some(content), Some(content_type)) => (String::new(), Some(FileContent { content, content_type })),
+            (None, Some(_), None) => return Err("content requires content_type".to_owned()),
+            (Some(_), None, Some(_)) => return Err("content_type goes with content, not text".to_owned()),
+            (Some(_), Some(_), _) => return Err("give either text or content, not both".to_owned()),
+            (None, None, _) => return Err("give text, or content with content_type".to_owned()),
+        };
+        let input = crate::retrieval::DocumentInput { doc_id, title, text, acl: acl.into(), version, layout: None };
+        Ok((input, file))
     }
 }

@@ -49,12 +49,39 @@ pub struct ChunkRef {
     pub end: usize,
     /// Document title.
     pub title: String,
+    /// Extension (issue 49): where the span is (the chunk; for a citation, its quote), for
+    /// documents extracted from a file; absent when nothing is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<Location>,
 }
 
 impl From<layer::ChunkRef> for ChunkRef {
     fn from(chunk: layer::ChunkRef) -> Self {
-        let layer::ChunkRef { chunk_id, doc_id, doc_version, start, end, title } = chunk;
-        Self { chunk_id, doc_id, doc_version, start, end, title }
+        let layer::ChunkRef { chunk_id, doc_id, doc_version, start, end, title, location } = chunk;
+        Self { chunk_id, doc_id, doc_version, start, end, title, location: location.map(Location::from) }
+    }
+}
+
+/// Where a span of a document is, as a reader follows it; each field present when known.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"page": 4, "pages": [4, 5], "section": ["Travel", "Hotels"]}))]
+pub struct Location {
+    /// Page the span starts on (from 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub page: Option<u32>,
+    /// Every page the span touches, ascending.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pages: Vec<u32>,
+    /// Heading path of the section the span starts in, outermost first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub section: Vec<String>,
+}
+
+impl From<crate::domain::Location> for Location {
+    fn from(location: crate::domain::Location) -> Self {
+        let crate::domain::Location { page, pages, section } = location;
+        Self { page, pages, section }
     }
 }
 

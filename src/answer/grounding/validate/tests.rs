@@ -78,6 +78,7 @@ fn labeled(label: &str, ordinal: u32, text: &str) -> Arc<Source> {
         title: label.into(),
         text: text.into(),
         sentence_vectors: None,
+        layout: None,
     };
     Arc::new(Source::new(label, Arc::new(chunk), text))
 }

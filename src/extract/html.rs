@@ -1,0 +1,190 @@
+//! HTML: the page's main text through html5ever's WHATWG tokenizer, with no tree built, so a
+//! page of a million nested tags costs a million tokens and no stack. Text inside `script`,
+//! `style`, `noscript`, `template`, `nav`, `header`, `footer`, `aside`, `form`, `svg` and the
+//! `head` is dropped (script and style content is tokenized as raw text, so it never looks like
+//! markup); `h1`–`h6` open sections; block elements end lines; `pre` keeps its whitespace;
+//! character references are decoded by the tokenizer.
+
+use std::cell::RefCell;
+
+use html5ever::tendril::StrTendril;
+use html5ever::tokenizer::states::RawKind;
+use html5ever::tokenizer::{BufferQueue, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer};
+
+use super::{ExtractError, ExtractResult, Extracted, TextBuilder};
+
+/// Elements whose content is not the page's main text.
+const DROPPED: &[&str] =
+    &["script", "style", "noscript", "template", "nav", "header", "footer", "aside", "form", "svg", "head", "title"];
+
+/// Elements that end a line.
+const BLOCKS: &[&str] = &[
+    "p",
+    "div",
+    "section",
+    "article",
+    "main",
+    "li",
+    "ul",
+    "ol",
+    "dl",
+    "dt",
+    "dd",
+    "table",
+    "tr",
+    "blockquote",
+    "br",
+    "hr",
+    "figure",
+    "figcaption",
+    "body",
+    "html",
+    "caption",
+    "details",
+    "summary",
+    "address",
+];
+
+/// The sink's state: the builder, how deep inside dropped elements the tokenizer is (per name,
+/// so a stray end tag of another name does not end the drop), the open heading and `pre`.
+struct State {
+    builder: TextBuilder,
+    dropped: Vec<(&'static str, usize)>,
+    heading: Option<(u8, String)>,
+    pre: usize,
+    error: Option<ExtractError>,
+}
+
+struct Sink(RefCell<State>);
+
+fn dropped_name(name: &str) -> Option<&'static str> {
+    DROPPED.iter().copied().find(|dropped| *dropped == name)
+}
+
+impl State {
+    fn dropping(&self) -> bool {
+        self.dropped.iter().any(|(_, depth)| *depth > 0)
+    }
+
+    fn text(&mut self, text: &str) -> ExtractResult<()> {
+        if self.dropping() {
+            return Ok(());
+        }
+        if let Some((_, title)) = self.heading.as_mut() {
+            title.push_str(text);
+            return Ok(());
+        }
+        if self.pre > 0 { self.builder.push_raw(text) } else { self.builder.push_inline(text) }
+    }
+
+    fn tag(&mut self, kind: TagKind, name: &str, self_closing: bool) -> ExtractResult<()> {
+        if kind == TagKind::StartTag && name == "body" {
+            // `</head>` is optional: the body ends the head.
+            self.dropped.retain(|(open, _)| *open != "head");
+        }
+        if let Some(dropped) = dropped_name(name) {
+            if self_closing {
+                return Ok(());
+            }
+            let entry = match self.dropped.iter_mut().find(|(open, _)| *open == dropped) {
+                Some(entry) => entry,
+                None => {
+                    self.dropped.push((dropped, 0));
+                    self.dropped.last_mut().expect("just pushed")
+                }
+            };
+            match kind {
+                TagKind::StartTag => entry.1 += 1,
+                TagKind::EndTag => entry.1 = entry.1.saturating_sub(1),
+            }
+            return Ok(());
+        }
+        if self.dropping() {
+            return Ok(());
+        }
+        let heading =
+            name.strip_prefix('h').and_then(|level| level.parse::<u8>().ok()).filter(|level| (1..=6).contains(level));
+        match (kind, heading) {
+            (TagKind::StartTag, Some(level)) => {
+                self.flush_heading()?;
+                self.heading = Some((level, String::new()));
+            }
+            (TagKind::EndTag, Some(_)) => self.flush_heading()?,
+            _ if name == "pre" => {
+                self.builder.paragraph_break()?;
+                match kind {
+                    TagKind::StartTag => self.pre += 1,
+                    TagKind::EndTag => self.pre = self.pre.saturating_sub(1),
+                }
+            }
+            (TagKind::EndTag, None) if name == "td" || name == "th" => self.builder.push_inline(" | ")?,
+            _ if name == "td" || name == "th" => {}
+            _ if BLOCKS.contains(&name) => {
+                if matches!(name, "p" | "table" | "blockquote" | "section" | "article") {
+                    self.builder.paragraph_break()?;
+                } else {
+                    self.builder.line_break()?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn flush_heading(&mut self) -> ExtractResult<()> {
+        if let Some((level, title)) = self.heading.take() {
+            self.builder.heading(level, &title)?;
+        }
+        Ok(())
+    }
+}
+
+impl TokenSink for Sink {
+    type Handle = ();
+
+    fn process_token(&self, token: Token, _line_number: u64) -> TokenSinkResult<()> {
+        let mut state = self.0.borrow_mut();
+        if state.error.is_some() {
+            return TokenSinkResult::Continue;
+        }
+        let mut raw = None;
+        let outcome = match token {
+            Token::CharacterTokens(text) => state.text(&text),
+            Token::TagToken(tag) => {
+                let name: &str = &tag.name;
+                if tag.kind == TagKind::StartTag && !tag.self_closing {
+                    raw = match name {
+                        "script" => Some(RawKind::ScriptData),
+                        "style" | "noscript" | "xmp" | "iframe" | "noembed" | "noframes" => Some(RawKind::Rawtext),
+                        "textarea" | "title" => Some(RawKind::Rcdata),
+                        _ => None,
+                    };
+                }
+                state.tag(tag.kind, name, tag.self_closing)
+            }
+            _ => Ok(()),
+        };
+        if let Err(error) = outcome {
+            state.error = Some(error);
+        }
+        match raw {
+            Some(kind) => TokenSinkResult::RawData(kind),
+            None => TokenSinkResult::Continue,
+        }
+    }
+}
+
+pub(super) fn extract(html: &str, builder: TextBuilder) -> ExtractResult<Extracted> {
+    let sink = Sink(RefCell::new(State { builder, dropped: Vec::new(), heading: None, pre: 0, error: None }));
+    let tokenizer = Tokenizer::new(sink, Default::default());
+    let input = BufferQueue::default();
+    input.push_back(StrTendril::from_slice(html));
+    let _ = tokenizer.feed(&input);
+    tokenizer.end();
+    let mut state = tokenizer.sink.0.into_inner();
+    if let Some(error) = state.error {
+        return Err(error);
+    }
+    state.flush_heading()?;
+    state.builder.finish(0)
+}

@@ -1,0 +1,231 @@
+//! Extraction of each format (issue 49): the text and layout map of fixtures made here, and every
+//! kind of bad input refused with its code.
+
+use std::time::Duration;
+
+use warrant::domain::{Location, PageSpan};
+use warrant::extract::samples::{self, Block};
+use warrant::extract::{DOCX_TYPE, ExtractError, ExtractLimits, Extracted, extract};
+
+fn limits() -> ExtractLimits {
+    ExtractLimits::default()
+}
+
+fn lines(texts: &[&str]) -> Vec<String> {
+    texts.iter().map(|text| (*text).to_owned()).collect()
+}
+
+/// The three-page policy PDF the answer test asks about.
+pub fn policy_pdf() -> Vec<u8> {
+    samples::pdf(&[
+        lines(&["Employee handbook", "Welcome to the company."]),
+        lines(&["Working hours are flexible.", "Core hours run from ten to three."]),
+        lines(&["Parking permits are issued by the facilities desk.", "Each permit costs twelve euros a month."]),
+    ])
+}
+
+fn section_at(extracted: &Extracted, needle: &str) -> Location {
+    let byte = extracted.text.find(needle).expect("needle in text");
+    let start = extracted.text[..byte].chars().count();
+    extracted.layout.locate(start, start + needle.chars().count())
+}
+
+#[test]
+fn pdf_text_comes_back_page_by_page() {
+    let extracted = extract(&policy_pdf(), "application/pdf", &limits()).expect("pdf");
+    assert_eq!(
+        extracted.text,
+        "Employee handbook\nWelcome to the company.\n\nWorking hours are flexible.\nCore hours run from ten to three.\n\n\
+         Parking permits are issued by the facilities desk.\nEach permit costs twelve euros a month."
+    );
+    assert_eq!(extracted.page_count, 3);
+    let pages: Vec<u32> = extracted.layout.pages.iter().map(|span| span.page).collect();
+    assert_eq!(pages, vec![1, 2, 3]);
+    let PageSpan { start, end, .. } = extracted.layout.pages[2].clone();
+    let third: String = extracted.text.chars().skip(start).take(end - start).collect();
+    assert!(third.starts_with("Parking permits") && third.ends_with("a month."), "{third:?}");
+    assert_eq!(section_at(&extracted, "twelve euros").page, Some(3));
+    assert!(extracted.layout.check(extracted.text.chars().count()).is_ok());
+}
+
+#[test]
+fn docx_headings_paragraphs_and_tables_become_text_and_sections() {
+    let bytes = samples::docx(&[
+        Block::Heading(1, "Travel".into()),
+        Block::Paragraph("Book through the portal.".into()),
+        Block::Heading(2, "Hotels".into()),
+        Block::Paragraph("Hotels up to 150 euros a night.".into()),
+        Block::Table(vec![vec!["City".into(), "Limit".into()], vec!["Paris".into(), "180 & more".into()]]),
+        Block::Heading(1, "Expenses".into()),
+        Block::Paragraph("Receipts within 30 days.".into()),
+    ]);
+    let extracted = extract(&bytes, DOCX_TYPE, &limits()).expect("docx");
+    assert_eq!(
+        extracted.text,
+        "Travel\n\nBook through the portal.\n\nHotels\n\nHotels up to 150 euros a night.\n\nCity | Limit\nParis | 180 & more\n\n\
+         Expenses\n\nReceipts within 30 days."
+    );
+    assert_eq!(section_at(&extracted, "Paris").section, vec!["Travel", "Hotels"]);
+    assert_eq!(section_at(&extracted, "portal").section, vec!["Travel"]);
+    assert_eq!(section_at(&extracted, "Receipts").section, vec!["Expenses"]);
+    assert!(extracted.layout.pages.is_empty());
+}
+
+const HTML: &str = r#"<!doctype html><html><head><title>Policies</title>
+<style>body { color: red } h1 { font-size: 2em }</style>
+<script>var nav = "<h1>not a heading</h1>"; document.write("tracking");</script></head>
+<body>
+<header><a href="/">Home</a> | <a href="/about">About</a></header>
+<nav><ul><li>Menu item one</li><li>Menu item two</li></ul></nav>
+<main>
+<h1>Travel</h1>
+<p>Book   trains
+ and flights through the portal &amp; keep receipts.</p>
+<h2>Hotels</h2>
+<p>Hotels up to <b>150&nbsp;euros</b> a night.</p>
+<pre>code  keeps
+  its spaces</pre>
+<h1>Expenses</h1>
+<ul><li>Meals</li><li>Taxis</li></ul>
+</main>
+<aside>Related: nothing</aside>
+<footer>Copyright 2026</footer>
+<script>alert("late")</script>
+</body></html>"#;
+
+#[test]
+fn html_keeps_the_main_text_and_headings_and_drops_scripts_and_navigation() {
+    let extracted = extract(HTML.as_bytes(), "text/html; charset=utf-8", &limits()).expect("html");
+    assert_eq!(
+        extracted.text,
+        "Travel\n\nBook trains and flights through the portal & keep receipts.\n\nHotels\n\nHotels up to 150\u{a0}euros a night.\n\n\
+         code  keeps\n  its spaces\n\nExpenses\n\nMeals\nTaxis"
+    );
+    for dropped in
+        ["tracking", "Menu item", "Home", "Copyright", "Related", "alert", "color", "not a heading", "Policies"]
+    {
+        assert!(!extracted.text.contains(dropped), "{dropped} leaked");
+    }
+    assert_eq!(section_at(&extracted, "150").section, vec!["Travel", "Hotels"]);
+    assert_eq!(section_at(&extracted, "Taxis").section, vec!["Expenses"]);
+}
+
+#[test]
+fn markdown_nested_headings_lists_and_code_blocks() {
+    let markdown = "Intro line.\n\n# Travel\n\nBook *early*.\n\n## Hotels\n\n- one [link](http://x)\n- two\n\n### Paris\n\n```\nlet x =  1;\n```\n\n# Expenses\n\nKeep receipts.\n";
+    let extracted = extract(markdown.as_bytes(), "text/markdown", &limits()).expect("markdown");
+    assert_eq!(
+        extracted.text,
+        "Intro line.\n\nTravel\n\nBook early.\n\nHotels\n\none link\ntwo\n\nParis\n\nlet x =  1;\n\nExpenses\n\nKeep receipts."
+    );
+    assert_eq!(section_at(&extracted, "let x").section, vec!["Travel", "Hotels", "Paris"]);
+    assert_eq!(section_at(&extracted, "two").section, vec!["Travel", "Hotels"]);
+    assert_eq!(section_at(&extracted, "Keep").section, vec!["Expenses"]);
+    assert!(section_at(&extracted, "Intro").section.is_empty());
+    assert_eq!(extracted.layout.top_level_boundaries().len(), 1);
+}
+
+#[test]
+fn plain_text_is_kept_as_it_is() {
+    let extracted = extract("Line one.\r\nLine two.\n".as_bytes(), "text/plain", &limits()).expect("text");
+    assert_eq!(extracted.text, "Line one.\nLine two.");
+    assert!(extracted.layout.is_empty());
+}
+
+fn refused(bytes: &[u8], content_type: &str) -> ExtractError {
+    extract(bytes, content_type, &limits()).expect_err("refused")
+}
+
+#[test]
+fn a_declared_type_the_bytes_contradict_is_refused() {
+    let error = refused(b"just some words", "application/pdf");
+    assert_eq!(error.code(), "content_type_mismatch");
+    assert_eq!(error.to_string(), "declared application/pdf but the content is text");
+    assert_eq!(refused(&policy_pdf(), "text/plain").code(), "content_type_mismatch");
+    assert_eq!(refused(&policy_pdf(), DOCX_TYPE).code(), "content_type_mismatch");
+    assert_eq!(refused(b"x", "image/png").code(), "unsupported_content_type");
+    assert_eq!(refused(b"x", "text/plain; charset=latin1").code(), "unsupported_content_type");
+    // A zip that is not a Word document.
+    let other = samples::zip(&[("readme.txt", b"hello")]);
+    assert_eq!(refused(&other, DOCX_TYPE).code(), "malformed_document");
+}
+
+#[test]
+fn invalid_utf8_is_refused_with_its_offset() {
+    let error = refused(b"caf\xC3\xA9 \xFF\xFE", "text/markdown");
+    assert_eq!(error, ExtractError::InvalidUtf8 { offset: 6 });
+    assert_eq!(error.code(), "invalid_utf8");
+}
+
+#[test]
+fn truncated_malformed_and_encrypted_pdfs_are_refused() {
+    let whole = policy_pdf();
+    for cut in [9, whole.len() / 3, whole.len() / 2] {
+        let error = refused(&whole[..cut], "application/pdf");
+        assert!(matches!(error.code(), "malformed_document" | "no_text"), "cut at {cut}: {error}");
+    }
+    assert_eq!(refused(b"%PDF-1.7\n garbage garbage", "application/pdf").code(), "malformed_document");
+    // An encryption dictionary in the trailer: refused as encrypted, not parsed as garbage.
+    let encrypted = samples::encrypted_pdf(&[lines(&["Secret page."])]);
+    assert_eq!(refused(&encrypted, "application/pdf"), ExtractError::Encrypted);
+}
+
+#[test]
+fn a_pdf_of_deeply_nested_arrays_does_not_overflow_the_stack() {
+    let nested = format!(
+        "%PDF-1.4\n1 0 obj\n{}{}\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF",
+        "[".repeat(1_000_000),
+        "]".repeat(1_000_000)
+    );
+    let error = refused(nested.as_bytes(), "application/pdf");
+    assert_eq!(error.code(), "malformed_document");
+}
+
+#[test]
+fn a_docx_zip_bomb_stops_at_the_decompression_limit() {
+    // 200 MB of one repeated paragraph compresses to a few hundred kilobytes.
+    let paragraph = "<w:p><w:r><w:t>aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa</w:t></w:r></w:p>";
+    let mut xml = String::from("<w:document xmlns:w=\"w\"><w:body>");
+    xml.push_str(&paragraph.repeat(200_000_000 / paragraph.len()));
+    xml.push_str("</w:body></w:document>");
+    let bomb = samples::zip(&[("word/document.xml", xml.as_bytes())]);
+    drop(xml);
+    assert!(bomb.len() < 2_000_000, "{} bytes", bomb.len());
+    let error = refused(&bomb, DOCX_TYPE);
+    assert_eq!(error.code(), "document_too_large", "{error}");
+}
+
+#[test]
+fn html_with_a_million_nested_tags_is_extracted() {
+    let html = format!("{}deep text{}", "<div><span>".repeat(500_000), "</span></div>".repeat(500_000));
+    let extracted = extract(html.as_bytes(), "text/html", &limits()).expect("nested html");
+    assert_eq!(extracted.text, "deep text");
+}
+
+#[test]
+fn markdown_quotes_a_hundred_thousand_deep_and_lists_two_thousand_deep_are_extracted() {
+    let lists: String = (0..2_000).map(|depth| format!("{}- deep item\n", "  ".repeat(depth))).collect();
+    let markdown = format!("{} deep quote\n\n{lists}", ">".repeat(100_000));
+    let extracted = extract(markdown.as_bytes(), "text/markdown", &limits()).expect("nested markdown");
+    assert!(extracted.text.contains("deep quote"));
+    assert_eq!(extracted.text.matches("deep item").count(), 2_000);
+}
+
+#[test]
+fn text_over_the_limit_and_empty_files_are_refused() {
+    let small = ExtractLimits { max_text_chars: 10, ..limits() };
+    let error = extract(b"eleven chars", "text/plain", &small).expect_err("too long");
+    assert_eq!(error.code(), "document_too_large");
+    assert_eq!(refused(b"  \n ", "text/plain"), ExtractError::NoText);
+    assert_eq!(refused(b"<script>only()</script>", "text/html"), ExtractError::NoText);
+    let blank_pdf = samples::pdf(&[Vec::new()]);
+    assert_eq!(refused(&blank_pdf, "application/pdf"), ExtractError::NoText);
+}
+
+#[test]
+fn extraction_past_its_time_limit_is_refused() {
+    let tight = ExtractLimits { time_limit: Duration::ZERO, ..limits() };
+    let markdown = "word ".repeat(200_000).replace("word word", "word\n\nword");
+    let error = extract(markdown.as_bytes(), "text/markdown", &tight).expect_err("timed out");
+    assert_eq!(error.code(), "extraction_timeout");
+}
