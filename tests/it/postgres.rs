@@ -30,6 +30,12 @@ const DIMENSION: usize = 64;
 /// (neither a superuser nor BYPASSRLS), so row-level security binds every statement the backend
 /// runs in these tests. The tests' own reference checks connect through [`as_superuser`].
 pub(crate) async fn fresh_database() -> Option<String> {
+    fresh_database_of(DIMENSION).await
+}
+
+/// [`fresh_database`] for vectors of `dimension` (on a Citus cluster the schema is migrated, at
+/// that dimension, before the tables are distributed).
+async fn fresh_database_of(dimension: usize) -> Option<String> {
     let Ok(url) = std::env::var("WARRANT_TEST_DATABASE_URL") else {
         // Straight to stderr, past the test harness's capture, so the skip is seen.
         let notice =
@@ -47,7 +53,7 @@ pub(crate) async fn fresh_database() -> Option<String> {
     client.batch_execute(&format!("CREATE DATABASE {name} OWNER {APP_ROLE}")).await.expect("create database");
     // On a Citus cluster (`tests/citus.sh`), the database is distributed before any test uses it.
     if !workers.is_empty() {
-        return Some(crate::citus::distributed_database(&url, &name, &workers, DIMENSION).await);
+        return Some(crate::citus::distributed_database(&url, &name, &workers, dimension).await);
     }
     // pgvector is not a trusted extension: a superuser creates it, as an operator does (the first
     // migration's CREATE EXTENSION IF NOT EXISTS then finds it).
@@ -731,7 +737,7 @@ async fn postgres_measure_scifact_against_embedded() {
         eprintln!("SKIPPED: {} is absent", folder.display());
         return;
     }
-    let Some(url) = fresh_database().await else { return };
+    let Some(url) = fresh_database_of(384).await else { return };
     let dataset = Dataset::load(&folder, None).expect("scifact loads");
     let mut settings = warrant::config::Settings::defaults();
     settings.embedder.kind = warrant::config::EmbedderKind::Hashed;
