@@ -58,21 +58,9 @@ export WARRANT__STORAGE__BACKEND=postgres WARRANT__STORAGE__POSTGRES__URL_ENV=WA
 export WARRANT__STORAGE__POSTGRES__CA_FILE="${WARRANT_TEST_DATABASE_CA:-}"
 export WARRANT__EMBEDDER__KIND=hashed WARRANT__DEMO__LOAD=false RUST_LOG=warn
 
-start_nodes() {
-  for node in 0 1; do
-    WARRANT__SERVER__BIND="127.0.0.1:$(( PORT + node ))" "$BIN" serve >"$WORK/server$node.log" 2>&1 &
-    PIDS+=($!)
-  done
-  for node in 0 1; do
-    for attempt in $(seq 1 600); do
-      curl -fs "http://127.0.0.1:$(( PORT + node ))/readyz" >/dev/null 2>&1 && break
-      kill -0 "${PIDS[$node]}" 2>/dev/null || { cat "$WORK/server$node.log"; exit 1; }
-      [ "$attempt" = 600 ] && { echo "node $node did not become ready" >&2; exit 1; }
-      sleep 0.5
-    done
-  done
-}
-start_nodes
+# shellcheck source=benches/http/nodes.sh
+. "$HERE/nodes.sh"
+start_nodes 2
 big_admin="$("$BIN" token --tenant big --sub loader --groups all --admin --ttl-seconds 86400)"
 small_admin="$("$BIN" token --tenant small --sub loader --groups all --admin --ttl-seconds 86400)"
 started=$(date +%s)
