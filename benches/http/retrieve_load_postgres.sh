@@ -41,22 +41,8 @@ WORK="$(mktemp -d)"
 PIDS=()
 trap 'for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
 
-start() { # $1: node count
-  PIDS=()
-  for node in $(seq 0 $(( $1 - 1 ))); do
-    WARRANT__SERVER__BIND="127.0.0.1:$(( PORT + node ))" "$BIN" serve >"$WORK/server$node.log" 2>&1 &
-    PIDS+=($!)
-  done
-  for node in $(seq 0 $(( $1 - 1 ))); do
-    for attempt in $(seq 1 600); do
-      curl -fs "http://127.0.0.1:$(( PORT + node ))/readyz" >/dev/null 2>&1 && break
-      kill -0 "${PIDS[$node]}" 2>/dev/null || { cat "$WORK/server$node.log"; exit 1; }
-      [ "$attempt" = 600 ] && { echo "node $node did not become ready" >&2; exit 1; }
-      sleep 0.5
-    done
-  done
-}
-stop() { for pid in "${PIDS[@]}"; do kill -TERM "$pid"; wait "$pid" || true; done; PIDS=(); }
+# shellcheck source=benches/http/nodes.sh
+. "$HERE/nodes.sh"
 ticks() { # utime + stime of the given pids
   local total=0
   for pid in "$@"; do total=$(( total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0) )); done
@@ -81,14 +67,14 @@ python3 "$HERE/corpus.py" queries 1000 >"$QUERIES"
 
 loaded=$(psql "$SUPER_DATABASE_URL" -Atc "SELECT count(*) FROM chunks" 2>/dev/null || echo 0)
 if [ "$loaded" -lt "$DOCS" ]; then
-  start 1
+  start_nodes 1
   started=$(date +%s)
   # pgvector's HNSW index is built once after the load (CREATE INDEX is many times faster
   # than one graph insert per row); the definition is migration 0001's.
   psql "$SUPER_DATABASE_URL" -qc "DROP INDEX IF EXISTS chunks_embedding_hnsw"
   python3 "$HERE/corpus.py" load "http://127.0.0.1:$PORT" "$ADMIN" "$DOCS"
   echo "loaded $DOCS documents in $(( $(date +%s) - started )) s"
-  stop
+  stop_nodes
   psql "$SUPER_DATABASE_URL" -qc "SET maintenance_work_mem = '1GB'" \
     -c "CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 100)" \
     -c "VACUUM ANALYZE"
@@ -101,7 +87,7 @@ TICK=$(getconf CLK_TCK)
 echo "round nodes requests/s p50_ms p99_ms warrant_cpu_ms_per_request postgres_cpu_ms_per_request load_average"
 for round in $(seq 1 "$ROUNDS"); do
   for nodes in 1 2; do
-    start "$nodes"
+    start_nodes "$nodes"
     per_node=$(( CONNECTIONS / nodes ))
     warm=()
     for node in $(seq 0 $(( nodes - 1 ))); do
@@ -123,7 +109,7 @@ for round in $(seq 1 "$ROUNDS"); do
     warrant_after=$(ticks "${PIDS[@]}")
     # shellcheck disable=SC2086
     postgres_after=$(ticks $database_pids)
-    stop
+    stop_nodes
     python3 - "$WORK" "$nodes" "$round" "$(( warrant_after - warrant_before ))" "$(( postgres_after - postgres_before ))" \
       "$TICK" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
 import sys
