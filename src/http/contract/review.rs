@@ -462,10 +462,10 @@ mod tests {
     #[async_trait::async_trait]
     impl crate::retrieval::ReadSide for Reader {
         async fn scope(&self, _: &Principal) -> RetrievalResult<crate::acl::AuthorizationScope> {
-            unimplemented!("not asked")
+            unreachable!("the review view never asks for a scope or a read path")
         }
         fn read_path(&self) -> std::sync::Arc<ReadPath> {
-            unimplemented!("not asked")
+            unreachable!("the review view never asks for a scope or a read path")
         }
         async fn authorization(
             &self,
