@@ -23,6 +23,7 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (6, "0006_lexical_counts", include_str!("../../migrations/0006_lexical_counts.sql")),
     (7, "0007_row_level_security", include_str!("../../migrations/0007_row_level_security.sql")),
     (8, "0008_reviews", include_str!("../../migrations/0008_reviews.sql")),
+    (9, "0009_layouts", include_str!("../../migrations/0009_layouts.sql")),
 ];
 
 /// Largest dimension pgvector's HNSW index accepts for `vector`.

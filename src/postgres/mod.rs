@@ -201,20 +201,35 @@ fn database(error: impl std::fmt::Display) -> RetrievalError {
 /// A chunk's sentence vectors as stored in `chunks.sentence_vectors`: bincode 2 (standard
 /// configuration), the embedded store's encoding.
 fn encode_sentence_vectors(vectors: &SentenceVectors) -> Vec<u8> {
-    bincode::serde::encode_to_vec(vectors, bincode::config::standard()).expect("plain data always encodes")
+    encode_column(vectors)
 }
 
-/// Decodes `chunks.sentence_vectors` (NULL: none were made); bytes that do not decode whole are
-/// a database error, never vectors of another chunk.
-fn decode_sentence_vectors(bytes: Option<&[u8]>) -> RetrievalResult<Option<Arc<SentenceVectors>>> {
+/// bincode of a value kept in a `bytea` column (`chunks.sentence_vectors`, `chunks.layout`).
+fn encode_column<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    bincode::serde::encode_to_vec(value, bincode::config::standard()).expect("plain data always encodes")
+}
+
+/// Decodes a `bytea` column of bincode (NULL: none); bytes that do not decode whole are a
+/// database error, never another chunk's value.
+fn decode_column<T: serde::de::DeserializeOwned>(what: &str, bytes: Option<&[u8]>) -> RetrievalResult<Option<Arc<T>>> {
     let Some(bytes) = bytes else {
         return Ok(None);
     };
-    match bincode::serde::decode_from_slice::<SentenceVectors, _>(bytes, bincode::config::standard()) {
-        Ok((vectors, read)) if read == bytes.len() => Ok(Some(Arc::new(vectors))),
-        Ok(_) => Err(database("stored sentence vectors have trailing bytes")),
-        Err(error) => Err(database(format!("stored sentence vectors do not decode: {error}"))),
+    match bincode::serde::decode_from_slice::<T, _>(bytes, bincode::config::standard()) {
+        Ok((value, read)) if read == bytes.len() => Ok(Some(Arc::new(value))),
+        Ok(_) => Err(database(format!("stored {what} have trailing bytes"))),
+        Err(error) => Err(database(format!("stored {what} do not decode: {error}"))),
     }
+}
+
+/// Decodes `chunks.sentence_vectors` (NULL: none were made).
+fn decode_sentence_vectors(bytes: Option<&[u8]>) -> RetrievalResult<Option<Arc<SentenceVectors>>> {
+    decode_column("sentence vectors", bytes)
+}
+
+/// Decodes `chunks.layout` (migration 0009; NULL: the document was not extracted from a file).
+fn decode_layout(bytes: Option<&[u8]>) -> RetrievalResult<Option<Arc<crate::domain::Layout>>> {
+    decode_column("layout maps", bytes)
 }
 
 /// The postgres backend: pool, embedder and parameters. Cheap to share (`Arc`).
@@ -423,7 +438,8 @@ impl PostgresBackend {
                 let sentences: Option<Vec<u8>> = sentences_left.next().flatten();
                 let chunk_ordinal = chunk.ordinal as i32;
                 let (start, end) = (chunk.start as i32, chunk.end as i32);
-                let parameters: [&(dyn ToSql + Sync); 12] = [
+                let layout: Option<Vec<u8>> = chunk.layout.as_deref().map(encode_column);
+                let parameters: [&(dyn ToSql + Sync); 13] = [
                     &tenant,
                     &chunk.doc_id,
                     &version_sql,
@@ -436,6 +452,7 @@ impl PostgresBackend {
                     &chunk.text,
                     &vector,
                     &sentences,
+                    &layout,
                 ];
                 totals.add(&transaction.query(&insert_chunk, &parameters).await.map_err(database)?);
             }

@@ -88,7 +88,7 @@ impl PostgresSearch {
     }
 
     /// Runs a search statement: $1 tenant, $2 user, $3 groups, then `arguments` ($4, …), then the
-    /// limit. Returns the hits, best first, and the first row's column 11 when there is one (the
+    /// limit. Returns the hits, best first, and the first row's column 12 when there is one (the
     /// lexical statement's `pruned`, the vector statement's `walked`).
     async fn run(
         &self,
@@ -107,7 +107,7 @@ impl PostgresSearch {
         parameters.push(&limit);
         parameters.extend_from_slice(&arguments[1..]);
         let rows = reader.query(statement, &parameters).await?;
-        let flag = rows.first().filter(|row| row.len() > 11).map(|row| row.get::<_, bool>(11));
+        let flag = rows.first().filter(|row| row.len() > 12).map(|row| row.get::<_, bool>(12));
         let mut hits = Vec::with_capacity(rows.len());
         for row in rows {
             let chunk_id: &[u8] = row.get(0);
@@ -124,7 +124,7 @@ impl PostgresSearch {
                 title: row.get(7),
                 text: row.get(8),
                 sentence_vectors: decode_sentence_vectors(row.get(10))?,
-                layout: None,
+                layout: decode_layout(row.get(11))?,
             };
             hits.push(ScoredChunk { chunk: Arc::new(chunk), score: row.get(9) });
         }

@@ -96,7 +96,7 @@ impl ReadSide for PostgresBackend {
                 title: title.clone(),
                 text: row.get(7),
                 sentence_vectors: super::decode_sentence_vectors(row.get(9))?,
-                layout: None,
+                layout: super::decode_layout(row.get(10))?,
             }));
         }
         Ok(Some(DocumentView { doc_id: doc_id.to_owned(), version, title, acl_epoch, chunks }))

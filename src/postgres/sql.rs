@@ -63,7 +63,7 @@ pub const ROLE_BYPASSES_ROW_SECURITY: &str =
 /// Vector search inside the scope: $1 tenant, $2 user, $3 groups, $4 query vector, $5 limit,
 /// $6 the most chunks a scope may hold to be read exactly (`storage.postgres.exact_scan_chunks`).
 /// Returns the chunk columns, the score, and whether the HNSW index was walked (`walked`,
-/// column 11).
+/// column 12).
 ///
 /// Two ways, one taken per query (the other's one-time filter is false):
 /// - a small scope is read exactly, whatever the planner estimates: its readable documents
@@ -88,7 +88,7 @@ pub const VECTOR_SEARCH: &str = "WITH reach AS MATERIALIZED (
         GROUP BY t.lexical_chunks, t.live_documents
     ), walked AS (
         SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal, c.start_char, c.end_char,
-            c.title, c.body, (1 - (c.embedding <=> $4))::real AS score, c.sentence_vectors, true AS walked
+            c.title, c.body, (1 - (c.embedding <=> $4))::real AS score, c.sentence_vectors, c.layout, true AS walked
         FROM chunks c
         WHERE c.tenant_id = $1
           AND NOT coalesce((SELECT small FROM reach), true)
@@ -99,9 +99,9 @@ pub const VECTOR_SEARCH: &str = "WITH reach AS MATERIALIZED (
         LIMIT $5
     ), exact AS (
         SELECT s.chunk_id, s.doc_id, s.version, s.chunk_ordinal, s.doc_ordinal, s.start_char, s.end_char,
-            s.title, s.body, (1 - s.distance)::real AS score, s.sentence_vectors, false AS walked
+            s.title, s.body, (1 - s.distance)::real AS score, s.sentence_vectors, s.layout, false AS walked
         FROM (SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal, c.start_char, c.end_char,
-                c.title, c.body, c.embedding <=> $4 AS distance, c.sentence_vectors
+                c.title, c.body, c.embedding <=> $4 AS distance, c.sentence_vectors, c.layout
             FROM chunks c
             WHERE c.tenant_id = $1
               AND coalesce((SELECT small FROM reach), true)
@@ -126,9 +126,9 @@ pub const VECTOR_SEARCH: &str = "WITH reach AS MATERIALIZED (
 /// from ordering by the HNSW index; the top $5 are sorted by distance, ties by (document,
 /// version, chunk).
 pub const VECTOR_SEARCH_EXACT: &str = "SELECT s.chunk_id, s.doc_id, s.version, s.chunk_ordinal, s.doc_ordinal,
-        s.start_char, s.end_char, s.title, s.body, (1 - s.distance)::real AS score, s.sentence_vectors
+        s.start_char, s.end_char, s.title, s.body, (1 - s.distance)::real AS score, s.sentence_vectors, s.layout
     FROM (SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal, c.start_char, c.end_char,
-            c.title, c.body, c.embedding <=> $4 AS distance, c.sentence_vectors
+            c.title, c.body, c.embedding <=> $4 AS distance, c.sentence_vectors, c.layout
         FROM chunks c
         WHERE c.tenant_id = $1
           AND EXISTS (SELECT 1 FROM document_readers r
@@ -141,7 +141,7 @@ pub const VECTOR_SEARCH_EXACT: &str = "SELECT s.chunk_id, s.doc_id, s.version, s
 /// Lexical search inside the scope, ranked by BM25 (Robertson & Zaragoza 2009; k1 1.2, b 0.75,
 /// tantivy's formula): $1 tenant, $2 user, $3 groups, $4 query text, $5 limit. Returns the
 /// chunk columns, the score, and whether the top $5 came from the selective terms' chunks alone
-/// (`pruned`, column 11).
+/// (`pruned`, column 12).
 ///
 /// The query's distinct lexemes (english configuration: stopwords dropped, Snowball stemming)
 /// are looked up in `chunk_terms`, the postings table (schema version 4): one index-only range
@@ -273,7 +273,7 @@ pub const LEXICAL_SEARCH: &str = "WITH q AS (
         SELECT doc_id, version, chunk_ordinal, score FROM scored
     )
     SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal,
-        c.start_char, c.end_char, c.title, c.body, s.score::real AS score, c.sentence_vectors,
+        c.start_char, c.end_char, c.title, c.body, s.score::real AS score, c.sentence_vectors, c.layout,
         (SELECT pruned FROM exact) AS pruned
     FROM scores s JOIN chunks c
         ON c.tenant_id = $1 AND c.doc_id = s.doc_id AND c.version = s.version AND c.chunk_ordinal = s.chunk_ordinal
@@ -308,7 +308,7 @@ pub const LEXICAL_SEARCH_EXHAUSTIVE: &str = "WITH q AS (
         FROM warrant_tenants t WHERE t.tenant_id = $1
     ), matched AS MATERIALIZED (
         SELECT c.chunk_id, c.doc_id, c.version, c.chunk_ordinal, c.doc_ordinal, c.start_char, c.end_char,
-            c.title, c.body, c.sentence_vectors, c.search_tokens, ts_filter(setweight(c.search, 'A', q.lexemes), '{a}') AS terms
+            c.title, c.body, c.sentence_vectors, c.layout, c.search_tokens, ts_filter(setweight(c.search, 'A', q.lexemes), '{a}') AS terms
         FROM chunks c, q
         WHERE c.tenant_id = $1
           AND q.query IS NOT NULL
@@ -330,7 +330,7 @@ pub const LEXICAL_SEARCH_EXHAUSTIVE: &str = "WITH q AS (
         GROUP BY f.chunk_id
     )
     SELECT m.chunk_id, m.doc_id, m.version, m.chunk_ordinal, m.doc_ordinal,
-        m.start_char, m.end_char, m.title, m.body, s.score::real AS score, m.sentence_vectors
+        m.start_char, m.end_char, m.title, m.body, s.score::real AS score, m.sentence_vectors, m.layout
     FROM matched m JOIN scores s USING (chunk_id)
     ORDER BY s.score DESC, m.chunk_id
     LIMIT $5";
@@ -352,7 +352,7 @@ pub const READABLE_VERSIONS: &str =
 /// $1 tenant, $2 user, $3 groups, $4 document id. No row: absent, deleted or not readable.
 pub const DOCUMENT_READ: &str = "SELECT v.version, v.title, c.chunk_id, c.chunk_ordinal, c.doc_ordinal,
         c.start_char, c.end_char, c.body,
-        coalesce((SELECT t.acl_epoch FROM warrant_tenants t WHERE t.tenant_id = $1), 0), c.sentence_vectors
+        coalesce((SELECT t.acl_epoch FROM warrant_tenants t WHERE t.tenant_id = $1), 0), c.sentence_vectors, c.layout
     FROM documents d
     JOIN document_versions v ON v.tenant_id = d.tenant_id AND v.doc_id = d.doc_id AND v.version = d.live_version
     JOIN chunks c ON c.tenant_id = d.tenant_id AND c.doc_id = d.doc_id AND c.version = d.live_version
@@ -452,8 +452,8 @@ pub const CHUNKS_DELETE: &str = "DELETE FROM chunks WHERE tenant_id = $1 AND doc
 /// $6 doc ordinal, $7 start, $8 end, $9 title, $10 text, $11 embedding, $12 sentence vectors
 /// (encoded, or NULL).
 pub const CHUNK_INSERT: &str = "INSERT INTO chunks (tenant_id, doc_id, version, chunk_ordinal, chunk_id, doc_ordinal,
-        start_char, end_char, title, body, embedding, sentence_vectors)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+        start_char, end_char, title, body, embedding, sentence_vectors, layout)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
     RETURNING search_tokens";
 
 /// Writes the postings of a document version's chunks (inserted just before, same transaction)

@@ -131,9 +131,42 @@ fn location(value: &Value) -> Location {
     serde_json::from_value(value["location"].clone()).unwrap_or_default()
 }
 
+/// A node over PostgreSQL (a fresh database, `WARRANT_TEST_DATABASE_URL`), or `None` when none is
+/// configured: the layout map is kept in `chunks.layout` there (migration 0009).
+async fn postgres_state(settings: Settings) -> Option<actix_web::web::Data<warrant::http::AppState>> {
+    let url = crate::postgres::fresh_database().await?;
+    let providers = super::support::hashed_providers(&settings, None);
+    let postgres =
+        warrant::postgres::PostgresBackend::connect(crate::postgres::params(&url), Arc::clone(&providers.embedder))
+            .await
+            .unwrap();
+    let backend = warrant::app::Backend {
+        reader: postgres.clone(),
+        writer: postgres.clone(),
+        reviews: postgres,
+        engine: None,
+        fresh: true,
+    };
+    let state = warrant::app::build_state_on(Arc::new(settings), providers, backend).expect("state");
+    state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
+    Some(state)
+}
+
 #[actix_web::test]
 async fn a_pdf_answer_cites_page_three_and_quotes_from_that_page() {
-    let service = init_service(app(state(settings()).await)).await;
+    pdf_answer_cites_page_three(state(settings()).await).await;
+}
+
+/// The same on the PostgreSQL backend, whose chunks lacked their layout before migration 0009
+/// (citations from it carried no `location`).
+#[actix_web::test]
+async fn postgres_a_pdf_answer_cites_page_three_and_quotes_from_that_page() {
+    let Some(state) = postgres_state(settings()).await else { return };
+    pdf_answer_cites_page_three(state).await;
+}
+
+async fn pdf_answer_cites_page_three(state: actix_web::web::Data<warrant::http::AppState>) {
+    let service = init_service(app(state)).await;
     let admin = token("files", "root", &[], true);
     let reader = token("files", "ann", &["staff"], false);
     let document = json!({"doc_id": "handbook", "title": "Employee handbook", "content": base64(&policy_pdf()),

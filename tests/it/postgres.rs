@@ -1026,7 +1026,7 @@ async fn lexical_top(url: &str, asking: &Principal, text: &str, limit: i64) -> V
         .query(warrant::postgres::sql::LEXICAL_SEARCH, &[&asking.tenant, &asking.user, &groups, &text, &limit])
         .await
         .unwrap();
-    rows.iter().map(|row| (row.get(1), row.get(9), row.get(11))).collect()
+    rows.iter().map(|row| (row.get(1), row.get(9), row.get(12))).collect()
 }
 
 /// (doc id, score) of the exhaustive reference statement's top `limit` for `asking`.
@@ -1592,7 +1592,7 @@ async fn postgres_a_sparse_scope_gets_its_k_nearest_when_the_walk_stops_short() 
         // No scope is small (-1): the statement walks, and the walk stops short.
         let walked = statement(-1.0).await;
         assert!(walked.len() < 8, "the walk found {} of 8: the test no longer exercises the remedies", walked.len());
-        assert!(walked.iter().all(|row| row.get::<_, bool>(11)), "walked");
+        assert!(walked.iter().all(|row| row.get::<_, bool>(12)), "walked");
         reference.batch_execute(exact_scan).await.unwrap();
         let exact: BTreeSet<String> = reference
             .query(
@@ -1610,7 +1610,7 @@ async fn postgres_a_sparse_scope_gets_its_k_nearest_when_the_walk_stops_short() 
         assert_eq!(exact.len(), 8);
         // The first remedy: the scope (12 documents of one chunk) is small, read exactly.
         let read = statement(2_000.0).await;
-        assert!(read.iter().all(|row| !row.get::<_, bool>(11)), "read exactly, not walked");
+        assert!(read.iter().all(|row| !row.get::<_, bool>(12)), "read exactly, not walked");
         assert_eq!(doc_ids(read), exact, "the statement's 8 nearest of a small scope");
         // The second: the walk came back short, the backend read the scope exactly.
         for node in [&walking, &backend] {
