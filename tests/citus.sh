@@ -77,7 +77,10 @@ unix_socket_directories = '$data'
 shared_preload_libraries = 'citus'
 fsync = off
 shared_buffers = 128MB
-max_connections = 200
+# Every test database keeps Citus' maintenance daemon, whose connections to the workers (deadlock
+# detection, 2PC recovery) stay open beside the tests' pools: with 200 a full run exhausted a
+# worker ("sorry, too many clients already", once max_worker_processes let every daemon start).
+max_connections = 1000
 jit = off
 citus.node_conninfo = 'sslmode=disable'
 wal_level = logical

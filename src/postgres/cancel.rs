@@ -23,6 +23,11 @@
 //! transaction) takes it out as well, so no connection returns in an unknown transaction state.
 //!
 //! Counted in `warrant_postgres_statements_cancelled_total`.
+//!
+//! A read that Citus refused because the shard it was planned against moved meanwhile (a
+//! rebalance or a tenant isolation finishing) is run once more on the same connection
+//! (`warrant_postgres_reads_retried_total{reason="shard_moved"}`): reads are idempotent and each
+//! runs in a read-only transaction of its own.
 
 use deadpool_postgres::{Object, Pool};
 use tokio_postgres::Row;
@@ -67,7 +72,12 @@ impl Reader {
             return Err(database("a reader whose statement failed was used again"));
         };
         self.in_flight = true;
-        let rows = entered_transaction(client, &self.entered, statement, params).await;
+        let mut rows = entered_transaction(client, &self.entered, statement, params).await;
+        if rows.as_ref().is_err_and(shard_moved) {
+            // Read-only and in a transaction of its own that rolled back: run it once more.
+            metrics::counter!("warrant_postgres_reads_retried_total", "reason" => "shard_moved").increment(1);
+            rows = entered_transaction(client, &self.entered, statement, params).await;
+        }
         self.in_flight = false;
         if rows.is_err()
             && let Some(client) = self.client.take()
@@ -86,6 +96,15 @@ impl Reader {
             count => Err(database(format!("a statement returned {count} rows where one was expected"))),
         }
     }
+}
+
+/// Whether `error` is Citus refusing a statement that was planned against a shard a move or a
+/// split (`citus_rebalance_start`, `isolate_tenant_to_new_shard`) dropped as it finished ("could
+/// not find valid entry for shard N"): the next plan finds the shard's new placement, so a read
+/// is run once more instead of failing its caller (seen twice in ~300 retrievals while a tenant
+/// was isolated under load: `citus::grow`).
+fn shard_moved(error: &tokio_postgres::Error) -> bool {
+    error.as_db_error().is_some_and(|db| db.message().starts_with("could not find valid entry for shard"))
 }
 
 /// BEGIN READ ONLY, the entry into `entered`, `statement` and COMMIT, pipelined on `client`:
