@@ -77,9 +77,11 @@ pub(crate) enum Command {
         model: ModelCommand,
     },
     /// `warrant ingest PATH`: upload a folder's documents (PDF, DOCX, HTML, Markdown, text) to a
-    /// running server through its admin API, skipping files whose content and access list are
-    /// unchanged since the last acknowledged upload (state in PATH/.warrant-ingest.json), and
-    /// with --sync deleting the documents whose files are gone; progress and a summary.
+    /// running server through its admin API (or with --data-dir straight into a stopped
+    /// server's data directory), skipping files whose content and access list are unchanged
+    /// since the last acknowledged upload (state in PATH/.warrant-ingest.json), and with --sync
+    /// deleting the documents whose files are gone; --include/--exclude select files by glob;
+    /// progress and a summary.
     /// `warrant ingest --dataset DIR`: a labeled dataset (corpus.jsonl) into an in-memory engine,
     /// with a summary (documents, chunks, seconds, passages/s).
     Ingest {
@@ -88,14 +90,27 @@ pub(crate) enum Command {
         #[arg(conflicts_with = "dataset", required_unless_present = "dataset")]
         path: Option<PathBuf>,
         /// Base URL of the server (default: http:// and server.bind of the configuration).
-        #[arg(long, requires = "path")]
+        #[arg(long, requires = "path", conflicts_with = "data_dir")]
         server: Option<String>,
+        /// Write straight into this data directory of a STOPPED server (a new one is created),
+        /// with the configured embedder and limits, instead of through a running server; needs
+        /// --tenant. A directory in use by a running server is refused.
+        #[arg(long, requires_all = ["path", "tenant"])]
+        data_dir: Option<PathBuf>,
+        /// Only files whose id (path relative to the folder, `/`-separated) matches one of
+        /// these globs (repeat for more; `*` also matches `/`: `*.pdf` is every PDF).
+        #[arg(long = "include", requires = "path")]
+        include: Vec<String>,
+        /// Leave out files whose id matches this glob (repeat for more); --sync never deletes
+        /// documents outside the selection.
+        #[arg(long = "exclude", requires = "path")]
+        exclude: Vec<String>,
         /// Tenant: an admin token for it is minted with the configured HS256 secret (as
         /// `warrant token --admin`), unless --token-env names a token.
         #[arg(long, requires = "path")]
         tenant: Option<String>,
         /// Environment variable holding an admin token of the tenant.
-        #[arg(long, requires = "path")]
+        #[arg(long, requires = "path", conflicts_with = "data_dir")]
         token_env: Option<String>,
         /// Group that may read files of folders without a sidecar (repeat for more).
         #[arg(long = "group", requires = "path")]

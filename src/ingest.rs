@@ -1,18 +1,25 @@
-//! `warrant ingest PATH`: an operator's folder of documents kept in step with a running server
-//! through its admin API (`POST /v1/admin/files`, `DELETE /v1/admin/documents/{doc_id}`).
+//! `warrant ingest PATH`: an operator's folder of documents kept in step with a server through
+//! its admin API (`POST /v1/admin/files`, `DELETE /v1/admin/documents/{doc_id}`): a running
+//! server's ([`run`]), or a stopped server's data directory ([`run_into_data_dir`]), opened in
+//! this process behind a loopback server of its own so that every file passes the very checks,
+//! extraction and limits an upload does.
 //!
-//! Each file whose extension names a format ([`Format::from_extension`]) is one document whose
-//! id is its path relative to the folder (`/`-separated); its access list is the folder's
-//! sidecar [`ACL_SIDECAR`] when there is one, else the flags. The state file [`STATE_FILE`] in
-//! the folder maps each document id to a fingerprint (SHA-256 of the file's bytes and its access
-//! list) of what the server acknowledged.
+//! Each file whose extension names a format ([`Format::from_extension`]) and whose id matches the
+//! selection (`--include`/`--exclude` globs) is one document whose id is its path relative to
+//! the folder (`/`-separated); its access list is the folder's sidecar [`ACL_SIDECAR`] when there
+//! is one, else the flags. The state file [`STATE_FILE`] in the folder names the destination and
+//! maps each document id to a fingerprint (SHA-256 of the file's bytes and its access list) of
+//! what that destination acknowledged.
 //!
 //! Invariants: a file is uploaded only when its fingerprint differs from the acknowledged one, so
-//! a second run over an unchanged folder uploads nothing; the state file is rewritten (temporary
-//! file, fsync, rename) after every acknowledged upload or delete, so a crash loses nothing
-//! already acknowledged and a rerun resumes where it stopped; a file the server refuses (400) is
-//! reported with the server's reason and the run goes on; an error that no file can get past
-//! (no server, a refused token, 5xx) ends the run with what was acknowledged saved.
+//! a second run over an unchanged folder uploads nothing; a state file written for another
+//! destination counts for nothing (everything is uploaded again, not skipped as if it were
+//! there); the state file is rewritten (temporary file, fsync, rename) after every acknowledged
+//! upload or delete, so a crash loses nothing already acknowledged and a rerun resumes where it
+//! stopped; a file the server refuses (400) is reported with the server's reason and the run goes
+//! on; an error that no file can get past (no server, a refused token, 5xx, a data directory in
+//! use) ends the run with what was acknowledged saved; `--sync` deletes only documents inside the
+//! selection, so a narrower run never deletes what it did not look at.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -22,6 +29,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::config::Settings;
 use crate::domain::DocAcl;
 use crate::extract::Format;
 
@@ -44,6 +52,23 @@ pub enum IngestError {
     /// The server cannot be reached or refused the run (not one file).
     #[error("server: {0}")]
     Server(String),
+    /// An `--include` or `--exclude` pattern is not a glob.
+    #[error("pattern {pattern:?}: {reason}")]
+    Pattern {
+        /// The pattern.
+        pattern: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// The data directory cannot be ingested into (in use by a running server, a replica's, or
+    /// it does not open).
+    #[error("data directory {path}: {reason}")]
+    DataDir {
+        /// The directory.
+        path: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Result alias of this module.
@@ -53,21 +78,34 @@ fn io(path: &Path, error: impl std::fmt::Display) -> IngestError {
     IngestError::Io { path: path.display().to_string(), reason: error.to_string() }
 }
 
-/// What to ingest, and where.
-#[derive(Clone, Debug)]
+/// What to ingest.
+#[derive(Clone, Debug, Default)]
 pub struct IngestOptions {
     /// The folder.
     pub root: PathBuf,
+    /// Access list of files whose folder has no sidecar.
+    pub acl: DocAcl,
+    /// Delete the documents whose files are gone (inside the selection).
+    pub sync: bool,
+    /// Draw a progress bar on the terminal.
+    pub progress: bool,
+    /// Globs a document id must match, one at least (`*.pdf`, `policies/**`); empty: every file.
+    /// `*` also matches `/`, so `*.pdf` is every PDF under the folder.
+    pub include: Vec<String>,
+    /// Globs that leave a document id out.
+    pub exclude: Vec<String>,
+}
+
+/// Where the documents go: a running server's admin API.
+#[derive(Clone, Debug)]
+pub struct Destination {
     /// Base URL of the server (`http://127.0.0.1:8080`).
     pub server: String,
     /// An admin token of the tenant.
     pub token: String,
-    /// Access list of files whose folder has no sidecar.
-    pub acl: DocAcl,
-    /// Delete the documents whose files are gone.
-    pub sync: bool,
-    /// Draw a progress bar on the terminal.
-    pub progress: bool,
+    /// What the state file records as the destination (the server and tenant, or the data
+    /// directory and tenant): acknowledgements of another destination are not trusted.
+    pub key: String,
 }
 
 /// What a run did.
@@ -83,24 +121,39 @@ pub struct IngestSummary {
     pub skipped: usize,
     /// Files the server refused: (document id, reason).
     pub failed: Vec<(String, String)>,
+    /// Files of a known format outside the selection (`--include`/`--exclude`).
+    pub excluded: usize,
+    /// The destination the state file was written for, when it was another one (its
+    /// acknowledgements were set aside: every file was uploaded again).
+    pub other_destination: Option<String>,
     /// Wall-clock seconds.
     pub seconds: f64,
 }
 
-/// The acknowledged fingerprints, by document id.
+/// The acknowledged fingerprints, by document id, and whom they were acknowledged by.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct State {
+    /// [`Destination::key`] (absent in state files of earlier builds: taken as this one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    destination: Option<String>,
     files: BTreeMap<String, String>,
 }
 
 impl State {
-    fn load(root: &Path) -> IngestResult<Self> {
+    /// The state file's acknowledgements for `key`, and the other destination it named, if any.
+    fn load(root: &Path, key: &str) -> IngestResult<(Self, Option<String>)> {
         let path = root.join(STATE_FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| io(&path, error)),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(error) => Err(io(&path, error)),
+        let mut state: Self = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| io(&path, error))?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Self::default(),
+            Err(error) => return Err(io(&path, error)),
+        };
+        let other = state.destination.take().filter(|written| written != key);
+        if other.is_some() {
+            state.files.clear();
         }
+        state.destination = Some(key.to_owned());
+        Ok((state, other))
     }
 
     /// Replaces the state file atomically (temporary file, fsync, rename).
@@ -196,15 +249,47 @@ async fn refusal(response: reqwest::Response) -> String {
     format!("{status} {code}: {message}")
 }
 
-/// Uploads the new and changed files of `options.root`, and with `sync` deletes the documents
-/// whose files are gone; see the module documentation.
-pub async fn run(options: &IngestOptions) -> IngestResult<IngestSummary> {
+/// The selection of `--include` and `--exclude`: a document id is in it when it matches an
+/// include (or none is given) and no exclude.
+struct Selection {
+    include: Option<globset::GlobSet>,
+    exclude: globset::GlobSet,
+}
+
+impl Selection {
+    fn new(include: &[String], exclude: &[String]) -> IngestResult<Self> {
+        let set = |patterns: &[String]| -> IngestResult<globset::GlobSet> {
+            let mut builder = globset::GlobSetBuilder::new();
+            for pattern in patterns {
+                let glob = globset::Glob::new(pattern).map_err(|error| IngestError::Pattern {
+                    pattern: pattern.clone(),
+                    reason: error.kind().to_string(),
+                })?;
+                builder.add(glob);
+            }
+            builder
+                .build()
+                .map_err(|error| IngestError::Pattern { pattern: patterns.join(" "), reason: error.to_string() })
+        };
+        let included = if include.is_empty() { None } else { Some(set(include)?) };
+        Ok(Self { include: included, exclude: set(exclude)? })
+    }
+
+    fn contains(&self, doc_id: &str) -> bool {
+        self.include.as_ref().is_none_or(|set| set.is_match(doc_id)) && !self.exclude.is_match(doc_id)
+    }
+}
+
+/// Uploads the new and changed files of `options.root` to `destination`, and with `sync` deletes
+/// the documents of the selection whose files are gone; see the module documentation.
+pub async fn run(options: &IngestOptions, destination: &Destination) -> IngestResult<IngestSummary> {
     let started = Instant::now();
     let root = options.root.as_path();
-    let mut state = State::load(root)?;
+    let selection = Selection::new(&options.include, &options.exclude)?;
+    let (mut state, other_destination) = State::load(root, &destination.key)?;
     let files = walk(root)?;
     let client = crate::outbound::client(std::time::Duration::from_secs(10)).map_err(IngestError::Server)?;
-    let base = options.server.trim_end_matches('/');
+    let base = destination.server.trim_end_matches('/');
     let bar = if options.progress {
         indicatif::ProgressBar::new(files.len() as u64)
     } else {
@@ -214,7 +299,7 @@ pub async fn run(options: &IngestOptions) -> IngestResult<IngestSummary> {
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} files {per_sec} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let mut summary = IngestSummary::default();
+    let mut summary = IngestSummary { other_destination, ..IngestSummary::default() };
     let mut present = std::collections::BTreeSet::new();
     for (doc_id, path) in &files {
         bar.inc(1);
@@ -222,6 +307,10 @@ pub async fn run(options: &IngestOptions) -> IngestResult<IngestSummary> {
             summary.skipped += 1;
             continue;
         };
+        if !selection.contains(doc_id) {
+            summary.excluded += 1;
+            continue;
+        }
         present.insert(doc_id.clone());
         let bytes = std::fs::read(path).map_err(|error| io(path, error))?;
         let acl = folder_acl(path.parent().unwrap_or(root), &options.acl)?;
@@ -234,7 +323,7 @@ pub async fn run(options: &IngestOptions) -> IngestResult<IngestSummary> {
         let file_name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
         let response = client
             .post(format!("{base}/v1/admin/files"))
-            .bearer_auth(&options.token)
+            .bearer_auth(&destination.token)
             .header("content-type", format!("multipart/form-data; boundary={BOUNDARY}"))
             .body(form(doc_id, &file_name, format, &bytes, &acl))
             .send()
@@ -252,12 +341,17 @@ pub async fn run(options: &IngestOptions) -> IngestResult<IngestSummary> {
         }
     }
     if options.sync {
-        let gone: Vec<String> = state.files.keys().filter(|doc_id| !present.contains(*doc_id)).cloned().collect();
+        let gone: Vec<String> = state
+            .files
+            .keys()
+            .filter(|doc_id| selection.contains(doc_id) && !present.contains(*doc_id))
+            .cloned()
+            .collect();
         for doc_id in gone {
             let encoded = percent_encoding::utf8_percent_encode(&doc_id, percent_encoding::NON_ALPHANUMERIC);
             let response = client
                 .delete(format!("{base}/v1/admin/documents/{encoded}"))
-                .bearer_auth(&options.token)
+                .bearer_auth(&destination.token)
                 .send()
                 .await
                 .map_err(|error| IngestError::Server(error.to_string()))?;
@@ -270,7 +364,97 @@ pub async fn run(options: &IngestOptions) -> IngestResult<IngestSummary> {
             summary.deleted += 1;
         }
     }
+    // The state names its destination even when nothing was acknowledged this time.
+    state.save(root)?;
     bar.finish_and_clear();
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// The settings of the server [`run_into_data_dir`] runs on `data_dir`: the configured engine
+/// (embedder, chunking, index, limits) on the embedded backend, on a loopback port the kernel
+/// picks, with no demo corpus, no review routing, no replication, and a secret of its own that
+/// signs only this run's token (the configured credentials are not needed nor accepted).
+fn data_dir_settings(mut settings: Settings, data_dir: &Path) -> IngestResult<Settings> {
+    let refuse =
+        |reason: &str| IngestError::DataDir { path: data_dir.display().to_string(), reason: reason.to_owned() };
+    if !settings.replica.follow.is_empty() {
+        return Err(refuse(
+            "the configuration is a replica's (replica.follow): a replica takes its documents from its primary; ingest into the primary",
+        ));
+    }
+    settings.storage.backend = crate::config::StorageBackend::Embedded;
+    settings.storage.dir = data_dir.to_string_lossy().into_owned();
+    settings.server.bind = "127.0.0.1:0".into();
+    settings.demo.load = false;
+    settings.review.enabled = false;
+    let leeway = settings.auth.leeway_seconds;
+    settings.auth = Settings::defaults().auth;
+    settings.auth.leeway_seconds = leeway;
+    settings.auth.hs256_secret = hex::encode(rand::random::<[u8; 32]>());
+    Ok(settings)
+}
+
+/// Ingests into a stopped server's data directory (a new one is created): opens it in this
+/// process with `settings`' engine and embedder (a store made by another embedder is refused),
+/// serves the admin API on a loopback port for the run alone, runs [`run`] against it as
+/// `tenant`'s admin, then stops and closes the engine gracefully (the next start loads its
+/// indexes). A data directory in use by a running server is refused (the store's file lock):
+/// ingest through the server instead.
+pub async fn run_into_data_dir(
+    options: &IngestOptions,
+    settings: Settings,
+    data_dir: &Path,
+    tenant: &str,
+) -> IngestResult<IngestSummary> {
+    let shown = data_dir.display().to_string();
+    let failed = |reason: String| IngestError::DataDir { path: shown.clone(), reason };
+    let settings = std::sync::Arc::new(data_dir_settings(settings, data_dir)?);
+    let providers = crate::providers::from_settings(&settings).await.map_err(|error| failed(error.to_string()))?;
+    let state =
+        crate::app::build_state(std::sync::Arc::clone(&settings), providers).await.map_err(|error| match error {
+            crate::app::StartError::Retrieval(crate::retrieval::RetrievalError::Storage(
+                crate::storage::StorageError::InUse { .. },
+            )) => failed(
+                "in use by another process (a running server?): stop it, or ingest through its admin API with --server"
+                    .into(),
+            ),
+            other => failed(other.to_string()),
+        })?;
+    state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
+    let served = state.clone();
+    let server = actix_web::HttpServer::new(move || crate::http::server::app(served.clone()))
+        .workers(1)
+        .disable_signals()
+        .bind("127.0.0.1:0")
+        .map_err(|error| failed(format!("loopback port: {error}")))?;
+    let address = server.addrs().first().copied().ok_or_else(|| failed("no loopback port".into()))?;
+    let running = server.run();
+    let handle = running.handle();
+    let serving = actix_rt::spawn(running);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_secs());
+    let claims = crate::http::auth::Claims {
+        sub: "warrant-ingest".into(),
+        tenant: tenant.to_owned(),
+        groups: Vec::new(),
+        roles: vec![crate::domain::Role::Admin.as_str().to_owned()],
+        exp: now + 24 * 3600,
+        iss: None,
+        aud: None,
+    };
+    let token = crate::http::auth::mint_hs256(&settings.auth.hs256_secret, &claims)
+        .map_err(|error| failed(error.to_string()))?;
+    let canonical = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    let destination = Destination {
+        server: format!("http://{address}"),
+        token,
+        key: format!("data directory {} tenant {tenant}", canonical.display()),
+    };
+    let outcome = run(options, &destination).await;
+    handle.stop(true).await;
+    let _ = serving.await;
+    if let Some(engine) = &state.engine {
+        engine.close().await;
+    }
+    outcome
 }

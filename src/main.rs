@@ -38,9 +38,24 @@ async fn run(command: Command) -> Result<()> {
             "the benchmarks are their own binary now: cargo run --release --bin warrant-bench -- {}",
             arguments.join(" ")
         ),
-        Command::Ingest { path: Some(path), server, tenant, token_env, groups, users, sync, json, config, .. } => {
+        Command::Ingest {
+            path: Some(path),
+            server,
+            data_dir,
+            include,
+            exclude,
+            tenant,
+            token_env,
+            groups,
+            users,
+            sync,
+            json,
+            config,
+            ..
+        } => {
             let acl = warrant::domain::DocAcl { groups, users };
-            ingest_folder(path, server, (tenant, token_env), acl, sync, json, config).await
+            let options = warrant::ingest::IngestOptions { root: path, acl, sync, progress: !json, include, exclude };
+            ingest_folder(options, (server, data_dir), (tenant, token_env), json, config).await
         }
         Command::Ingest { path: None, dataset, embedder, cache_dir, json, config, .. } => {
             let dataset = dataset.context("give a folder to ingest, or --dataset")?;
@@ -51,53 +66,64 @@ async fn run(command: Command) -> Result<()> {
     }
 }
 
-/// `warrant ingest PATH`: the folder kept in step with a running server (`warrant::ingest`).
+/// `warrant ingest PATH`: the folder kept in step with a running server, or written into a
+/// stopped server's data directory (`warrant::ingest`).
 async fn ingest_folder(
-    path: PathBuf,
-    server: Option<String>,
+    options: warrant::ingest::IngestOptions,
+    (server, data_dir): (Option<String>, Option<PathBuf>),
     (tenant, token_env): (Option<String>, Option<String>),
-    acl: warrant::domain::DocAcl,
-    sync: bool,
     json: bool,
     config: Option<PathBuf>,
 ) -> Result<()> {
     let settings = Settings::load(config.as_deref())?;
-    let token = match (token_env, tenant) {
-        (Some(variable), _) => {
-            std::env::var(&variable).with_context(|| format!("environment variable {variable} is not set"))?
-        }
-        (None, Some(tenant)) => {
-            if !settings.auth.hs256_enabled() || settings.auth.hs256_secret.is_empty() {
-                bail!(
-                    "--tenant mints a token with auth.hs256_secret, which this configuration does not accept; use --token-env"
-                );
+    let summary = if let Some(data_dir) = data_dir {
+        let tenant = tenant.context("--data-dir needs --tenant")?;
+        warrant::ingest::run_into_data_dir(&options, settings, &data_dir, &tenant).await?
+    } else {
+        let token = match (token_env, &tenant) {
+            (Some(variable), _) => {
+                std::env::var(&variable).with_context(|| format!("environment variable {variable} is not set"))?
             }
-            let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
-            let claims = warrant::http::auth::Claims {
-                sub: "warrant-ingest".into(),
-                tenant,
-                groups: Vec::new(),
-                roles: vec![Role::Admin.as_str().to_owned()],
-                exp: now + 3600,
-                iss: (!settings.auth.issuer.is_empty()).then(|| settings.auth.issuer.clone()),
-                aud: (!settings.auth.audience.is_empty()).then(|| settings.auth.audience.clone()),
-            };
-            warrant::http::auth::mint_hs256(&settings.auth.hs256_secret, &claims)?
-        }
-        (None, None) => bail!("give --tenant (a token is minted with the configured secret) or --token-env"),
+            (None, Some(tenant)) => {
+                if !settings.auth.hs256_enabled() || settings.auth.hs256_secret.is_empty() {
+                    bail!(
+                        "--tenant mints a token with auth.hs256_secret, which this configuration does not accept; use --token-env"
+                    );
+                }
+                let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+                let claims = warrant::http::auth::Claims {
+                    sub: "warrant-ingest".into(),
+                    tenant: tenant.clone(),
+                    groups: Vec::new(),
+                    roles: vec![Role::Admin.as_str().to_owned()],
+                    exp: now + 3600,
+                    iss: (!settings.auth.issuer.is_empty()).then(|| settings.auth.issuer.clone()),
+                    aud: (!settings.auth.audience.is_empty()).then(|| settings.auth.audience.clone()),
+                };
+                warrant::http::auth::mint_hs256(&settings.auth.hs256_secret, &claims)?
+            }
+            (None, None) => bail!("give --tenant (a token is minted with the configured secret) or --token-env"),
+        };
+        let server = server.unwrap_or_else(|| format!("http://{}", settings.server.bind));
+        let key = match &tenant {
+            Some(tenant) => format!("server {server} tenant {tenant}"),
+            None => format!("server {server}"),
+        };
+        warrant::ingest::run(&options, &warrant::ingest::Destination { server, token, key }).await?
     };
-    let server = server.unwrap_or_else(|| format!("http://{}", settings.server.bind));
-    let options = warrant::ingest::IngestOptions { root: path, server, token, acl, sync, progress: !json };
-    let summary = warrant::ingest::run(&options).await?;
     if json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
+        if let Some(other) = &summary.other_destination {
+            println!("the state file was written for {other}: every file was uploaded again");
+        }
         println!(
-            "ingested {}, unchanged {}, deleted {}, skipped {} (no known format), failed {} in {:.1} s",
+            "ingested {}, unchanged {}, deleted {}, skipped {} (no known format), excluded {}, failed {} in {:.1} s",
             summary.ingested,
             summary.unchanged,
             summary.deleted,
             summary.skipped,
+            summary.excluded,
             summary.failed.len(),
             summary.seconds
         );

@@ -247,6 +247,7 @@ impl From<StorageError> for ApiError {
             StorageError::Io { .. }
             | StorageError::Corrupted { .. }
             | StorageError::Embedder { .. }
+            | StorageError::InUse { .. }
             | StorageError::Injected(_) => Self { retry_after: Some(1), ..retry },
         }
     }

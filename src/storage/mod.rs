@@ -110,6 +110,12 @@ pub enum StorageError {
         /// `name/dimension` configured.
         configured: String,
     },
+    /// Another process holds the store open (a running server): one process at a time.
+    #[error("storage file {file} is in use by another process (a running server?)")]
+    InUse {
+        /// The file.
+        file: String,
+    },
     /// A fault injected by a test at a step of the write path (never configured in production).
     #[error("injected fault at {0:?}")]
     Injected(WriteStep),
@@ -316,6 +322,7 @@ fn open_error(file: &str, error: redb::DatabaseError) -> StorageError {
         {
             corrupted(file, error)
         }
+        redb::DatabaseError::DatabaseAlreadyOpen => StorageError::InUse { file: file.to_owned() },
         other => io(file, other),
     }
 }

@@ -1,13 +1,15 @@
 //! `warrant ingest PATH` against a server on a loopback port: new and changed files uploaded,
 //! unchanged ones skipped, removed ones deleted with `--sync`, a refused file reported while the
-//! rest goes on, and the state file resuming a run.
+//! rest goes on, and the state file resuming a run; globs selecting files (and bounding what
+//! `--sync` deletes); a state file of another destination not trusted; and straight into a
+//! stopped server's data directory (refused while a server holds it, or for a replica).
 
 use std::sync::Arc;
 
 use warrant::domain::DocAcl;
 use warrant::http::auth::{Claims, mint_hs256};
 use warrant::http::server::app;
-use warrant::ingest::{ACL_SIDECAR, IngestOptions, STATE_FILE, run};
+use warrant::ingest::{ACL_SIDECAR, Destination, IngestError, IngestOptions, STATE_FILE, run, run_into_data_dir};
 
 use super::extract::policy_pdf;
 
@@ -26,15 +28,39 @@ fn token(tenant: &str, sub: &str, groups: &[&str], roles: &[&str]) -> String {
     mint_hs256(SECRET, &claims).unwrap()
 }
 
-/// A server on an ephemeral loopback port: (base URL, handle).
-async fn server() -> (String, actix_web::dev::ServerHandle) {
+/// The settings of these tests' servers: the hashed embedder, two shards, the test secret.
+fn settings() -> warrant::config::Settings {
     let mut settings = warrant::config::Settings::defaults();
     settings.auth.hs256_secret = SECRET.into();
+    settings.embedder.kind = warrant::config::EmbedderKind::Hashed;
     settings.embedder.dim = 32;
     settings.index.shards = 2;
-    let settings = Arc::new(settings);
+    settings
+}
+
+/// A server with the demo corpus on an ephemeral loopback port: (base URL, handle).
+async fn server() -> (String, actix_web::dev::ServerHandle) {
+    let settings = Arc::new(settings());
     let providers = super::support::hashed_providers(&settings, None);
     let state = super::support::demo_state(settings, providers).await;
+    serve(state)
+}
+
+/// A server on the data directory `data` (nothing loaded): (base URL, handle, state).
+async fn server_on(data: &std::path::Path) -> (String, actix_web::dev::ServerHandle, AppData) {
+    let mut settings = settings();
+    settings.storage.dir = data.to_string_lossy().into_owned();
+    let settings = Arc::new(settings);
+    let providers = super::support::hashed_providers(&settings, None);
+    let state = warrant::app::build_state(settings, providers).await.expect("the data directory opens");
+    state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (base, handle) = serve(state.clone());
+    (base, handle, state)
+}
+
+type AppData = actix_web::web::Data<warrant::http::AppState>;
+
+fn serve(state: AppData) -> (String, actix_web::dev::ServerHandle) {
     let server = actix_web::HttpServer::new(move || app(state.clone())).workers(1).bind("127.0.0.1:0").unwrap();
     let address = server.addrs()[0];
     let running = server.run();
@@ -43,11 +69,26 @@ async fn server() -> (String, actix_web::dev::ServerHandle) {
     (format!("http://{address}"), handle)
 }
 
-async fn readable(base: &str, doc_id: &str, groups: &[&str]) -> u16 {
+/// `GET /v1/documents/{doc_id}` as ann of tenant folders in `groups`.
+async fn read(base: &str, doc_id: &str, groups: &[&str]) -> reqwest::Response {
     let reader = token("folders", "ann", groups, &[]);
     let client = reqwest::Client::new();
     let encoded = percent_encoding::utf8_percent_encode(doc_id, percent_encoding::NON_ALPHANUMERIC);
-    client.get(format!("{base}/v1/documents/{encoded}")).bearer_auth(reader).send().await.unwrap().status().as_u16()
+    client.get(format!("{base}/v1/documents/{encoded}")).bearer_auth(reader).send().await.unwrap()
+}
+
+async fn readable(base: &str, doc_id: &str, groups: &[&str]) -> u16 {
+    read(base, doc_id, groups).await.status().as_u16()
+}
+
+/// The whole folder for group staff, with `--sync`.
+fn staff_sync(root: &std::path::Path) -> IngestOptions {
+    IngestOptions {
+        root: root.to_path_buf(),
+        acl: DocAcl { groups: vec!["staff".into()], users: vec![] },
+        sync: true,
+        ..IngestOptions::default()
+    }
 }
 
 #[actix_web::test]
@@ -62,13 +103,15 @@ async fn ingest_uploads_changes_only_deletes_with_sync_and_reports_refused_files
     std::fs::write(root.join("policies/hr").join(ACL_SIDECAR), r#"{"groups": ["hr"]}"#).unwrap();
     std::fs::write(root.join("notes.xyz"), "no known format").unwrap();
     std::fs::write(root.join("broken.txt"), b"caf\xe9").unwrap();
-    let options = IngestOptions {
-        root: root.to_path_buf(),
+    let options = staff_sync(root);
+    let destination = Destination {
         server: base.clone(),
         token: token("folders", "ops", &[], &["admin"]),
-        acl: DocAcl { groups: vec!["staff".into()], users: vec![] },
-        sync: true,
-        progress: false,
+        key: format!("server {base} tenant folders"),
+    };
+    let run = |options: &IngestOptions| {
+        let (options, destination) = (options.clone(), destination.clone());
+        async move { run(&options, &destination).await }
     };
     let first = run(&options).await.expect("first run");
     assert_eq!((first.ingested, first.unchanged, first.skipped, first.deleted), (3, 0, 1, 0), "{first:?}");
@@ -101,7 +144,134 @@ async fn ingest_uploads_changes_only_deletes_with_sync_and_reports_refused_files
 
     // A refused token ends the run with an error, not a per-file failure.
     std::fs::remove_file(root.join(STATE_FILE)).unwrap();
-    let refused = IngestOptions { token: token("folders", "ann", &["staff"], &[]), ..options.clone() };
-    assert!(run(&refused).await.is_err());
+    let refused = Destination { token: token("folders", "ann", &["staff"], &[]), ..destination.clone() };
+    assert!(matches!(warrant::ingest::run(&options, &refused).await, Err(IngestError::Server(_))));
     handle.stop(false).await;
+}
+
+#[actix_web::test]
+async fn globs_select_files_and_sync_deletes_only_inside_the_selection() {
+    let (base, handle) = server().await;
+    let folder = tempfile::tempdir().unwrap();
+    let root = folder.path();
+    std::fs::create_dir_all(root.join("drafts")).unwrap();
+    std::fs::write(root.join("travel.md"), "# Travel\n\nBook trains early.\n").unwrap();
+    std::fs::write(root.join("leave.html"), "<h1>Leave</h1><p>Twenty-eight days a year.</p>").unwrap();
+    std::fs::write(root.join("drafts/expenses.md"), "# Expenses\n\nReceipts within thirty days.\n").unwrap();
+    let destination =
+        Destination { server: base.clone(), token: token("folders", "ops", &[], &["admin"]), key: "server".into() };
+    let everything = staff_sync(root);
+    // Markdown outside drafts/ only (`*` also matches `/`).
+    let markdown =
+        IngestOptions { include: vec!["*.md".into()], exclude: vec!["drafts/**".into()], ..everything.clone() };
+    let first = run(&markdown, &destination).await.expect("markdown run");
+    assert_eq!((first.ingested, first.excluded), (1, 2), "{first:?}");
+    assert_eq!(readable(&base, "travel.md", &["staff"]).await, 200);
+    assert_eq!(readable(&base, "drafts/expenses.md", &["staff"]).await, 404);
+    assert_eq!(readable(&base, "leave.html", &["staff"]).await, 404);
+
+    let second = run(&everything, &destination).await.expect("whole run");
+    assert_eq!((second.ingested, second.unchanged), (2, 1), "{second:?}");
+    // With every file gone, a --sync run over HTML alone deletes the HTML document only.
+    for file in ["travel.md", "leave.html", "drafts/expenses.md"] {
+        std::fs::remove_file(root.join(file)).unwrap();
+    }
+    let html = IngestOptions { include: vec!["*.html".into()], ..everything.clone() };
+    let third = run(&html, &destination).await.expect("html sync");
+    assert_eq!(third.deleted, 1, "{third:?}");
+    assert_eq!(readable(&base, "leave.html", &["staff"]).await, 404);
+    assert_eq!(readable(&base, "travel.md", &["staff"]).await, 200, "outside the selection: kept");
+    assert_eq!(readable(&base, "drafts/expenses.md", &["staff"]).await, 200, "outside the selection: kept");
+
+    // A pattern that is not a glob ends the run before anything is sent.
+    let bad = IngestOptions { include: vec!["[".into()], ..everything.clone() };
+    let error = run(&bad, &destination).await.expect_err("not a glob");
+    assert!(matches!(error, IngestError::Pattern { .. }), "{error}");
+    handle.stop(false).await;
+}
+
+#[actix_web::test]
+async fn a_state_file_of_another_destination_uploads_everything_again() {
+    let (base, handle) = server().await;
+    let folder = tempfile::tempdir().unwrap();
+    let root = folder.path();
+    std::fs::write(root.join("travel.md"), "# Travel\n\nBook trains early.\n").unwrap();
+    let options = IngestOptions { root: root.to_path_buf(), ..IngestOptions::default() };
+    let admin = |tenant: &str| Destination {
+        server: base.clone(),
+        token: token(tenant, "ops", &[], &["admin"]),
+        key: format!("server {base} tenant {tenant}"),
+    };
+    let first = run(&options, &admin("folders")).await.expect("first tenant");
+    assert_eq!(first.ingested, 1);
+    // The same folder into another tenant: the first tenant's acknowledgements say nothing of it.
+    let other = run(&options, &admin("others")).await.expect("second tenant");
+    assert_eq!((other.ingested, other.unchanged), (1, 0), "{other:?}");
+    assert_eq!(other.other_destination.as_deref(), Some(format!("server {base} tenant folders").as_str()));
+    let again = run(&options, &admin("others")).await.expect("second tenant again");
+    assert_eq!((again.ingested, again.unchanged, again.other_destination.is_none()), (0, 1, true), "{again:?}");
+    handle.stop(false).await;
+}
+
+#[actix_web::test]
+async fn ingest_into_a_stopped_servers_data_directory_is_served_when_it_starts() {
+    let data = tempfile::tempdir().unwrap();
+    let folder = tempfile::tempdir().unwrap();
+    let root = folder.path();
+    std::fs::write(root.join("handbook.pdf"), policy_pdf()).unwrap();
+    std::fs::write(
+        root.join("travel.md"),
+        "# Travel\n\n## Hotels\n\nHotel stays are reimbursed up to 180 euros a night.\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("broken.txt"), b"caf\xe9").unwrap();
+    let options = staff_sync(root);
+    let first =
+        run_into_data_dir(&options, settings(), data.path(), "folders").await.expect("into a new data directory");
+    assert_eq!((first.ingested, first.failed.len()), (2, 1), "{first:?}");
+    assert!(first.failed[0].1.contains("invalid_utf8"), "the same refusal as an upload: {:?}", first.failed);
+    let second = run_into_data_dir(&options, settings(), data.path(), "folders").await.expect("unchanged");
+    assert_eq!((second.ingested, second.unchanged), (0, 2), "{second:?}");
+
+    // A server started on the directory serves what was ingested, layout included.
+    let (base, handle, state) = server_on(data.path()).await;
+    assert_eq!(readable(&base, "travel.md", &["staff"]).await, 200);
+    assert_eq!(readable(&base, "handbook.pdf", &["staff"]).await, 200);
+    assert_eq!(readable(&base, "handbook.pdf", &["others"]).await, 404, "the access list was written");
+    let document: serde_json::Value = read(&base, "handbook.pdf", &["staff"]).await.json().await.unwrap();
+    let pages: Vec<i64> = document["chunks"]
+        .as_array()
+        .expect("chunks")
+        .iter()
+        .flat_map(|chunk| chunk["location"]["pages"].as_array().cloned().unwrap_or_default())
+        .filter_map(|page| page.as_i64())
+        .collect();
+    assert!(pages.contains(&3), "the PDF's pages were kept: {document}");
+
+    // While a server holds the directory, ingesting into it is refused and writes nothing.
+    std::fs::write(root.join("new.md"), "# New\n\nA new policy.\n").unwrap();
+    let busy = run_into_data_dir(&options, settings(), data.path(), "folders").await.expect_err("in use");
+    assert!(matches!(&busy, IngestError::DataDir { reason, .. } if reason.contains("in use")), "{busy}");
+    assert_eq!(readable(&base, "new.md", &["staff"]).await, 404);
+    handle.stop(true).await;
+    if let Some(engine) = &state.engine {
+        engine.close().await;
+    }
+    drop(state);
+
+    // Stopped again: --sync removes a deleted file's document, and the new file goes in.
+    std::fs::remove_file(root.join("travel.md")).unwrap();
+    let third =
+        run_into_data_dir(&options, settings(), data.path(), "folders").await.expect("after the server stopped");
+    assert_eq!((third.ingested, third.deleted), (1, 1), "{third:?}");
+    let (base, handle, _state) = server_on(data.path()).await;
+    assert_eq!(readable(&base, "travel.md", &["staff"]).await, 404);
+    assert_eq!(readable(&base, "new.md", &["staff"]).await, 200);
+    handle.stop(true).await;
+
+    // A replica's configuration is refused: a replica takes its documents from its primary.
+    let mut replica = settings();
+    replica.replica.follow = "http://127.0.0.1:9".into();
+    let refused = run_into_data_dir(&options, replica, data.path(), "folders").await.expect_err("a replica");
+    assert!(matches!(&refused, IngestError::DataDir { reason, .. } if reason.contains("replica")), "{refused}");
 }
