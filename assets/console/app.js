@@ -491,6 +491,27 @@
     return name.replace(/\.[^.]*$/, "").replace(/[^A-Za-z0-9._-]+/g, "-").slice(0, 256) || "document";
   }
 
+  // The media type of a file the server extracts, from its extension (as `warrant ingest`).
+  function contentTypeOf(name) {
+    const extension = (name.match(/\.([^.]+)$/) || [])[1];
+    const types = {
+      pdf: "application/pdf",
+      docx: "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+      html: "text/html", htm: "text/html", xhtml: "text/html",
+      md: "text/markdown", markdown: "text/markdown",
+      txt: "text/plain", text: "text/plain",
+    };
+    return extension ? types[extension.toLowerCase()] : undefined;
+  }
+
+  function base64Of(bytes) {
+    let binary = "";
+    for (let offset = 0; offset < bytes.length; offset += 0x8000) {
+      binary += String.fromCharCode.apply(null, bytes.subarray(offset, offset + 0x8000));
+    }
+    return btoa(binary);
+  }
+
   async function onUpload(event) {
     event.preventDefault();
     const token = adminToken();
@@ -499,11 +520,15 @@
     const documents = [];
     try {
       for (const file of Array.from($("upload-file").files)) {
-        const content = await file.text();
+        const contentType = contentTypeOf(file.name);
         if (/\.json$/i.test(file.name) || file.type === "application/json") {
-          documents.push(...documentsFromJson(JSON.parse(content), acl));
+          documents.push(...documentsFromJson(JSON.parse(await file.text()), acl));
+        } else if (contentType) {
+          // The server extracts it (pages and sections kept) and refuses a bad file by name.
+          const content = base64Of(new Uint8Array(await file.arrayBuffer()));
+          documents.push({ doc_id: idFromName(file.name), title: file.name, content, content_type: contentType, acl });
         } else {
-          documents.push({ doc_id: idFromName(file.name), title: file.name, text: content, acl });
+          documents.push({ doc_id: idFromName(file.name), title: file.name, text: await file.text(), acl });
         }
       }
     } catch (error) {

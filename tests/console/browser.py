@@ -161,6 +161,34 @@ class Driver:
         self.process.wait(timeout=10)
 
 
+def pdf(pages):
+    """A PDF of `pages` (each a list of lines) in Helvetica, one text object per line, written
+    here byte by byte (a cross-reference table with true offsets), so the console uploads a real
+    binary file and the server's extraction finds the page boundaries."""
+    def escaped(line):
+        return line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+    objects = ["<< /Type /Catalog /Pages 2 0 R >>", None,
+               "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"]
+    kids = []
+    for lines in pages:
+        content = "".join(f"BT /F1 11 Tf 72 {800 - 14 * index} Td ({escaped(line)}) Tj ET\n" for index, line in enumerate(lines))
+        objects.append(f"<< /Length {len(content.encode('latin-1'))} >>\nstream\n{content}endstream")
+        objects.append(f"<< /Type /Page /Parent 2 0 R /Contents {len(objects)} 0 R >>")
+        kids.append(f"{len(objects)} 0 R")
+    objects[1] = (f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(kids)} "
+                  "/Resources << /Font << /F1 3 0 R >> >> /MediaBox [0 0 595 842] >>")
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1")
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += "".join(f"{offset:010d} 00000 n \n" for offset in offsets).encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)
+
+
 def corpus_text(tenant, doc_id):
     for document in CORPUS["documents"]:
         if document["tenant"] == tenant and document["doc_id"] == doc_id:
@@ -549,6 +577,52 @@ def run(driver):
     highlighted = driver.wait("const m = document.querySelector('#source-text mark.cited'); return m && m.textContent;", "the uploaded file's source")
     assert "level two" in highlighted, highlighted
     assert driver.js("return document.activeElement.id;") == "source-title", "focus moves to the source"
+
+    step("a PDF and a Markdown file uploaded from the console are cited by page and section")
+    lockers = os.path.join(WORK, "bicycle-lockers.pdf")
+    with open(lockers, "wb") as out:
+        out.write(pdf([
+            ["Facilities handbook", "Welcome to the building."],
+            ["Meeting rooms are booked through the calendar.", "Rooms hold twelve people."],
+            ["Bicycle lockers are assigned by the facilities desk.", "Each bicycle locker costs forty euros a year."],
+        ]))
+    hotels = os.path.join(WORK, "oslo-hotels.md")
+    with open(hotels, "w") as out:
+        out.write("# Travel\n\nTrips are booked through the travel desk.\n\n"
+                  "## Hotels\n\nHotel stays in Oslo are reimbursed up to 230 euros per night.\n\n"
+                  "# Equipment\n\nLaptops are replaced every four years.\n")
+    activate(driver, "root@")
+    driver.click('.tab[data-view="admin"]')
+    driver.type("#upload-text", "")
+    driver.type("#upload-groups", "everyone")
+    driver.keys("#upload-file", lockers + "\n" + hotels)
+    driver.click('#upload-form button[type="submit"]')
+    driver.wait("return document.getElementById('admin-status').textContent.startsWith('Uploaded 2 document');", "PDF and Markdown upload")
+    activate(driver, "alice@")
+    status = ask(driver, "How much does a bicycle locker cost per year?")
+    assert status == "answered", (status, text_of(driver, "#ask-result"))
+    chip = '#ask-result .chip[data-doc-id="bicycle-lockers"]'
+    where = driver.wait(f"const c = document.querySelector('{chip} .chip-location'); return c && c.textContent;", "the PDF's chip")
+    assert where.strip() == "p. 3", where
+    assert driver.js(f"return document.querySelector('{chip}').getAttribute('aria-label');").endswith(", p. 3")
+    driver.click(chip)
+    highlighted = driver.wait("const m = document.querySelector('#source-text mark.cited'); return m && m.textContent;", "the PDF's source")
+    assert "forty euros" in highlighted, highlighted
+    driver.wait("return document.getElementById('source-meta').textContent.includes(' of ');", "the source's metadata")
+    meta = driver.js("return Array.from(document.querySelectorAll('#source-meta dt')).map(dt => [dt.textContent, dt.nextElementSibling.textContent]);")
+    assert ["location", "p. 3"] in meta, meta
+    driver.screenshot("location-pdf")
+    status = ask(driver, "How much are hotel stays in Oslo reimbursed per night?")
+    assert status == "answered", (status, text_of(driver, "#ask-result"))
+    chip = '#ask-result .chip[data-doc-id="oslo-hotels"]'
+    where = driver.wait(f"const c = document.querySelector('{chip} .chip-location'); return c && c.textContent;", "the Markdown chip")
+    assert where.strip() == "Travel › Hotels", where
+    driver.click(chip)
+    driver.wait("return document.getElementById('source-meta').textContent.includes(' of ');", "the Markdown source")
+    meta = driver.js("return Array.from(document.querySelectorAll('#source-meta dt')).map(dt => [dt.textContent, dt.nextElementSibling.textContent]);")
+    assert ["location", "Travel › Hotels"] in meta, meta
+    assert "230 euros" in text_of(driver, "#source-text mark.cited")
+    driver.screenshot("location-markdown")
 
     step("ops: readiness, embedder, generator, index sizes, answer and latency series")
     driver.click('.tab[data-view="ops"]')
