@@ -458,3 +458,25 @@ pub async fn run_into_data_dir(
     }
     outcome
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loopback_run_accepts_only_its_own_secret_and_is_no_demo() {
+        let mut configured = Settings::defaults();
+        configured.auth.rs256_public_key_file = "/etc/warrant/key.pem".into();
+        configured.auth.replica_subjects = vec!["replica-1".into()];
+        configured.review.enabled = true;
+        let first = data_dir_settings(configured.clone(), Path::new("/tmp/data")).expect("a primary's");
+        let second = data_dir_settings(configured, Path::new("/tmp/data")).expect("a primary's");
+        assert_eq!(first.auth.hs256_secret.len(), 64);
+        assert_ne!(first.auth.hs256_secret, second.auth.hs256_secret, "a secret per run");
+        assert_ne!(first.auth.hs256_secret, Settings::defaults().auth.hs256_secret, "never the demo key");
+        assert!(first.auth.hs256_enabled() && first.auth.rs256_public_key_file.is_empty());
+        assert!(first.auth.replica_subjects.is_empty() && !first.review.enabled && !first.demo.load);
+        assert!(!crate::http::console::DemoUsers::demo_mode(&first));
+        assert_eq!((first.server.bind.as_str(), first.storage.dir.as_str()), ("127.0.0.1:0", "/tmp/data"));
+    }
+}
