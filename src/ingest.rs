@@ -388,6 +388,11 @@ fn data_dir_settings(mut settings: Settings, data_dir: &Path) -> IngestResult<Se
     settings.server.bind = "127.0.0.1:0".into();
     settings.demo.load = false;
     settings.review.enabled = false;
+    // Nothing is answered: a generator or judge the configuration names (a model server, an
+    // API key) is not needed, so it is not built. Ingestion itself (the embedder, chunking,
+    // sentence vectors) keeps the configured settings.
+    settings.generator.kind = crate::config::GeneratorKind::Extractive;
+    settings.verifier.kind = crate::config::VerifierKind::Lexical;
     let leeway = settings.auth.leeway_seconds;
     settings.auth = Settings::defaults().auth;
     settings.auth.leeway_seconds = leeway;
@@ -469,6 +474,9 @@ mod tests {
         configured.auth.rs256_public_key_file = "/etc/warrant/key.pem".into();
         configured.auth.replica_subjects = vec!["replica-1".into()];
         configured.review.enabled = true;
+        configured.generator.kind = crate::config::GeneratorKind::Openai;
+        configured.generator.base_url = "http://127.0.0.1:9/v1".into();
+        configured.verifier.sentence_vectors = !configured.verifier.sentence_vectors;
         let first = data_dir_settings(configured.clone(), Path::new("/tmp/data")).expect("a primary's");
         let second = data_dir_settings(configured, Path::new("/tmp/data")).expect("a primary's");
         assert_eq!(first.auth.hs256_secret.len(), 64);
@@ -478,5 +486,11 @@ mod tests {
         assert!(first.auth.replica_subjects.is_empty() && !first.review.enabled && !first.demo.load);
         assert!(!crate::http::console::DemoUsers::demo_mode(&first));
         assert_eq!((first.server.bind.as_str(), first.storage.dir.as_str()), ("127.0.0.1:0", "/tmp/data"));
+        assert_eq!(first.generator.kind, crate::config::GeneratorKind::Extractive, "no model server is needed");
+        assert_ne!(
+            first.verifier.sentence_vectors,
+            Settings::defaults().verifier.sentence_vectors,
+            "ingestion as configured"
+        );
     }
 }
