@@ -177,7 +177,6 @@ mod streaming {
     use warrant::config::Settings;
 
     use warrant::http::auth::{Claims, mint_hs256};
-    use warrant::http::server::app;
 
     const SECRET: &str = "test-secret-for-streaming-tests";
     const HOTEL: &str = "Hotel stays are reimbursed up to 250 euros per night in London, Paris and New York.";
@@ -249,14 +248,8 @@ mod streaming {
         let settings = Arc::new(settings);
         let providers = crate::support::hashed_providers(&settings, generator);
         let state = crate::support::demo_state(Arc::clone(&settings), providers).await;
-        let server_state = state.clone();
-        let server =
-            actix_web::HttpServer::new(move || app(server_state.clone())).workers(1).bind("127.0.0.1:0").expect("bind");
-        let address = server.addrs()[0];
-        let running = server.run();
-        let handle = running.handle();
-        actix_rt::spawn(running);
-        Server { base: format!("http://{address}"), handle }
+        let (base, handle) = crate::support::listen(state.clone(), 1);
+        Server { base, handle }
     }
 
     fn token() -> String {

@@ -11,7 +11,6 @@ use tokio::io::AsyncWriteExt;
 use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
 use warrant::config::Settings;
 use warrant::http::auth::{Claims, mint_hs256};
-use warrant::http::server::app;
 
 const SECRET: &str = "test-secret-for-http-tests";
 
@@ -47,14 +46,8 @@ async fn start_with(settings: Settings, generator: Option<Arc<dyn Generator>>) -
     let settings = Arc::new(settings);
     let providers = crate::support::hashed_providers(&settings, generator);
     let state = crate::support::demo_state(Arc::clone(&settings), providers).await;
-    let server_state = state.clone();
-    let server =
-        actix_web::HttpServer::new(move || app(server_state.clone())).workers(2).bind("127.0.0.1:0").expect("bind");
-    let address = server.addrs()[0];
-    let running = server.run();
-    let handle = running.handle();
-    actix_rt::spawn(running);
-    Server { base: format!("http://{address}"), client: reqwest::Client::new(), handle }
+    let (base, handle) = crate::support::listen(state.clone(), 2);
+    Server { base, client: reqwest::Client::new(), handle }
 }
 
 async fn start() -> Server {

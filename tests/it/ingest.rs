@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use warrant::domain::DocAcl;
 use warrant::http::auth::{Claims, mint_hs256};
-use warrant::http::server::app;
 use warrant::ingest::{ACL_SIDECAR, Destination, IngestError, IngestOptions, STATE_FILE, run, run_into_data_dir};
 
 use super::extract::policy_pdf;
@@ -61,12 +60,7 @@ async fn server_on(data: &std::path::Path) -> (String, actix_web::dev::ServerHan
 type AppData = actix_web::web::Data<warrant::http::AppState>;
 
 fn serve(state: AppData) -> (String, actix_web::dev::ServerHandle) {
-    let server = actix_web::HttpServer::new(move || app(state.clone())).workers(1).bind("127.0.0.1:0").unwrap();
-    let address = server.addrs()[0];
-    let running = server.run();
-    let handle = running.handle();
-    actix_rt::spawn(running);
-    (format!("http://{address}"), handle)
+    super::support::listen(state, 1)
 }
 
 /// `GET /v1/documents/{doc_id}` as ann of tenant folders in `groups`.

@@ -20,7 +20,6 @@ use serde_json::{Value, json};
 use warrant::config::Settings;
 use warrant::domain::{Principal, Role};
 use warrant::http::AppState;
-use warrant::http::server::app;
 
 use crate::snapshots::{Process, call, command, retrieved_docs};
 
@@ -211,14 +210,8 @@ async fn start(settings: Settings) -> Server {
     let settings = Arc::new(settings);
     let providers = crate::support::hashed_providers(&settings, None);
     let state = crate::support::demo_state(Arc::clone(&settings), providers).await;
-    let server_state = state.clone();
-    let server =
-        actix_web::HttpServer::new(move || app(server_state.clone())).workers(2).bind("127.0.0.1:0").expect("bind");
-    let address = server.addrs()[0];
-    let running = server.run();
-    let handle = running.handle();
-    actix_rt::spawn(running);
-    Server { base: format!("http://{address}"), client: reqwest::Client::new(), state, handle }
+    let (base, handle) = crate::support::listen(state.clone(), 2);
+    Server { base, client: reqwest::Client::new(), state, handle }
 }
 
 impl Server {

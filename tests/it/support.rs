@@ -1,5 +1,6 @@
 //! Shared helpers of the integration tests: an engine on the hashed embedder, the service with
-//! the demo corpus, documents, principals, and a counting fake embedder.
+//! the demo corpus (in process, or listening on a loopback port), documents, principals, and a
+//! counting fake embedder.
 
 use std::sync::Arc;
 
@@ -37,6 +38,19 @@ pub async fn demo_state(settings: Arc<Settings>, providers: Providers) -> actix_
     load_corpus(state.writer.as_ref(), &corpus).await.expect("demo corpus");
     state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
     state
+}
+
+/// `state` served by `workers` workers on a loopback port the kernel picks: (base URL, handle).
+pub fn listen(state: actix_web::web::Data<AppState>, workers: usize) -> (String, actix_web::dev::ServerHandle) {
+    let server = actix_web::HttpServer::new(move || warrant::http::server::app(state.clone()))
+        .workers(workers)
+        .bind("127.0.0.1:0")
+        .expect("bind a loopback port");
+    let address = server.addrs()[0];
+    let running = server.run();
+    let handle = running.handle();
+    actix_rt::spawn(running);
+    (format!("http://{address}"), handle)
 }
 
 /// Default settings with small candidate budgets and `shards` shards.
