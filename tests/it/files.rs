@@ -136,18 +136,7 @@ fn location(value: &Value) -> Location {
 async fn postgres_state(settings: Settings) -> Option<actix_web::web::Data<warrant::http::AppState>> {
     let url = crate::postgres::fresh_database().await?;
     let providers = super::support::hashed_providers(&settings, None);
-    let postgres =
-        warrant::postgres::PostgresBackend::connect(crate::postgres::params(&url), Arc::clone(&providers.embedder))
-            .await
-            .unwrap();
-    let backend = warrant::app::Backend {
-        reader: postgres.clone(),
-        writer: postgres.clone(),
-        reviews: postgres,
-        engine: None,
-        fresh: true,
-    };
-    let state = warrant::app::build_state_on(Arc::new(settings), providers, backend).expect("state");
+    let state = crate::postgres::service_state(&url, Arc::new(settings), providers).await;
     state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
     Some(state)
 }

@@ -1740,21 +1740,30 @@ async fn postgres_every_answer_fixture_holds() {
     crate::answer_fixtures::every_answer_fixture_holds_on(crate::answer_fixtures::Backend::Postgres(database)).await;
 }
 
-/// A node of the HTTP service on the postgres backend at `url` (what `warrant serve` builds with
-/// `storage.backend = "postgres"`).
+/// The HTTP service's state on the postgres backend at `url` with `settings` and `providers`
+/// (what `warrant serve` builds with `storage.backend = "postgres"`), not yet ready.
+pub(crate) async fn service_state(
+    url: &str,
+    settings: Arc<warrant::config::Settings>,
+    providers: warrant::providers::Providers,
+) -> actix_web::web::Data<warrant::http::AppState> {
+    let postgres = PostgresBackend::connect(params(url), Arc::clone(&providers.embedder)).await.expect("connects");
+    let backend = warrant::app::Backend {
+        reader: postgres.clone(),
+        writer: postgres.clone(),
+        reviews: postgres,
+        engine: None,
+        fresh: true,
+    };
+    warrant::app::build_state_on(settings, providers, backend).expect("state")
+}
+
+/// A node of the HTTP service on the postgres backend at `url`, ready.
 async fn http_node(url: &str) -> actix_web::web::Data<warrant::http::AppState> {
     let mut settings = crate::support::settings(1);
     settings.storage.backend = warrant::config::StorageBackend::Postgres;
     let providers = crate::support::hashed_providers(&settings, None);
-    let backend = PostgresBackend::connect(params(url), Arc::clone(&providers.embedder)).await.expect("connects");
-    let backend = warrant::app::Backend {
-        reader: backend.clone(),
-        writer: backend.clone(),
-        reviews: backend,
-        engine: None,
-        fresh: true,
-    };
-    let state = warrant::app::build_state_on(Arc::new(settings), providers, backend).expect("state");
+    let state = service_state(url, Arc::new(settings), providers).await;
     state.ready.store(true, Ordering::SeqCst);
     state
 }

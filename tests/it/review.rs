@@ -91,17 +91,7 @@ async fn node(
     match backend {
         Backend::Embedded => crate::support::demo_state(settings, providers).await,
         Backend::Postgres(url) => {
-            let params = crate::postgres::params(url);
-            let postgres =
-                warrant::postgres::PostgresBackend::connect(params, Arc::clone(&providers.embedder)).await.unwrap();
-            let backend = warrant::app::Backend {
-                reader: postgres.clone(),
-                writer: postgres.clone(),
-                reviews: postgres,
-                engine: None,
-                fresh: true,
-            };
-            let state = warrant::app::build_state_on(settings, providers, backend).expect("state");
+            let state = crate::postgres::service_state(url, settings, providers).await;
             if load {
                 let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json");
                 warrant::app::load_corpus(state.writer.as_ref(), &corpus).await.expect("demo corpus");
