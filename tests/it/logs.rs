@@ -25,10 +25,20 @@ const DOCUMENT_SHINGLE: usize = 5;
 /// Words in a row that count as query text.
 const QUERY_SHINGLE: usize = 3;
 
+/// Lines a server wrote to stderr, and the thread that collects them (it ends with the process).
+pub(crate) type Captured = (Arc<Mutex<Vec<String>>>, std::thread::JoinHandle<()>);
+
 /// A server at `RUST_LOG=trace` on the demo corpus, and every line it writes to stderr.
 fn spawn_logging(snapshot_dir: &std::path::Path) -> (Process, Arc<Mutex<Vec<String>>>, std::thread::JoinHandle<()>) {
     let mut server = command(snapshot_dir, &[]);
     server.env("RUST_LOG", "trace").env("NO_COLOR", "1");
+    let (process, (lines, reader)) = spawn_capturing(server);
+    (process, lines, reader)
+}
+
+/// Starts a prepared server command, waits (at most 60 s) for the address it prints, and keeps
+/// every line it writes to stderr.
+pub(crate) fn spawn_capturing(mut server: std::process::Command) -> (Process, Captured) {
     let mut child = server.spawn().expect("spawn warrant");
     let stderr = child.stderr.take().unwrap();
     let lines = Arc::new(Mutex::new(Vec::new()));
@@ -43,7 +53,7 @@ fn spawn_logging(snapshot_dir: &std::path::Path) -> (Process, Arc<Mutex<Vec<Stri
         }
     });
     let base = receiver.recv_timeout(Duration::from_secs(60)).expect("server printed its address");
-    (Process { child, base }, lines, reader)
+    (Process { child, base }, (lines, reader))
 }
 
 /// Lowercased runs of `length` words of `text` (all of it when shorter).

@@ -9,10 +9,9 @@
 //! of their own; the others share the started one.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header, decode_header};
@@ -21,7 +20,7 @@ use warrant::config::Settings;
 use warrant::domain::{Principal, Role};
 use warrant::http::AppState;
 
-use crate::snapshots::{Process, call, command, retrieved_docs};
+use crate::snapshots::{call, command, retrieved_docs};
 
 const MANIFEST_DIR: &str = env!("CARGO_MANIFEST_DIR");
 const CLIENT: (&str, &str) = ("warrant-test", "warrant-test-secret");
@@ -547,21 +546,7 @@ async fn oidc_tokens_never_reach_the_logs() {
         .env("WARRANT__AUTH__CLAIMS__GROUPS_PREFIX", "warrant-")
         .env("WARRANT__AUTH__CLAIMS__ROLES", "attributes.realm_access.roles")
         .env("WARRANT__AUTH__CLAIMS__ROLE_MAP__ADMIN", r#"["warrant-admin"]"#);
-    let mut child = server.spawn().expect("spawn warrant");
-    let stderr = child.stderr.take().unwrap();
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let (sender, receiver) = std::sync::mpsc::channel();
-    let captured = Arc::clone(&lines);
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(address) = line.strip_prefix("warrant listening on ") {
-                let _ = sender.send(address.trim().to_owned());
-            }
-            captured.lock().unwrap().push(line);
-        }
-    });
-    let base = receiver.recv_timeout(Duration::from_secs(60)).expect("server printed its address");
-    let process = Process { child, base };
+    let (process, (lines, reader)) = crate::logs::spawn_capturing(server);
     let alice = provider.token("alice").await;
     let tokens = vec![
         alice.clone(),
