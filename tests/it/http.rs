@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::scripted::{ScriptStep, ScriptedGenerator};
+use base64::Engine as _;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
@@ -217,16 +218,7 @@ async fn with_an_rs256_key_hs256_tokens_are_refused_unless_allowed() {
 }
 
 fn base64url(text: &str) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bytes = text.as_bytes();
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..=chunk.len() {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
 }
 
 #[actix_web::test]

@@ -14,6 +14,7 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use jsonwebtoken::{Algorithm, EncodingKey, Header, decode_header};
 use serde_json::{Value, json};
 use warrant::config::Settings;
@@ -233,15 +234,7 @@ fn codes(body: &Value) -> Option<&str> {
 // ---- token surgery ----
 
 fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..=chunk.len() {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// `token` with its header replaced by `header` (payload and signature kept).
@@ -256,21 +249,7 @@ fn payload(token: &str) -> Value {
 }
 
 fn decode_base64url(text: &str) -> Vec<u8> {
-    let value = |c: u8| match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'-' => 62,
-        _ => 63,
-    };
-    let mut out = Vec::new();
-    for chunk in text.as_bytes().chunks(4) {
-        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, c)| acc | (u32::from(value(*c)) << (18 - 6 * i)));
-        for i in 0..chunk.len().saturating_sub(1) {
-            out.push((n >> (16 - 8 * i)) as u8);
-        }
-    }
-    out
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text).expect("base64url")
 }
 
 fn kid(token: &str) -> String {
