@@ -13,6 +13,8 @@
 //! its characters; a move along the line is a word gap when it leaves more than [`GAP`] of an
 //! em after the text drawn so far (glyph widths from the font's `/Widths`, half an em a
 //! character where a font has none): producers move inside words too (kerning, drop caps).
+//! Typographic ligatures (U+FB00-FB06, "ﬁ" for "fi") come out as their letters, so a search
+//! for "specified" finds a typeset "speciﬁed".
 
 use std::collections::BTreeMap;
 
@@ -142,6 +144,19 @@ struct PageText<'a> {
     text: String,
 }
 
+/// The letters of a typographic ligature (NFKC of U+FB00-FB06); any other character as it is.
+fn ligature_letters(character: char) -> String {
+    match character {
+        '\u{FB00}' => "ff".into(),
+        '\u{FB01}' => "fi".into(),
+        '\u{FB02}' => "fl".into(),
+        '\u{FB03}' => "ffi".into(),
+        '\u{FB04}' => "ffl".into(),
+        '\u{FB05}' | '\u{FB06}' => "st".into(),
+        other => other.into(),
+    }
+}
+
 fn number(operand: Option<&Object>) -> f32 {
     operand.and_then(|object| object.as_float().ok()).unwrap_or(0.0)
 }
@@ -237,9 +252,12 @@ impl<'a> PageText<'a> {
         let (Some((encoding, widths)), Some(Object::String(bytes, _))) = (self.font, operand) else {
             return;
         };
-        let Ok(decoded) = encoding.bytes_to_string(bytes) else {
+        let Ok(mut decoded) = encoding.bytes_to_string(bytes) else {
             return;
         };
+        if decoded.contains(|character| ('\u{FB00}'..='\u{FB06}').contains(&character)) {
+            decoded = decoded.chars().map(ligature_letters).collect();
+        }
         self.advance += match widths {
             Some((first, widths)) => bytes
                 .iter()

@@ -208,6 +208,30 @@ fn a_pdf_typeset_as_real_producers_do_keeps_its_lines_and_word_gaps() {
     );
 }
 
+/// Typesetters draw "fi", "fl", "ffi" as one ligature glyph; the text says the letters (a
+/// search for "specified" must find "speciﬁed").
+#[test]
+fn pdf_ligatures_come_out_as_their_letters() {
+    use lopdf::content::Operation;
+    use lopdf::{Object, StringFormat};
+    // "speci<fi>ed e<ff>ect <fl>ow o<ffi>ce ba<ffl>e" in F2's codes.
+    let mut shown = Vec::new();
+    for (part, code) in [("speci", 175u8), ("ed e", 174), ("ect ", 176), ("ow o", 177), ("ce ba", 178), ("e", 0)] {
+        shown.extend_from_slice(part.as_bytes());
+        if code != 0 {
+            shown.push(code);
+        }
+    }
+    let page = vec![
+        Operation::new("BT", vec![]),
+        Operation::new("Tf", vec!["F2".into(), 11.into()]),
+        Operation::new("Tj", vec![Object::String(shown, StringFormat::Literal)]),
+        Operation::new("ET", vec![]),
+    ];
+    let extracted = extract(&samples::pdf_from_operations(vec![page]), "application/pdf", &limits()).expect("pdf");
+    assert_eq!(extracted.text, "specified effect flow office baffle");
+}
+
 #[test]
 fn truncated_malformed_and_encrypted_pdfs_are_refused() {
     let whole = policy_pdf();
