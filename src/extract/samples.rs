@@ -18,23 +18,52 @@ pub fn encrypted_pdf(pages: &[Vec<String>]) -> Vec<u8> {
     pdf_with(pages, true)
 }
 
+/// A PDF whose pages run the given content operations, with Helvetica (WinAnsi) as font `F1`
+/// and Times with ligatures at codes 174-178 (ff, fi, fl, ffi, ffl) as `F2`:
+/// text laid out as real producers do (one text object a page, line moves, kerning, letter
+/// spacing).
+pub fn pdf_from_operations(pages: Vec<Vec<Operation>>) -> Vec<u8> {
+    pdf_of(pages, false)
+}
+
 fn pdf_with(pages: &[Vec<String>], encrypted: bool) -> Vec<u8> {
+    let contents = pages
+        .iter()
+        .map(|lines| {
+            let mut operations = Vec::new();
+            for (index, line) in lines.iter().enumerate() {
+                operations.push(Operation::new("BT", vec![]));
+                operations.push(Operation::new("Tf", vec!["F1".into(), 11.into()]));
+                operations.push(Operation::new("Td", vec![72.into(), (800 - 14 * index as i64).into()]));
+                operations.push(Operation::new("Tj", vec![Object::string_literal(line.as_str())]));
+                operations.push(Operation::new("ET", vec![]));
+            }
+            operations
+        })
+        .collect();
+    pdf_of(contents, encrypted)
+}
+
+fn pdf_of(pages: Vec<Vec<Operation>>, encrypted: bool) -> Vec<u8> {
     let mut document = Document::with_version("1.5");
     let pages_id = document.new_object_id();
     let font_id = document.add_object(dictionary! {
         "Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Helvetica", "Encoding" => "WinAnsiEncoding",
     });
-    let resources_id = document.add_object(dictionary! { "Font" => dictionary! { "F1" => font_id } });
+    // F2: Times with the typographic ligatures at codes 174-178 (ff, fi, fl, ffi, ffl), as
+    // typesetters draw them.
+    let differences: Vec<Object> =
+        [174.into(), "ff".into(), "fi".into(), "fl".into(), "ffi".into(), "ffl".into()].to_vec();
+    let ligatures_id = document.add_object(dictionary! {
+        "Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Times-Roman",
+        "Encoding" => dictionary! {
+            "Type" => "Encoding", "BaseEncoding" => "WinAnsiEncoding", "Differences" => differences,
+        },
+    });
+    let resources_id =
+        document.add_object(dictionary! { "Font" => dictionary! { "F1" => font_id, "F2" => ligatures_id } });
     let mut kids = Vec::new();
-    for lines in pages {
-        let mut operations = Vec::new();
-        for (index, line) in lines.iter().enumerate() {
-            operations.push(Operation::new("BT", vec![]));
-            operations.push(Operation::new("Tf", vec!["F1".into(), 11.into()]));
-            operations.push(Operation::new("Td", vec![72.into(), (800 - 14 * index as i64).into()]));
-            operations.push(Operation::new("Tj", vec![Object::string_literal(line.as_str())]));
-            operations.push(Operation::new("ET", vec![]));
-        }
+    for operations in pages {
         let content = Content { operations }.encode().expect("plain operations encode");
         let content_id = document.add_object(Stream::new(dictionary! {}, content));
         let page_id = document.add_object(dictionary! {

@@ -157,6 +157,81 @@ fn invalid_utf8_is_refused_with_its_offset() {
     assert_eq!(error.code(), "invalid_utf8");
 }
 
+/// One text object a page, as pdfTeX and ghostscript write it: lines are line moves (`Td` with
+/// a vertical offset, `Tm`, `TD`), kerning is a small `TJ` offset, a word gap a large one, and
+/// ghostscript's justification draws some spaces as letter spacing (`Tc`) instead of a space.
+#[test]
+fn a_pdf_typeset_as_real_producers_do_keeps_its_lines_and_word_gaps() {
+    use lopdf::Object;
+    use lopdf::content::Operation;
+    let op = |operator: &str, operands: Vec<Object>| Operation::new(operator, operands);
+    let text = |value: &str| Object::string_literal(value);
+    let number = |value: f32| Object::Real(value);
+    let page = vec![
+        op("BT", vec![]),
+        op("Tf", vec!["F1".into(), number(12.0)]),
+        op("Tm", vec![number(1.0), number(0.0), number(0.0), number(1.0), number(265.0), number(700.0)]),
+        op("Tj", vec![text("SELECT")]),
+        op("Tf", vec!["F1".into(), number(10.0)]),
+        op("Td", vec![number(-172.5), number(-48.0)]),
+        op("Tj", vec![text("Small. Fast. Reliable.")]),
+        op("Td", vec![number(-2.5), number(-12.0)]),
+        op("TJ", vec![Object::Array(vec![text("Choose any thr"), number(18.0), text("ee.")])]),
+        op("TD", vec![number(0.0), number(-12.0)]),
+        // The sample font has no /Widths: half an em (5 units at 10 points) a character.
+        op("TJ", vec![Object::Array(vec![text("The result is zer")])]),
+        // "o or" drawn as "oo" spaced by the width of a space, right after "zer" (17 x 5).
+        op("Tc", vec![number(3.158)]),
+        op("Td", vec![number(85.5), number(0.0)]),
+        op("Tj", vec![text("oo")]),
+        op("Tc", vec![number(0.0)]),
+        op("Td", vec![number(16.4), number(0.0)]),
+        op("Tj", vec![text("r")]),
+        op("Tm", vec![number(1.0), number(0.0), number(0.0), number(1.0), number(72.0), number(580.0)]),
+        op("TJ", vec![Object::Array(vec![text("more"), number(-333.0), text("rows")])]),
+        // A word gap made by a move along the line (pdfTeX at a font change): 3 units free.
+        op("Td", vec![number(0.0), number(-12.0)]),
+        op("Tj", vec![text("a collection of")]),
+        op("Td", vec![number(78.0), number(0.0)]),
+        op("Tj", vec![text("packages.")]),
+        // A move inside a word (ghostscript's kerning): 0.2 units free.
+        op("Td", vec![number(-78.0), number(-12.0)]),
+        op("Tj", vec![text("Ta")]),
+        op("Td", vec![number(10.2), number(0.0)]),
+        op("Tj", vec![text("ble")]),
+        op("ET", vec![]),
+    ];
+    let extracted = extract(&samples::pdf_from_operations(vec![page]), "application/pdf", &limits()).expect("pdf");
+    assert_eq!(
+        extracted.text,
+        "SELECT\nSmall. Fast. Reliable.\nChoose any three.\nThe result is zero or\nmore rows\na collection of packages.\nTable"
+    );
+}
+
+/// Typesetters draw "fi", "fl", "ffi" as one ligature glyph; the text says the letters (a
+/// search for "specified" must find "speciﬁed").
+#[test]
+fn pdf_ligatures_come_out_as_their_letters() {
+    use lopdf::content::Operation;
+    use lopdf::{Object, StringFormat};
+    // "speci<fi>ed e<ff>ect <fl>ow o<ffi>ce ba<ffl>e" in F2's codes.
+    let mut shown = Vec::new();
+    for (part, code) in [("speci", 175u8), ("ed e", 174), ("ect ", 176), ("ow o", 177), ("ce ba", 178), ("e", 0)] {
+        shown.extend_from_slice(part.as_bytes());
+        if code != 0 {
+            shown.push(code);
+        }
+    }
+    let page = vec![
+        Operation::new("BT", vec![]),
+        Operation::new("Tf", vec!["F2".into(), 11.into()]),
+        Operation::new("Tj", vec![Object::String(shown, StringFormat::Literal)]),
+        Operation::new("ET", vec![]),
+    ];
+    let extracted = extract(&samples::pdf_from_operations(vec![page]), "application/pdf", &limits()).expect("pdf");
+    assert_eq!(extracted.text, "specified effect flow office baffle");
+}
+
 #[test]
 fn truncated_malformed_and_encrypted_pdfs_are_refused() {
     let whole = policy_pdf();
@@ -228,4 +303,26 @@ fn extraction_past_its_time_limit_is_refused() {
     let markdown = "word ".repeat(200_000).replace("word word", "word\n\nword");
     let error = extract(markdown.as_bytes(), "text/markdown", &tight).expect_err("timed out");
     assert_eq!(error.code(), "extraction_timeout");
+}
+
+#[test]
+fn the_corpus_benchmark_counts_a_corrupt_file_as_failed_and_names_it() {
+    let folder = tempfile::tempdir().expect("folder");
+    std::fs::create_dir(folder.path().join("nested")).expect("nested");
+    std::fs::write(folder.path().join("policy.pdf"), policy_pdf()).expect("pdf");
+    let mut truncated = policy_pdf();
+    truncated.truncate(truncated.len() / 3);
+    std::fs::write(folder.path().join("nested/broken.pdf"), truncated).expect("broken");
+    std::fs::write(folder.path().join("notes.md"), "# Travel\n\nHotels.\n\n## Meals\n\nReceipts.\n").expect("md");
+    std::fs::write(folder.path().join("image.png"), b"\x89PNG").expect("png");
+    let report = warrant::bench::extract::run_corpus(folder.path(), 2).expect("corpus");
+    let pdf = report.rows.iter().find(|row| row.format == "pdf").expect("pdf row");
+    assert_eq!((pdf.files, pdf.failed, pdf.pages, pdf.declared_pages), (1, 1, 3, 3));
+    assert_eq!(pdf.bytes, policy_pdf().len() as u64);
+    let markdown = report.rows.iter().find(|row| row.format == "markdown").expect("markdown row");
+    assert_eq!((markdown.files, markdown.failed, markdown.pages), (1, 0, 2));
+    assert_eq!(report.failures.len(), 1);
+    assert!(report.failures[0].file.ends_with("nested/broken.pdf"), "{:?}", report.failures);
+    assert!(report.failures[0].reason.starts_with("malformed_document"), "{}", report.failures[0].reason);
+    assert_eq!(report.skipped, vec![folder.path().join("image.png")]);
 }

@@ -137,6 +137,8 @@ pub(crate) enum Command {
     },
     /// Extraction throughput per format (MB/s, pages/s) on generated documents of each format
     /// (PDF, DOCX, HTML, Markdown, text) holding the same seeded text; one JSON line per format.
+    /// With `--corpus DIR`: on every file of a folder instead (format from the extension), one
+    /// line per format and one per failed file; with `--file PATH`: one file, with peak memory.
     Extract {
         /// Pages (PDF) or sections (other formats) per document.
         #[arg(long, default_value_t = 200)]
@@ -160,6 +162,17 @@ pub(crate) enum Command {
         /// Copies of the corpus `--write` makes.
         #[arg(long, default_value_t = 1)]
         copies: usize,
+        /// Time every file of this folder (`.pdf`, `.docx`, `.html`, `.md`, `.txt`, ...) instead
+        /// of the generated corpus: one JSON line per format, one per file that failed (named
+        /// with its reason) and one of the files skipped for their extension.
+        #[arg(long, conflicts_with_all = ["write", "format", "file"])]
+        corpus: Option<PathBuf>,
+        /// Time this one file and print its peak resident set (`VmHWM`) before and after.
+        #[arg(long, conflicts_with_all = ["write", "format"])]
+        file: Option<PathBuf>,
+        /// With `--file`: write the extracted text here (to compare with the source text).
+        #[arg(long, requires = "file")]
+        text_out: Option<PathBuf>,
     },
 }
 
@@ -210,5 +223,12 @@ mod tests {
     fn the_embedder_flag_takes_local_embedders_only() {
         assert!(Cli::try_parse_from(["warrant-bench", "embed", "--embedder", "minilm"]).is_ok());
         assert!(Cli::try_parse_from(["warrant-bench", "embed", "--embedder", "openai"]).is_err());
+    }
+
+    #[test]
+    fn the_corpus_flag_excludes_the_generated_corpus_flags() {
+        assert!(Cli::try_parse_from(["warrant-bench", "extract", "--corpus", "/tmp/c"]).is_ok());
+        assert!(Cli::try_parse_from(["warrant-bench", "extract", "--corpus", "/tmp/c", "--format", "pdf"]).is_err());
+        assert!(Cli::try_parse_from(["warrant-bench", "extract", "--text-out", "/tmp/t"]).is_err());
     }
 }

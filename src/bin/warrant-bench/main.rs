@@ -104,7 +104,16 @@ async fn run(command: Command) -> Result<()> {
             }
             Ok(())
         }
-        Command::Extract { pages, words, rounds, seed, format, write, copies } => {
+        Command::Extract { pages, words, rounds, seed, format, write, copies, corpus, file, text_out } => {
+            if let Some(directory) = corpus {
+                return bench_corpus(&directory, rounds);
+            }
+            if let Some(path) = file {
+                let report = warrant::bench::extract::run_file(&path, rounds, text_out.as_deref())
+                    .map_err(anyhow::Error::msg)?;
+                println!("{}", serde_json::to_string(&report)?);
+                return Ok(());
+            }
             let config =
                 warrant::bench::extract::ExtractBenchConfig { pages, words_per_page: words, rounds, seed, format };
             if let Some(directory) = write {
@@ -131,6 +140,22 @@ async fn run(command: Command) -> Result<()> {
             .await
         }
     }
+}
+
+/// `extract --corpus`: a line per format, per failed file, and the skipped files.
+fn bench_corpus(directory: &std::path::Path, rounds: usize) -> Result<()> {
+    let report = warrant::bench::extract::run_corpus(directory, rounds)
+        .with_context(|| format!("reading the corpus {}", directory.display()))?;
+    for row in &report.rows {
+        println!("{}", serde_json::to_string(row)?);
+    }
+    for failure in &report.failures {
+        println!("{}", serde_json::json!({ "failed": failure }));
+    }
+    if !report.skipped.is_empty() {
+        println!("{}", serde_json::json!({ "skipped": report.skipped }));
+    }
+    Ok(())
 }
 
 async fn bench_durability(
