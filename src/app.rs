@@ -382,6 +382,7 @@ pub fn build_state_on(
         pipeline,
         authenticator,
         in_flight: Arc::new(Semaphore::new(settings.server.max_in_flight)),
+        extraction_slots: crate::extract::ExtractionSlots::from_settings(&settings),
         metrics: crate::telemetry::metrics_handle(),
         admission: crate::http::admission::TenantAdmission::new(
             settings.server.admin_document_batches_per_tenant,

@@ -136,6 +136,10 @@ pub struct ServerSettings {
     /// `extraction_timeout` naming the file.
     #[serde(default = "default_extraction_timeout_ms")]
     pub extraction_timeout_ms: u64,
+    /// File extractions running at once, across tenants (0: the machine's parallelism). A file
+    /// that waits longer than its time limit for a slot: 503 `overloaded` with `Retry-After`.
+    #[serde(default)]
+    pub max_concurrent_extractions: usize,
 }
 
 fn default_max_file_bytes() -> usize {

@@ -17,8 +17,9 @@
 //! there); the state file is rewritten (temporary file, fsync, rename) after every acknowledged
 //! upload or delete, so a crash loses nothing already acknowledged and a rerun resumes where it
 //! stopped; a file the server refuses (400) is reported with the server's reason and the run goes
-//! on; an error that no file can get past (no server, a refused token, 5xx, a data directory in
-//! use) ends the run with what was acknowledged saved; `--sync` deletes only documents inside the
+//! on; a 503 (`overloaded`) is sent again after its `Retry-After`, up to [`OVERLOADED_TRIES`]
+//! times; an error that no file can get past (no server, a refused token, other 5xx, a 503 that
+//! lasts, a data directory in use) ends the run with what was acknowledged saved; `--sync` deletes only documents inside the
 //! selection, so a narrower run never deletes what it did not look at.
 
 use std::collections::BTreeMap;
@@ -212,6 +213,12 @@ fn fingerprint(bytes: &[u8], acl: &DocAcl) -> String {
 
 const BOUNDARY: &str = "warrant-ingest-3b9d2c7e";
 
+/// Sends of one file a run makes while the server answers 503 (then the run ends).
+const OVERLOADED_TRIES: usize = 5;
+
+/// The longest `Retry-After` waited for.
+const MAX_RETRY_AFTER_SECONDS: u64 = 30;
+
 /// The multipart body of one file upload.
 fn form(doc_id: &str, file_name: &str, format: Format, bytes: &[u8], acl: &DocAcl) -> Vec<u8> {
     let mut body = Vec::with_capacity(bytes.len() + 1024);
@@ -321,14 +328,32 @@ pub async fn run(options: &IngestOptions, destination: &Destination) -> IngestRe
         }
         bar.set_message(doc_id.clone());
         let file_name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-        let response = client
-            .post(format!("{base}/v1/admin/files"))
-            .bearer_auth(&destination.token)
-            .header("content-type", format!("multipart/form-data; boundary={BOUNDARY}"))
-            .body(form(doc_id, &file_name, format, &bytes, &acl))
-            .send()
-            .await
-            .map_err(|error| IngestError::Server(error.to_string()))?;
+        let body = bytes::Bytes::from(form(doc_id, &file_name, format, &bytes, &acl));
+        let mut tries = 0;
+        let response = loop {
+            let response = client
+                .post(format!("{base}/v1/admin/files"))
+                .bearer_auth(&destination.token)
+                .header("content-type", format!("multipart/form-data; boundary={BOUNDARY}"))
+                .body(body.clone())
+                .send()
+                .await
+                .map_err(|error| IngestError::Server(error.to_string()))?;
+            // 503 `overloaded` (the tenant's admission or the extraction slots are full): the
+            // server asked to come back after Retry-After.
+            tries += 1;
+            if response.status().as_u16() != 503 || tries >= OVERLOADED_TRIES {
+                break response;
+            }
+            let seconds = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.trim().parse::<u64>().ok())
+                .unwrap_or(1)
+                .min(MAX_RETRY_AFTER_SECONDS);
+            tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+        };
         let status = response.status();
         if status.is_success() {
             state.files.insert(doc_id.clone(), print);

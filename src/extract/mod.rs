@@ -79,10 +79,15 @@ pub enum ExtractError {
         /// The limit.
         milliseconds: u64,
     },
+    /// No extraction slot came free within the file's time limit: the server is extracting as
+    /// many files as it allows (or finishing ones that ran past their limit). Not the file's
+    /// fault: retry later.
+    #[error("the server is extracting as many files as it allows; retry later")]
+    Busy,
 }
 
 impl ExtractError {
-    /// Transport-neutral code (every extraction failure is the client's file: a 400).
+    /// Transport-neutral code (every failure but [`ExtractError::Busy`] is the client's file).
     pub fn code(&self) -> &'static str {
         match self {
             Self::UnsupportedType { .. } => "unsupported_content_type",
@@ -93,6 +98,7 @@ impl ExtractError {
             Self::TooLarge { .. } => "document_too_large",
             Self::NoText => "no_text",
             Self::TimedOut { .. } => "extraction_timeout",
+            Self::Busy => "overloaded",
         }
     }
 }
@@ -264,16 +270,53 @@ pub fn extract(bytes: &[u8], content_type: &str, limits: &ExtractLimits) -> Extr
     Ok(extracted)
 }
 
-/// [`extract`] on the blocking pool (never on an async thread), waiting at most the time limit;
-/// a panic inside a parser is reported as a malformed file.
+/// The extractions a process runs at once. Each holds its slot from its start to its real end:
+/// a file past its time limit is answered at once, but its blocking thread cannot be stopped, so
+/// it keeps the slot until the parser returns. Runaway files therefore cannot pile up threads
+/// and memory (a PDF costs up to ~30 times its size while lopdf holds it) beyond the slots.
+#[derive(Clone, Debug)]
+pub struct ExtractionSlots(std::sync::Arc<tokio::sync::Semaphore>);
+
+impl ExtractionSlots {
+    /// `count` slots (at least one).
+    pub fn new(count: usize) -> Self {
+        Self(std::sync::Arc::new(tokio::sync::Semaphore::new(count.max(1))))
+    }
+
+    /// `server.max_concurrent_extractions`, or the machine's parallelism when it is 0.
+    pub fn from_settings(settings: &crate::config::Settings) -> Self {
+        Self::new(match settings.server.max_concurrent_extractions {
+            0 => std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
+            count => count,
+        })
+    }
+
+    /// Slots free now.
+    pub fn available(&self) -> usize {
+        self.0.available_permits()
+    }
+}
+
+/// [`extract`] on the blocking pool (never on an async thread) in one of `slots`: waits at most
+/// the time limit for a slot ([`ExtractError::Busy`]), then at most the time limit for the
+/// extraction ([`ExtractError::TimedOut`]); a panic inside a parser is reported as a malformed
+/// file.
 pub async fn extract_off_thread(
     bytes: bytes::Bytes,
     content_type: String,
     limits: ExtractLimits,
+    slots: &ExtractionSlots,
 ) -> ExtractResult<Extracted> {
     let milliseconds = limits.time_limit.as_millis() as u64;
     let format = Format::from_content_type(&content_type)?.name();
-    let work = tokio::task::spawn_blocking(move || extract(&bytes, &content_type, &limits));
+    let slot = match tokio::time::timeout(limits.time_limit, std::sync::Arc::clone(&slots.0).acquire_owned()).await {
+        Ok(Ok(slot)) => slot,
+        Ok(Err(_)) | Err(_) => return Err(ExtractError::Busy),
+    };
+    let work = tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        extract(&bytes, &content_type, &limits)
+    });
     match tokio::time::timeout(limits.time_limit, work).await {
         Err(_) => Err(ExtractError::TimedOut { milliseconds }),
         Ok(Ok(result)) => result,

@@ -178,7 +178,7 @@ impl From<AclError> for ApiError {
 impl ApiError {
     /// 400 for a file that cannot be extracted, naming the file (a document id or a multipart
     /// file name) and the reason.
-    pub fn extraction(file: &str, error: &ExtractError) -> Self {
+    pub fn extraction(file: &str, error: &ExtractError, retry_after_seconds: u64) -> Self {
         let status = match error {
             ExtractError::UnsupportedType { .. }
             | ExtractError::TypeMismatch { .. }
@@ -188,6 +188,7 @@ impl ApiError {
             | ExtractError::TooLarge { .. }
             | ExtractError::NoText
             | ExtractError::TimedOut { .. } => StatusCode::BAD_REQUEST,
+            ExtractError::Busy => return Self::overloaded(retry_after_seconds),
         };
         let file: String = file.chars().take(256).collect();
         Self::new(status, error.code(), format!("file {file:?}: {error}"))

@@ -59,9 +59,9 @@ async fn extract_into(
     bytes: bytes::Bytes,
     content_type: String,
 ) -> Result<(), ApiError> {
-    let extracted = extract_off_thread(bytes, content_type, limits(&state.settings))
+    let extracted = extract_off_thread(bytes, content_type, limits(&state.settings), &state.extraction_slots)
         .await
-        .map_err(|error| ApiError::extraction(file, &error))?;
+        .map_err(|error| ApiError::extraction(file, &error, state.settings.server.retry_after_seconds))?;
     input.text = extracted.text;
     input.layout = (!extracted.layout.is_empty()).then(|| Arc::new(extracted.layout));
     Ok(())

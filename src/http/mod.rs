@@ -102,6 +102,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Admission control of answer/retrieve.
     pub in_flight: Arc<Semaphore>,
+    /// File extractions running at once (`server.max_concurrent_extractions`).
+    pub extraction_slots: crate::extract::ExtractionSlots,
     /// Set once indexes are loaded.
     pub ready: AtomicBool,
     /// Freshness of the ACL state when this server is a replica (`None` on a primary).

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use warrant::domain::{Location, PageSpan};
 use warrant::extract::samples::{self, Block};
-use warrant::extract::{DOCX_TYPE, ExtractError, ExtractLimits, Extracted, extract};
+use warrant::extract::{
+    DOCX_TYPE, ExtractError, ExtractLimits, Extracted, ExtractionSlots, extract, extract_off_thread,
+};
 
 fn limits() -> ExtractLimits {
     ExtractLimits::default()
@@ -325,4 +327,33 @@ fn the_corpus_benchmark_counts_a_corrupt_file_as_failed_and_names_it() {
     assert!(report.failures[0].file.ends_with("nested/broken.pdf"), "{:?}", report.failures);
     assert!(report.failures[0].reason.starts_with("malformed_document"), "{}", report.failures[0].reason);
     assert_eq!(report.skipped, vec![folder.path().join("image.png")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_past_its_time_limit_keeps_its_extraction_slot_until_its_parser_returns() {
+    // lopdf reads the whole file before the first page: 30,000 pages keep it busy long after a
+    // 1 ms limit has answered (about a second in a debug build).
+    let pages: Vec<Vec<String>> =
+        (0..30_000).map(|page| lines(&[&format!("page {page} of the handbook"), "another line"])).collect();
+    let pdf = bytes::Bytes::from(samples::pdf(&pages));
+    let slots = ExtractionSlots::new(1);
+    let tight = ExtractLimits { time_limit: Duration::from_millis(1), ..limits() };
+    let error = extract_off_thread(pdf, "application/pdf".into(), tight, &slots).await.expect_err("past its limit");
+    assert_eq!(error.code(), "extraction_timeout");
+    // Its parser still runs, so the one slot is still taken: the next file waits its own limit
+    // (50 ms) for it and is turned away as `overloaded`, not started beside the runaway.
+    assert_eq!(slots.available(), 0, "the timed-out extraction gave its slot back while still running");
+    let plain = bytes::Bytes::from_static(b"Hotel stays are reimbursed.");
+    let short = ExtractLimits { time_limit: Duration::from_millis(50), ..limits() };
+    let error =
+        extract_off_thread(plain.clone(), "text/plain".into(), short, &slots).await.expect_err("no slot came free");
+    assert_eq!(error.code(), "overloaded");
+    // Once the parser returns, the slot is free again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while slots.available() == 0 {
+        assert!(std::time::Instant::now() < deadline, "the runaway extraction never ended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let extracted = extract_off_thread(plain, "text/plain".into(), limits(), &slots).await.expect("a free slot");
+    assert_eq!(extracted.text, "Hotel stays are reimbursed.");
 }

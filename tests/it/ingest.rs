@@ -269,3 +269,57 @@ async fn ingest_into_a_stopped_servers_data_directory_is_served_when_it_starts()
     let refused = run_into_data_dir(&options, replica, data.path(), "folders").await.expect_err("a replica");
     assert!(matches!(&refused, IngestError::DataDir { reason, .. } if reason.contains("replica")), "{refused}");
 }
+
+/// A test fake of the admin API's file upload: 503 `overloaded` with `Retry-After: 0` for the
+/// first `busy` uploads, then 200; counts the uploads it saw.
+fn overloaded_admin(busy: usize) -> (String, actix_web::dev::ServerHandle, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&seen);
+    let server = actix_web::HttpServer::new(move || {
+        let counter = Arc::clone(&counter);
+        actix_web::App::new().route(
+            "/v1/admin/files",
+            actix_web::web::post().to(move |_body: actix_web::web::Bytes| {
+                let upload = counter.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    if upload < busy {
+                        actix_web::HttpResponse::ServiceUnavailable()
+                            .insert_header(("retry-after", "0"))
+                            .json(serde_json::json!({"code": "overloaded", "message": "retry later"}))
+                    } else {
+                        actix_web::HttpResponse::Ok().json(serde_json::json!({"documents": 1}))
+                    }
+                }
+            }),
+        )
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let address = server.addrs()[0];
+    let running = server.run();
+    let handle = running.handle();
+    actix_rt::spawn(running);
+    (format!("http://{address}"), handle, seen)
+}
+
+#[actix_web::test]
+async fn an_overloaded_server_is_asked_again_after_retry_after_and_a_lasting_503_ends_the_run() {
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join("travel.md"), "# Travel\n\nBook trains early.\n").unwrap();
+    let options = IngestOptions { root: folder.path().to_path_buf(), ..IngestOptions::default() };
+    let (base, handle, seen) = overloaded_admin(2);
+    let destination = Destination { server: base.clone(), token: "t".into(), key: "fake".into() };
+    let summary = run(&options, &destination).await.expect("acknowledged on the third try");
+    assert_eq!((summary.ingested, seen.load(std::sync::atomic::Ordering::SeqCst)), (1, 3), "{summary:?}");
+    handle.stop(false).await;
+
+    std::fs::remove_file(folder.path().join(STATE_FILE)).unwrap();
+    let (base, handle, seen) = overloaded_admin(usize::MAX);
+    let destination = Destination { server: base, token: "t".into(), key: "fake".into() };
+    let error = run(&options, &destination).await.expect_err("overloaded throughout");
+    assert!(matches!(&error, IngestError::Server(reason) if reason.contains("overloaded")), "{error}");
+    assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 5, "five tries, then the run ends");
+    handle.stop(false).await;
+}
