@@ -213,6 +213,10 @@ fn fingerprint(bytes: &[u8], acl: &DocAcl) -> String {
 
 const BOUNDARY: &str = "warrant-ingest-3b9d2c7e";
 
+/// Lifetime of the admin token a run mints (`--tenant`, `--data-dir`): a day, since a large
+/// folder through MiniLM can take hours and a token expiring mid-run would end it.
+pub const TOKEN_TTL_SECONDS: u64 = 24 * 3600;
+
 /// Sends of one file a run makes while the server answers 503 (then the run ends).
 const OVERLOADED_TRIES: usize = 5;
 
@@ -462,16 +466,13 @@ pub async fn run_into_data_dir(
     let running = server.run();
     let handle = running.handle();
     let serving = actix_rt::spawn(running);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_secs());
-    let claims = crate::http::auth::Claims {
-        sub: "warrant-ingest".into(),
-        tenant: tenant.to_owned(),
-        groups: Vec::new(),
-        roles: vec![crate::domain::Role::Admin.as_str().to_owned()],
-        exp: now + 24 * 3600,
-        iss: None,
-        aud: None,
-    };
+    let claims = crate::http::auth::Claims::for_settings(
+        &settings.auth,
+        (tenant, "warrant-ingest"),
+        Vec::new(),
+        &[crate::domain::Role::Admin],
+        TOKEN_TTL_SECONDS,
+    );
     let token = crate::http::auth::mint_hs256(&settings.auth.hs256_secret, &claims)
         .map_err(|error| failed(error.to_string()))?;
     let canonical = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());

@@ -8,7 +8,6 @@ mod evaluate;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
@@ -90,16 +89,14 @@ async fn ingest_folder(
                         "--tenant mints a token with auth.hs256_secret, which this configuration does not accept; use --token-env"
                     );
                 }
-                let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
-                let claims = warrant::http::auth::Claims {
-                    sub: "warrant-ingest".into(),
-                    tenant: tenant.clone(),
-                    groups: Vec::new(),
-                    roles: vec![Role::Admin.as_str().to_owned()],
-                    exp: now + 3600,
-                    iss: (!settings.auth.issuer.is_empty()).then(|| settings.auth.issuer.clone()),
-                    aud: (!settings.auth.audience.is_empty()).then(|| settings.auth.audience.clone()),
-                };
+                // Valid for a day: a large folder through MiniLM can take hours (BENCHMARKS.md).
+                let claims = warrant::http::auth::Claims::for_settings(
+                    &settings.auth,
+                    (tenant, "warrant-ingest"),
+                    Vec::new(),
+                    &[Role::Admin],
+                    warrant::ingest::TOKEN_TTL_SECONDS,
+                );
                 warrant::http::auth::mint_hs256(&settings.auth.hs256_secret, &claims)?
             }
             (None, None) => bail!("give --tenant (a token is minted with the configured secret) or --token-env"),
@@ -157,21 +154,14 @@ fn token(
                  auth.allow_hs256_with_rs256 = true: mint tokens with the rs256 issuer or the identity provider instead"
         );
     }
-    let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
-    let claims = warrant::http::auth::Claims {
-        sub,
-        tenant,
-        groups: groups.into_iter().filter(|group| !group.is_empty()).collect(),
-        roles: roles
-            .into_iter()
-            .zip([Role::Admin, Role::Replica, Role::Operator, Role::Reviewer])
-            .filter(|(wanted, _)| *wanted)
-            .map(|(_, role)| role.as_str().to_owned())
-            .collect(),
-        exp: now + ttl_seconds,
-        iss: (!settings.auth.issuer.is_empty()).then(|| settings.auth.issuer.clone()),
-        aud: (!settings.auth.audience.is_empty()).then(|| settings.auth.audience.clone()),
-    };
+    let roles: Vec<Role> = roles
+        .into_iter()
+        .zip([Role::Admin, Role::Replica, Role::Operator, Role::Reviewer])
+        .filter_map(|(wanted, role)| wanted.then_some(role))
+        .collect();
+    let groups = groups.into_iter().filter(|group| !group.is_empty()).collect();
+    let claims =
+        warrant::http::auth::Claims::for_settings(&settings.auth, (&tenant, &sub), groups, &roles, ttl_seconds);
     println!("{}", warrant::http::auth::mint_hs256(&settings.auth.hs256_secret, &claims)?);
     Ok(())
 }

@@ -53,6 +53,29 @@ pub struct Claims {
     pub aud: Option<String>,
 }
 
+impl Claims {
+    /// Claims `auth` accepts (its issuer and audience, when set) for `sub` of `tenant` with
+    /// `groups` and `roles`, expiring `ttl_seconds` from now.
+    pub fn for_settings(
+        auth: &AuthSettings,
+        (tenant, sub): (&str, &str),
+        groups: Vec<String>,
+        roles: &[Role],
+        ttl_seconds: u64,
+    ) -> Self {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_secs());
+        Self {
+            sub: sub.to_owned(),
+            tenant: tenant.to_owned(),
+            groups,
+            roles: roles.iter().map(|role| role.as_str().to_owned()).collect(),
+            exp: now.saturating_add(ttl_seconds),
+            iss: (!auth.issuer.is_empty()).then(|| auth.issuer.clone()),
+            aud: (!auth.audience.is_empty()).then(|| auth.audience.clone()),
+        }
+    }
+}
+
 /// The claims a verified token must carry to become a principal. `exp`, `nbf`, `iss` and `aud`
 /// are checked by `jsonwebtoken` on the raw payload, so `aud` may be a string or an array here.
 #[derive(Deserialize)]
@@ -342,6 +365,18 @@ mod tests {
             let token = mint_hs256("unit-secret", &claims(iss, aud, 60)).unwrap();
             assert_eq!(authenticator.verify(&token).unwrap_err().code, "invalid_token", "{iss:?} {aud:?}");
         }
+    }
+
+    #[test]
+    fn claims_for_settings_are_accepted_by_those_settings() {
+        let auth = settings("https://idp", "warrant");
+        let claims = Claims::for_settings(&auth, ("acme", "ops"), vec!["staff".into()], &[Role::Admin], 86_400);
+        let now = jsonwebtoken::get_current_timestamp();
+        assert!(claims.exp >= now + 86_399 && claims.exp <= now + 86_401, "{}", claims.exp);
+        let principal =
+            Authenticator::from_settings(&auth).unwrap().verify(&mint_hs256("unit-secret", &claims).unwrap()).unwrap();
+        assert_eq!((principal.tenant.as_str(), principal.user.as_str()), ("acme", "ops"));
+        assert!(principal.roles.contains(&Role::Admin) && principal.groups.contains("staff"));
     }
 
     #[test]
