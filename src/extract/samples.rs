@@ -18,8 +18,9 @@ pub fn encrypted_pdf(pages: &[Vec<String>]) -> Vec<u8> {
     pdf_with(pages, true)
 }
 
-/// A PDF whose pages run the given content operations, with Helvetica (WinAnsi) as font `F1`
-/// and Times with ligatures at codes 174-178 (ff, fi, fl, ffi, ffl) as `F2`:
+/// A PDF whose pages run the given content operations, with Helvetica (WinAnsi) as font `F1`,
+/// Times with ligatures at codes 174-178 (ff, fi, fl, ffi, ffl) as `F2`, and Helvetica with
+/// glyph widths for codes 32-126 as `F3`:
 /// text laid out as real producers do (one text object a page, line moves, kerning, letter
 /// spacing).
 pub fn pdf_from_operations(pages: Vec<Vec<Operation>>) -> Vec<u8> {
@@ -60,8 +61,15 @@ fn pdf_of(pages: Vec<Vec<Operation>>, encrypted: bool) -> Vec<u8> {
             "Type" => "Encoding", "BaseEncoding" => "WinAnsiEncoding", "Differences" => differences,
         },
     });
-    let resources_id =
-        document.add_object(dictionary! { "Font" => dictionary! { "F1" => font_id, "F2" => ligatures_id } });
+    // F3: Helvetica with its glyph widths for the printable ASCII codes only (32-126), as
+    // embedded subsets declare them: codes outside the range have no width.
+    let widths: Vec<Object> = (32..127).map(|code: i64| Object::Integer(if code == 32 { 278 } else { 556 })).collect();
+    let widths_id = document.add_object(dictionary! {
+        "Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Helvetica", "Encoding" => "WinAnsiEncoding",
+        "FirstChar" => 32, "LastChar" => 126, "Widths" => widths,
+    });
+    let resources_id = document
+        .add_object(dictionary! { "Font" => dictionary! { "F1" => font_id, "F2" => ligatures_id, "F3" => widths_id } });
     let mut kids = Vec::new();
     for operations in pages {
         let content = Content { operations }.encode().expect("plain operations encode");
