@@ -68,7 +68,9 @@
     const headers = { accept: "application/json" };
     if (token) headers.authorization = "Bearer " + token;
     const init = { method, headers, cache: "no-store" };
-    if (body !== undefined) {
+    if (body instanceof FormData) {
+      init.body = body; // the browser sets multipart/form-data with its boundary
+    } else if (body !== undefined) {
       headers["content-type"] = "application/json";
       init.body = JSON.stringify(body);
     }
@@ -504,29 +506,28 @@
     return extension ? types[extension.toLowerCase()] : undefined;
   }
 
-  function base64Of(bytes) {
-    let binary = "";
-    for (let offset = 0; offset < bytes.length; offset += 0x8000) {
-      binary += String.fromCharCode.apply(null, bytes.subarray(offset, offset + 0x8000));
-    }
-    return btoa(binary);
-  }
-
   async function onUpload(event) {
     event.preventDefault();
     const token = adminToken();
     if (!token) return;
     const acl = aclFromFields();
     const documents = [];
+    // Files the server extracts go as multipart/form-data (POST /v1/admin/files): no base64, and
+    // up to server.max_upload_bytes, where a JSON body stops at server.max_body_bytes.
+    const form = new FormData();
+    let files = 0;
+    acl.groups.forEach((group) => form.append("groups", group));
+    acl.users.forEach((user) => form.append("users", user));
     try {
       for (const file of Array.from($("upload-file").files)) {
         const contentType = contentTypeOf(file.name);
         if (/\.json$/i.test(file.name) || file.type === "application/json") {
           documents.push(...documentsFromJson(JSON.parse(await file.text()), acl));
         } else if (contentType) {
-          // The server extracts it (pages and sections kept) and refuses a bad file by name.
-          const content = base64Of(new Uint8Array(await file.arrayBuffer()));
-          documents.push({ doc_id: idFromName(file.name), title: file.name, content, content_type: contentType, acl });
+          form.append("doc_id", idFromName(file.name));
+          form.append("title", file.name);
+          form.append("file", new Blob([file], { type: contentType }), file.name);
+          files += 1;
         } else {
           documents.push({ doc_id: idFromName(file.name), title: file.name, text: await file.text(), acl });
         }
@@ -540,18 +541,35 @@
       const docId = $("upload-doc-id").value.trim() || "pasted-document";
       documents.push({ doc_id: docId, title: $("upload-title-input").value.trim() || docId, text: pasted, acl });
     }
-    if (!documents.length) {
+    if (!documents.length && !files) {
       setStatus("admin-status", "Choose files or paste text first.", true);
       return;
     }
-    const reply = await api("PUT", "/v1/admin/documents", token, { documents });
-    if (!reply.ok) {
-      setStatus("admin-status", "Upload failed: " + errorText(reply), true);
-      return;
+    // Two batches at most (each all or nothing): the files, then the JSON and pasted documents.
+    const done = [];
+    for (const [path, method, body, what] of [
+      ["/v1/admin/files", "POST", files ? form : null, "the files"],
+      ["/v1/admin/documents", "PUT", documents.length ? { documents } : null, "the documents"],
+    ]) {
+      if (!body) continue;
+      const reply = await api(method, path, token, body);
+      if (!reply.ok) {
+        const before = done.length ? "Uploaded " + uploadedText(done) + ", but " + what + " failed: " : "Upload failed: ";
+        setStatus("admin-status", before + errorText(reply), true);
+        if (done.length) refreshFeed();
+        return;
+      }
+      done.push(reply.body);
     }
-    setStatus("admin-status", "Uploaded " + reply.body.documents + " document(s), " + reply.body.chunks + " chunk(s); ACL epoch " + reply.body.acl_epoch + ".");
+    setStatus("admin-status", "Uploaded " + uploadedText(done) + "; ACL epoch " + done[done.length - 1].acl_epoch + ".");
     $("upload-file").value = "";
     refreshFeed();
+  }
+
+  // "2 document(s), 5 chunk(s)" over the batches' replies.
+  function uploadedText(replies) {
+    const sum = (field) => replies.reduce((total, reply) => total + reply[field], 0);
+    return sum("documents") + " document(s), " + sum("chunks") + " chunk(s)";
   }
 
   async function onAcl(kind) {

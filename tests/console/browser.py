@@ -161,10 +161,11 @@ class Driver:
         self.process.wait(timeout=10)
 
 
-def pdf(pages):
+def pdf(pages, padding=0):
     """A PDF of `pages` (each a list of lines) in Helvetica, one text object per line, written
     here byte by byte (a cross-reference table with true offsets), so the console uploads a real
-    binary file and the server's extraction finds the page boundaries."""
+    binary file and the server's extraction finds the page boundaries. `padding` bytes of an
+    unused stream make it as large as PDFs with images are."""
     def escaped(line):
         return line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
     objects = ["<< /Type /Catalog /Pages 2 0 R >>", None,
@@ -175,6 +176,8 @@ def pdf(pages):
         objects.append(f"<< /Length {len(content.encode('latin-1'))} >>\nstream\n{content}endstream")
         objects.append(f"<< /Type /Page /Parent 2 0 R /Contents {len(objects)} 0 R >>")
         kids.append(f"{len(objects)} 0 R")
+    if padding:
+        objects.append(f"<< /Length {padding} >>\nstream\n{'0' * padding}\nendstream")
     objects[1] = (f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(kids)} "
                   "/Resources << /Font << /F1 3 0 R >> >> /MediaBox [0 0 595 842] >>")
     out = bytearray(b"%PDF-1.4\n")
@@ -578,14 +581,14 @@ def run(driver):
     assert "level two" in highlighted, highlighted
     assert driver.js("return document.activeElement.id;") == "source-title", "focus moves to the source"
 
-    step("a PDF and a Markdown file uploaded from the console are cited by page and section")
+    step("a 4.5 MB PDF and a Markdown file uploaded from the console are cited by page and section")
     lockers = os.path.join(WORK, "bicycle-lockers.pdf")
     with open(lockers, "wb") as out:
         out.write(pdf([
             ["Facilities handbook", "Welcome to the building."],
             ["Meeting rooms are booked through the calendar.", "Rooms hold twelve people."],
             ["Bicycle lockers are assigned by the facilities desk.", "Each bicycle locker costs forty euros a year."],
-        ]))
+        ], padding=4_500_000))  # past the 4 MiB JSON body limit: the console must send it as multipart
     hotels = os.path.join(WORK, "oslo-hotels.md")
     with open(hotels, "w") as out:
         out.write("# Travel\n\nTrips are booked through the travel desk.\n\n"

@@ -6,8 +6,9 @@
 #
 # The flow: demo sign-in, ask, open a citation and check the highlighted span against the corpus,
 # compare two principals, revoke as admin and ask again (abstention), upload a document carrying
-# <img onerror> and <script> and check nothing runs and the text shows literally, upload a PDF and
-# a Markdown file and check the chips and the source view say "p. 3" and "Travel › Hotels", the ops view,
+# <img onerror> and <script> and check nothing runs and the text shows literally, upload a 4.5 MB
+# PDF (past the JSON body limit) and a Markdown file and check the chips and the source view say
+# "p. 3" and "Travel › Hotels", the ops view,
 # and the Review view: with [review] on (every answer sampled, the abstentions the flow produces
 # queued), a reviewer token minted by `warrant token --reviewer` pages the queue, sees a claim's
 # cited span highlighted, a revoked source withheld, gives verdicts by keyboard and by click; a
