@@ -13,13 +13,13 @@
 # directory, once per machine (a later start finds it installed and builds nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PG_BIN=/usr/lib/postgresql/15/bin
 PORT="${WARRANT_CITUS_PORT:-54339}" # the coordinator; the workers listen on PORT+1 and PORT+2, the spare on PORT+3
 ROOT="${WARRANT_CITUS_DIR:-/tmp/warrant-citus-$PORT}"
 SOURCE="${WARRANT_CITUS_SOURCE:-../shared/vendor/citus-13.2.2-src.tar.xz}"
 SHA256=14a2f4bea6a25fb4b9e8d0a50c54fef4421526e6e6d92465dd7dae52e7a6248c
 
-as_postgres() { if [ "$(id -un)" = postgres ]; then "$@"; else runuser -u postgres -- "$@"; fi; }
+# shellcheck source=tests/lib/pg.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/pg.sh"
 psql_at() { # $1: port, $2: database, then psql arguments
   local port=$1 database=$2
   shift 2
@@ -91,7 +91,7 @@ max_wal_senders = 20
 # 8, a test run left none, and a rebalance stayed "scheduled" for ever.
 max_worker_processes = 256
 CONF
-  as_postgres "$PG_BIN/pg_ctl" -D "$data" -l "$data/log" -w start >/dev/null
+  pg_start "$data"
   psql_at "$port" postgres -c "CREATE ROLE warrant LOGIN SUPERUSER" >/dev/null
 }
 

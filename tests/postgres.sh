@@ -11,12 +11,12 @@
 # pgvector: bookworm ships no pgvector package for PostgreSQL 15, so 0.8.0 is built from Debian
 # trixie's source package (recipe measured in shared/notes/CRATES.md).
 set -euo pipefail
-PG_BIN=/usr/lib/postgresql/15/bin
 PORT="${WARRANT_PG_PORT:-54329}"
 DATA="${WARRANT_PG_DIR:-/tmp/warrant-pg-$PORT}"
 URL="postgres://warrant@127.0.0.1:$PORT/postgres"
 
-as_postgres() { if [ "$(id -un)" = postgres ]; then "$@"; else runuser -u postgres -- "$@"; fi; }
+# shellcheck source=tests/lib/pg.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/pg.sh"
 
 install_postgres() {
   if ! command -v openssl >/dev/null; then
@@ -84,7 +84,7 @@ ssl = on
 ssl_cert_file = '$DATA/server.crt'
 ssl_key_file = '$DATA/server.key'
 CONF
-    as_postgres "$PG_BIN/pg_ctl" -D "$DATA" -l "$DATA/log" -w start >/dev/null
+    pg_start "$DATA"
     as_postgres "$PG_BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -qc \
       "CREATE ROLE warrant LOGIN SUPERUSER" postgres >/dev/null
   fi
