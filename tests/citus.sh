@@ -13,7 +13,8 @@
 # directory, once per machine (a later start finds it installed and builds nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PORT="${WARRANT_CITUS_PORT:-54339}" # the coordinator; the workers listen on PORT+1 and PORT+2, the spare on PORT+3
+PORT="${WARRANT_CITUS_PORT:-25439}" # the coordinator; the workers listen on PORT+1 and PORT+2, the spare on PORT+3
+# (below the kernel's ephemeral range, 32768-60999, so no outgoing connection can hold them)
 ROOT="${WARRANT_CITUS_DIR:-/tmp/warrant-citus-$PORT}"
 SOURCE="${WARRANT_CITUS_SOURCE:-../shared/vendor/citus-13.2.2-src.tar.xz}"
 SHA256=14a2f4bea6a25fb4b9e8d0a50c54fef4421526e6e6d92465dd7dae52e7a6248c

@@ -11,7 +11,7 @@
 # pgvector: bookworm ships no pgvector package for PostgreSQL 15, so 0.8.0 is built from Debian
 # trixie's source package (recipe measured in shared/notes/CRATES.md).
 set -euo pipefail
-PORT="${WARRANT_PG_PORT:-54329}"
+PORT="${WARRANT_PG_PORT:-25432}"
 DATA="${WARRANT_PG_DIR:-/tmp/warrant-pg-$PORT}"
 URL="postgres://warrant@127.0.0.1:$PORT/postgres"
 

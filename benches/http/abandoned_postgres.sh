@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BINS="${BINS:-${CARGO_TARGET_DIR:-target}/release/warrant}"
 DOCS="${DOCS:-20000}"
-BASE="${DATABASE_URL:-postgres://warrant@127.0.0.1:54329/postgres}"
+BASE="${DATABASE_URL:-postgres://warrant@127.0.0.1:25432/postgres}"
 DEADLINE_MS="${DEADLINE_MS:-100}"
 DURATION="${DURATION:-20s}"
 REST="${REST:-10}"

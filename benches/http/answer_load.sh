@@ -27,7 +27,7 @@ export WARRANT__SERVER__BIND="127.0.0.1:$PORT" RUST_LOG=warn
 URL="http://127.0.0.1:$PORT"
 BACKEND="${BACKEND:-embedded}"
 if [ "$BACKEND" = postgres ]; then
-  BASE="${DATABASE_URL:-postgres://warrant@127.0.0.1:54329/postgres}"
+  BASE="${DATABASE_URL:-postgres://warrant@127.0.0.1:25432/postgres}"
   export WARRANT_LOAD_DATABASE_URL="${BASE%/*}/warrant_answer_load"
   export WARRANT__STORAGE__BACKEND=postgres WARRANT__STORAGE__POSTGRES__URL_ENV=WARRANT_LOAD_DATABASE_URL
   export WARRANT__STORAGE__POSTGRES__CA_FILE="${WARRANT_TEST_DATABASE_CA:-}"

@@ -17,7 +17,7 @@ DOCS="${DOCS:-100000}"
 N="${N:-100}"
 ROUNDS="${ROUNDS:-2}"
 READERS="${READERS:-all g3}"
-BASE="${DATABASE_URL:-${WARRANT_TEST_DATABASE_URL:-postgres://warrant@127.0.0.1:54329/postgres}}"
+BASE="${DATABASE_URL:-${WARRANT_TEST_DATABASE_URL:-postgres://warrant@127.0.0.1:25432/postgres}}"
 URL="${BASE%/*}/warrant_load_$DOCS"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT

@@ -22,7 +22,7 @@ if [ "${CITUS:-0}" = 1 ]; then
   BASE="${WARRANT_TEST_CITUS_URL:?run tests/citus.sh start first}"
   DATABASE="warrant_load_citus_$DOCS"
 else
-  BASE="${DATABASE_URL:-postgres://warrant@127.0.0.1:54329/postgres}"
+  BASE="${DATABASE_URL:-postgres://warrant@127.0.0.1:25432/postgres}"
   DATABASE="warrant_load_app_$DOCS"
 fi
 ROLE=warrant_app

@@ -6,9 +6,10 @@ PG_BIN=/usr/lib/postgresql/15/bin
 as_postgres() { if [ "$(id -un)" = postgres ]; then "$@"; else runuser -u postgres -- "$@"; fi; }
 
 # pg_start DATA_DIR: `pg_ctl start`, tried again (up to 10 times, a second apart) while the port
-# is taken. The test ports lie in the kernel's ephemeral range (32768-60999), so an outgoing
-# connection of an earlier stage can hold one for a moment: a Citus worker once failed to start
-# with "could not bind IPv4 address: Address already in use" and nothing listening there.
+# is taken. The default ports lie below the kernel's ephemeral range (32768-60999): inside it (the
+# old 54339-54342), an outgoing connection held a Citus worker's port during two CI runs ("could
+# not bind IPv4 address: Address already in use", nothing listening there after). A port given
+# by WARRANT_PG_PORT or WARRANT_CITUS_PORT may still lie in the range; the retries cover a moment.
 pg_start() {
   local data=$1 attempt seen
   for attempt in 1 2 3 4 5 6 7 8 9 10; do
