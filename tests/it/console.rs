@@ -30,7 +30,8 @@ async fn state(settings: Settings) -> actix_web::web::Data<warrant::http::AppSta
     crate::support::demo_state(Arc::new(settings), providers).await
 }
 
-fn token(secret: &str, tenant: &str, sub: &str, groups: &[&str], roles: &[&str]) -> String {
+/// An HS256 token signed with `secret`, expiring in 2096.
+pub(crate) fn token(secret: &str, tenant: &str, sub: &str, groups: &[&str], roles: &[&str]) -> String {
     let claims = Claims {
         sub: sub.into(),
         tenant: tenant.into(),

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use warrant::domain::DocAcl;
-use warrant::http::auth::{Claims, mint_hs256};
 use warrant::ingest::{ACL_SIDECAR, Destination, IngestError, IngestOptions, STATE_FILE, run, run_into_data_dir};
 
 use super::extract::policy_pdf;
@@ -15,16 +14,7 @@ use super::extract::policy_pdf;
 const SECRET: &str = "test-secret-for-folder-ingestion";
 
 fn token(tenant: &str, sub: &str, groups: &[&str], roles: &[&str]) -> String {
-    let claims = Claims {
-        sub: sub.into(),
-        tenant: tenant.into(),
-        groups: groups.iter().map(|group| group.to_string()).collect(),
-        roles: roles.iter().map(|role| role.to_string()).collect(),
-        exp: 4_000_000_000,
-        iss: None,
-        aud: None,
-    };
-    mint_hs256(SECRET, &claims).unwrap()
+    crate::console::token(SECRET, tenant, sub, groups, roles)
 }
 
 /// The settings of these tests' servers: the hashed embedder, two shards, the test secret.
