@@ -22,17 +22,21 @@
 //! lasts, a data directory in use) ends the run with what was acknowledged saved; `--sync` deletes only documents inside the
 //! selection, so a narrower run never deletes what it did not look at.
 
-use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::config::Settings;
 use crate::domain::DocAcl;
 use crate::extract::Format;
+
+mod folder;
+mod state;
+
+use folder::{folder_acl, walk};
+use state::State;
 
 /// The state file, in the ingested folder.
 pub const STATE_FILE: &str = ".warrant-ingest.json";
@@ -129,79 +133,6 @@ pub struct IngestSummary {
     pub other_destination: Option<String>,
     /// Wall-clock seconds.
     pub seconds: f64,
-}
-
-/// The acknowledged fingerprints, by document id, and whom they were acknowledged by.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct State {
-    /// [`Destination::key`] (absent in state files of earlier builds: taken as this one).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    destination: Option<String>,
-    files: BTreeMap<String, String>,
-}
-
-impl State {
-    /// The state file's acknowledgements for `key`, and the other destination it named, if any.
-    fn load(root: &Path, key: &str) -> IngestResult<(Self, Option<String>)> {
-        let path = root.join(STATE_FILE);
-        let mut state: Self = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| io(&path, error))?,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Self::default(),
-            Err(error) => return Err(io(&path, error)),
-        };
-        let other = state.destination.take().filter(|written| written != key);
-        if other.is_some() {
-            state.files.clear();
-        }
-        state.destination = Some(key.to_owned());
-        Ok((state, other))
-    }
-
-    /// Replaces the state file atomically (temporary file, fsync, rename).
-    fn save(&self, root: &Path) -> IngestResult<()> {
-        let path = root.join(STATE_FILE);
-        let temporary = root.join(format!("{STATE_FILE}.tmp"));
-        let bytes = serde_json::to_vec_pretty(self).map_err(|error| io(&path, error))?;
-        let mut file = std::fs::File::create(&temporary).map_err(|error| io(&temporary, error))?;
-        file.write_all(&bytes).and_then(|()| file.sync_all()).map_err(|error| io(&temporary, error))?;
-        std::fs::rename(&temporary, &path).map_err(|error| io(&path, error))
-    }
-}
-
-/// Every file under `root` (dot files and folders excluded), sorted, with its id.
-fn walk(root: &Path) -> IngestResult<Vec<(String, PathBuf)>> {
-    let mut found = Vec::new();
-    let mut folders = vec![root.to_path_buf()];
-    while let Some(folder) = folders.pop() {
-        for entry in std::fs::read_dir(&folder).map_err(|error| io(&folder, error))? {
-            let entry = entry.map_err(|error| io(&folder, error))?;
-            let path = entry.path();
-            if entry.file_name().to_string_lossy().starts_with('.') {
-                continue;
-            }
-            let kind = entry.file_type().map_err(|error| io(&path, error))?;
-            if kind.is_dir() {
-                folders.push(path);
-            } else if kind.is_file() {
-                let relative = path.strip_prefix(root).map_err(|error| io(&path, error))?;
-                let id: Vec<String> =
-                    relative.components().map(|part| part.as_os_str().to_string_lossy().into_owned()).collect();
-                found.push((id.join("/"), path));
-            }
-        }
-    }
-    found.sort();
-    Ok(found)
-}
-
-/// The access list of files in `folder`: its sidecar, else `default`.
-fn folder_acl(folder: &Path, default: &DocAcl) -> IngestResult<DocAcl> {
-    let path = folder.join(ACL_SIDECAR);
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| io(&path, error)),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(default.clone()),
-        Err(error) => Err(io(&path, error)),
-    }
 }
 
 fn fingerprint(bytes: &[u8], acl: &DocAcl) -> String {
