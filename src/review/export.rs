@@ -22,7 +22,9 @@
 //!
 //! Items whose text was purged (a source's document was deleted since) or that have no verdict
 //! are skipped, counted by reason. The files hold the item's question, sources and outputs: the
-//! tenant's text, to be kept like the data directory.
+//! tenant's text, to be kept like the data directory. So the directories the export creates are
+//! mode 0700 and its files 0600, each written under a temporary name (`O_EXCL | O_NOFOLLOW`,
+//! never through a link) and renamed over its own.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -68,26 +70,59 @@ pub struct Exported {
 }
 
 /// Writes the fixture of each of `items` to `directory/review-<review id>.json` (created if
-/// missing; a file of the same item is replaced), skipping what [`fixture`] skips.
+/// missing, with any missing parent, mode 0700; a file of the same item is replaced), skipping
+/// what [`fixture`] skips. Each file is written whole under a temporary name and renamed over
+/// its own (see [`replace_privately`]).
 pub fn write_fixtures(
     items: &[StoredItem],
     settings: &Settings,
     directory: &std::path::Path,
 ) -> std::io::Result<Exported> {
-    std::fs::create_dir_all(directory)?;
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(directory)?;
     let mut exported = Exported::default();
     for stored in items {
         match fixture(stored, settings) {
             Ok(fixture) => {
-                let path = directory.join(format!("review-{}.json", stored.item.review_id));
+                let name = format!("review-{}.json", stored.item.review_id);
                 let text = serde_json::to_string_pretty(&fixture).map_err(std::io::Error::other)?;
-                std::fs::write(&path, text + "\n")?;
-                exported.written.push(path);
+                exported.written.push(replace_privately(directory, &name, (text + "\n").as_bytes())?);
             }
             Err(skipped) => *exported.skipped.entry(skipped.as_str()).or_insert(0) += 1,
         }
     }
     Ok(exported)
+}
+
+/// Replaces `directory/name` with `bytes`, readable by the owner alone (0600): written and
+/// fsynced under a temporary name of its own (`O_EXCL | O_NOFOLLOW`, so never through a link
+/// planted there), then renamed over `name` (a link at `name` is replaced, its target
+/// untouched). The temporary file is removed when a step fails. Returns the path written.
+fn replace_privately(directory: &std::path::Path, name: &str, bytes: &[u8]) -> std::io::Result<std::path::PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = directory.join(name);
+    let temporary = directory.join(format!(".{name}.{}-{:016x}.tmp", std::process::id(), rand::random::<u64>()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&temporary)
+        .and_then(|mut file| {
+            let written = file.write_all(bytes).and_then(|()| file.sync_all());
+            written.and_then(|()| std::fs::rename(&temporary, &path))
+        });
+    match written {
+        Ok(()) => Ok(path),
+        Err(error) => {
+            // Nothing of ours to remove when the open itself failed (it may be another's file).
+            if error.kind() != std::io::ErrorKind::AlreadyExists {
+                let _ = std::fs::remove_file(&temporary);
+            }
+            Err(error)
+        }
+    }
 }
 
 /// The first label each reviewer-judged unit got: claims by index, and the abstention.
@@ -356,6 +391,39 @@ mod tests {
         let mut purged = judged;
         purged.sources.remove("london-rates");
         assert_eq!(super::fixture(&purged, &settings), Err(Skipped::Purged));
+    }
+
+    /// Issue 57.10: `review export-fixtures` wrote its directory 0755 and its files 0644, though
+    /// they hold the tenant's text. The directories it creates are its owner's alone (0700), each
+    /// file is 0600, and a link planted at a file's name is replaced, never written through.
+    #[test]
+    fn fixtures_are_their_owners_alone_and_never_written_through_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |path: &std::path::Path| std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777;
+        let parent = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let directory = parent.path().join("fixtures/reviews");
+        let judged = stored(vec![verdict(&[(0, ClaimLabel::Supported)])]);
+        let exported = write_fixtures(std::slice::from_ref(&judged), &Settings::defaults(), &directory).unwrap();
+        assert_eq!(exported.written.len(), 1);
+        assert_eq!((mode(&parent.path().join("fixtures")), mode(&directory)), (0o700, 0o700));
+        let file = &exported.written[0];
+        assert_eq!(mode(file), 0o600);
+        let written = std::fs::read_to_string(file).unwrap();
+
+        let victim = outside.path().join("warrant.toml");
+        std::fs::write(&victim, "an operator's file").unwrap();
+        std::fs::remove_file(file).unwrap();
+        std::os::unix::fs::symlink(&victim, file).unwrap();
+        write_fixtures(std::slice::from_ref(&judged), &Settings::defaults(), &directory).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "an operator's file", "written through the link");
+        assert!(std::fs::symlink_metadata(file).unwrap().file_type().is_file());
+        assert_eq!((mode(file), std::fs::read_to_string(file).unwrap()), (0o600, written));
+        let names: Vec<String> = std::fs::read_dir(&directory)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 1, "no temporary file is left: {names:?}");
     }
 
     #[test]
