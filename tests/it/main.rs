@@ -9,6 +9,7 @@ mod console;
 mod durability;
 mod eval;
 mod extract;
+mod extract_formats;
 mod extract_fuzz;
 mod files;
 mod fuzz;

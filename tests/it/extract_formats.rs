@@ -1,0 +1,86 @@
+//! Extraction of DOCX, HTML and Markdown as real producers write them (issue 60): Word's text
+//! boxes, Sphinx and MkDocs headings, Markdown front matter.
+
+use warrant::domain::Location;
+use warrant::extract::samples;
+use warrant::extract::{DOCX_TYPE, ExtractLimits, Extracted, extract};
+
+fn limits() -> ExtractLimits {
+    ExtractLimits::default()
+}
+
+fn section_at(extracted: &Extracted, needle: &str) -> Location {
+    let byte = extracted.text.find(needle).expect("needle in text");
+    let start = extracted.text[..byte].chars().count();
+    extracted.layout.locate(start, start + needle.chars().count())
+}
+
+/// A DOCX whose `word/document.xml` body is `body` (Word's namespaces declared).
+fn docx_of_body(body: &str) -> Vec<u8> {
+    let xml = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?>\
+         <w:document xmlns:w=\"http://schemas.openxmlformats.org/wordprocessingml/2006/main\" \
+         xmlns:mc=\"http://schemas.openxmlformats.org/markup-compatibility/2006\" \
+         xmlns:wp=\"http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing\" \
+         xmlns:a=\"http://schemas.openxmlformats.org/drawingml/2006/main\" \
+         xmlns:wps=\"http://schemas.microsoft.com/office/word/2010/wordprocessingShape\" \
+         xmlns:v=\"urn:schemas-microsoft-com:vml\" mc:Ignorable=\"wps\"><w:body>{body}</w:body></w:document>"
+    );
+    samples::zip(&[("word/document.xml", xml.as_bytes())])
+}
+
+/// A run anchoring a text box holding `text`, as Word writes it: the DrawingML shape in
+/// `mc:Choice`, the same box again as VML in `mc:Fallback`.
+fn text_box_run(text: &str) -> String {
+    let content = format!("<w:txbxContent><w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:txbxContent>");
+    format!(
+        "<w:r><mc:AlternateContent>\
+         <mc:Choice Requires=\"wps\"><w:drawing><wp:anchor><a:graphic><a:graphicData>\
+         <wps:wsp><wps:txbx>{content}</wps:txbx></wps:wsp></a:graphicData></a:graphic></wp:anchor></w:drawing></mc:Choice>\
+         <mc:Fallback><w:pict><v:shape><v:textbox>{content}</v:textbox></v:shape></w:pict></mc:Fallback>\
+         </mc:AlternateContent></w:r>"
+    )
+}
+
+/// Regression (issue 60, item 2): the paragraph anchoring a text box lost its own text around
+/// the anchor, and the box text came out twice (from `mc:Choice` and from `mc:Fallback`).
+#[test]
+fn a_docx_paragraph_anchoring_a_text_box_keeps_its_text_and_the_box_text_comes_once() {
+    let body = format!(
+        "<w:p><w:pPr><w:pStyle w:val=\"Heading1\"/></w:pPr><w:r><w:t>Plant</w:t></w:r></w:p>\
+         <w:p><w:r><w:t xml:space=\"preserve\">Before the box. </w:t></w:r>{}\
+         <w:r><w:t xml:space=\"preserve\"> After the box.</w:t></w:r></w:p>\
+         <w:p><w:r><w:t>Next paragraph.</w:t></w:r></w:p>",
+        text_box_run("Box fact 42.")
+    );
+    let extracted = extract(&docx_of_body(&body), DOCX_TYPE, &limits()).expect("docx");
+    assert_eq!(extracted.text, "Plant\n\nBefore the box. After the box.\n\nBox fact 42.\n\nNext paragraph.");
+    assert_eq!(extracted.text.matches("Box fact 42.").count(), 1);
+    assert_eq!(section_at(&extracted, "Box fact").section, vec!["Plant"]);
+}
+
+/// A box anchored in a table cell comes after the table; a box whose markup has no `mc:Choice`
+/// (VML only, as older Word wrote it) is read once too.
+#[test]
+fn a_docx_text_box_in_a_table_cell_or_without_a_choice_is_read_once() {
+    let vml_only = "<w:r><w:pict><v:shape><v:textbox><w:txbxContent><w:p><w:r><w:t>Old box.</w:t></w:r></w:p>\
+                    </w:txbxContent></v:textbox></v:shape></w:pict></w:r>";
+    let body = format!(
+        "<w:tbl><w:tr><w:tc><w:p><w:r><w:t>City</w:t></w:r>{}</w:p></w:tc><w:tc><w:p><w:r><w:t>Limit</w:t></w:r></w:p></w:tc></w:tr></w:tbl>\
+         <w:p><w:r><w:t xml:space=\"preserve\">Legacy </w:t></w:r>{vml_only}<w:r><w:t>anchor.</w:t></w:r></w:p>",
+        text_box_run("Cell box.")
+    );
+    let extracted = extract(&docx_of_body(&body), DOCX_TYPE, &limits()).expect("docx");
+    assert_eq!(extracted.text, "City | Limit\n\nCell box.\n\nLegacy anchor.\n\nOld box.");
+}
+
+/// Paragraphs nested past the kept depth (boxes in boxes, or a hostile file) are read into the
+/// innermost kept one: no text is lost and the stack stays small.
+#[test]
+fn a_docx_of_a_hundred_thousand_nested_paragraphs_keeps_all_their_text() {
+    let depth = 100_000;
+    let body = format!("{}{}", "<w:p><w:r><w:t>level</w:t></w:r>".repeat(depth), "</w:p>".repeat(depth));
+    let extracted = extract(&docx_of_body(&body), DOCX_TYPE, &limits()).expect("nested docx");
+    assert_eq!(extracted.text.matches("level").count(), depth);
+    assert!(extracted.text.starts_with("level\n\nlevel\n\n"), "{:?}", &extracted.text[..40]);
+}
