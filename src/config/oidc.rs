@@ -10,8 +10,13 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::domain::Role;
 
-/// The signature algorithms a provider key may verify (each key verifies exactly one of them).
-pub const OIDC_ALGORITHMS: &[&str] = &["RS256", "PS256", "ES256", "EdDSA"];
+/// The signature algorithm names `auth.oidc.algorithms` accepts (each key verifies exactly one
+/// of them). `Ed25519` (RFC 9864) and `EdDSA` name one algorithm: either admits Ed25519 keys,
+/// and tokens naming either.
+pub const OIDC_ALGORITHMS: &[&str] = &["RS256", "PS256", "ES256", "EdDSA", "Ed25519"];
+
+/// `auth.oidc.algorithms` by default.
+const DEFAULT_OIDC_ALGORITHMS: &[&str] = &["RS256", "PS256", "ES256", "EdDSA"];
 
 /// `[auth.oidc]`: verify tokens with the keys an OpenID provider publishes (off while both
 /// `issuer` and `jwks_url` are empty).
@@ -28,7 +33,8 @@ pub struct OidcSettings {
     /// identifier the provider puts in tokens meant for warrant.
     pub audience: String,
     /// Signature algorithms accepted from provider keys (a subset of RS256, PS256, ES256,
-    /// EdDSA); a published key of another algorithm is ignored.
+    /// EdDSA, Ed25519, the last two one algorithm under two names); a published key of another
+    /// algorithm is ignored.
     pub algorithms: Vec<String>,
     /// Soonest refresh of the keys after a fetch, seconds (a `Cache-Control: max-age` below it is
     /// raised to it); also the retry delay after a failed fetch.
@@ -54,7 +60,7 @@ impl Default for OidcSettings {
             issuer: String::new(),
             jwks_url: String::new(),
             audience: String::new(),
-            algorithms: OIDC_ALGORITHMS.iter().map(|name| (*name).to_owned()).collect(),
+            algorithms: DEFAULT_OIDC_ALGORITHMS.iter().map(|name| (*name).to_owned()).collect(),
             min_refresh_seconds: 60,
             max_refresh_seconds: 3600,
             unknown_kid_refetch_seconds: 30,
@@ -294,6 +300,14 @@ mod tests {
             let error = on_with(pairs).unwrap_err().to_string();
             assert!(error.contains(key), "{pairs:?}: {error}");
         }
+    }
+
+    /// Regression (issue 57.12): RFC 9864's name for EdDSA over Ed25519 was refused.
+    #[test]
+    fn ed25519_is_a_name_of_eddsa_in_the_algorithms() {
+        let settings = on_with(&[("WARRANT__AUTH__OIDC__ALGORITHMS", r#"["Ed25519"]"#)]).expect("ed25519 accepted");
+        assert_eq!(settings.auth.oidc.algorithms, vec!["Ed25519".to_owned()]);
+        assert_eq!(Settings::defaults().auth.oidc.algorithms, ["RS256", "PS256", "ES256", "EdDSA"]);
     }
 
     #[test]

@@ -20,12 +20,12 @@ use std::sync::Arc;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
 use futures::future::LocalBoxFuture;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, decode_header, encode};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, encode};
 use serde::{Deserialize, Serialize};
 
 use crate::config::AuthSettings;
 use crate::domain::{Principal, Role};
-use crate::oidc::{MappedClaims, Provider};
+use crate::oidc::{MappedClaims, Provider, TokenHeader};
 
 use super::AppState;
 use super::error::ApiError;
@@ -184,7 +184,7 @@ impl Authenticator {
     /// not held gets one rate-limited fetch of the provider's keys ([`Provider::refetch`]) before
     /// it is refused. What the extractors call.
     pub async fn authenticate(&self, token: &str) -> Result<Principal, ApiError> {
-        let header = decode_header(token).map_err(|_| invalid())?;
+        let header = TokenHeader::parse(token).ok_or_else(invalid)?;
         let Some(provider) = self.provider_of(&header) else { return self.verify_local(token, &header) };
         let mapped = match provider.verify(token, &header) {
             Err(crate::oidc::Refusal::UnknownKey | crate::oidc::Refusal::KeysUnavailable) => {
@@ -198,7 +198,7 @@ impl Authenticator {
 
     /// Verifies a bearer token with the keys held (never fetching) and returns its principal.
     pub fn verify(&self, token: &str) -> Result<Principal, ApiError> {
-        let header = decode_header(token).map_err(|_| invalid())?;
+        let header = TokenHeader::parse(token).ok_or_else(invalid)?;
         match self.provider_of(&header) {
             Some(provider) => Ok(self.principal(provider.verify(token, &header)?)),
             None => self.verify_local(token, &header),
@@ -206,15 +206,15 @@ impl Authenticator {
     }
 
     /// The provider, for a token that names a key (`kid`) while `[auth.oidc]` is on.
-    fn provider_of(&self, header: &Header) -> Option<&Arc<Provider>> {
+    fn provider_of(&self, header: &TokenHeader) -> Option<&Arc<Provider>> {
         self.oidc.as_ref().filter(|_| header.kid.is_some())
     }
 
     /// Verifies a token of the local keys (HS256 secret, RS256 PEM), read by warrant's names.
-    fn verify_local(&self, token: &str, header: &Header) -> Result<Principal, ApiError> {
-        let (key, validation) = match header.alg {
-            Algorithm::HS256 => (self.hs256.as_ref(), &self.validation_hs),
-            Algorithm::RS256 => (self.rs256.as_ref(), &self.validation_rs),
+    fn verify_local(&self, token: &str, header: &TokenHeader) -> Result<Principal, ApiError> {
+        let (key, validation) = match header.alg.as_str() {
+            "HS256" => (self.hs256.as_ref(), &self.validation_hs),
+            "RS256" => (self.rs256.as_ref(), &self.validation_rs),
             _ => (None, &self.validation_hs),
         };
         let key = key.ok_or_else(invalid)?;
@@ -490,6 +490,50 @@ mod tests {
         none.replica_subjects.clear();
         let authenticator = Authenticator::from_settings(&none).unwrap();
         assert!(!authenticator.verify(&token("replica-1", "replication")).unwrap().has_role(Role::Replica));
+    }
+
+    /// An authenticator of the provider `https://idp.example.com` holding the test keys
+    /// (`fixtures/auth/oidc/jwks.json`), and claims it accepts.
+    fn provider_authenticator() -> (Authenticator, serde_json::Value) {
+        let mut auth = settings("", "");
+        auth.hs256_secret.clear();
+        auth.oidc.issuer = "https://idp.example.com".into();
+        auth.oidc.audience = "warrant".into();
+        let authenticator = Authenticator::from_settings(&auth).unwrap();
+        let jwks = std::fs::read(fixture("oidc/jwks.json")).unwrap();
+        authenticator.provider().unwrap().install(&jwks).unwrap();
+        let claims = serde_json::json!({
+            "sub": "u", "tenant": "t", "iss": "https://idp.example.com", "aud": "warrant", "exp": now() + 60
+        });
+        (authenticator, claims)
+    }
+
+    /// A token whose header is `header` as written, signed in `algorithm` with `key`.
+    fn sign_raw(
+        header: &serde_json::Value,
+        claims: &serde_json::Value,
+        key: &EncodingKey,
+        algorithm: Algorithm,
+    ) -> String {
+        use base64::Engine as _;
+        let encode =
+            |value: &serde_json::Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string());
+        let message = format!("{}.{}", encode(header), encode(claims));
+        format!("{message}.{}", jsonwebtoken::crypto::sign(message.as_bytes(), key, algorithm).unwrap())
+    }
+
+    /// Regression (issue 57.12): a provider token whose header says `alg: Ed25519` (RFC 9864)
+    /// was refused before it reached the provider's keys: jsonwebtoken's header type knows
+    /// only `EdDSA`.
+    #[test]
+    fn a_provider_token_naming_ed25519_reaches_the_providers_keys() {
+        let (authenticator, claims) = provider_authenticator();
+        let ed = EncodingKey::from_ed_pem(&std::fs::read(fixture("oidc/ed25519_private.pem")).unwrap()).unwrap();
+        let token = sign_raw(&serde_json::json!({"alg": "Ed25519", "kid": "ed"}), &claims, &ed, Algorithm::EdDSA);
+        assert_eq!(authenticator.verify(&token).unwrap().user, "u");
+        // Without a kid it is a local token, and no local key verifies Ed25519.
+        let local = sign_raw(&serde_json::json!({"alg": "Ed25519"}), &claims, &ed, Algorithm::EdDSA);
+        assert_eq!(authenticator.verify(&local).unwrap_err().code, "invalid_token");
     }
 
     #[test]

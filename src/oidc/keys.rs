@@ -1,7 +1,8 @@
 //! A provider's published keys (RFC 7517 JWKS) as verifying keys, each pinned to the one
 //! algorithm its own parameters name.
 //!
-//! Invariants: a key verifies exactly one algorithm, decided by the key (`kty`, `crv`, `alg`),
+//! Invariants: a key verifies exactly one algorithm, decided by the key (`kty`, `crv`, `alg`, the
+//! last read as written: RFC 9864's `Ed25519` is EdDSA's name on that curve, beside `EdDSA`),
 //! never by a token; RSA keys without `alg` verify RS256 only (the OpenID Connect default), and
 //! PS256 only when the key says so; symmetric (`oct`) keys, encryption keys (`use` other than
 //! `sig`), RSA moduli under 2048 bits, algorithms outside the configured list and keys without a
@@ -11,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, KeyOperations, PublicKeyUse};
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyOperations, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 
 use super::OidcError;
@@ -104,7 +105,14 @@ pub fn parse(body: &[u8], allowed: &[Algorithm]) -> Result<(KeySet, Vec<Skipped>
 }
 
 /// One JWK as a verifying key, or why not.
-fn key_of(value: serde_json::Value, allowed: &[Algorithm]) -> Result<VerifyingKey, &'static str> {
+fn key_of(mut value: serde_json::Value, allowed: &[Algorithm]) -> Result<VerifyingKey, &'static str> {
+    // `alg` is read here, as written: jsonwebtoken's `KeyAlgorithm` refuses names it does not
+    // know, RFC 9864's `Ed25519` among them, and would take the whole key down with it.
+    let declared = match value.as_object_mut().and_then(|fields| fields.remove("alg")) {
+        None => None,
+        Some(serde_json::Value::String(name)) => Some(name),
+        Some(_) => return Err("alg is not a string"),
+    };
     let jwk: Jwk = serde_json::from_value(value).map_err(|_| "not a public key this server reads")?;
     let kid = jwk.common.key_id.clone().filter(|kid| !kid.is_empty()).ok_or("no kid")?;
     if matches!(&jwk.common.public_key_use, Some(usage) if *usage != PublicKeyUse::Signature) {
@@ -113,7 +121,7 @@ fn key_of(value: serde_json::Value, allowed: &[Algorithm]) -> Result<VerifyingKe
     if matches!(&jwk.common.key_operations, Some(operations) if !operations.contains(&KeyOperations::Verify)) {
         return Err("not a verifying key (key_ops)");
     }
-    let declared = jwk.common.key_algorithm;
+    let declared = declared.as_deref();
     let algorithm = match &jwk.algorithm {
         AlgorithmParameters::RSA(parameters) => {
             let modulus = base64_decoded_len(&parameters.n);
@@ -121,17 +129,18 @@ fn key_of(value: serde_json::Value, allowed: &[Algorithm]) -> Result<VerifyingKe
                 return Err("rsa modulus under 2048 bits");
             }
             match declared {
-                None | Some(KeyAlgorithm::RS256) => Algorithm::RS256,
-                Some(KeyAlgorithm::PS256) => Algorithm::PS256,
+                None | Some("RS256") => Algorithm::RS256,
+                Some("PS256") => Algorithm::PS256,
                 Some(_) => return Err("unsupported rsa algorithm"),
             }
         }
         AlgorithmParameters::EllipticCurve(parameters) => match (&parameters.curve, declared) {
-            (EllipticCurve::P256, None | Some(KeyAlgorithm::ES256)) => Algorithm::ES256,
+            (EllipticCurve::P256, None | Some("ES256")) => Algorithm::ES256,
             _ => return Err("unsupported curve or algorithm (ES256 on P-256 only)"),
         },
+        // `EdDSA` (RFC 8037) or `Ed25519` (RFC 9864), the same algorithm on this curve.
         AlgorithmParameters::OctetKeyPair(parameters) => match (&parameters.curve, declared) {
-            (EllipticCurve::Ed25519, None | Some(KeyAlgorithm::EdDSA)) => Algorithm::EdDSA,
+            (EllipticCurve::Ed25519, None | Some("EdDSA" | "Ed25519")) => Algorithm::EdDSA,
             _ => return Err("unsupported curve or algorithm (EdDSA on Ed25519 only)"),
         },
         AlgorithmParameters::OctetKey(_) => return Err("symmetric key"),
@@ -212,6 +221,18 @@ pub(crate) mod tests {
         assert!(key(with(fixture_key("es"), "crv", json!("P-384"))).is_err());
         assert!(key(with(fixture_key("ed"), "alg", json!("ES256"))).is_err());
         assert_eq!(key(with(fixture_key("ed"), "alg", serde_json::Value::Null)), Ok(Algorithm::EdDSA));
+    }
+
+    /// Regression (issue 57.12): a key published with `alg: Ed25519` (RFC 9864's name, which
+    /// deprecates `EdDSA` for it) was skipped as "not a public key this server reads".
+    #[test]
+    fn an_ed25519_key_may_name_its_algorithm_ed25519() {
+        assert_eq!(key(with(fixture_key("ed"), "alg", json!("Ed25519"))), Ok(Algorithm::EdDSA));
+        for other in ["rs", "es"] {
+            assert!(key(with(fixture_key(other), "alg", json!("Ed25519"))).is_err(), "{other}");
+        }
+        assert!(key(with(fixture_key("ed"), "alg", json!("Ed448"))).is_err());
+        assert!(key(with(fixture_key("ed"), "alg", json!(7))).is_err());
     }
 
     #[test]

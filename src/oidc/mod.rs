@@ -7,8 +7,9 @@
 //! Invariants:
 //! - a token is verified only with the key its `kid` names and only in the algorithm that key is
 //!   pinned to ([`keys`]); a header `alg` that differs is refused (`none`, HS256 signed with the
-//!   public key); `exp`, `iss` (= `auth.oidc.issuer`) and `aud` (= `auth.oidc.audience`) are
-//!   required, `nbf` is checked;
+//!   public key); `Ed25519` (RFC 9864) and `EdDSA` name the same algorithm ([`token`]); `exp`,
+//!   `iss` (= `auth.oidc.issuer`) and `aud` (= `auth.oidc.audience`) are required, `nbf` is
+//!   checked;
 //! - keys are fetched off the request path by one refresher task (at start, then after the
 //!   JWKS's `Cache-Control: max-age` clamped to `[min_refresh_seconds, max_refresh_seconds]`,
 //!   and `min_refresh_seconds` after a failure); the one exception is a token naming a key not
@@ -23,18 +24,21 @@
 pub mod claims;
 pub mod fetch;
 pub mod keys;
+pub mod refusals;
+pub mod token;
 
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use jsonwebtoken::{Algorithm, Header, Validation, decode};
+use jsonwebtoken::Algorithm;
 use tokio::sync::{Notify, watch};
 
 pub use claims::{ClaimMapping, MappedClaims, MissingClaim};
 pub use keys::{KeySet, VerifyingKey};
+pub use refusals::Reason;
+pub use token::TokenHeader;
 
 use crate::config::AuthSettings;
 
@@ -125,6 +129,22 @@ pub enum Refusal {
     MissingClaim(#[from] MissingClaim),
 }
 
+/// A refusal and the check that gave it (the caller sees the first, the operator's log the
+/// second).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// What the caller is told.
+    pub refusal: Refusal,
+    /// The check that failed.
+    pub reason: Reason,
+}
+
+impl From<Reason> for Refused {
+    fn from(reason: Reason) -> Self {
+        Self { refusal: reason.refusal(), reason }
+    }
+}
+
 impl Refusal {
     /// Transport-neutral code.
     pub fn code(&self) -> &'static str {
@@ -182,7 +202,8 @@ enum Miss {
 pub struct Provider {
     issuer: String,
     allowed: Vec<Algorithm>,
-    validations: Vec<(Algorithm, Validation)>,
+    /// What the registered claims must say.
+    expected: token::Expected,
     mapping: ClaimMapping,
     min_refresh: Duration,
     max_refresh: Duration,
@@ -206,25 +227,21 @@ impl Provider {
     /// [`Provider::spawn_refresher`] and [`Provider::install`].
     pub fn new(settings: &AuthSettings) -> Result<Arc<Self>, OidcError> {
         let oidc = &settings.oidc;
-        let allowed: Vec<Algorithm> =
-            oidc.algorithms.iter().filter_map(|name| Algorithm::from_str(name).ok()).collect();
-        let validations = allowed
-            .iter()
-            .map(|&algorithm| {
-                let mut validation = Validation::new(algorithm);
-                validation.leeway = settings.leeway_seconds;
-                validation.validate_nbf = true;
-                validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-                validation.set_issuer(&[&oidc.issuer]);
-                validation.set_audience(&[&oidc.audience]);
-                (algorithm, validation)
-            })
-            .collect();
+        let mut allowed: Vec<Algorithm> = Vec::new();
+        for algorithm in oidc.algorithms.iter().filter_map(|name| token::algorithm_named(name)) {
+            if !allowed.contains(&algorithm) {
+                allowed.push(algorithm);
+            }
+        }
         let timeout = Duration::from_millis(oidc.fetch_timeout_ms);
         Ok(Arc::new(Self {
             issuer: oidc.issuer.clone(),
             allowed,
-            validations,
+            expected: token::Expected {
+                issuer: oidc.issuer.clone(),
+                audience: oidc.audience.clone(),
+                leeway_seconds: settings.leeway_seconds,
+            },
             mapping: ClaimMapping::new(&settings.claims),
             min_refresh: Duration::from_secs(oidc.min_refresh_seconds),
             max_refresh: Duration::from_secs(oidc.max_refresh_seconds),
@@ -242,28 +259,25 @@ impl Provider {
     }
 
     /// Verifies a token with the keys held (no fetch): the principal's parts, or why not.
-    pub fn verify(&self, token: &str, header: &Header) -> Result<MappedClaims, Refusal> {
-        let kid = header.kid.as_deref().ok_or(Refusal::Invalid)?;
+    pub fn verify(&self, token: &str, header: &TokenHeader) -> Result<MappedClaims, Refusal> {
+        self.check(token, header).map_err(|refused| refused.refusal)
+    }
+
+    /// [`Provider::verify`], with the check that failed.
+    pub fn check(&self, token: &str, header: &TokenHeader) -> Result<MappedClaims, Refused> {
+        let kid = header.kid.as_deref().ok_or(Reason::NoKid)?;
         let held = self.held.load();
         if !self.usable(&held) {
-            return Err(Refusal::KeysUnavailable);
+            return Err(Reason::KeysUnavailable.into());
         }
-        let key = held.set.get(kid).ok_or(Refusal::UnknownKey)?;
+        let key = held.set.get(kid).ok_or(Reason::KeyNotHeld)?;
         // The key decides the algorithm; a token claiming another one (`none`, HS256 signed
         // with the public key, RS256 against an EC key) is refused before any check.
-        if header.alg != key.algorithm {
-            return Err(Refusal::Invalid);
-        }
-        let validation = self
-            .validations
-            .iter()
-            .find_map(|(algorithm, validation)| (*algorithm == key.algorithm).then_some(validation))
-            .ok_or(Refusal::Invalid)?;
-        let data = decode::<serde_json::Value>(token, &key.key, validation).map_err(|error| match error.kind() {
-            jsonwebtoken::errors::ErrorKind::ExpiredSignature => Refusal::Expired,
-            _ => Refusal::Invalid,
-        })?;
-        Ok(self.mapping.map(&data.claims)?)
+        let algorithm = header.algorithm().filter(|algorithm| *algorithm == key.algorithm).ok_or(Reason::Algorithm)?;
+        let claims = token::verify(token, &key.key, algorithm, &self.expected)?;
+        self.mapping
+            .map(&claims)
+            .map_err(|missing| Refused { refusal: Refusal::MissingClaim(missing), reason: Reason::MissingClaim })
     }
 
     /// For a token whose key is not held (or while no key is usable): asks the refresher for one
@@ -400,7 +414,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use jsonwebtoken::{EncodingKey, encode};
+    use jsonwebtoken::{EncodingKey, Header, encode};
     use serde_json::json;
 
     use super::keys::tests::{fixture, fixture_jwks};
@@ -445,7 +459,7 @@ mod tests {
     }
 
     fn verify(provider: &Provider, token: &str) -> Result<MappedClaims, Refusal> {
-        provider.verify(token, &jsonwebtoken::decode_header(token).unwrap())
+        provider.verify(token, &TokenHeader::parse(token).unwrap())
     }
 
     #[test]
@@ -473,6 +487,50 @@ mod tests {
             encode(&header, &claims(), &EncodingKey::from_rsa_pem(&private("../test_rs256_private.pem")).unwrap())
                 .unwrap();
         assert_eq!(verify(&provider, &pss), Err(Refusal::Invalid));
+    }
+
+    /// A token of `header` over `claims`, signed with `key` in `algorithm` (whatever the header
+    /// says: the header may name an algorithm jsonwebtoken does not know).
+    fn sign_with_header(
+        header: &serde_json::Value,
+        claims: &serde_json::Value,
+        key: &EncodingKey,
+        algorithm: Algorithm,
+    ) -> String {
+        use base64::Engine as _;
+        let encode =
+            |value: &serde_json::Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string());
+        let message = format!("{}.{}", encode(header), encode(claims));
+        let signature = jsonwebtoken::crypto::sign(message.as_bytes(), key, algorithm).unwrap();
+        format!("{message}.{signature}")
+    }
+
+    fn header_of(token: &str) -> TokenHeader {
+        TokenHeader::parse(token).unwrap()
+    }
+
+    /// Regression (issue 57.12): a token whose header says `alg: Ed25519` (RFC 9864) was refused
+    /// 401 `invalid_token`: jsonwebtoken 10 knows only `EdDSA`.
+    #[test]
+    fn an_ed25519_token_verifies_under_either_name_with_an_ed25519_key_only() {
+        let provider = provider();
+        let ed = EncodingKey::from_ed_pem(&private("ed25519_private.pem")).unwrap();
+        for name in ["Ed25519", "EdDSA"] {
+            let token =
+                sign_with_header(&json!({"alg": name, "kid": "ed", "typ": "JWT"}), &claims(), &ed, Algorithm::EdDSA);
+            let mapped = provider.verify(&token, &header_of(&token)).unwrap();
+            assert_eq!(mapped.user, "alice", "{name}");
+        }
+        // The new name is no way around pinning: under another key's id it is refused.
+        for other in ["rs", "ps", "es"] {
+            let token = sign_with_header(&json!({"alg": "Ed25519", "kid": other}), &claims(), &ed, Algorithm::EdDSA);
+            assert_eq!(provider.verify(&token, &header_of(&token)), Err(Refusal::Invalid), "{other}");
+        }
+        // Nor is a look-alike name.
+        for name in ["ed25519", "Ed448", "EDDSA"] {
+            let token = sign_with_header(&json!({"alg": name, "kid": "ed"}), &claims(), &ed, Algorithm::EdDSA);
+            assert_eq!(provider.verify(&token, &header_of(&token)), Err(Refusal::Invalid), "{name}");
+        }
     }
 
     #[test]
