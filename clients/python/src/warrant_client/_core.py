@@ -8,8 +8,8 @@ import email.utils
 import json
 import os
 import time
-from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterable, Mapping, Sequence, TypeVar, cast
+from dataclasses import dataclass
+from typing import IO, Any, Iterable, Iterator, Mapping, Sequence, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
@@ -124,8 +124,8 @@ class Call:
     """One API call as a value: built once, sent once per attempt.
 
     ``files`` holds the multipart parts of an upload in order; :meth:`open_files` gives the
-    parts of one attempt (file objects rewound, paths opened) and :meth:`can_resend` says
-    whether a file object could be rewound for another attempt."""
+    parts of one attempt (paths opened anew; httpx reads file objects from their start) and
+    :meth:`can_resend` says whether every file object can be read again."""
 
     method: str
     path: str
@@ -133,7 +133,6 @@ class Call:
     params: Mapping[str, Any] | None = None
     files: Sequence[tuple[str, Any]] | None = None
     accept: str = "application/json"
-    _positions: dict[int, int] = field(default_factory=dict)
 
     def headers(self, token: str | None) -> dict[str, str]:
         headers = {"accept": self.accept}
@@ -141,26 +140,18 @@ class Call:
             headers["authorization"] = f"Bearer {token}"
         return headers
 
-    def remember_positions(self) -> None:
-        """Notes where each file object stands, so a resend starts there again."""
-        for _, part in self.files or ():
-            source = part[1] if isinstance(part, tuple) else None
-            if _is_file_object(source):
-                with contextlib.suppress(OSError, ValueError, AttributeError):
-                    self._positions[id(source)] = source.tell()
-
     def can_resend(self) -> bool:
-        """Whether every file object of the call can be read again from its start position."""
+        """Whether every file object of the call can seek back to be read again."""
         for _, part in self.files or ():
             source = part[1] if isinstance(part, tuple) else None
             if _is_file_object(source):
                 seekable = getattr(source, "seekable", None)
-                if id(source) not in self._positions or not (callable(seekable) and seekable()):
+                if not (callable(seekable) and seekable()):
                     return False
         return True
 
     @contextlib.contextmanager
-    def open_files(self) -> Any:
+    def open_files(self) -> Iterator[list[tuple[str, Any]] | None]:
         """The multipart parts of one attempt (``None`` for a call without files)."""
         if self.files is None:
             yield None
@@ -168,15 +159,10 @@ class Call:
         with contextlib.ExitStack() as stack:
             parts: list[tuple[str, Any]] = []
             for name, part in self.files:
-                if not isinstance(part, tuple) or part[0] is None:
-                    parts.append((name, part))
-                    continue
-                filename, source, content_type = part
-                if isinstance(source, (str, os.PathLike)):
-                    source = stack.enter_context(open(source, "rb"))
-                elif _is_file_object(source) and id(source) in self._positions:
-                    source.seek(self._positions[id(source)])
-                parts.append((name, (filename, source, content_type)))
+                if isinstance(part, tuple) and part[0] is not None and isinstance(part[1], (str, os.PathLike)):
+                    filename, source, content_type = part
+                    part = (filename, stack.enter_context(open(source, "rb")), content_type)
+                parts.append((name, part))
             yield parts
 
 
@@ -259,9 +245,7 @@ def upload_call(files: Sequence[UploadFile | str | os.PathLike[str]], groups: Se
         # Without a declared type the server takes the format from the file name's extension.
         content_type = upload.content_type or "application/octet-stream"
         parts.append(("file", (filename, cast(IO[bytes], upload.source), content_type)))
-    call = Call("POST", "/v1/admin/files", files=parts)
-    call.remember_positions()
-    return call
+    return Call("POST", "/v1/admin/files", files=parts)
 
 
 def reviews_call(status: str | None, cursor: str | None, limit: int | None) -> Call:

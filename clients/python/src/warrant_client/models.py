@@ -458,8 +458,8 @@ class UploadFile:
     ``filename`` defaults to the path's name (required for bytes and file objects without a
     ``name``); the server takes the format from ``content_type``, else from the file name's
     extension (.pdf .docx .html .md .txt); ``doc_id`` and ``title`` default to the file name.
-    A file object is read from its position at the call; it is sent again after a 503 only when
-    it can seek back there."""
+    A file object is sent whole, from its start (httpx seeks it to 0), and sent again after a 503
+    only when it is seekable; a path is opened for each attempt."""
 
     source: FileSource
     filename: str | None = None
