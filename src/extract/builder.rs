@@ -179,4 +179,13 @@ impl TextBuilder {
             .collect();
         Ok(Extracted { text: self.text, layout: Layout { pages, sections }, page_count })
     }
+
+    /// [`ExtractError::TimedOut`] once the deadline has passed: for work that appends nothing
+    /// (a PDF page's operators, blank pages), which the check in `append` never reaches.
+    pub(crate) fn check_deadline(&self) -> ExtractResult<()> {
+        if Instant::now() >= self.deadline {
+            return Err(ExtractError::TimedOut { milliseconds: self.time_limit.as_millis() as u64 });
+        }
+        Ok(())
+    }
 }

@@ -193,6 +193,9 @@ pub struct ExtractLimits {
     pub max_unpacked_bytes: usize,
     /// Most pages of a PDF.
     pub max_pages: usize,
+    /// Most content-stream operators of one PDF page (a page of 60 MiB of `q` holds 31
+    /// million; a dense text page a few thousand).
+    pub max_operators_per_page: usize,
     /// Wall-clock limit of one file's extraction.
     pub time_limit: Duration,
 }
@@ -203,6 +206,7 @@ impl Default for ExtractLimits {
             max_text_chars: crate::retrieval::MAX_TEXT_CHARS,
             max_unpacked_bytes: 64 * 1024 * 1024,
             max_pages: 5_000,
+            max_operators_per_page: 4_000_000,
             time_limit: Duration::from_secs(30),
         }
     }

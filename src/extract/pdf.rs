@@ -15,6 +15,11 @@
 //! character where a font has none): producers move inside words too (kerning, drop caps).
 //! Typographic ligatures (U+FB00-FB06, "ﬁ" for "fi") come out as their letters, so a search
 //! for "specified" finds a typeset "speciﬁed".
+//!
+//! Bounds (issue 57): a page's operators are decoded one at a time (`Content::decode_iter`),
+//! never collected, and at most `max_operators_per_page` of them are walked (a page of 60 MiB of
+//! `q` is 31 million; more is `document_too_large`); the deadline is checked before each page
+//! and every [`CHECK_EVERY`] operators, so pages that append no text stop at it too.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +37,26 @@ const LETTER_SPACED: f32 = 0.15;
 
 /// A move along the line leaving at least this fraction of the font size free is a word gap.
 const GAP: f32 = 0.15;
+
+/// Operators walked between deadline checks.
+const CHECK_EVERY: usize = 4096;
+
+#[cfg(test)]
+thread_local! {
+    /// Pages and operators the walk visited on this thread (a test hook: that the work stops at
+    /// the deadline, not only that the answer says so).
+    static VISITED: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Counts a visited page and `operators` visited operators (tests only).
+fn visited(pages: usize, operators: usize) {
+    #[cfg(test)]
+    VISITED.with(|cell| {
+        let (seen_pages, seen_operators) = cell.get();
+        cell.set((seen_pages + pages, seen_operators + operators));
+    });
+    let _ = (pages, operators);
+}
 
 /// A font's encoding and its one-byte glyph widths (`/FirstChar`, `/Widths` in thousandths of
 /// an em; `None` for two-byte Type0 fonts and fonts without widths).
@@ -84,8 +109,10 @@ pub(super) fn extract(bytes: &[u8], limits: &ExtractLimits, mut builder: TextBui
     }
     let mut decoded = 0;
     for (&number, &page_id) in &pages {
+        builder.check_deadline()?;
+        visited(1, 0);
         builder.start_page(number)?;
-        let text = page_text(&document, page_id, limits)?;
+        let text = page_text(&document, page_id, limits, &builder)?;
         if !text.trim().is_empty() {
             decoded += 1;
             builder.push_raw(&text)?;
@@ -97,9 +124,16 @@ pub(super) fn extract(bytes: &[u8], limits: &ExtractLimits, mut builder: TextBui
     builder.finish(pages.len())
 }
 
-/// One page's text; empty when its fonts or content do not decode (the page is skipped), an
-/// error only when a stream decompresses past the limit.
-fn page_text(document: &Document, page_id: ObjectId, limits: &ExtractLimits) -> ExtractResult<String> {
+/// One page's text; empty when its fonts or content do not decode (the page is skipped; a
+/// content stream that stops parsing keeps the text before the fault), an error when a stream
+/// decompresses past the limit, the page holds more than `max_operators_per_page` operators, or
+/// the deadline passes. The operators are decoded one at a time, never held all at once.
+fn page_text(
+    document: &Document,
+    page_id: ObjectId,
+    limits: &ExtractLimits,
+    builder: &TextBuilder,
+) -> ExtractResult<String> {
     let max = limits.max_unpacked_bytes;
     let Ok(fonts) = document.get_page_fonts(page_id) else {
         return Ok(String::new());
@@ -119,11 +153,21 @@ fn page_text(document: &Document, page_id: ObjectId, limits: &ExtractLimits) -> 
         Err(lopdf::Error::Decompress(_)) => return Err(too_large(limits)),
         Err(_) => return Ok(String::new()),
     };
-    let Ok(content) = Content::decode(&content) else {
-        return Ok(String::new());
-    };
     let mut page = PageText::new(&decoded);
-    for operation in &content.operations {
+    for (count, operation) in Content::decode_iter(&content).enumerate() {
+        visited(0, 1);
+        if count % CHECK_EVERY == 0 {
+            builder.check_deadline()?;
+        }
+        if count >= limits.max_operators_per_page {
+            return Err(ExtractError::TooLarge {
+                what: "a pdf page",
+                limit: format!("{} content operators", limits.max_operators_per_page),
+            });
+        }
+        let Ok(operation) = operation else {
+            break;
+        };
         page.apply(&operation.operator, &operation.operands);
     }
     Ok(page.text)
@@ -279,5 +323,53 @@ impl<'a> PageText<'a> {
         } else {
             self.text.push_str(&decoded);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::extract::samples;
+
+    /// The pages and operators visited on this thread since the last call.
+    fn take_visited() -> (usize, usize) {
+        VISITED.with(|cell| cell.replace((0, 0)))
+    }
+
+    fn builder(limits: &ExtractLimits) -> TextBuilder {
+        TextBuilder::new(limits.max_text_chars, Instant::now() + limits.time_limit, limits.time_limit)
+    }
+
+    /// Issue 57.4: 40 blank pages sharing one large stream ran to their end after the deadline
+    /// (nothing was appended, so nothing checked it): now no page is visited past it.
+    #[test]
+    fn the_page_loop_stops_at_the_deadline() {
+        let pdf = samples::pdf_from_content_streams(vec![b"q Q ".repeat(50_000)], &[0; 40]);
+        let limits = ExtractLimits { time_limit: Duration::from_secs(600), ..ExtractLimits::default() };
+        take_visited();
+        assert_eq!(extract(&pdf, &limits, builder(&limits)).map(|_| ()), Err(ExtractError::NoText));
+        assert_eq!(take_visited(), (40, 40 * 100_000), "every page and operator without a deadline");
+        let expired = ExtractLimits { time_limit: Duration::ZERO, ..limits };
+        let error = extract(&pdf, &expired, builder(&expired)).map(|_| ()).expect_err("past the deadline");
+        assert_eq!(error.code(), "extraction_timeout");
+        assert_eq!(take_visited(), (0, 0), "no page visited past the deadline");
+    }
+
+    /// Issue 57.4: the walk of one page's operators checks the deadline as it goes.
+    #[test]
+    fn the_operator_walk_stops_at_the_deadline() {
+        let pdf = samples::pdf_from_content_streams(vec![b"q Q ".repeat(500_000)], &[0]);
+        let document = Document::load_mem(&pdf).expect("loads");
+        let page = *document.get_pages().values().next().expect("a page");
+        let limits = ExtractLimits::default();
+        take_visited();
+        let text = page_text(&document, page, &limits, &builder(&limits)).expect("in time");
+        assert_eq!((text.as_str(), take_visited()), ("", (0, 1_000_000)));
+        let expired = ExtractLimits { time_limit: Duration::ZERO, ..limits };
+        let error = page_text(&document, page, &expired, &builder(&expired)).expect_err("past the deadline");
+        assert_eq!(error.code(), "extraction_timeout");
+        assert!(take_visited().1 <= CHECK_EVERY, "the walk went on past the deadline");
     }
 }

@@ -24,11 +24,21 @@ pub fn encrypted_pdf(pages: &[Vec<String>]) -> Vec<u8> {
 /// text laid out as real producers do (one text object a page, line moves, kerning, letter
 /// spacing).
 pub fn pdf_from_operations(pages: Vec<Vec<Operation>>) -> Vec<u8> {
-    pdf_of(pages, false)
+    let streams: Vec<Vec<u8>> =
+        pages.into_iter().map(|operations| Content { operations }.encode().expect("plain operations encode")).collect();
+    let pages: Vec<usize> = (0..streams.len()).collect();
+    pdf_of(streams, &pages, false)
+}
+
+/// A PDF of raw content streams (the fonts of [`pdf_from_operations`]): page `n` (from 1) draws
+/// `streams[pages[n - 1]]`, so pages may share one stream object. Streams are Flate-compressed:
+/// megabytes of repeated operators make a file of kilobytes.
+pub fn pdf_from_content_streams(streams: Vec<Vec<u8>>, pages: &[usize]) -> Vec<u8> {
+    pdf_of(streams, pages, false)
 }
 
 fn pdf_with(pages: &[Vec<String>], encrypted: bool) -> Vec<u8> {
-    let contents = pages
+    let streams: Vec<Vec<u8>> = pages
         .iter()
         .map(|lines| {
             let mut operations = Vec::new();
@@ -39,13 +49,14 @@ fn pdf_with(pages: &[Vec<String>], encrypted: bool) -> Vec<u8> {
                 operations.push(Operation::new("Tj", vec![Object::string_literal(line.as_str())]));
                 operations.push(Operation::new("ET", vec![]));
             }
-            operations
+            Content { operations }.encode().expect("plain operations encode")
         })
         .collect();
-    pdf_of(contents, encrypted)
+    let pages: Vec<usize> = (0..streams.len()).collect();
+    pdf_of(streams, &pages, encrypted)
 }
 
-fn pdf_of(pages: Vec<Vec<Operation>>, encrypted: bool) -> Vec<u8> {
+fn pdf_of(streams: Vec<Vec<u8>>, pages: &[usize], encrypted: bool) -> Vec<u8> {
     let mut document = Document::with_version("1.5");
     let pages_id = document.new_object_id();
     let font_id = document.add_object(dictionary! {
@@ -70,10 +81,11 @@ fn pdf_of(pages: Vec<Vec<Operation>>, encrypted: bool) -> Vec<u8> {
     });
     let resources_id = document
         .add_object(dictionary! { "Font" => dictionary! { "F1" => font_id, "F2" => ligatures_id, "F3" => widths_id } });
+    let stream_ids: Vec<_> =
+        streams.into_iter().map(|content| document.add_object(Stream::new(dictionary! {}, content))).collect();
     let mut kids = Vec::new();
-    for operations in pages {
-        let content = Content { operations }.encode().expect("plain operations encode");
-        let content_id = document.add_object(Stream::new(dictionary! {}, content));
+    for &stream in pages {
+        let content_id = stream_ids[stream];
         let page_id = document.add_object(dictionary! {
             "Type" => "Page", "Parent" => pages_id, "Contents" => content_id,
         });

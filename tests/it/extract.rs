@@ -307,6 +307,39 @@ fn extraction_past_its_time_limit_is_refused() {
     assert_eq!(error.code(), "extraction_timeout");
 }
 
+/// Issue 57.3: a 62 KB PDF whose page held 60 MiB of `q` operators reached 2.3 GB while every
+/// operator became an `Operation` in one vector. Operators are walked one at a time, a page's
+/// are counted against `max_operators_per_page`, and `q` nesting no deeper than the walk needs.
+#[test]
+fn a_page_of_millions_of_operators_is_refused_at_the_operator_limit() {
+    let content = b"q ".repeat(1_500_000);
+    let pdf = samples::pdf_from_content_streams(vec![content], &[0]);
+    assert!(pdf.len() < 100_000, "{} bytes", pdf.len());
+    let small = ExtractLimits { max_operators_per_page: 1_000_000, ..limits() };
+    let error = extract(&pdf, "application/pdf", &small).expect_err("too many operators");
+    assert_eq!(error.code(), "document_too_large", "{error}");
+    assert_eq!(error.to_string(), "a pdf page exceeds the limit of 1000000 content operators");
+    // Under the limit, the text after 1.5 million unmatched `q` is read.
+    let mut content = b"q ".repeat(1_500_000);
+    content.extend_from_slice(b"BT /F1 11 Tf 72 700 Td (after the noise) Tj ET");
+    let pdf = samples::pdf_from_content_streams(vec![content], &[0]);
+    let extracted = extract(&pdf, "application/pdf", &limits()).expect("under the default limit");
+    assert_eq!(extracted.text, "after the noise");
+}
+
+/// Issue 57.4: the deadline was checked only when text was appended, so 40 blank pages sharing
+/// one large stream ran to their end (21 s) after the limit (3 s) had passed.
+#[test]
+fn blank_pages_stop_at_the_deadline() {
+    let blank = b"q Q ".repeat(10_000);
+    let pdf = samples::pdf_from_content_streams(vec![blank], &[0; 40]);
+    let error = extract(&pdf, "application/pdf", &limits()).expect_err("blank");
+    assert_eq!(error, ExtractError::NoText);
+    let tight = ExtractLimits { time_limit: Duration::ZERO, ..limits() };
+    let error = extract(&pdf, "application/pdf", &tight).expect_err("past the deadline");
+    assert_eq!(error.code(), "extraction_timeout", "{error}");
+}
+
 #[test]
 fn the_corpus_benchmark_counts_a_corrupt_file_as_failed_and_names_it() {
     let folder = tempfile::tempdir().expect("folder");
