@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The Python client and its LangChain and LlamaIndex retrievers (clients/python) against a real
-# `warrant serve`: pytest starts the debug binary itself (tests/conftest.py: a loopback port, the
-# hashed embedder, the demo corpus, a throwaway data directory and secret).
+# The Python client and its LangChain and LlamaIndex retrievers (clients/python): its types
+# (mypy --strict), then pytest against a real `warrant serve` that the tests start themselves
+# (clients/python/tests/conftest.py: the debug binary on a loopback port, the hashed embedder, the
+# demo corpus, a throwaway data directory and secret).
 #
 # The virtual environment lives outside the clone, under /var/cache/warrant-py (WARRANT_PY_VENV
 # overrides it), with every version pinned by clients/python/constraints.txt; it is made again
@@ -37,4 +38,6 @@ else
 fi
 
 cd "$package"
+echo "mypy --strict src/warrant_client"
+"$venv/bin/python" -m mypy --strict --cache-dir "$venv/mypy-cache" src/warrant_client
 PYTHONDONTWRITEBYTECODE=1 exec "$venv/bin/python" -m pytest -q tests "$@"

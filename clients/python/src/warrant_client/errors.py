@@ -235,9 +235,8 @@ def error_for(
     """The exception for an error answer: by ``status`` (its family when the status is not one
     warrant documents), or by ``code`` alone when there is no status (a stream's ``error``)."""
     if status is None:
-        cls = ERROR_CODES.get(code, ServerError)
-        return cls(code, message, status=cls.status or None, retry_after=retry_after, request_id=request_id)
-    cls = STATUS_CLASSES.get(status)
-    if cls is None:
-        cls = ClientError if 400 <= status < 500 else ServerError if status >= 500 else WarrantError
-    return cls(code, message, status=status, retry_after=retry_after, request_id=request_id)
+        by_code = ERROR_CODES.get(code, ServerError)
+        return by_code(code, message, status=by_code.status or None, retry_after=retry_after, request_id=request_id)
+    family = ClientError if 400 <= status < 500 else ServerError if status >= 500 else WarrantError
+    by_status = STATUS_CLASSES.get(status, family)
+    return by_status(code, message, status=status, retry_after=retry_after, request_id=request_id)
