@@ -156,3 +156,10 @@ async def test_llamaindex_aretrieve_with_the_async_client(server: Server, users:
     _check_nodes(gina, "globex")
     _check_nodes(alice, "acme")
     assert all(n.node.metadata["title"].startswith("Globex") for n in gina)
+
+
+def test_a_retriever_s_token_is_never_shown(server: Server, users: Users) -> None:
+    with WarrantClient(server.url) as client:
+        retriever = WarrantRetriever(client=client, token=users.alice)
+        assert users.alice not in repr(retriever) and users.alice not in str(retriever.model_dump())
+        assert retriever.invoke(QUERY)  # and it is used

@@ -21,7 +21,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, run_in_executor
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 
 from .client import AsyncWarrantClient, WarrantClient
 from .models import RetrievedChunk, chunk_metadata
@@ -47,8 +47,9 @@ class WarrantRetriever(BaseRetriever):
     """The async client used by ``ainvoke``."""
     k: Optional[int] = None
     """Chunks wanted (the server clamps it to ``1..=retrieval.top_k_max``; default: its own)."""
-    token: Optional[Union[str, Callable[[], str]]] = None
-    """A token, or a callable invoked on every call; unset: the client's."""
+    token: Optional[Union[str, Callable[[], str]]] = Field(default=None, repr=False, exclude=True)
+    """A token, or a callable invoked on every call; unset: the client's. Never in ``repr`` or
+    a serialized retriever (tracing and logging show retrievers)."""
 
     def model_post_init(self, context: Any) -> None:
         if self.client is None and self.async_client is None:
