@@ -2,7 +2,9 @@
 //! page of a million nested tags costs a million tokens and no stack. Text inside `script`,
 //! `style`, `noscript`, `template`, `nav`, `header`, `footer`, `aside`, `form`, `svg` and the
 //! `head` is dropped (script and style content is tokenized as raw text, so it never looks like
-//! markup); `h1`–`h6` open sections; block elements end lines; `pre` keeps its whitespace;
+//! markup), except a `header` inside an `article`, `main` or `section`: that one is the
+//! article's own (its title, its byline) and is kept, while the page's banner outside them is
+//! not; `h1`–`h6` open sections; block elements end lines; `pre` keeps its whitespace;
 //! character references are decoded by the tokenizer.
 
 use std::cell::RefCell;
@@ -50,6 +52,12 @@ const BLOCKS: &[&str] = &[
 struct State {
     builder: TextBuilder,
     dropped: Vec<(&'static str, usize)>,
+    /// Open `article`, `main` and `section` elements (outside dropped ones).
+    sectioning: usize,
+    /// Open `header` elements kept as content (inside a sectioning element). A header opened
+    /// while one of them is open is kept too, unless something dropped is open: so the
+    /// innermost open header is a dropped one whenever any is.
+    kept_headers: usize,
     heading: Option<(u8, String)>,
     pre: usize,
     error: Option<ExtractError>,
@@ -64,6 +72,11 @@ fn dropped_name(name: &str) -> Option<&'static str> {
 impl State {
     fn dropping(&self) -> bool {
         self.dropped.iter().any(|(_, depth)| *depth > 0)
+    }
+
+    /// How deep inside dropped elements named `name` the tokenizer is.
+    fn dropped_depth(&self, name: &str) -> usize {
+        self.dropped.iter().find(|(open, _)| *open == name).map_or(0, |(_, depth)| *depth)
     }
 
     fn text(&mut self, text: &str) -> ExtractResult<()> {
@@ -81,6 +94,19 @@ impl State {
         if kind == TagKind::StartTag && name == "body" {
             // `</head>` is optional: the body ends the head.
             self.dropped.retain(|(open, _)| *open != "head");
+        }
+        if name == "header" && !self_closing {
+            let kept = match kind {
+                TagKind::StartTag => !self.dropping() && self.sectioning > 0,
+                TagKind::EndTag => self.dropped_depth("header") == 0 && self.kept_headers > 0,
+            };
+            if kept {
+                match kind {
+                    TagKind::StartTag => self.kept_headers += 1,
+                    TagKind::EndTag => self.kept_headers -= 1,
+                }
+                return self.builder.line_break();
+            }
         }
         if let Some(dropped) = dropped_name(name) {
             if self_closing {
@@ -101,6 +127,12 @@ impl State {
         }
         if self.dropping() {
             return Ok(());
+        }
+        if matches!(name, "article" | "main" | "section") && !self_closing {
+            match kind {
+                TagKind::StartTag => self.sectioning += 1,
+                TagKind::EndTag => self.sectioning = self.sectioning.saturating_sub(1),
+            }
         }
         let heading =
             name.strip_prefix('h').and_then(|level| level.parse::<u8>().ok()).filter(|level| (1..=6).contains(level));
@@ -175,7 +207,15 @@ impl TokenSink for Sink {
 }
 
 pub(super) fn extract(html: &str, builder: TextBuilder) -> ExtractResult<Extracted> {
-    let sink = Sink(RefCell::new(State { builder, dropped: Vec::new(), heading: None, pre: 0, error: None }));
+    let sink = Sink(RefCell::new(State {
+        builder,
+        dropped: Vec::new(),
+        sectioning: 0,
+        kept_headers: 0,
+        heading: None,
+        pre: 0,
+        error: None,
+    }));
     let tokenizer = Tokenizer::new(sink, Default::default());
     let input = BufferQueue::default();
     input.push_back(StrTendril::from_slice(html));

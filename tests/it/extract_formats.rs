@@ -84,3 +84,27 @@ fn a_docx_of_a_hundred_thousand_nested_paragraphs_keeps_all_their_text() {
     assert_eq!(extracted.text.matches("level").count(), depth);
     assert!(extracted.text.starts_with("level\n\nlevel\n\n"), "{:?}", &extracted.text[..40]);
 }
+
+/// Regression (issue 60, item 5): a heading inside `<article><header>` was dropped from the
+/// section path with the whole `header` (taken for the site's banner). A page-level header
+/// stays boilerplate.
+#[test]
+fn an_html_heading_inside_an_article_header_opens_its_section() {
+    let html = r#"<!doctype html><html><body>
+<header class="site"><a href="/">Home</a><h1>Site name</h1></header>
+<main><article>
+<header><h1>Turbine report</h1><p class="byline">By the operations team</p></header>
+<p>The Halvard plant shipped 5,812 turbines in 2031.</p>
+<section><header><h2>Outlook</h2></header><p>Orders doubled.</p></section>
+</article></main>
+<footer>Copyright</footer>
+</body></html>"#;
+    let extracted = extract(html.as_bytes(), "text/html", &limits()).expect("html");
+    assert_eq!(
+        extracted.text,
+        "Turbine report\n\nBy the operations team\n\nThe Halvard plant shipped 5,812 turbines in 2031.\n\n\
+         Outlook\n\nOrders doubled."
+    );
+    assert_eq!(section_at(&extracted, "Halvard").section, vec!["Turbine report"]);
+    assert_eq!(section_at(&extracted, "Orders").section, vec!["Turbine report", "Outlook"]);
+}
