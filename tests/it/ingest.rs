@@ -313,3 +313,67 @@ async fn an_overloaded_server_is_asked_again_after_retry_after_and_a_lasting_503
     assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 5, "five tries, then the run ends");
     handle.stop(false).await;
 }
+
+/// A test fake of the admin API's file upload that answers 200, keeps every body it got, and
+/// first calls `on_upload` with the upload's number (from 0): a hook that changes the folder
+/// while a run is between listing it and reading its files.
+fn recording_admin(
+    on_upload: impl Fn(usize) + Clone + Send + 'static,
+) -> (String, actix_web::dev::ServerHandle, Arc<std::sync::Mutex<Vec<Vec<u8>>>>) {
+    let bodies = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = Arc::clone(&bodies);
+    let server = actix_web::HttpServer::new(move || {
+        let (kept, on_upload) = (Arc::clone(&kept), on_upload.clone());
+        actix_web::App::new().route(
+            "/v1/admin/files",
+            actix_web::web::post().to(move |body: actix_web::web::Bytes| {
+                let upload = {
+                    let mut bodies = kept.lock().unwrap();
+                    bodies.push(body.to_vec());
+                    bodies.len() - 1
+                };
+                on_upload(upload);
+                async move { actix_web::HttpResponse::Ok().json(serde_json::json!({"documents": 1})) }
+            }),
+        )
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let address = server.addrs()[0];
+    let running = server.run();
+    let handle = running.handle();
+    actix_rt::spawn(running);
+    (format!("http://{address}"), handle, bodies)
+}
+
+/// Issue 57.5: `.warrant-ingest.json.tmp` was created through a link planted in the folder
+/// (aimed at a running server's `warrant.redb`, it destroyed the store). Neither a link at the
+/// temporary file's name nor one at the state file's is ever written through.
+#[actix_web::test]
+async fn a_link_planted_where_the_state_file_is_written_is_never_written_through() {
+    let (base, handle, _bodies) = recording_admin(|_| {});
+    let folder = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let root = folder.path();
+    let store = outside.path().join("warrant.redb");
+    std::fs::write(&store, "a running server's store").unwrap();
+    std::fs::write(root.join("travel.md"), "# Travel\n\nBook trains early.\n").unwrap();
+    std::os::unix::fs::symlink(&store, root.join(format!("{STATE_FILE}.tmp"))).unwrap();
+    let options = IngestOptions { root: root.to_path_buf(), ..IngestOptions::default() };
+    let destination = Destination { server: base, token: "t".into(), key: "fake".into() };
+    let summary = run(&options, &destination).await.expect("a planted link is not in the way");
+    assert_eq!(summary.ingested, 1, "{summary:?}");
+    assert_eq!(std::fs::read_to_string(&store).unwrap(), "a running server's store", "written through the link");
+    let state = std::fs::symlink_metadata(root.join(STATE_FILE)).unwrap();
+    assert!(state.file_type().is_file(), "the state file is a file of its own");
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&state.permissions()) & 0o777, 0o600);
+
+    // The state file itself a link: the run is refused, saying why, and the target is untouched.
+    std::fs::remove_file(root.join(STATE_FILE)).unwrap();
+    std::os::unix::fs::symlink(&store, root.join(STATE_FILE)).unwrap();
+    let error = run(&options, &destination).await.expect_err("a state file that is a link");
+    assert!(matches!(&error, IngestError::Io { reason, .. } if reason.contains("symbolic link")), "{error}");
+    assert_eq!(std::fs::read_to_string(&store).unwrap(), "a running server's store");
+    handle.stop(false).await;
+}
