@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -189,3 +190,11 @@ def test_every_documented_error_code_is_in_the_table_with_its_status(document: d
     assert not missing, f"codes /openapi.json lists that ERROR_CODES lacks: {missing}"
     for code, statuses in documented.items():
         assert statuses == {ERROR_CODES[code].status}, f"{code}: documented {statuses}, table {ERROR_CODES[code].__name__}"
+
+
+def test_the_readme_table_is_the_code_table() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \((\d{3})\) \| (.*) \|$", readme, re.M)
+    table = {code: name for name, _, codes in rows for code in re.findall(r"`(\w+)`", codes)}
+    assert table == {code: cls.__name__ for code, cls in ERROR_CODES.items()}
+    assert all(ERROR_CODES[re.findall(r"`(\w+)`", codes)[0]].status == int(status) for _, status, codes in rows)

@@ -76,12 +76,13 @@ def test_retries_off() -> None:
 
 
 def test_retry_after_as_an_http_date() -> None:
-    when = email.utils.formatdate(time.time() + 2, usegmt=True)
+    # Whole seconds: the date is at least 2 s after now, so at least 1 s after the first request
+    # arrives (which is well within a second of now).
+    when = email.utils.formatdate(time.time() + 3, usegmt=True)
     with FakeWarrantServer(Scripted(503, OVERLOADED, {"retry-after": when}), Scripted(200, CHUNKS)) as fake:
         with WarrantClient(fake.url, token="t") as client:
             client.retrieve("q")
     first, second = fake.received
-    # An HTTP date has whole seconds: at least one second of the two is left when it is read.
     assert second.at - first.at >= 1.0
 
 

@@ -204,7 +204,7 @@ _CODES_BY_CLASS: dict[type[WarrantError], tuple[str, ...]] = {
     MethodNotAllowedError: ("method_not_allowed",),
     ConflictError: (
         "stale_version", "read_only_replica", "too_many_verdicts", "backend_unsupported", "lineage_mismatch",
-        "replication_off",
+        "replication_off", "conflict", "counter_exhausted",
     ),  # fmt: skip
     GoneError: ("changes_compacted",),
     PayloadTooLargeError: ("payload_too_large",),
