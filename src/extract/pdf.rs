@@ -1,7 +1,8 @@
 //! PDF: the text of each page in page order (lopdf: a pure-Rust parser that decodes content
 //! streams and the standard font encodings, bounds stream decompression and object nesting),
-//! one page span per page. Encrypted files are refused; a page whose content does not decode
-//! is skipped, and a file where no page decodes is malformed.
+//! one page span per page. Encrypted files are refused unless they open with the empty user
+//! password (protected only by an owner password: readers open them without asking); a page
+//! whose content does not decode is skipped, and a file where no page decodes is malformed.
 //!
 //! The page's text operations are read here ([`PageText`]) rather than by lopdf's own text
 //! extraction, which knows no line moves: a producer that sets a whole page in one text object
@@ -97,7 +98,10 @@ pub(super) fn extract(bytes: &[u8], limits: &ExtractLimits, mut builder: TextBui
             return Err(if encrypted { ExtractError::Encrypted } else { malformed(error) });
         }
     };
-    if document.is_encrypted() || document.was_encrypted() {
+    // lopdf opens a file with the empty user password when that is the password (a file
+    // protected only by an owner password, as readers open it without asking) and then holds it
+    // decrypted; one still encrypted needs a password the server does not have.
+    if document.is_encrypted() {
         return Err(ExtractError::Encrypted);
     }
     let pages = document.get_pages();

@@ -247,6 +247,20 @@ fn truncated_malformed_and_encrypted_pdfs_are_refused() {
     assert_eq!(refused(&encrypted, "application/pdf"), ExtractError::Encrypted);
 }
 
+/// Issue 60.9: a PDF protected only by an owner password opens with the empty user password
+/// (readers show it without asking), so it is read, not refused as encrypted. The fixtures are
+/// qpdf's (AES-128 and AES-256; `fixtures/pdf/README.md`).
+#[test]
+fn a_pdf_protected_only_by_an_owner_password_is_read() {
+    for name in ["owner-password-only-aes128.pdf", "owner-password-only-aes256.pdf"] {
+        let path = format!("{}/fixtures/pdf/{name}", env!("CARGO_MANIFEST_DIR"));
+        let bytes = std::fs::read(&path).expect("fixture");
+        let extracted = extract(&bytes, "application/pdf", &limits()).expect(name);
+        assert_eq!(extracted.text, "Owner password only: the annual fee is 42 euros.", "{name}");
+        assert_eq!(extracted.layout.pages.len(), 1);
+    }
+}
+
 #[test]
 fn a_pdf_of_deeply_nested_arrays_does_not_overflow_the_stack() {
     let nested = format!(
