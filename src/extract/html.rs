@@ -5,7 +5,11 @@
 //! markup), except a `header` inside an `article`, `main` or `section`: that one is the
 //! article's own (its title, its byline) and is kept, while the page's banner outside them is
 //! not; `h1`–`h6` open sections; block elements end lines; `pre` keeps its whitespace;
-//! character references are decoded by the tokenizer.
+//! character references are decoded by the tokenizer. Permalink anchors are not text: an `a`
+//! of a permalink class ([`PERMALINK_CLASSES`]: Sphinx and MkDocs put one after every heading,
+//! API signature and caption) is dropped anywhere, and an `a` inside a heading whose only text
+//! is a permalink glyph (`¶`, `§`, `#`, an icon font's private-use character) is cut from the
+//! heading, so section names hold the heading's words only.
 
 use std::cell::RefCell;
 
@@ -18,6 +22,32 @@ use super::{ExtractError, ExtractResult, Extracted, TextBuilder};
 /// Elements whose content is not the page's main text.
 const DROPPED: &[&str] =
     &["script", "style", "noscript", "template", "nav", "header", "footer", "aside", "form", "svg", "head", "title"];
+
+/// Classes of the permalink anchors documentation generators put in headings: Sphinx and
+/// MkDocs (`headerlink`), Docusaurus (`hash-link`), VitePress and markdown-it-anchor
+/// (`header-anchor`), AnchorJS (`anchorjs-link`).
+const PERMALINK_CLASSES: &[&str] = &["headerlink", "hash-link", "header-anchor", "anchorjs-link"];
+
+/// Whether an anchor's text is one permalink glyph and nothing else visible.
+fn permalink_glyph(text: &str) -> bool {
+    let invisible = |character: char| {
+        character.is_whitespace() || matches!(character, '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}')
+    };
+    let mut visible = text.chars().filter(|&character| !invisible(character));
+    match (visible.next(), visible.next()) {
+        (Some(glyph), None) => matches!(glyph, '¶' | '§' | '#' | '🔗' | '⚓' | '\u{E000}'..='\u{F8FF}'),
+        _ => false,
+    }
+}
+
+/// Whether a start tag is an `a` of a permalink class.
+fn permalink_anchor(tag: &html5ever::tokenizer::Tag) -> bool {
+    &*tag.name == "a"
+        && tag.attrs.iter().any(|attribute| {
+            &*attribute.name.local == "class"
+                && attribute.value.split_ascii_whitespace().any(|class| PERMALINK_CLASSES.contains(&class))
+        })
+}
 
 /// Elements that end a line.
 const BLOCKS: &[&str] = &[
@@ -59,6 +89,10 @@ struct State {
     /// innermost open header is a dropped one whenever any is.
     kept_headers: usize,
     heading: Option<(u8, String)>,
+    /// Inside a permalink anchor (anchors do not nest: the next `</a>` ends it).
+    permalink: bool,
+    /// Length of the open heading's title when an `a` inside it started.
+    heading_anchor: Option<usize>,
     pre: usize,
     error: Option<ExtractError>,
 }
@@ -71,7 +105,7 @@ fn dropped_name(name: &str) -> Option<&'static str> {
 
 impl State {
     fn dropping(&self) -> bool {
-        self.dropped.iter().any(|(_, depth)| *depth > 0)
+        self.permalink || self.dropped.iter().any(|(_, depth)| *depth > 0)
     }
 
     /// How deep inside dropped elements named `name` the tokenizer is.
@@ -90,7 +124,8 @@ impl State {
         if self.pre > 0 { self.builder.push_raw(text) } else { self.builder.push_inline(text) }
     }
 
-    fn tag(&mut self, kind: TagKind, name: &str, self_closing: bool) -> ExtractResult<()> {
+    /// Handles a tag; `permalink` when it is an `a` of a permalink class.
+    fn tag(&mut self, kind: TagKind, name: &str, self_closing: bool, permalink: bool) -> ExtractResult<()> {
         if kind == TagKind::StartTag && name == "body" {
             // `</head>` is optional: the body ends the head.
             self.dropped.retain(|(open, _)| *open != "head");
@@ -122,6 +157,21 @@ impl State {
             match kind {
                 TagKind::StartTag => entry.1 += 1,
                 TagKind::EndTag => entry.1 = entry.1.saturating_sub(1),
+            }
+            return Ok(());
+        }
+        if name == "a" && !self_closing {
+            match kind {
+                TagKind::StartTag if permalink && !self.dropping() => self.permalink = true,
+                TagKind::StartTag => self.heading_anchor = self.heading.as_ref().map(|(_, title)| title.len()),
+                TagKind::EndTag if self.permalink => self.permalink = false,
+                TagKind::EndTag => {
+                    if let (Some(start), Some((_, title))) = (self.heading_anchor.take(), self.heading.as_mut())
+                        && title.get(start..).is_some_and(permalink_glyph)
+                    {
+                        title.truncate(start);
+                    }
+                }
             }
             return Ok(());
         }
@@ -164,6 +214,7 @@ impl State {
     }
 
     fn flush_heading(&mut self) -> ExtractResult<()> {
+        self.heading_anchor = None;
         if let Some((level, title)) = self.heading.take() {
             self.builder.heading(level, &title)?;
         }
@@ -192,7 +243,8 @@ impl TokenSink for Sink {
                         _ => None,
                     };
                 }
-                state.tag(tag.kind, name, tag.self_closing)
+                let permalink = tag.kind == TagKind::StartTag && permalink_anchor(&tag);
+                state.tag(tag.kind, name, tag.self_closing, permalink)
             }
             _ => Ok(()),
         };
@@ -213,6 +265,8 @@ pub(super) fn extract(html: &str, builder: TextBuilder) -> ExtractResult<Extract
         sectioning: 0,
         kept_headers: 0,
         heading: None,
+        permalink: false,
+        heading_anchor: None,
         pre: 0,
         error: None,
     }));

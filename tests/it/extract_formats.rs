@@ -108,3 +108,31 @@ fn an_html_heading_inside_an_article_header_opens_its_section() {
     assert_eq!(section_at(&extracted, "Halvard").section, vec!["Turbine report"]);
     assert_eq!(section_at(&extracted, "Orders").section, vec!["Turbine report", "Outlook"]);
 }
+
+/// Regression (issue 60, item 6): the permalink anchors Sphinx, MkDocs and Docusaurus put in
+/// headings (and Sphinx after API signatures and captions) stayed in section names and text.
+#[test]
+fn html_permalink_anchors_are_dropped_from_section_names_and_text() {
+    let html = "<!doctype html><html><body><div class=\"body\" role=\"main\">\
+<section id=\"install\">\n<h2>Install<a class=\"headerlink\" href=\"#install\" title=\"Link to this heading\">¶</a></h2>\n\
+<p>Run the installer.</p>\n\
+<dl class=\"py function\"><dt class=\"sig sig-object py\" id=\"warrant.frobnicate\">\
+<span class=\"sig-name descname\">frobnicate</span>()<a class=\"headerlink\" href=\"#warrant.frobnicate\" \
+title=\"Link to this definition\">¶</a></dt><dd><p>Frobnicates.</p></dd></dl>\n\
+</section>\n\
+<section id=\"limits\"><h2>Limits <a href=\"#limits\">§</a></h2><p>Ten per day.</p></section>\n\
+<section id=\"usage\"><h3>Usage<a href=\"#usage\" class=\"hash-link\" aria-label=\"Direct link to Usage\">\u{200b}</a></h3>\
+<p>Call it daily.</p></section>\n\
+<h2>Links <a href=\"#links\">\u{f0c1}</a></h2><p>See <a href=\"https://example.com\">the site</a>.</p>\n\
+</div></body></html>";
+    let extracted = extract(html.as_bytes(), "text/html", &limits()).expect("html");
+    assert_eq!(section_at(&extracted, "installer").section, vec!["Install"]);
+    assert_eq!(section_at(&extracted, "Ten per day").section, vec!["Limits"]);
+    assert_eq!(section_at(&extracted, "daily").section, vec!["Limits", "Usage"]);
+    assert_eq!(section_at(&extracted, "the site").section, vec!["Links"]);
+    assert_eq!(
+        extracted.text,
+        "Install\n\nRun the installer.\n\nfrobnicate()\n\nFrobnicates.\n\nLimits\n\nTen per day.\n\n\
+         Usage\n\nCall it daily.\n\nLinks\n\nSee the site."
+    );
+}
