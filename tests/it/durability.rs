@@ -256,8 +256,18 @@ async fn a_failure_between_any_two_steps_of_the_write_path_leaves_the_write_whol
     }
 }
 
+/// The coordinator's tenant check drops a hit of another tenant and counts it in
+/// `warrant_scope_violations_total` (read from the process's Prometheus recorder, the one
+/// `/metrics` renders; only this test forges such a hit, so the counter moves for it alone).
 #[actix_web::test]
 async fn a_hit_of_another_tenant_is_dropped_by_the_coordinator_and_counted() {
+    let violations = || {
+        let rendered = warrant::telemetry::metrics_handle().render();
+        rendered
+            .lines()
+            .find_map(|line| line.strip_prefix("warrant_scope_violations_total "))
+            .map_or(0.0, |value| value.trim().parse::<f64>().expect("a counter's value is a number"))
+    };
     let settings = settings(1);
     let engine = super::support::engine(&settings);
     engine.upsert("acme", vec![doc("secret", "Secret", "The acme launch code is swordfish.", &["all"])]).await.unwrap();
@@ -271,8 +281,11 @@ async fn a_hit_of_another_tenant_is_dropped_by_the_coordinator_and_counted() {
         lexical_candidates: 10,
         vector_candidates: 10,
     };
+    let before = violations();
     let result = engine.read_path().retrieve_query(&forged, query.clone(), None).await.unwrap();
     assert!(result.candidates.is_empty(), "another tenant's chunk reached fusion");
+    // Both retrievers found acme's chunk for globex's scope: each hit is counted.
+    assert!(violations() >= before + 2.0, "the dropped hits were not counted: {before} -> {}", violations());
 }
 
 /// Issue 44: a query vector entered retrieval unchecked (another dimension, NaN, any norm).
