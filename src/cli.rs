@@ -23,8 +23,9 @@ pub(crate) enum Command {
         /// whole first and the server refuses to start when anything is wrong.
         #[arg(long)]
         restore: Option<PathBuf>,
-        /// Run as a replica following this primary's ACL change feed (overrides
-        /// `replica.follow`; needs a snapshot to restore and `replica.token_env`).
+        /// Run as a replica following this primary's replication stream (overrides
+        /// `replica.follow`; needs `replica.token_env`). Without a data directory or a snapshot
+        /// to restore, it bootstraps from the primary's latest snapshot.
         #[arg(long)]
         follow: Option<String>,
     },

@@ -1,5 +1,6 @@
 //! Retrieval core: scoped hybrid search, fusion, revocation and budgeted selection over the real
-//! engine (shard actors, tantivy, hnsw_rs) on the hashed embedder.
+//! engine (shard actors, tantivy, warrant's own HNSW graphs of `src/index/live.rs`) on the hashed
+//! embedder.
 
 use std::collections::HashSet;
 
