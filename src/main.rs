@@ -115,15 +115,19 @@ async fn ingest_folder(
             println!("the state file was written for {other}: every file was uploaded again");
         }
         println!(
-            "ingested {}, unchanged {}, deleted {}, skipped {} (no known format), excluded {}, failed {} in {:.1} s",
+            "ingested {}, unchanged {}, deleted {}, skipped {} (no known format), excluded {}, not read {}, failed {} in {:.1} s",
             summary.ingested,
             summary.unchanged,
             summary.deleted,
             summary.skipped,
             summary.excluded,
+            summary.unread.len(),
             summary.failed.len(),
             summary.seconds
         );
+        for (doc_id, reason) in &summary.unread {
+            println!("  not read {doc_id}: {reason}");
+        }
         for (doc_id, reason) in &summary.failed {
             println!("  failed {doc_id}: {reason}");
         }

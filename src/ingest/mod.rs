@@ -19,8 +19,10 @@
 //! stopped; a file the server refuses (400) is reported with the server's reason and the run goes
 //! on; a 503 (`overloaded`) is sent again after its `Retry-After`, up to [`OVERLOADED_TRIES`]
 //! times; an error that no file can get past (no server, a refused token, other 5xx, a 503 that
-//! lasts, a data directory in use) ends the run with what was acknowledged saved; `--sync` deletes only documents inside the
-//! selection, so a narrower run never deletes what it did not look at.
+//! lasts, a data directory in use) ends the run with what was acknowledged saved; `--sync`
+//! deletes only documents inside the selection, so a narrower run never deletes what it did not
+//! look at; a symbolic link in the folder is never followed and never silent: each is reported
+//! in the summary's `unread` with its reason ([`folder`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -35,7 +37,7 @@ use crate::extract::Format;
 mod folder;
 mod state;
 
-use folder::{folder_acl, walk};
+use folder::{Listed, folder_acl, walk};
 use state::State;
 
 /// The state file, in the ingested folder.
@@ -128,6 +130,9 @@ pub struct IngestSummary {
     pub failed: Vec<(String, String)>,
     /// Files of a known format outside the selection (`--include`/`--exclude`).
     pub excluded: usize,
+    /// Entries of the folder listed but not read, and why: (document id, reason). A symbolic
+    /// link (never followed), or a file replaced or removed since the folder was listed.
+    pub unread: Vec<(String, String)>,
     /// The destination the state file was written for, when it was another one (its
     /// acknowledgements were set aside: every file was uploaded again).
     pub other_destination: Option<String>,
@@ -229,7 +234,8 @@ pub async fn run(options: &IngestOptions, destination: &Destination) -> IngestRe
     let root = options.root.as_path();
     let selection = Selection::new(&options.include, &options.exclude)?;
     let (mut state, other_destination) = State::load(root, &destination.key)?;
-    let files = walk(root)?;
+    let listing = walk(root)?;
+    let files = listing.files;
     let client = crate::outbound::client(std::time::Duration::from_secs(10)).map_err(IngestError::Server)?;
     let base = destination.server.trim_end_matches('/');
     let bar = if options.progress {
@@ -241,9 +247,9 @@ pub async fn run(options: &IngestOptions, destination: &Destination) -> IngestRe
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} files {per_sec} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let mut summary = IngestSummary { other_destination, ..IngestSummary::default() };
+    let mut summary = IngestSummary { other_destination, unread: listing.unread, ..IngestSummary::default() };
     let mut present = std::collections::BTreeSet::new();
-    for (doc_id, path) in &files {
+    for Listed { id: doc_id, path } in &files {
         bar.inc(1);
         let Some(format) = Format::from_extension(doc_id) else {
             summary.skipped += 1;

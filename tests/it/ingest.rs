@@ -377,3 +377,41 @@ async fn a_link_planted_where_the_state_file_is_written_is_never_written_through
     assert_eq!(std::fs::read_to_string(&store).unwrap(), "a running server's store");
     handle.stop(false).await;
 }
+
+/// Whether any uploaded body holds `text`.
+fn uploaded(bodies: &std::sync::Mutex<Vec<Vec<u8>>>, text: &str) -> bool {
+    bodies.lock().unwrap().iter().any(|body| body.windows(text.len()).any(|window| window == text.as_bytes()))
+}
+
+/// Issue 60.9: symbolic links were skipped without a word. They are never followed (one leading
+/// out of the folder would upload what the folder does not hold; one inside it names a file
+/// ingested under its own id) and each is reported as not read; a sidecar that is a link ends
+/// the run, since the access list of its folders cannot be known.
+#[actix_web::test]
+async fn links_in_the_folder_are_reported_and_never_followed() {
+    let folder = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let root = folder.path();
+    std::fs::write(outside.path().join("secret.md"), "# Secret\n\nOutside-only text.\n").unwrap();
+    std::fs::write(root.join("a.md"), "# A\n\nInside text.\n").unwrap();
+    std::os::unix::fs::symlink(root.join("a.md"), root.join("inside.md")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.md"), root.join("outside.md")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.join("docs")).unwrap();
+    let (base, handle, bodies) = recording_admin(|_| {});
+    let options = IngestOptions { root: root.to_path_buf(), ..IngestOptions::default() };
+    let destination = Destination { server: base, token: "t".into(), key: "fake".into() };
+    let summary = run(&options, &destination).await.expect("links do not end the run");
+    assert_eq!((summary.ingested, bodies.lock().unwrap().len()), (1, 1), "{summary:?}");
+    assert!(!uploaded(&bodies, "Outside-only text"));
+    let unread: Vec<&str> = summary.unread.iter().map(|(doc_id, _)| doc_id.as_str()).collect();
+    assert_eq!(unread, ["docs", "inside.md", "outside.md"], "{summary:?}");
+    assert!(summary.unread.iter().all(|(_, reason)| reason.contains("symbolic link")), "{:?}", summary.unread);
+
+    std::fs::create_dir(root.join("hr")).unwrap();
+    std::fs::write(root.join("hr/leave.md"), "# Leave\n\nTwenty-eight days.\n").unwrap();
+    std::fs::write(outside.path().join("acl.json"), r#"{"groups": ["everyone"]}"#).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("acl.json"), root.join("hr").join(ACL_SIDECAR)).unwrap();
+    let error = run(&options, &destination).await.expect_err("a linked sidecar");
+    assert!(matches!(&error, IngestError::Io { reason, .. } if reason.contains("symbolic link")), "{error}");
+    handle.stop(false).await;
+}
