@@ -7,6 +7,8 @@
 //! first). A [`Layout`] restricted to a chunk ([`Layout::restrict`]) keeps document offsets, so
 //! a quote's offsets (`quote_start`/`quote_end`) locate it without conversion.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// One page's range of the text.
@@ -23,8 +25,9 @@ pub struct PageSpan {
 /// One section's range of the text: from its heading to the next heading.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SectionSpan {
-    /// Heading path, outermost first (`["Travel", "Hotels"]`).
-    pub path: Vec<String>,
+    /// Heading path, outermost first (`["Travel", "Hotels"]`). Shared, not copied, by every
+    /// chunk's restricted map ([`Layout::restrict`]); serialized as a plain list.
+    pub path: Arc<[String]>,
     /// First character (the heading's).
     pub start: usize,
     /// One past the section's last character.
@@ -74,7 +77,8 @@ impl Layout {
         self.pages.is_empty() && self.sections.is_empty()
     }
 
-    /// The part of the map overlapping `[start, end)` (offsets unchanged).
+    /// The part of the map overlapping `[start, end)` (offsets unchanged); heading paths are
+    /// shared with `self`, not copied.
     pub fn restrict(&self, start: usize, end: usize) -> Layout {
         Layout {
             pages: self.pages.iter().filter(|span| overlaps(span.start, span.end, start, end)).cloned().collect(),
@@ -92,7 +96,7 @@ impl Layout {
             .iter()
             .find(|span| span.start <= start && start < span.end)
             .or_else(|| self.sections.iter().find(|span| overlaps(span.start, span.end, start, end)))
-            .map(|span| span.path.clone())
+            .map(|span| span.path.to_vec())
             .unwrap_or_default();
         Location { page: pages.first().copied(), pages, section }
     }
@@ -147,9 +151,9 @@ mod tests {
                 PageSpan { page: 3, start: 22, end: 30 },
             ],
             sections: vec![
-                SectionSpan { path: vec!["Travel".into()], start: 0, end: 15 },
-                SectionSpan { path: vec!["Travel".into(), "Hotels".into()], start: 15, end: 25 },
-                SectionSpan { path: vec!["Expenses".into()], start: 25, end: 30 },
+                SectionSpan { path: ["Travel".to_owned()].into(), start: 0, end: 15 },
+                SectionSpan { path: ["Travel".to_owned(), "Hotels".to_owned()].into(), start: 15, end: 25 },
+                SectionSpan { path: ["Expenses".to_owned()].into(), start: 25, end: 30 },
             ],
         }
     }

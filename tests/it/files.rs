@@ -378,7 +378,7 @@ fn chunks_do_not_straddle_top_level_sections_when_they_need_not() {
     assert!(chunks[0].text.starts_with("Travel") && chunks[0].text.ends_with("150 euros."));
     assert!(chunks[1].text.starts_with("Expenses") && chunks[1].text.ends_with("Submit monthly."));
     let sections = |index: usize| {
-        chunks[index].layout.as_ref().unwrap().sections.iter().map(|span| span.path.clone()).collect::<Vec<_>>()
+        chunks[index].layout.as_ref().unwrap().sections.iter().map(|span| span.path.to_vec()).collect::<Vec<_>>()
     };
     assert_eq!(sections(0), vec![vec!["Travel".to_owned()], vec!["Travel".to_owned(), "Hotels".to_owned()]]);
     assert_eq!(sections(1), vec![vec!["Expenses".to_owned()]]);
