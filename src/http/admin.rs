@@ -170,7 +170,7 @@ async fn publish(state: &AppState, mutation: AclMutation) -> Result<HttpResponse
 
 /// 400 `acl_too_large` when `count` names are more than `limit` allows for `what`; checked
 /// before any work (a document's list is checked again, as grants add up, by the backend).
-fn check_count(count: usize, limit: usize, what: impl Into<String>) -> Result<(), ApiError> {
+pub(super) fn check_count(count: usize, limit: usize, what: impl Into<String>) -> Result<(), ApiError> {
     if count > limit {
         return Err(crate::acl::AclError::TooLarge { what: what.into(), limit }.into());
     }
@@ -178,7 +178,7 @@ fn check_count(count: usize, limit: usize, what: impl Into<String>) -> Result<()
 }
 
 /// Checks ACL names (1..=256 characters, not blank).
-fn check_names(names: &[String]) -> Result<(), ApiError> {
+pub(super) fn check_names(names: &[String]) -> Result<(), ApiError> {
     if names.iter().any(|name| name.trim().is_empty() || name.chars().count() > MAX_ACL_NAME_CHARS) {
         return Err(ApiError::bad_request("invalid_acl_name", "acl names must be 1..=256 characters"));
     }

@@ -8,7 +8,10 @@
 //! fails the whole request with a 400 naming it and the reason; no file is larger than
 //! `server.max_file_bytes`, no multipart request larger than `server.max_upload_bytes` (counted
 //! as the parts stream in, before anything is decoded), and no text field longer than
-//! [`MAX_FIELD_BYTES`].
+//! [`MAX_FIELD_BYTES`]; the `groups` and `users` fields of a multipart request are checked as
+//! they stream in (names of 1..=256 characters, at most `server.max_acl_names_per_document`),
+//! and the copies of that list every file gets stay within `server.max_upload_bytes`
+//! ([`FormAcl`]; issue 57: repeated fields cloned into 200 files aborted the server).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +27,7 @@ use crate::extract::{ExtractLimits, Format, extract_off_thread};
 use crate::retrieval::DocumentInput;
 
 use super::AppState;
-use super::admin::{UpsertOut, admit_documents, check_batch_size, upsert_inputs};
+use super::admin::{UpsertOut, admit_documents, check_batch_size, check_count, check_names, upsert_inputs};
 use super::auth::Admin;
 use super::contract::admin::{DocumentInput as WireInput, FileContent};
 use super::error::{ApiError, ErrorBody};
@@ -83,7 +86,8 @@ pub(super) async fn json_inputs(state: &AppState, documents: Vec<WireInput>) -> 
                 return Err(file_too_large(&doc_id, max_file));
             }
             let bytes = base64::engine::general_purpose::STANDARD.decode(content.as_bytes()).map_err(|error| {
-                ApiError::bad_request("invalid_base64", format!("file {doc_id:?}: content is not base64: {error}"))
+                let reason = error.to_string().to_lowercase();
+                ApiError::bad_request("invalid_base64", format!("file {doc_id:?}: content is not base64: {reason}"))
             })?;
             if bytes.len() > max_file {
                 return Err(file_too_large(&doc_id, max_file));
@@ -151,8 +155,46 @@ fn multipart_error(error: actix_multipart::MultipartError) -> ApiError {
     ApiError::bad_request("invalid_multipart", error.to_string().to_lowercase().chars().take(200).collect::<String>())
 }
 
-fn names(value: &str) -> impl Iterator<Item = String> + '_ {
-    value.split(',').map(str::trim).filter(|name| !name.is_empty()).map(str::to_owned)
+/// The access list of a multipart request, given once for all its files and bounded as its
+/// fields stream in: each name is checked on arrival, the names are counted against
+/// `server.max_acl_names_per_document`, and the list's memory times the files it is copied
+/// into may not pass `server.max_upload_bytes` (one request may not grow to more than the
+/// largest request spelled out).
+#[derive(Default)]
+struct FormAcl {
+    acl: DocAcl,
+    /// Bytes the list holds in memory (names and their headers).
+    bytes: usize,
+}
+
+impl FormAcl {
+    /// Adds the comma-separated names of a `groups` (or `users`) field; 400 `invalid_acl_name`
+    /// or `acl_too_large` at once.
+    fn add(&mut self, groups: bool, value: &str, limit: usize) -> Result<(), ApiError> {
+        let names: Vec<String> =
+            value.split(',').map(str::trim).filter(|name| !name.is_empty()).map(str::to_owned).collect();
+        check_names(&names)?;
+        let count = self.acl.groups.len() + self.acl.users.len() + names.len();
+        check_count(count, limit, "the access list of the request's files")?;
+        self.bytes += names.iter().map(|name| name.len() + std::mem::size_of::<String>()).sum::<usize>();
+        let list = if groups { &mut self.acl.groups } else { &mut self.acl.users };
+        list.extend(names);
+        Ok(())
+    }
+
+    /// 400 `acl_too_large` when `files` copies of the list would hold more than `max_bytes`.
+    fn check_copies(&self, files: usize, max_bytes: usize) -> Result<(), ApiError> {
+        if self.bytes.saturating_mul(files) > max_bytes {
+            return Err(ApiError::bad_request(
+                "acl_too_large",
+                format!(
+                    "the access list copied to each of {files} files holds more than {max_bytes} bytes \
+                     (server.max_upload_bytes): send fewer files per request"
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Upserts documents uploaded as files into the caller's tenant, all or nothing: one document
@@ -192,7 +234,8 @@ pub async fn upload_files(
     let mut multipart = Multipart::new(request.headers(), payload);
     let settings = &state.settings.server;
     let mut budget = settings.max_upload_bytes;
-    let mut acl = DocAcl::default();
+    let max_acl_names = state.settings.server.max_acl_names_per_document;
+    let mut acl = FormAcl::default();
     let mut pending = Pending::default();
     // (input, file name, bytes, content type): extracted once the whole request is read.
     let mut files: Vec<(DocumentInput, String, bytes::Bytes, String)> = Vec::new();
@@ -235,6 +278,7 @@ pub async fn upload_files(
                 layout: None,
             };
             files.push((input, file_name, bytes.into(), content_type));
+            acl.check_copies(files.len(), settings.max_upload_bytes)?;
             continue;
         }
         let too_long = || {
@@ -252,8 +296,10 @@ pub async fn upload_files(
                 })?;
                 pending.version = Some(version);
             }
-            "groups" => acl.groups.extend(names(&value)),
-            "users" => acl.users.extend(names(&value)),
+            "groups" | "users" => {
+                acl.add(name == "groups", &value, max_acl_names)?;
+                acl.check_copies(files.len(), settings.max_upload_bytes)?;
+            }
             other => {
                 let other: String = other.chars().take(64).collect();
                 return Err(ApiError::bad_request("invalid_multipart", format!("unknown field {other:?}")));
@@ -267,7 +313,7 @@ pub async fn upload_files(
     let _permit = admit_documents(&state, &principal.tenant)?;
     let mut inputs = Vec::with_capacity(files.len());
     for (mut input, file_name, bytes, content_type) in files {
-        input.acl = acl.clone();
+        input.acl = acl.acl.clone();
         extract_into(&state, &mut input, &file_name, bytes, content_type).await?;
         inputs.push(input);
     }

@@ -445,3 +445,45 @@ async fn the_layout_map_survives_a_restart_and_a_snapshot() {
         warrant::snapshot::start_engine(&settings, embedder, &created.path, false).await.expect("restore");
     assert_eq!(located_chunks(&restored, "handbook").await, before, "the snapshot lost the layout map");
 }
+
+/// Regression (issue 57): repeated `groups` fields were collected whole and cloned into every
+/// file before the access-list cap was checked (8.4 MB peaked at 1.46 GB; 64 MiB with 200 tiny
+/// files aborted the server). The names are now counted as they stream in, and the copies the
+/// files get are bounded by `server.max_upload_bytes`.
+#[actix_web::test]
+async fn multipart_access_lists_are_bounded_as_they_stream_in() {
+    let mut settings = settings();
+    settings.server.max_acl_names_per_document = 100;
+    let state = state(settings).await;
+    let service = init_service(app(state.clone())).await;
+    let admin = token("files", "root", &[], true);
+    let epoch = state.engine.as_ref().unwrap().acl().epoch();
+    // 101 names over two repeated fields: refused on the second field, before the unknown field
+    // after it is read (that field alone is `invalid_multipart`).
+    let first = (0..60).map(|index| format!("g{index}")).collect::<Vec<_>>().join(",");
+    let second = (60..101).map(|index| format!("g{index}")).collect::<Vec<_>>().join(",");
+    let parts: Vec<Part> = vec![
+        ("groups", None, None, first.as_bytes()),
+        ("groups", None, None, second.as_bytes()),
+        ("colour", None, None, b"blue"),
+        ("file", Some("a.txt"), None, b"A note about parking."),
+    ];
+    let (status, body) = upload!(&service, &admin, &parts);
+    assert_eq!((status, body["code"].as_str()), (400, Some("acl_too_large")), "{body}");
+    let long_name = "n".repeat(257);
+    let parts: Vec<Part> = vec![("users", None, None, long_name.as_bytes()), ("colour", None, None, b"blue")];
+    let (status, body) = upload!(&service, &admin, &parts);
+    assert_eq!((status, body["code"].as_str()), (400, Some("invalid_acl_name")), "{body}");
+    // 100 names of 250 letters (~27 KB in memory) copied into 20 files passes the 512 KiB upload
+    // limit though the request itself is small.
+    let names = (0..100).map(|index| format!("{index:0>250}")).collect::<Vec<_>>().join(",");
+    let mut parts: Vec<Part> = vec![("groups", None, None, names.as_bytes())];
+    let file_names: Vec<String> = (0..20).map(|index| format!("tiny-{index}.txt")).collect();
+    parts.extend(file_names.iter().map(|name| ("file", Some(name.as_str()), None, b"Tiny.".as_slice())));
+    let (status, body) = upload!(&service, &admin, &parts);
+    assert_eq!((status, body["code"].as_str()), (400, Some("acl_too_large")), "{body}");
+    assert_eq!(state.engine.as_ref().unwrap().acl().epoch(), epoch, "a refused upload changed the ACL epoch");
+    // The same list on two files is fine.
+    let (status, body) = upload!(&service, &admin, &parts[..3]);
+    assert_eq!(status, 200, "{body}");
+}
