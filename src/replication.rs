@@ -439,12 +439,17 @@ impl Leases {
         state.required = state.required.max(epoch);
     }
 
-    /// A session reports it applied everything up to `applied` (received at `now`): it is
-    /// acknowledged, and the lease renewed when the session may hold one.
-    pub fn renew(&self, session: &str, applied: u64, now: Instant) -> Renewal {
+    /// `replica`'s session reports it applied everything up to `applied` (received at `now`): it
+    /// is acknowledged, and the lease renewed when the session may hold one. A session is
+    /// renewed only by the replica that opened it: another replica's token gets
+    /// [`Renewal::Unknown`], as for a session that does not exist (issue 57: a `replica-1` token
+    /// renewed `replica-2`'s lease with any epoch, and the next revoke did not wait for it).
+    pub fn renew(&self, replica: &str, session: &str, applied: u64, now: Instant) -> Renewal {
         let mut state = self.state();
         let required = state.required;
-        let Some(lease) = state.sessions.get_mut(session) else { return Renewal::Unknown };
+        let Some(lease) = state.sessions.get_mut(session).filter(|lease| lease.replica == replica) else {
+            return Renewal::Unknown;
+        };
         lease.acked = lease.acked.max(applied);
         let renewal = if lease.open && lease.acked >= required {
             lease.expires = now + self.lease;

@@ -346,7 +346,7 @@ pub async fn lease(
     state.engine()?;
     let log = replication(&state)?;
     let lease_ms = log.leases().lease().as_millis() as u64;
-    match log.leases().renew(&body.session, body.applied_epoch, Instant::now()) {
+    match log.leases().renew(&principal.user, &body.session, body.applied_epoch, Instant::now()) {
         Renewal::Granted(_) => Ok(json(&LeaseOut { granted: true, lease_ms, required_epoch: 0 })),
         Renewal::Refused { required } => Ok(json(&LeaseOut { granted: false, lease_ms, required_epoch: required })),
         Renewal::Unknown => Err(ApiError::not_found("unknown_session", "no such replication session")),

@@ -104,13 +104,28 @@ fn a_lease_is_granted_only_to_an_open_session_that_applied_every_tracked_change(
     let start = Instant::now();
     let leases = Leases::new(Duration::from_secs(2), start);
     let session = leases.open("replica-1", 5, start);
-    assert_eq!(leases.renew(&session, 5, start), Renewal::Granted(Duration::from_secs(2)));
+    assert_eq!(leases.renew("replica-1", &session, 5, start), Renewal::Granted(Duration::from_secs(2)));
     leases.track(7);
-    assert_eq!(leases.renew(&session, 6, start), Renewal::Refused { required: 7 });
-    assert_eq!(leases.renew(&session, 7, start), Renewal::Granted(Duration::from_secs(2)));
+    assert_eq!(leases.renew("replica-1", &session, 6, start), Renewal::Refused { required: 7 });
+    assert_eq!(leases.renew("replica-1", &session, 7, start), Renewal::Granted(Duration::from_secs(2)));
     leases.close(&session);
-    assert_eq!(leases.renew(&session, 7, start), Renewal::Refused { required: 7 }, "stream closed");
-    assert_eq!(leases.renew("no-such-session", 7, start), Renewal::Unknown);
+    assert_eq!(leases.renew("replica-1", &session, 7, start), Renewal::Refused { required: 7 }, "stream closed");
+    assert_eq!(leases.renew("replica-1", "no-such-session", 7, start), Renewal::Unknown);
+}
+
+/// Regression (issue 57): any replica's token renewed another replica's session, so a revoke
+/// stopped waiting for a replica that had not applied it.
+#[test]
+fn a_session_is_renewed_only_by_the_replica_that_opened_it() {
+    let start = Instant::now() - Duration::from_secs(10); // past the start-up grace
+    let leases = Leases::new(Duration::from_secs(2), start);
+    let now = Instant::now();
+    let lagging = leases.open("replica-2", 1, now);
+    assert_eq!(leases.renew("replica-2", &lagging, 1, now), Renewal::Granted(Duration::from_secs(2)));
+    leases.track(2);
+    assert_eq!(leases.renew("replica-1", &lagging, 1_000_000, now), Renewal::Unknown);
+    assert!(leases.pending(2, now).is_some(), "the lagging replica is still waited for");
+    assert_eq!(leases.report(now)[0].applied_epoch, 1);
 }
 
 #[test]
@@ -120,15 +135,15 @@ fn waiting_ends_when_every_live_lease_acknowledged_or_ran_out() {
     let now = Instant::now();
     let a = leases.open("a", 1, now);
     let b = leases.open("b", 1, now);
-    leases.renew(&a, 1, now);
-    leases.renew(&b, 1, now);
+    leases.renew("a", &a, 1, now);
+    leases.renew("b", &b, 1, now);
     leases.track(2);
     let deadline = leases.pending(2, now).expect("both leased, neither acknowledged");
     assert!(deadline <= now + Duration::from_secs(2));
-    leases.renew(&a, 2, now);
+    leases.renew("a", &a, 2, now);
     assert!(leases.pending(2, now).is_some(), "b still holds a lease");
     assert_eq!(leases.pending(2, now + Duration::from_secs(3)), None, "b's lease ran out");
-    leases.renew(&b, 2, now);
+    leases.renew("b", &b, 2, now);
     assert_eq!(leases.pending(2, now), None);
     // A session never leased is not waited for.
     leases.open("c", 0, now);
@@ -149,7 +164,7 @@ async fn settle_returns_at_once_without_tracked_changes_and_on_acknowledgement()
     let leases = std::sync::Arc::new(Leases::new(Duration::from_secs(30), start));
     leases.settle(5).await; // nothing tracked
     let session = leases.open("a", 0, Instant::now());
-    leases.renew(&session, 0, Instant::now());
+    leases.renew("a", &session, 0, Instant::now());
     leases.track(1);
     let waiting = {
         let leases = std::sync::Arc::clone(&leases);
@@ -157,6 +172,6 @@ async fn settle_returns_at_once_without_tracked_changes_and_on_acknowledgement()
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!waiting.is_finished(), "the leased session has not acknowledged");
-    leases.renew(&session, 1, Instant::now());
+    leases.renew("a", &session, 1, Instant::now());
     tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("acknowledged").unwrap();
 }

@@ -88,6 +88,8 @@ async fn cluster_at(http: &reqwest::Client, root: &Path, distance: Duration) -> 
         for field in ["applied_epoch", "lag_changes", "lag_ms"] {
             assert!(session[field].is_u64(), "{field} in {session}");
         }
+        // Issue 57: the unauthenticated /readyz named the session a lease renewal takes.
+        assert!(session.get("session").is_none(), "a session id on /readyz: {session}");
     }
     (primary, replicas)
 }

@@ -35,9 +35,8 @@ impl From<layer::ReplicaReport> for ReplicaReport {
 pub struct ReplicaLease {
     /// The replica (its token's subject, one of `auth.replica_subjects`).
     pub replica: String,
-    /// The stream's session.
-    pub session: String,
-    /// Whether its stream is open.
+    /// Whether its stream is open. (No session id: `/readyz` is unauthenticated, and a session
+    /// is renewed only by its own replica's token.)
     pub connected: bool,
     /// The last epoch it acknowledged.
     pub applied_epoch: u64,
@@ -52,10 +51,9 @@ pub struct ReplicaLease {
 impl From<(crate::replication::LeaseReport, u64, u64)> for ReplicaLease {
     /// A session's report with the primary's epoch and the session's lag in milliseconds.
     fn from((report, epoch, lag_ms): (crate::replication::LeaseReport, u64, u64)) -> Self {
-        let crate::replication::LeaseReport { replica, session, connected, applied_epoch, lease_remaining_ms } = report;
+        let crate::replication::LeaseReport { replica, connected, applied_epoch, lease_remaining_ms, .. } = report;
         Self {
             replica,
-            session,
             connected,
             applied_epoch,
             lag_changes: epoch.saturating_sub(applied_epoch),
