@@ -45,6 +45,9 @@ pub struct ReviewSettings {
     pub max_items_per_tenant: u64,
     /// Longest reviewer note, in characters.
     pub max_note_chars: usize,
+    /// Most verdicts one item keeps; beyond, 409 `too_many_verdicts` (issue 57: 3,000 verdicts
+    /// made a 6.35 MB item, read whole for every further verdict).
+    pub max_verdicts_per_item: u32,
 }
 
 impl Default for ReviewSettings {
@@ -61,6 +64,7 @@ impl Default for ReviewSettings {
             retention_days: 30,
             max_items_per_tenant: 10_000,
             max_note_chars: 2000,
+            max_verdicts_per_item: 100,
         }
     }
 }
@@ -92,6 +96,9 @@ impl ReviewSettings {
         }
         if !(1..=100_000).contains(&self.max_note_chars) {
             problems.push("review.max_note_chars must be in 1..=100000".to_owned());
+        }
+        if !(1..=10_000).contains(&self.max_verdicts_per_item) {
+            problems.push("review.max_verdicts_per_item must be in 1..=10000".to_owned());
         }
         problems
     }

@@ -307,6 +307,7 @@ impl From<ReviewError> for ApiError {
             | ReviewError::InvalidDocId(_)
             | ReviewError::InvalidCursor => Self::bad_request(error.code(), message),
             ReviewError::NotReadable => Self::new(StatusCode::FORBIDDEN, error.code(), message),
+            ReviewError::TooManyVerdicts(_) => Self::new(StatusCode::CONFLICT, error.code(), message),
             ReviewError::Storage(_) | ReviewError::Corrupted(_) => {
                 // The cause names the file or the statement: the log's, never the client's.
                 tracing::error!(code = error.code(), %error, "review store failure");

@@ -240,6 +240,7 @@ pub struct VerdictOut {
               JsonBodyRejected, Unauthenticated,
               (status = 403, description = "`forbidden` (no reviewer role) or `claims_not_readable` (claims judged by a reviewer who may not read every source of the item)", body = ErrorBody),
               (status = 404, description = "`review_not_found`: no such item in the caller's tenant", body = ErrorBody),
+              (status = 409, description = "`too_many_verdicts`: the item holds `review.max_verdicts_per_item` verdicts already", body = ErrorBody),
               (status = 503, description = "`reviews_unavailable`, or the backend cannot tell what the caller may read", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn verdict(
@@ -259,7 +260,8 @@ pub async fn verdict(
     let verdict =
         view::judge(&stored.item, &access, &principal, input, state.settings.review.max_note_chars, now_ms())?;
     let review_id = stored.item.review_id;
-    if !state.reviews.add_verdict(&principal.tenant, &review_id, &verdict).await? {
+    let max_verdicts = state.settings.review.max_verdicts_per_item;
+    if !state.reviews.add_verdict(&principal.tenant, &review_id, &verdict, max_verdicts).await? {
         return Err(ReviewError::NotFound.into());
     }
     metrics::counter!("warrant_review_verdicts_total").increment(1);

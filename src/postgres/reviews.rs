@@ -194,7 +194,13 @@ impl ReviewStore for PostgresBackend {
         Ok(Some(StoredItem { seq: seq as u64, item, sources, generated, verdicts }))
     }
 
-    async fn add_verdict(&self, tenant: &str, review_id: &str, verdict: &Verdict) -> ReviewResult<bool> {
+    async fn add_verdict(
+        &self,
+        tenant: &str,
+        review_id: &str,
+        verdict: &Verdict,
+        max_verdicts: u32,
+    ) -> ReviewResult<bool> {
         let mut client = self.pool.get().await.map_err(failed)?;
         let transaction = entered(&mut client, tenant, false).await?;
         let Some(row) =
@@ -204,6 +210,9 @@ impl ReviewStore for PostgresBackend {
         };
         let seq: i64 = row.get(0);
         let last: i32 = transaction.query_one(sql::REVIEW_LAST_VERDICT, &[&tenant, &seq]).await.map_err(failed)?.get(0);
+        if i64::from(last) >= i64::from(max_verdicts) {
+            return Err(ReviewError::TooManyVerdicts(max_verdicts));
+        }
         transaction
             .execute(sql::REVIEW_VERDICT_INSERT, &[&tenant, &seq, &(last + 1), &item::encode(verdict)])
             .await

@@ -419,7 +419,13 @@ impl ReviewStore for EmbeddedReviews {
         .await
     }
 
-    async fn add_verdict(&self, tenant: &str, review_id: &str, verdict: &Verdict) -> ReviewResult<bool> {
+    async fn add_verdict(
+        &self,
+        tenant: &str,
+        review_id: &str,
+        verdict: &Verdict,
+        max_verdicts: u32,
+    ) -> ReviewResult<bool> {
         let (tenant, review_id, encoded) = (tenant.to_owned(), review_id.to_owned(), item::encode(verdict));
         self.blocking(move |db, file, _| {
             let txn = db.begin_write().map_err(|error| failed(file, error))?;
@@ -442,6 +448,9 @@ impl ReviewStore for EmbeddedReviews {
                     .transpose()
                     .map_err(|error| failed(file, error))?
                     .map_or(0, |(key, _)| key.value().2);
+                if last >= max_verdicts {
+                    return Err(ReviewError::TooManyVerdicts(max_verdicts));
+                }
                 tables
                     .verdicts
                     .insert((tenant, seq, last + 1), encoded.as_slice())
@@ -655,7 +664,7 @@ mod tests {
         let reviews = store(Some(directory.path()), versions.clone()).await;
         let new = item("acme", 10);
         assert_eq!(reviews.insert(vec![new.clone()], 100).await.unwrap(), Inserted { written: 1, evicted: 0 });
-        assert!(reviews.add_verdict("acme", &new.item.review_id, &verdict()).await.unwrap());
+        assert!(reviews.add_verdict("acme", &new.item.review_id, &verdict(), 100).await.unwrap());
         drop(reviews);
         let reviews = store(Some(directory.path()), versions).await;
         let stored = reviews.get("acme", &new.item.review_id).await.unwrap().expect("stored");
@@ -677,7 +686,7 @@ mod tests {
         let first: Vec<NewItem> = (0..5).map(|index| item("acme", index)).collect();
         reviews.insert(first.clone(), 100).await.unwrap();
         reviews.insert(vec![item("globex", 9)], 100).await.unwrap();
-        reviews.add_verdict("acme", &first[1].item.review_id, &verdict()).await.unwrap();
+        reviews.add_verdict("acme", &first[1].item.review_id, &verdict(), 100).await.unwrap();
         let seqs = |page: Vec<Summary>| page.into_iter().map(|summary| summary.seq).collect::<Vec<_>>();
         let page = reviews.page("acme", None, None, 2).await.unwrap();
         assert_eq!(seqs(page), [5, 4]);

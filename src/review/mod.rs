@@ -85,6 +85,9 @@ pub enum ReviewError {
     /// Claims judged by a reviewer who may not read every source they were written from.
     #[error("the claims of this item were written from sources you may not read")]
     NotReadable,
+    /// The item holds `review.max_verdicts_per_item` verdicts already.
+    #[error("the item holds {0} verdicts, the most it may (review.max_verdicts_per_item)")]
+    TooManyVerdicts(u32),
     /// A cursor this server did not hand out.
     #[error("the cursor is not one this server returned")]
     InvalidCursor,
@@ -113,6 +116,7 @@ impl ReviewError {
             Self::InvalidDocId(_) => "invalid_doc_id",
             Self::NotReadable => "claims_not_readable",
             Self::InvalidCursor => "invalid_cursor",
+            Self::TooManyVerdicts(_) => "too_many_verdicts",
             Self::Storage(_) | Self::Corrupted(_) => "reviews_unavailable",
             Self::Retrieval(error) => error.code(),
         }
@@ -150,8 +154,16 @@ pub trait ReviewStore: Send + Sync {
     ) -> ReviewResult<Vec<Summary>>;
     /// The item `review_id` of `tenant` (a canonical UUID), with its texts and verdicts.
     async fn get(&self, tenant: &str, review_id: &str) -> ReviewResult<Option<StoredItem>>;
-    /// Appends `verdict` to the item; `false` when there is no such item (it expired meanwhile).
-    async fn add_verdict(&self, tenant: &str, review_id: &str, verdict: &Verdict) -> ReviewResult<bool>;
+    /// Appends `verdict` to the item; `false` when there is no such item (it expired meanwhile),
+    /// [`ReviewError::TooManyVerdicts`] when it holds `max_verdicts` already (checked in the
+    /// write's transaction, so concurrent verdicts cannot pass it).
+    async fn add_verdict(
+        &self,
+        tenant: &str,
+        review_id: &str,
+        verdict: &Verdict,
+        max_verdicts: u32,
+    ) -> ReviewResult<bool>;
     /// Deletes every stored text of the documents `doc_ids` of `tenant` whose version is not
     /// live now (all of a deleted document's, a superseded version's), and the generated text of
     /// every item that had such a version in its context; returns the items touched. Cheap when
@@ -264,7 +276,8 @@ mod tests {
             | Reason::GeneratorTimeout
             | Reason::GeneratorError
             | Reason::ContextOverflow
-            | Reason::DeadlineExceeded => reason.as_str(),
+            | Reason::DeadlineExceeded
+            | Reason::MaterialClaimUnsupported => reason.as_str(),
         };
         let reasons = [
             Reason::NoAuthorizedEvidence,
@@ -277,6 +290,7 @@ mod tests {
             Reason::GeneratorError,
             Reason::ContextOverflow,
             Reason::DeadlineExceeded,
+            Reason::MaterialClaimUnsupported,
         ];
         assert_eq!(reasons.len(), crate::config::ABSTENTION_REASONS.len());
         for reason in reasons {

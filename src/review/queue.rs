@@ -247,7 +247,7 @@ mod tests {
         async fn get(&self, _: &str, _: &str) -> ReviewResult<Option<StoredItem>> {
             Ok(None)
         }
-        async fn add_verdict(&self, _: &str, _: &str, _: &Verdict) -> ReviewResult<bool> {
+        async fn add_verdict(&self, _: &str, _: &str, _: &Verdict, _: u32) -> ReviewResult<bool> {
             Ok(false)
         }
         async fn purge_documents(&self, _: &str, _: &[String]) -> ReviewResult<u64> {

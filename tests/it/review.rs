@@ -479,7 +479,10 @@ async fn postgres_review_pages_are_stable_under_concurrent_inserts() {
 }
 
 async fn bad_verdicts_store_nothing(backend: Backend) {
-    let settings = settings(|review| review.max_note_chars = 50);
+    let settings = settings(|review| {
+        review.max_note_chars = 50;
+        review.max_verdicts_per_item = 2;
+    });
     let state = node(&backend, settings, Some(Templated::new(&[PARTIAL])), true).await;
     let service = actix_web::test::init_service(warrant::http::server::app(state.clone())).await;
     let alice = token("acme", "alice", &["everyone"], "");
@@ -596,6 +599,11 @@ async fn bad_verdicts_store_nothing(backend: Backend) {
         Some(json!({"claims": [{"index": 1.0, "verdict": "wrong_citation"}]}))
     );
     assert_eq!(status, 200);
+    // Regression (issue 57): verdicts had no cap (3,000 made a 6.35 MB item, each slower).
+    let third = json!({"claims": [{"index": 0, "verdict": "supported"}]});
+    let (status, full) = call!(&service, Method::POST, &path, &ron, Some(third));
+    assert_eq!((status, full["code"].as_str()), (409, Some("too_many_verdicts")), "{full}");
+    assert_eq!(state.reviews.get("acme", &id).await.unwrap().unwrap().verdicts.len(), 2);
     let view = seen!(&service, &id, &rita);
     assert_eq!(view["status"], "reviewed");
     let verdicts = view["verdicts"].as_array().unwrap();
@@ -872,7 +880,7 @@ async fn judged_copy(
     let review_id = new.item.review_id.clone();
     state.reviews.insert(vec![new], 100).await.unwrap();
     for verdict in verdicts {
-        assert!(state.reviews.add_verdict("acme", &review_id, verdict).await.unwrap());
+        assert!(state.reviews.add_verdict("acme", &review_id, verdict, 100).await.unwrap());
     }
     review_id
 }
@@ -1084,7 +1092,7 @@ async fn scifact_claims_as_verdicts_give_the_known_figures() {
         use warrant::review::ReviewStore;
         for (review_id, pair) in &verdicts {
             for verdict in pair {
-                assert!(store.add_verdict("scifact", review_id, verdict).await.unwrap());
+                assert!(store.add_verdict("scifact", review_id, verdict, 100).await.unwrap());
             }
         }
     }
@@ -1138,7 +1146,7 @@ async fn reviewed_items_are_read_across_tenants_and_pages(backend: Backend) {
         acme.iter().skip(1).map(|new| ("acme", new)).chain([("globex", &globex[2])]).collect();
     for (tenant, new) in &judged {
         let verdict = verdict_of("rita", &[], Some(warrant::review::AbstentionLabel::CorrectAbstention));
-        assert!(state.reviews.add_verdict(tenant, &new.item.review_id, &verdict).await.unwrap());
+        assert!(state.reviews.add_verdict(tenant, &new.item.review_id, &verdict, 100).await.unwrap());
     }
     let read = warrant::review::reviewed_items(state.reviews.as_ref(), None, 0).await.unwrap();
     let ids: Vec<(String, String)> =
