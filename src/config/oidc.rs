@@ -10,10 +10,11 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::domain::Role;
 
-/// The signature algorithm names `auth.oidc.algorithms` accepts (each key verifies exactly one
-/// of them). `Ed25519` (RFC 9864) and `EdDSA` name one algorithm: either admits Ed25519 keys,
-/// and tokens naming either.
-pub const OIDC_ALGORITHMS: &[&str] = &["RS256", "PS256", "ES256", "EdDSA", "Ed25519"];
+/// The signature algorithm names `auth.oidc.algorithms` accepts. A key naming its `alg`
+/// verifies that one; an RSA key without `alg` verifies each RSA algorithm listed. `Ed25519`
+/// (RFC 9864) and `EdDSA` name one algorithm: either admits Ed25519 keys, and tokens naming
+/// either.
+pub const OIDC_ALGORITHMS: &[&str] = &["RS256", "PS256", "PS384", "PS512", "ES256", "EdDSA", "Ed25519"];
 
 /// `auth.oidc.algorithms` by default.
 const DEFAULT_OIDC_ALGORITHMS: &[&str] = &["RS256", "PS256", "ES256", "EdDSA"];
@@ -32,9 +33,10 @@ pub struct OidcSettings {
     /// The `aud` a provider token must carry (required when OIDC is on): the client id or API
     /// identifier the provider puts in tokens meant for warrant.
     pub audience: String,
-    /// Signature algorithms accepted from provider keys (a subset of RS256, PS256, ES256,
-    /// EdDSA, Ed25519, the last two one algorithm under two names); a published key of another
-    /// algorithm is ignored.
+    /// Signature algorithms accepted from provider keys (a subset of RS256, PS256, PS384, PS512,
+    /// ES256, EdDSA, Ed25519, the last two one algorithm under two names); a published key of
+    /// another algorithm is ignored, and an RSA key without `alg` verifies each RSA algorithm
+    /// listed (list one to pin such keys to it).
     pub algorithms: Vec<String>,
     /// Soonest refresh of the keys after a fetch, seconds (a `Cache-Control: max-age` below it is
     /// raised to it); also the retry delay after a failed fetch.

@@ -186,14 +186,7 @@ impl Authenticator {
     pub async fn authenticate(&self, token: &str) -> Result<Principal, ApiError> {
         let header = TokenHeader::parse(token).ok_or_else(invalid)?;
         let Some(provider) = self.provider_of(&header) else { return self.verify_local(token, &header) };
-        let mapped = match provider.verify(token, &header) {
-            Err(crate::oidc::Refusal::UnknownKey | crate::oidc::Refusal::KeysUnavailable) => {
-                provider.refetch().await;
-                provider.verify(token, &header)
-            }
-            other => other,
-        };
-        Ok(self.principal(mapped?))
+        Ok(self.principal(provider.authenticate(token, &header).await?))
     }
 
     /// Verifies a bearer token with the keys held (never fetching) and returns its principal.

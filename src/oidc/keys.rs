@@ -1,13 +1,15 @@
-//! A provider's published keys (RFC 7517 JWKS) as verifying keys, each pinned to the one
-//! algorithm its own parameters name.
+//! A provider's published keys (RFC 7517 JWKS) as verifying keys, each pinned to the algorithms
+//! its own parameters allow.
 //!
-//! Invariants: a key verifies exactly one algorithm, decided by the key (`kty`, `crv`, `alg`, the
-//! last read as written: RFC 9864's `Ed25519` is EdDSA's name on that curve, beside `EdDSA`),
-//! never by a token; RSA keys without `alg` verify RS256 only (the OpenID Connect default), and
-//! PS256 only when the key says so; symmetric (`oct`) keys, encryption keys (`use` other than
-//! `sig`), RSA moduli under 2048 bits, algorithms outside the configured list and keys without a
-//! `kid` are skipped (named in the skip list, never an error for the whole set); the first key of
-//! a `kid` wins.
+//! Invariants: the key decides what it verifies (`kty`, `crv`, `alg`, the last read as written:
+//! RFC 9864's `Ed25519` is EdDSA's name on that curve, beside `EdDSA`), never a token; a key
+//! naming its `alg` verifies exactly that algorithm; an RSA key without `alg` verifies the RSA
+//! algorithms of the configured list (RS256, PS256, PS384, PS512: RSA signatures over one public
+//! key, so no public-key/secret confusion; a list naming one of them pins such keys to it); EC
+//! and Ed25519 keys verify their curve's one algorithm; symmetric (`oct`) keys, encryption keys
+//! (`use` other than `sig`), RSA moduli under 2048 bits, algorithms outside the configured list
+//! and keys without a `kid` are skipped (named in the skip list, never an error for the whole
+//! set); the first key of a `kid` wins.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,22 +22,25 @@ use super::OidcError;
 /// Smallest accepted RSA modulus, in bytes (2048 bits; RFC 7518 §3.3).
 const MIN_RSA_MODULUS_BYTES: usize = 256;
 
+/// The RSA signature algorithms a key may verify, in the order a key without `alg` lists them.
+const RSA_ALGORITHMS: &[Algorithm] = &[Algorithm::RS256, Algorithm::PS256, Algorithm::PS384, Algorithm::PS512];
+
 /// Most keys kept from one JWKS (providers publish a handful).
 pub const MAX_KEYS: usize = 64;
 
-/// One published key, pinned to its algorithm.
+/// One published key, pinned to the algorithms its parameters allow.
 pub struct VerifyingKey {
     /// The key id (`kid`).
     pub kid: String,
-    /// The only algorithm this key verifies.
-    pub algorithm: Algorithm,
+    /// The algorithms this key verifies (never empty; one unless the key is RSA without `alg`).
+    pub algorithms: Vec<Algorithm>,
     /// The key material.
     pub key: DecodingKey,
 }
 
 impl std::fmt::Debug for VerifyingKey {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("VerifyingKey").field("kid", &self.kid).field("algorithm", &self.algorithm).finish()
+        formatter.debug_struct("VerifyingKey").field("kid", &self.kid).field("algorithms", &self.algorithms).finish()
     }
 }
 
@@ -122,34 +127,40 @@ fn key_of(mut value: serde_json::Value, allowed: &[Algorithm]) -> Result<Verifyi
         return Err("not a verifying key (key_ops)");
     }
     let declared = declared.as_deref();
-    let algorithm = match &jwk.algorithm {
+    let algorithms: Vec<Algorithm> = match &jwk.algorithm {
         AlgorithmParameters::RSA(parameters) => {
             let modulus = base64_decoded_len(&parameters.n);
             if modulus < MIN_RSA_MODULUS_BYTES {
                 return Err("rsa modulus under 2048 bits");
             }
             match declared {
-                None | Some("RS256") => Algorithm::RS256,
-                Some("PS256") => Algorithm::PS256,
+                // The provider did not say which: each RSA signature algorithm the list admits
+                // (RS256 and PS256 by default), all of them RSA over this one public key.
+                None => RSA_ALGORITHMS.to_vec(),
+                Some("RS256") => vec![Algorithm::RS256],
+                Some("PS256") => vec![Algorithm::PS256],
+                Some("PS384") => vec![Algorithm::PS384],
+                Some("PS512") => vec![Algorithm::PS512],
                 Some(_) => return Err("unsupported rsa algorithm"),
             }
         }
         AlgorithmParameters::EllipticCurve(parameters) => match (&parameters.curve, declared) {
-            (EllipticCurve::P256, None | Some("ES256")) => Algorithm::ES256,
+            (EllipticCurve::P256, None | Some("ES256")) => vec![Algorithm::ES256],
             _ => return Err("unsupported curve or algorithm (ES256 on P-256 only)"),
         },
         // `EdDSA` (RFC 8037) or `Ed25519` (RFC 9864), the same algorithm on this curve.
         AlgorithmParameters::OctetKeyPair(parameters) => match (&parameters.curve, declared) {
-            (EllipticCurve::Ed25519, None | Some("EdDSA" | "Ed25519")) => Algorithm::EdDSA,
+            (EllipticCurve::Ed25519, None | Some("EdDSA" | "Ed25519")) => vec![Algorithm::EdDSA],
             _ => return Err("unsupported curve or algorithm (EdDSA on Ed25519 only)"),
         },
         AlgorithmParameters::OctetKey(_) => return Err("symmetric key"),
     };
-    if !allowed.contains(&algorithm) {
+    let algorithms: Vec<Algorithm> = algorithms.into_iter().filter(|algorithm| allowed.contains(algorithm)).collect();
+    if algorithms.is_empty() {
         return Err("algorithm not in auth.oidc.algorithms");
     }
     let key = DecodingKey::from_jwk(&jwk).map_err(|_| "malformed key parameters")?;
-    Ok(VerifyingKey { kid, algorithm, key })
+    Ok(VerifyingKey { kid, algorithms, key })
 }
 
 /// Bytes a base64url text decodes to (without decoding it).
@@ -175,8 +186,12 @@ pub(crate) mod tests {
 
     const ALL: &[Algorithm] = &[Algorithm::RS256, Algorithm::PS256, Algorithm::ES256, Algorithm::EdDSA];
 
+    /// The one algorithm a key verifies (a key verifying several fails the test).
     fn key(value: serde_json::Value) -> Result<Algorithm, &'static str> {
-        key_of(value, ALL).map(|key| key.algorithm)
+        key_of(value, ALL).map(|key| match key.algorithms[..] {
+            [one] => one,
+            _ => panic!("{key:?} verifies several algorithms"),
+        })
     }
 
     fn fixture_key(kid: &str) -> serde_json::Value {
@@ -197,14 +212,15 @@ pub(crate) mod tests {
     fn each_fixture_key_verifies_the_algorithm_it_names() {
         let (set, skipped) = parse(&fixture_jwks(), ALL).unwrap();
         assert!(skipped.is_empty(), "{skipped:?}");
-        let pinned: Vec<_> = set.kids().iter().map(|kid| (kid.clone(), set.get(kid).unwrap().algorithm)).collect();
+        let pinned: Vec<_> =
+            set.kids().iter().map(|kid| (kid.clone(), set.get(kid).unwrap().algorithms.clone())).collect();
         assert_eq!(
             pinned,
             vec![
-                ("ed".into(), Algorithm::EdDSA),
-                ("es".into(), Algorithm::ES256),
-                ("ps".into(), Algorithm::PS256),
-                ("rs".into(), Algorithm::RS256)
+                ("ed".into(), vec![Algorithm::EdDSA]),
+                ("es".into(), vec![Algorithm::ES256]),
+                ("ps".into(), vec![Algorithm::PS256]),
+                ("rs".into(), vec![Algorithm::RS256])
             ]
         );
     }
@@ -212,7 +228,11 @@ pub(crate) mod tests {
     #[test]
     fn the_key_decides_the_algorithm_and_mismatches_are_skipped() {
         let rsa = fixture_key("rs");
-        assert_eq!(key(with(rsa.clone(), "alg", serde_json::Value::Null)), Ok(Algorithm::RS256));
+        assert_eq!(
+            key_of(with(rsa.clone(), "alg", serde_json::Value::Null), ALL).map(|key| key.algorithms),
+            Ok(vec![Algorithm::RS256, Algorithm::PS256]),
+            "an rsa key without alg: the rsa algorithms of the list"
+        );
         assert_eq!(key(with(rsa.clone(), "alg", json!("PS256"))), Ok(Algorithm::PS256));
         for wrong in ["ES256", "HS256", "RS512", "RSA-OAEP", "none"] {
             assert!(key(with(rsa.clone(), "alg", json!(wrong))).is_err(), "{wrong}");
@@ -221,6 +241,27 @@ pub(crate) mod tests {
         assert!(key(with(fixture_key("es"), "crv", json!("P-384"))).is_err());
         assert!(key(with(fixture_key("ed"), "alg", json!("ES256"))).is_err());
         assert_eq!(key(with(fixture_key("ed"), "alg", serde_json::Value::Null)), Ok(Algorithm::EdDSA));
+    }
+
+    /// Regression (issue 57.13): a provider publishing RSA keys without `alg` and signing PS256
+    /// (node oidc-provider's default) had every token refused: such a key verified RS256 only.
+    #[test]
+    fn an_rsa_key_without_alg_verifies_the_rsa_algorithms_configured() {
+        let bare = with(fixture_key("ps"), "alg", serde_json::Value::Null);
+        let algorithms = |allowed: &[Algorithm]| key_of(bare.clone(), allowed).map(|key| key.algorithms);
+        assert_eq!(algorithms(ALL), Ok(vec![Algorithm::RS256, Algorithm::PS256]));
+        assert_eq!(algorithms(&[Algorithm::PS256, Algorithm::ES256]), Ok(vec![Algorithm::PS256]), "pinned by the list");
+        assert_eq!(
+            algorithms(&[Algorithm::PS512, Algorithm::PS384, Algorithm::RS256]),
+            Ok(vec![Algorithm::RS256, Algorithm::PS384, Algorithm::PS512])
+        );
+        assert_eq!(algorithms(&[Algorithm::ES256, Algorithm::EdDSA]), Err("algorithm not in auth.oidc.algorithms"));
+        // A key that names its algorithm keeps to it.
+        for (name, algorithm) in [("PS384", Algorithm::PS384), ("PS512", Algorithm::PS512)] {
+            let named = with(fixture_key("ps"), "alg", json!(name));
+            assert_eq!(key_of(named, &[algorithm]).map(|key| key.algorithms), Ok(vec![algorithm]), "{name}");
+        }
+        assert_eq!(key_of(fixture_key("ps"), ALL).map(|key| key.algorithms), Ok(vec![Algorithm::PS256]));
     }
 
     /// Regression (issue 57.12): a key published with `alg: Ed25519` (RFC 9864's name, which
@@ -245,7 +286,7 @@ pub(crate) mod tests {
         assert_eq!(key(with(rsa.clone(), "kid", serde_json::Value::Null)), Err("no kid"));
         assert_eq!(key(with(rsa.clone(), "n", json!("sXch"))), Err("rsa modulus under 2048 bits"));
         assert_eq!(
-            key_of(rsa, &[Algorithm::ES256]).map(|key| key.algorithm),
+            key_of(rsa, &[Algorithm::ES256]).map(|key| key.algorithms),
             Err("algorithm not in auth.oidc.algorithms")
         );
     }
@@ -260,7 +301,7 @@ pub(crate) mod tests {
         ]});
         let (set, skipped) = parse(body.to_string().as_bytes(), ALL).unwrap();
         assert_eq!(set.kids(), vec!["rs".to_owned()]);
-        assert_eq!(set.get("rs").unwrap().algorithm, Algorithm::RS256);
+        assert_eq!(set.get("rs").unwrap().algorithms, [Algorithm::RS256]);
         assert_eq!(skipped.len(), 3, "{skipped:?}");
         assert!(parse(b"{\"not\": \"a jwks\"}", ALL).is_err());
     }

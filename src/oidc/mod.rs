@@ -19,6 +19,9 @@
 //! - a failed fetch, or a JWKS without a usable key, keeps the keys held; they verify up to
 //!   `max_key_age_seconds` after their fetch, and after that every provider token is refused
 //!   ([`Refusal::KeysUnavailable`]) until a fetch succeeds: never an unverified pass;
+//! - a refused token is counted (`warrant_oidc_tokens_refused_total{reason}`) and logged at info
+//!   with the check it failed, its `kid`, `alg` and `typ` and the algorithms of the key it names,
+//!   at most one line per reason every [`REFUSAL_LOG_INTERVAL`] ([`refusals::RefusalLog`]);
 //! - nothing here logs or keeps a token.
 
 pub mod claims;
@@ -41,6 +44,12 @@ pub use refusals::Reason;
 pub use token::TokenHeader;
 
 use crate::config::AuthSettings;
+
+/// Shortest time between two log lines of one refusal reason.
+pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Longest `kid`, `alg` or `typ` shown in a log line (they are the caller's text).
+const MAX_LOGGED_CHARS: usize = 64;
 
 /// Errors of fetching the provider's keys (configuration and start-up, and `/readyz`).
 #[derive(Debug, thiserror::Error)]
@@ -220,6 +229,8 @@ pub struct Provider {
     attempts: watch::Sender<u64>,
     /// Whether [`Provider::spawn_refresher`] ran (without a refresher, a miss fetches nothing).
     refreshing: AtomicBool,
+    /// The rate limit of refusal log lines.
+    refusal_log: refusals::RefusalLog,
 }
 
 impl Provider {
@@ -255,15 +266,58 @@ impl Provider {
             wake: Arc::new(Notify::new()),
             attempts: watch::channel(0).0,
             refreshing: AtomicBool::new(false),
+            refusal_log: refusals::RefusalLog::new(REFUSAL_LOG_INTERVAL),
         }))
     }
 
-    /// Verifies a token with the keys held (no fetch): the principal's parts, or why not.
+    /// Verifies a token with the keys held (no fetch): the principal's parts, or why not (a
+    /// refusal is counted and logged, rate limited).
     pub fn verify(&self, token: &str, header: &TokenHeader) -> Result<MappedClaims, Refusal> {
-        self.check(token, header).map_err(|refused| refused.refusal)
+        self.check(token, header).map_err(|refused| self.refused(refused, header))
     }
 
-    /// [`Provider::verify`], with the check that failed.
+    /// Verifies a token; one naming a key not held (or while no key is usable) first waits for
+    /// one rate-limited fetch ([`Provider::refetch`]). A refusal is counted and logged, rate
+    /// limited, once: after the fetch, if there was one.
+    pub async fn authenticate(&self, token: &str, header: &TokenHeader) -> Result<MappedClaims, Refusal> {
+        let outcome = match self.check(token, header) {
+            Err(refused) if matches!(refused.reason, Reason::KeyNotHeld | Reason::KeysUnavailable) => {
+                self.refetch().await;
+                self.check(token, header)
+            }
+            other => other,
+        };
+        outcome.map_err(|refused| self.refused(refused, header))
+    }
+
+    /// Counts a refusal and logs it (at most one line per reason per [`REFUSAL_LOG_INTERVAL`]);
+    /// the caller's refusal.
+    fn refused(&self, refused: Refused, header: &TokenHeader) -> Refusal {
+        metrics::counter!("warrant_oidc_tokens_refused_total", "reason" => refused.reason.code()).increment(1);
+        if let Some(held_back) = self.refusal_log.admit(refused.reason) {
+            // The caller's text, cut short and written escaped (`?`): never a line of its own.
+            let shown = |value: Option<&str>| {
+                value.map_or_else(|| "none".to_owned(), |text| text.chars().take(MAX_LOGGED_CHARS).collect())
+            };
+            let key_algorithms = header
+                .kid
+                .as_deref()
+                .and_then(|kid| self.held.load().set.get(kid).map(|key| format!("{:?}", key.algorithms)));
+            tracing::info!(
+                reason = refused.reason.as_str(),
+                kid = ?shown(header.kid.as_deref()),
+                alg = ?shown(Some(&header.alg)),
+                typ = ?shown(header.typ.as_deref()),
+                key_algorithms = key_algorithms.as_deref().unwrap_or("none (key not held)"),
+                held_back,
+                "a provider token was refused (one line per reason every {} s; held_back: refusals since the last)",
+                REFUSAL_LOG_INTERVAL.as_secs()
+            );
+        }
+        refused.refusal
+    }
+
+    /// [`Provider::verify`], with the check that failed (nothing counted or logged).
     pub fn check(&self, token: &str, header: &TokenHeader) -> Result<MappedClaims, Refused> {
         let kid = header.kid.as_deref().ok_or(Reason::NoKid)?;
         let held = self.held.load();
@@ -273,7 +327,8 @@ impl Provider {
         let key = held.set.get(kid).ok_or(Reason::KeyNotHeld)?;
         // The key decides the algorithm; a token claiming another one (`none`, HS256 signed
         // with the public key, RS256 against an EC key) is refused before any check.
-        let algorithm = header.algorithm().filter(|algorithm| *algorithm == key.algorithm).ok_or(Reason::Algorithm)?;
+        let algorithm =
+            header.algorithm().filter(|algorithm| key.algorithms.contains(algorithm)).ok_or(Reason::Algorithm)?;
         let claims = token::verify(token, &key.key, algorithm, &self.expected)?;
         self.mapping
             .map(&claims)
@@ -530,6 +585,73 @@ mod tests {
         for name in ["ed25519", "Ed448", "EDDSA"] {
             let token = sign_with_header(&json!({"alg": name, "kid": "ed"}), &claims(), &ed, Algorithm::EdDSA);
             assert_eq!(provider.verify(&token, &header_of(&token)), Err(Refusal::Invalid), "{name}");
+        }
+    }
+
+    /// The fixture JWKS with `kid`'s `alg` removed.
+    fn jwks_without_alg(kid: &str) -> Vec<u8> {
+        let mut set: serde_json::Value = serde_json::from_slice(&fixture_jwks()).unwrap();
+        for key in set["keys"].as_array_mut().unwrap() {
+            if key["kid"] == kid {
+                key.as_object_mut().unwrap().remove("alg");
+            }
+        }
+        set.to_string().into_bytes()
+    }
+
+    /// Regression (issue 57.13): a provider whose RSA keys carry no `alg` and which signs PS256
+    /// had every token refused, and nothing said why.
+    #[test]
+    fn an_rsa_key_without_alg_verifies_ps256_when_the_algorithms_admit_it() {
+        let provider = provider();
+        provider.install(&jwks_without_alg("ps")).unwrap();
+        assert!(verify(&provider, &sign(Algorithm::PS256, "ps", &claims())).is_ok());
+        // The same key material signing RS256: admitted too, by the default list.
+        let mut header = Header::new(Algorithm::RS256);
+        header.kid = Some("ps".into());
+        let rs =
+            encode(&header, &claims(), &EncodingKey::from_rsa_pem(&private("ps256_private.pem")).unwrap()).unwrap();
+        assert!(verify(&provider, &rs).is_ok());
+        // A list naming only RS256 pins such keys to it.
+        let mut settings = Settings::defaults().auth;
+        settings.oidc.issuer = ISSUER.into();
+        settings.oidc.audience = "warrant".into();
+        settings.oidc.algorithms = vec!["RS256".into()];
+        let pinned = Provider::new(&settings).unwrap();
+        pinned.install(&jwks_without_alg("ps")).unwrap();
+        assert!(verify(&pinned, &rs).is_ok());
+        assert_eq!(verify(&pinned, &sign(Algorithm::PS256, "ps", &claims())), Err(Refusal::Invalid));
+    }
+
+    /// Regression (issue 57.13): a refused provider token left no log line naming why. One line
+    /// per reason per interval names the check, the key id and the algorithms; never the token.
+    #[test]
+    fn a_refused_token_is_logged_with_its_reason_at_most_once_per_interval() {
+        let provider = provider();
+        let unknown = sign(Algorithm::ES256, "no-such-key", &claims());
+        let mut header = Header::new(Algorithm::PS256);
+        header.kid = Some("rs".into());
+        let pss =
+            encode(&header, &claims(), &EncodingKey::from_rsa_pem(&private("../test_rs256_private.pem")).unwrap())
+                .unwrap();
+        let ((), logs) = refusals::tests::captured_logs(|| {
+            for _ in 0..3 {
+                assert_eq!(verify(&provider, &unknown), Err(Refusal::UnknownKey));
+            }
+            assert_eq!(verify(&provider, &pss), Err(Refusal::Invalid));
+        });
+        let lines: Vec<&str> = logs.lines().filter(|line| line.contains("provider token was refused")).collect();
+        assert_eq!(lines.len(), 2, "{logs}");
+        assert!(
+            lines[0].contains("INFO") && lines[0].contains("key not held") && lines[0].contains("no-such-key"),
+            "{logs}"
+        );
+        assert!(lines[1].contains("algorithm not accepted by the key") && lines[1].contains("PS256"), "{logs}");
+        assert!(lines[1].contains("RS256"), "the key's own algorithm is named: {logs}");
+        for token in [&unknown, &pss] {
+            for part in token.split('.') {
+                assert!(!logs.contains(part), "a token part reached the log: {logs}");
+            }
         }
     }
 

@@ -1,7 +1,12 @@
 //! Why a provider token was refused, in more detail than the 401 tells the caller: the
-//! operator's side of a refusal.
+//! operator's side of a refusal, and the rate limit of its log line ([`RefusalLog`]).
 //!
-//! Invariant: a reason names a check, never a value of the token.
+//! Invariants: a reason names a check, never a value of the token; at most one line per reason
+//! is let through per interval, whatever the number of refused tokens (a flood of forged tokens
+//! costs the log one line per reason per interval), and the next line counts those held back.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use super::Refusal;
 
@@ -56,7 +61,25 @@ impl Reason {
         self as usize
     }
 
-    /// A short lowercase label (log field and metric label).
+    /// The metric label (snake_case).
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Malformed => "malformed",
+            Self::NoKid => "no_kid",
+            Self::KeyNotHeld => "key_not_held",
+            Self::KeysUnavailable => "keys_unavailable",
+            Self::Algorithm => "algorithm",
+            Self::Signature => "signature",
+            Self::NoExpiry => "no_expiry",
+            Self::Expired => "expired",
+            Self::NotYetValid => "not_yet_valid",
+            Self::Issuer => "issuer",
+            Self::Audience => "audience",
+            Self::MissingClaim => "missing_claim",
+        }
+    }
+
+    /// A short lowercase phrase (the log line's `reason`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Malformed => "malformed token",
@@ -94,9 +117,98 @@ impl Reason {
     }
 }
 
+/// The rate limit of refusal log lines: per reason, the time of the last line let through (an
+/// atomic, so verifying threads never wait on one another) and the lines held back since.
+pub struct RefusalLog {
+    started: Instant,
+    interval_ms: u64,
+    /// Milliseconds after `started` of the last line let through, plus one (0: none yet).
+    last: [AtomicU64; Reason::ALL.len()],
+    held_back: [AtomicU64; Reason::ALL.len()],
+}
+
+impl RefusalLog {
+    /// At most one line per reason every `interval`.
+    pub fn new(interval: Duration) -> Self {
+        Self {
+            started: Instant::now(),
+            interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
+            last: std::array::from_fn(|_| AtomicU64::new(0)),
+            held_back: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    /// Whether a line for `reason` may be written now: `Some(lines held back since the last
+    /// one)`, or `None`.
+    pub fn admit(&self, reason: Reason) -> Option<u64> {
+        let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.admit_at(reason, now)
+    }
+
+    /// [`RefusalLog::admit`] at `now_ms` after the start.
+    fn admit_at(&self, reason: Reason, now_ms: u64) -> Option<u64> {
+        let slot = &self.last[reason.index()];
+        let stamp = now_ms.saturating_add(1);
+        let last = slot.load(Ordering::Acquire);
+        let due = last == 0 || stamp.saturating_sub(last) >= self.interval_ms;
+        // One thread wins the slot; the others of the same instant are held back.
+        if due && slot.compare_exchange(last, stamp, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            return Some(self.held_back[reason.index()].swap(0, Ordering::AcqRel));
+        }
+        self.held_back[reason.index()].fetch_add(1, Ordering::AcqRel);
+        None
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    use std::sync::{Arc, Mutex};
+
     use super::*;
+
+    /// What `run` logs (every level down to debug, plain text), beside its result.
+    pub(crate) fn captured_logs<R>(run: impl FnOnce() -> R) -> (R, String) {
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        impl<'writer> tracing_subscriber::fmt::MakeWriter<'writer> for Buffer {
+            type Writer = Buffer;
+            fn make_writer(&'writer self) -> Self::Writer {
+                self.clone()
+            }
+        }
+        let buffer = Buffer::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(buffer.clone())
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .finish();
+        let result = tracing::subscriber::with_default(subscriber, run);
+        let text = String::from_utf8_lossy(&buffer.0.lock().unwrap()).into_owned();
+        (result, text)
+    }
+
+    #[test]
+    fn one_line_per_reason_per_interval_and_the_next_counts_those_held_back() {
+        let log = RefusalLog::new(Duration::from_secs(10));
+        assert_eq!(log.admit_at(Reason::KeyNotHeld, 0), Some(0));
+        assert_eq!(log.admit_at(Reason::KeyNotHeld, 1), None);
+        assert_eq!(log.admit_at(Reason::KeyNotHeld, 9_998), None);
+        assert_eq!(log.admit_at(Reason::Signature, 5_000), Some(0), "each reason has its own limit");
+        assert_eq!(log.admit_at(Reason::KeyNotHeld, 10_000), Some(2));
+        assert_eq!(log.admit_at(Reason::KeyNotHeld, 10_001), None);
+        assert_eq!(log.admit_at(Reason::KeyNotHeld, 30_000), Some(1));
+        assert_eq!(log.admit_at(Reason::Signature, 14_999), None);
+        assert_eq!(log.admit_at(Reason::Signature, 15_000), Some(1));
+    }
 
     #[test]
     fn every_reason_sits_at_its_index() {

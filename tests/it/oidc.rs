@@ -547,6 +547,17 @@ async fn oidc_tokens_never_reach_the_logs() {
     reader.join().unwrap();
     let logs = lines.lock().unwrap();
     assert!(logs.iter().any(|line| line.contains("/v1/retrieve")), "the requests were not logged");
+    // Regression (issue 57.13): a refused provider token left no line naming why; now the check,
+    // the key id and the algorithms are named (rate limited), and still no part of the token.
+    let refusals: Vec<&String> = logs.iter().filter(|line| line.contains("a provider token was refused")).collect();
+    for (reason, named) in
+        [("key not held", "no-such-key"), ("algorithm not accepted by the key", "none"), ("expired", "RS256")]
+    {
+        assert!(
+            refusals.iter().any(|line| line.contains(reason) && line.contains(named)),
+            "no refusal line names {reason:?} and {named:?}: {refusals:?}"
+        );
+    }
     for token in &tokens {
         for part in token.split('.').filter(|part| part.len() >= 16) {
             if let Some(line) = logs.iter().find(|line| line.contains(part)) {
