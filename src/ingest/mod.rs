@@ -22,7 +22,9 @@
 //! lasts, a data directory in use) ends the run with what was acknowledged saved; `--sync`
 //! deletes only documents inside the selection, so a narrower run never deletes what it did not
 //! look at; a symbolic link in the folder is never followed and never silent: each is reported
-//! in the summary's `unread` with its reason ([`folder`]).
+//! in the summary's `unread` with its reason, and a file is read only when the file opened is
+//! the one listed (not a link or another file swapped in since), else reported so, neither
+//! uploaded nor deleted (`folder.rs`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -37,7 +39,7 @@ use crate::extract::Format;
 mod folder;
 mod state;
 
-use folder::{Listed, folder_acl, walk};
+use folder::{folder_acl, walk};
 use state::State;
 
 /// The state file, in the ingested folder.
@@ -249,7 +251,8 @@ pub async fn run(options: &IngestOptions, destination: &Destination) -> IngestRe
     );
     let mut summary = IngestSummary { other_destination, unread: listing.unread, ..IngestSummary::default() };
     let mut present = std::collections::BTreeSet::new();
-    for Listed { id: doc_id, path } in &files {
+    for listed in &files {
+        let (doc_id, path) = (&listed.id, &listed.path);
         bar.inc(1);
         let Some(format) = Format::from_extension(doc_id) else {
             summary.skipped += 1;
@@ -260,7 +263,15 @@ pub async fn run(options: &IngestOptions, destination: &Destination) -> IngestRe
             continue;
         }
         present.insert(doc_id.clone());
-        let bytes = std::fs::read(path).map_err(|error| io(path, error))?;
+        // Not the file listed (a link or another file now): reported, neither uploaded nor
+        // deleted.
+        let bytes = match folder::read(listed)? {
+            Ok(bytes) => bytes,
+            Err(reason) => {
+                summary.unread.push((doc_id.clone(), reason));
+                continue;
+            }
+        };
         let acl = folder_acl(path.parent().unwrap_or(root), &options.acl)?;
         let print = fingerprint(&bytes, &acl);
         if state.files.get(doc_id) == Some(&print) {
@@ -332,6 +343,7 @@ pub async fn run(options: &IngestOptions, destination: &Destination) -> IngestRe
     }
     // The state names its destination even when nothing was acknowledged this time.
     state.save(root)?;
+    summary.unread.sort();
     bar.finish_and_clear();
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)

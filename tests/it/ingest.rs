@@ -383,6 +383,50 @@ fn uploaded(bodies: &std::sync::Mutex<Vec<Vec<u8>>>, text: &str) -> bool {
     bodies.lock().unwrap().iter().any(|body| body.windows(text.len()).any(|window| window == text.as_bytes()))
 }
 
+/// Issue 57.6: the folder was listed without links, but its files were read through links
+/// swapped in later, and a 0600 operator configuration was uploaded as a document. A file whose
+/// opened handle is not the file that was listed (a link now, or another file) is reported and
+/// never read.
+#[actix_web::test]
+async fn a_file_swapped_after_the_folder_was_listed_is_reported_and_never_read() {
+    let folder = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let root = folder.path().to_path_buf();
+    let config = outside.path().join("warrant.toml");
+    std::fs::write(&config, "hs256_secret = \"operator-only-secret\"\n").unwrap();
+    std::fs::create_dir(root.join("sub")).unwrap();
+    for name in ["a.md", "b.md", "c.md", "sub/d.md"] {
+        std::fs::write(root.join(name), format!("# {name}\n\nListed text.\n")).unwrap();
+    }
+    std::fs::write(outside.path().join("d.md"), "# d\n\nOutside-folder text.\n").unwrap();
+    // While a.md is being uploaded: b.md becomes a link to the configuration, c.md another
+    // file, and the folder sub/ a link to a folder outside holding a d.md of its own.
+    let (swapped, elsewhere) = (root.clone(), outside.path().to_path_buf());
+    let (base, handle, bodies) = recording_admin(move |upload| {
+        if upload == 0 {
+            std::fs::remove_file(swapped.join("b.md")).unwrap();
+            std::os::unix::fs::symlink(&config, swapped.join("b.md")).unwrap();
+            std::fs::write(swapped.join("c.new"), "# c\n\nSwapped-in text.\n").unwrap();
+            std::fs::rename(swapped.join("c.new"), swapped.join("c.md")).unwrap();
+            std::fs::rename(swapped.join("sub"), swapped.join("old-sub")).unwrap();
+            std::os::unix::fs::symlink(&elsewhere, swapped.join("sub")).unwrap();
+        }
+    });
+    let options = IngestOptions { root: root.clone(), sync: true, ..IngestOptions::default() };
+    let destination = Destination { server: base, token: "t".into(), key: "fake".into() };
+    let summary = run(&options, &destination).await.expect("the run goes on");
+    assert!(!uploaded(&bodies, "operator-only-secret"), "read through the swapped-in link");
+    assert!(!uploaded(&bodies, "Swapped-in text"), "read another file than the one listed");
+    assert!(!uploaded(&bodies, "Outside-folder text"), "read through a folder swapped for a link");
+    assert_eq!((summary.ingested, summary.deleted), (1, 0), "{summary:?}");
+    let unread: Vec<&str> = summary.unread.iter().map(|(doc_id, _)| doc_id.as_str()).collect();
+    assert_eq!(unread, ["b.md", "c.md", "sub/d.md"], "{summary:?}");
+    assert!(summary.unread[0].1.contains("symbolic link"), "{:?}", summary.unread);
+    assert!(summary.unread[1].1.contains("replaced"), "{:?}", summary.unread);
+    assert!(summary.unread[2].1.contains("replaced"), "{:?}", summary.unread);
+    handle.stop(false).await;
+}
+
 /// Issue 60.9: symbolic links were skipped without a word. They are never followed (one leading
 /// out of the folder would upload what the folder does not hold; one inside it names a file
 /// ingested under its own id) and each is reported as not read; a sidecar that is a link ends
