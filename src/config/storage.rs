@@ -41,6 +41,36 @@ pub struct StorageSettings {
     pub postgres: PostgresSettings,
 }
 
+impl PostgresSettings {
+    /// What is wrong with the deadlines and the tenant share, each naming its key.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut check = |ok: bool, message: &str| {
+            if !ok {
+                problems.push(message.to_owned());
+            }
+        };
+        check(
+            self.statement_timeout_ms <= 3_600_000,
+            "storage.postgres.statement_timeout_ms must be in 0..=3600000 (0: none)",
+        );
+        check(
+            self.idle_in_transaction_timeout_ms <= 3_600_000,
+            "storage.postgres.idle_in_transaction_timeout_ms must be in 0..=3600000 (0: none)",
+        );
+        check(
+            self.keepalive_idle_seconds <= 7_200,
+            "storage.postgres.keepalive_idle_seconds must be in 0..=7200 (0: off)",
+        );
+        check(self.tcp_user_timeout_ms <= 3_600_000, "storage.postgres.tcp_user_timeout_ms must be in 0..=3600000");
+        check(
+            self.tenant_connections <= self.pool_size,
+            "storage.postgres.tenant_connections must be at most storage.postgres.pool_size (0: half of it)",
+        );
+        problems
+    }
+}
+
 fn default_index_journal_max_mb() -> u64 {
     1024
 }
@@ -70,8 +100,25 @@ pub struct PostgresSettings {
     /// Connections in the pool (deadpool-postgres).
     pub pool_size: usize,
     /// Longest wait, ms, for a pooled connection (a free one, or a new one connected and set
-    /// up); past it the request fails with `storage_unavailable` instead of waiting on.
+    /// up), and for one of the tenant's share of them (`tenant_connections`); past it the
+    /// request fails with 503 `storage_timeout` (`overloaded` for the tenant's share) instead of
+    /// waiting on. Shorter than the requests' deadlines.
     pub acquire_timeout_ms: u64,
+    /// `statement_timeout` (ms) of every connection: a statement running longer is cancelled by
+    /// the server and its request fails with 503 `storage_timeout` (a write's transaction rolls
+    /// back: nothing of it is applied). 0: none.
+    pub statement_timeout_ms: u64,
+    /// `idle_in_transaction_session_timeout` (ms) of every connection: a transaction left idle
+    /// this long (its node frozen or gone) is ended by the server, its locks released. 0: none.
+    pub idle_in_transaction_timeout_ms: u64,
+    /// TCP keepalives after this many seconds of silence (then every second, 3 probes). 0: off.
+    pub keepalive_idle_seconds: u64,
+    /// `TCP_USER_TIMEOUT` (ms): a connection whose data stays unacknowledged this long is
+    /// closed (a partition is seen within it instead of TCP's minutes). 0: the system's.
+    pub tcp_user_timeout_ms: u64,
+    /// Connections one tenant may hold at once, so a tenant whose statements hang cannot take
+    /// the pool from the others (0: half of `pool_size`, at least 1).
+    pub tenant_connections: usize,
     /// `hnsw.ef_search` of every session.
     pub ef_search: usize,
     /// `hnsw.iterative_scan`: `relaxed_order`, `strict_order` or `off`.
@@ -97,7 +144,12 @@ impl Default for PostgresSettings {
         Self {
             url_env: "WARRANT_DATABASE_URL".into(),
             pool_size: 16,
-            acquire_timeout_ms: 5_000,
+            acquire_timeout_ms: 1_000,
+            statement_timeout_ms: 2_000,
+            idle_in_transaction_timeout_ms: 5_000,
+            keepalive_idle_seconds: 5,
+            tcp_user_timeout_ms: 5_000,
+            tenant_connections: 0,
             ef_search: 100,
             iterative_scan: IterativeScan::RelaxedOrder,
             max_scan_tuples: 20_000,

@@ -172,6 +172,7 @@ impl Settings {
         );
         problems.extend(self.auth.oidc_problems());
         problems.extend(self.review.problems());
+        problems.extend(self.storage.postgres.problems());
         if problems.is_empty() { Ok(()) } else { Err(ConfigError::Invalid(problems.join("; "))) }
     }
 

@@ -14,7 +14,7 @@ use crate::embed::EmbedError;
 use crate::extract::ExtractError;
 use crate::index::IndexError;
 use crate::oidc::Refusal;
-use crate::retrieval::RetrievalError;
+use crate::retrieval::{DatabaseCause, DatabaseOperation, RetrievalError};
 use crate::review::ReviewError;
 use crate::snapshot::SnapshotError;
 use crate::storage::StorageError;
@@ -231,7 +231,41 @@ impl From<RetrievalError> for ApiError {
                 tracing::error!(code = error.code(), %error, "the embedder's query vector was refused");
                 Self::internal(error.code())
             }
+            RetrievalError::Database { operation, cause } => Self::database(error.code(), operation, cause),
         }
+    }
+}
+
+impl ApiError {
+    /// 503 with `Retry-After: 1` for a database request that failed (`code`: `storage_timeout`,
+    /// `overloaded` or `storage_unavailable`), saying what was not done: a read changed nothing,
+    /// a write was rolled back and not applied. The cause (SQLSTATE, server, message) was logged
+    /// where it happened; the client is told neither.
+    pub fn database(code: &'static str, operation: DatabaseOperation, cause: DatabaseCause) -> Self {
+        let message = match (operation, cause) {
+            (_, DatabaseCause::Busy) => {
+                "too many of this tenant's requests are waiting for the database; nothing was changed, retry later"
+            }
+            (DatabaseOperation::Read, DatabaseCause::Timeout) => {
+                "the read did not complete within the database's deadline; nothing was changed, retry later"
+            }
+            (DatabaseOperation::Read, DatabaseCause::Connection | DatabaseCause::Other) => {
+                "the database could not serve this read; nothing was changed, retry later"
+            }
+            (DatabaseOperation::Write, DatabaseCause::Timeout) => {
+                "the change was not applied: the database did not complete it within its deadline; retry later"
+            }
+            (DatabaseOperation::Write, DatabaseCause::Connection | DatabaseCause::Other) => {
+                "the change was not applied: the database could not complete it; retry later"
+            }
+        };
+        match operation {
+            DatabaseOperation::Read => tracing::warn!(code, %cause, "database read failed: nothing was changed"),
+            DatabaseOperation::Write => {
+                tracing::warn!(code, %cause, "database write failed: rolled back, nothing was acknowledged")
+            }
+        }
+        Self { retry_after: Some(1), ..Self::unavailable(code, message) }
     }
 }
 
@@ -315,5 +349,32 @@ impl From<ReviewError> for ApiError {
             }
             ReviewError::Retrieval(inner) => inner.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapped(operation: DatabaseOperation, cause: DatabaseCause) -> ApiError {
+        ApiError::from(RetrievalError::Database { operation, cause })
+    }
+
+    /// Issue 59: a failed read answered 503 "the change could not be made durable and was not
+    /// applied", a write's message, though it changed nothing.
+    #[test]
+    fn a_failed_read_says_it_was_a_read_and_a_failed_write_says_it_was_not_applied() {
+        for cause in [DatabaseCause::Timeout, DatabaseCause::Connection, DatabaseCause::Other] {
+            let read = mapped(DatabaseOperation::Read, cause);
+            assert_eq!((read.status, read.retry_after), (StatusCode::SERVICE_UNAVAILABLE, Some(1)));
+            assert!(read.message.contains("read") && !read.message.contains("not applied"), "{}", read.message);
+            let write = mapped(DatabaseOperation::Write, cause);
+            assert_eq!((write.status, write.retry_after), (StatusCode::SERVICE_UNAVAILABLE, Some(1)));
+            assert!(write.message.starts_with("the change was not applied"), "{}", write.message);
+        }
+        assert_eq!(mapped(DatabaseOperation::Read, DatabaseCause::Timeout).code, "storage_timeout");
+        assert_eq!(mapped(DatabaseOperation::Write, DatabaseCause::Connection).code, "storage_unavailable");
+        let busy = mapped(DatabaseOperation::Read, DatabaseCause::Busy);
+        assert_eq!((busy.code, busy.retry_after), ("overloaded", Some(1)));
     }
 }

@@ -34,8 +34,9 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::{database, sql};
-use crate::retrieval::RetrievalResult;
+use super::limit::{TenantLimiter, TenantPermit};
+use super::{pooled, read_failure, sql};
+use crate::retrieval::{DatabaseOperation, RetrievalResult};
 
 /// Whose rows a [`Reader`]'s statements may see (row-level security, migration 0007).
 #[derive(Clone, Debug)]
@@ -55,21 +56,34 @@ pub(super) struct Reader {
     entered: Entered,
     /// Whether a statement was sent and its result not yet received.
     in_flight: bool,
+    /// The tenant's share of the pool this connection counts against (none for the
+    /// database-wide reads); released with the reader.
+    _permit: Option<TenantPermit>,
 }
 
 impl Reader {
-    /// Takes a connection from `pool` for statements that see what `entered` admits; `tls`
-    /// connects the cancel request if one is needed.
-    pub(super) async fn checkout(pool: &Pool, tls: &MakeRustlsConnect, entered: Entered) -> RetrievalResult<Self> {
-        let client = pool.get().await.map_err(database)?;
-        Ok(Self { client: Some(client), tls: tls.clone(), entered, in_flight: false })
+    /// Takes a connection from `pool` for statements that see what `entered` admits, within
+    /// the tenant's share of the pool (`limiter`); `tls` connects the cancel request if one is
+    /// needed.
+    pub(super) async fn checkout(
+        pool: &Pool,
+        tls: &MakeRustlsConnect,
+        limiter: &TenantLimiter,
+        entered: Entered,
+    ) -> RetrievalResult<Self> {
+        let permit = match &entered {
+            Entered::Tenant(tenant) => Some(limiter.admit(tenant, DatabaseOperation::Read).await?),
+            Entered::Database => None,
+        };
+        let client = pooled(pool, DatabaseOperation::Read).await?;
+        Ok(Self { client: Some(client), tls: tls.clone(), entered, in_flight: false, _permit: permit })
     }
 
     /// Runs `statement` (read-only) in a transaction of its own that entered this reader's
     /// tenant, and returns its rows.
     pub(super) async fn query(&mut self, statement: &str, params: &[&(dyn ToSql + Sync)]) -> RetrievalResult<Vec<Row>> {
         let Some(client) = self.client.as_ref() else {
-            return Err(database("a reader whose statement failed was used again"));
+            return Err(read_failure("a reader whose statement failed was used again"));
         };
         self.in_flight = true;
         let mut rows = entered_transaction(client, &self.entered, statement, params).await;
@@ -85,7 +99,7 @@ impl Reader {
             // Out of the pool: whatever failed, the connection is not reused.
             drop(Object::take(client));
         }
-        rows.map_err(database)
+        rows.map_err(read_failure)
     }
 
     /// Runs `statement`, which returns exactly one row.
@@ -93,7 +107,7 @@ impl Reader {
         let mut rows = self.query(statement, params).await?;
         match rows.len() {
             1 => Ok(rows.remove(0)),
-            count => Err(database(format!("a statement returned {count} rows where one was expected"))),
+            count => Err(read_failure(format!("a statement returned {count} rows where one was expected"))),
         }
     }
 }

@@ -41,9 +41,111 @@ pub fn tls_connector(ca_file: Option<&std::path::Path>) -> RetrievalResult<MakeR
     Ok(MakeRustlsConnect::new(config))
 }
 
-/// A bounded pool whose connections carry the HNSW session settings, over [`tls_connector`].
-pub(super) fn build_pool(params: &PostgresParams, tls: MakeRustlsConnect) -> RetrievalResult<Pool> {
-    let config = tokio_postgres::Config::from_str(&params.url).map_err(database)?;
+/// The deadlines and the per-tenant share of every connection (issue 59): a statement, an idle
+/// transaction and the TCP connection under it each end within a bound, so a frozen or
+/// partitioned server fails its requests within their deadline instead of holding their
+/// connections until TCP gives up (minutes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatabaseLimits {
+    /// `statement_timeout` of every session: a statement running longer is cancelled by the
+    /// server (SQLSTATE 57014; in a write transaction, the transaction rolls back). Zero: none.
+    pub statement_timeout: std::time::Duration,
+    /// `idle_in_transaction_session_timeout`: a session idle this long inside a transaction is
+    /// ended by the server (its transaction rolled back, its locks released). Zero: none.
+    pub idle_in_transaction_timeout: std::time::Duration,
+    /// TCP keepalives start after this much silence (then every second, 3 probes). Zero: off.
+    pub keepalive_idle: std::time::Duration,
+    /// `TCP_USER_TIMEOUT`: data unacknowledged this long closes the connection (a partition is
+    /// detected in this bound instead of TCP's minutes). Zero: the system's.
+    pub tcp_user_timeout: std::time::Duration,
+    /// Connections one tenant may hold at once ([`super::limit`]); 0: half the pool (at least 1).
+    pub tenant_connections: usize,
+}
+
+impl Default for DatabaseLimits {
+    fn default() -> Self {
+        let defaults = crate::config::PostgresSettings::default();
+        Self::from_postgres_settings(&defaults)
+    }
+}
+
+impl DatabaseLimits {
+    /// The limits of `storage.postgres`.
+    pub fn from_settings(settings: &crate::config::Settings) -> Self {
+        Self::from_postgres_settings(&settings.storage.postgres)
+    }
+
+    fn from_postgres_settings(postgres: &crate::config::PostgresSettings) -> Self {
+        use std::time::Duration;
+        Self {
+            statement_timeout: Duration::from_millis(postgres.statement_timeout_ms),
+            idle_in_transaction_timeout: Duration::from_millis(postgres.idle_in_transaction_timeout_ms),
+            keepalive_idle: Duration::from_secs(postgres.keepalive_idle_seconds),
+            tcp_user_timeout: Duration::from_millis(postgres.tcp_user_timeout_ms),
+            tenant_connections: postgres.tenant_connections,
+        }
+    }
+
+    /// The per-tenant share for a pool of `pool_size`.
+    pub fn tenant_share(&self, pool_size: usize) -> usize {
+        match self.tenant_connections {
+            0 => (pool_size / 2).max(1),
+            share => share.min(pool_size.max(1)),
+        }
+    }
+
+    /// Applies the session settings (as startup `options`, so they hold from the first
+    /// statement, the post-create hook's included) and the socket options to `config`.
+    fn apply(&self, config: &mut tokio_postgres::Config) {
+        let mut options = config.get_options().unwrap_or_default().to_owned();
+        for (name, value) in [
+            ("statement_timeout", self.statement_timeout),
+            ("idle_in_transaction_session_timeout", self.idle_in_transaction_timeout),
+        ] {
+            if !options.is_empty() {
+                options.push(' ');
+            }
+            options.push_str(&format!("-c {name}={}", value.as_millis()));
+        }
+        config.options(options);
+        if self.keepalive_idle.is_zero() {
+            config.keepalives(false);
+        } else {
+            config
+                .keepalives(true)
+                .keepalives_idle(self.keepalive_idle)
+                .keepalives_interval(std::time::Duration::from_secs(1))
+                .keepalives_retries(3);
+        }
+        if !self.tcp_user_timeout.is_zero() {
+            config.tcp_user_timeout(self.tcp_user_timeout);
+        }
+    }
+}
+
+/// `host:port` of the first server `url` names (for the log; never the user or the password).
+pub(super) fn server_label(url: &str) -> String {
+    let Ok(config) = tokio_postgres::Config::from_str(url) else {
+        return "unknown".into();
+    };
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        Some(tokio_postgres::config::Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}")
+}
+
+/// A bounded pool whose connections carry the HNSW session settings and `limits`, over
+/// [`tls_connector`].
+pub(super) fn build_pool(
+    params: &PostgresParams,
+    limits: &DatabaseLimits,
+    tls: MakeRustlsConnect,
+) -> RetrievalResult<Pool> {
+    let mut config = tokio_postgres::Config::from_str(&params.url).map_err(database)?;
+    limits.apply(&mut config);
     let manager = Manager::from_config(config, tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     let session = (params.ef_search.to_string(), params.iterative_scan.as_str(), params.max_scan_tuples.to_string());
     Pool::builder(manager)

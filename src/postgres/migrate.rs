@@ -33,7 +33,7 @@ const MAX_DIMENSION: usize = 2000;
 /// the versions it applied (empty when the database is current).
 pub async fn migrate_database(params: &PostgresParams, dimension: usize) -> RetrievalResult<Vec<i32>> {
     check_dimension(dimension)?;
-    let pool = build_pool(params, super::tls_connector(params.ca_file.as_deref())?)?;
+    let pool = build_pool(params, &super::DatabaseLimits::default(), super::tls_connector(params.ca_file.as_deref())?)?;
     let mut client = pool.get().await.map_err(database)?;
     migrate(&mut client, dimension).await
 }
@@ -53,6 +53,9 @@ pub(super) fn check_dimension(dimension: usize) -> RetrievalResult<()> {
 pub async fn migrate(client: &mut deadpool_postgres::Client, dimension: usize) -> RetrievalResult<Vec<i32>> {
     debug_assert!((1..=MAX_DIMENSION).contains(&dimension));
     let transaction = client.transaction().await.map_err(database)?;
+    // A migration (an index build) may run longer than a request's statement_timeout, and
+    // waits for another node's migration under the lock: no deadline in this transaction.
+    transaction.batch_execute("SET LOCAL statement_timeout = 0").await.map_err(database)?;
     transaction.query_one(sql::LOCK_MIGRATIONS, &[]).await.map_err(database)?;
     transaction.batch_execute(sql::CREATE_MIGRATIONS).await.map_err(database)?;
     let applied: Vec<i32> =

@@ -30,6 +30,8 @@
 
 mod cancel;
 mod connect;
+mod fault;
+mod limit;
 mod migrate;
 mod read;
 mod reviews;
@@ -49,13 +51,15 @@ use crate::acl::{AclError, AclMutation};
 use crate::domain::{Chunk, ChunkingConfig, SentenceVectors, chunk_document};
 use crate::embed::Embedder;
 use crate::retrieval::{
-    BatchSentenceTexts, CandidateCounts, DocumentInput, QueryEmbedder, ReadPath, RetrievalError, RetrievalResult,
-    UpsertOutcome, embedding_text, to_document, validate_batch,
+    BatchSentenceTexts, CandidateCounts, DatabaseOperation, DocumentInput, QueryEmbedder, ReadPath, RetrievalError,
+    RetrievalResult, UpsertOutcome, embedding_text, to_document, validate_batch,
 };
 use crate::storage::StorageError;
 
-use connect::build_pool;
-pub use connect::tls_connector;
+pub use connect::{DatabaseLimits, tls_connector};
+use connect::{build_pool, server_label};
+use fault::{as_read, database, pooled, read_failure};
+pub use limit::{TenantLimiter, TenantPermit};
 use migrate::check_dimension;
 pub use migrate::{MIGRATIONS, migrate, migrate_database};
 
@@ -193,11 +197,6 @@ impl TotalsChange {
     }
 }
 
-fn database(error: impl std::fmt::Display) -> RetrievalError {
-    tracing::warn!(%error, "postgres backend error");
-    RetrievalError::Storage(StorageError::Io { file: "postgres".into(), reason: "database request failed".into() })
-}
-
 /// A chunk's sentence vectors as stored in `chunks.sentence_vectors`: bincode 2 (standard
 /// configuration), the embedded store's encoding.
 fn encode_sentence_vectors(vectors: &SentenceVectors) -> Vec<u8> {
@@ -245,6 +244,12 @@ pub struct PostgresBackend {
     /// Whether the connection's role is bound by row-level security (not a superuser, not
     /// BYPASSRLS).
     row_security: bool,
+    /// The tenants' shares of the pool ([`limit`]), shared with the read path.
+    limiter: Arc<TenantLimiter>,
+    /// `host:port` of the server, on the `postgres` span of every request ([`Self::span`]).
+    server: Arc<str>,
+    /// The limits the pool was built with.
+    limits: DatabaseLimits,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -254,13 +259,26 @@ impl std::fmt::Debug for PostgresBackend {
 }
 
 impl PostgresBackend {
-    /// Connects, applies pending migrations and checks that the database holds vectors of this
-    /// embedder (name and dimension), refusing to mix vector spaces.
+    /// [`Self::connect_limited`] with the default [`DatabaseLimits`].
     pub async fn connect(params: PostgresParams, embedder: Arc<dyn Embedder>) -> RetrievalResult<Arc<Self>> {
+        Self::connect_limited(params, DatabaseLimits::default(), embedder).await
+    }
+
+    /// Connects with `limits` on every connection, applies pending migrations and checks that
+    /// the database holds vectors of this embedder (name and dimension), refusing to mix vector
+    /// spaces.
+    pub async fn connect_limited(
+        params: PostgresParams,
+        limits: DatabaseLimits,
+        embedder: Arc<dyn Embedder>,
+    ) -> RetrievalResult<Arc<Self>> {
         let dimension = embedder.dimension();
         check_dimension(dimension)?;
         let tls = tls_connector(params.ca_file.as_deref())?;
-        let pool = build_pool(&params, tls.clone())?;
+        let pool = build_pool(&params, &limits, tls.clone())?;
+        let server: Arc<str> = server_label(&params.url).into();
+        let limiter =
+            Arc::new(TenantLimiter::new(limits.tenant_share(params.pool_size.max(1)), params.acquire_timeout));
         let mut client = pool.get().await.map_err(database)?;
         migrate(&mut client, dimension).await?;
         let identity = format!("{}/{}", embedder.name(), dimension);
@@ -286,6 +304,8 @@ impl PostgresBackend {
         let search = read::PostgresSearch {
             pool: pool.clone(),
             tls: tls.clone(),
+            limiter: Arc::clone(&limiter),
+            span: tracing::info_span!("postgres", server = %server),
             dimension: embedder.dimension(),
             exact_scan_chunks: params.exact_scan_chunks,
         };
@@ -297,7 +317,34 @@ impl PostgresBackend {
             crate::retrieval::reranker(params.reranker, params.rrf_k),
             ReadPath::default_coordinators(),
         ));
-        Ok(Arc::new(Self { pool, tls, embedder, params, read_path, lineage, row_security: !bypasses }))
+        Ok(Arc::new(Self {
+            pool,
+            tls,
+            embedder,
+            params,
+            read_path,
+            lineage,
+            row_security: !bypasses,
+            limiter,
+            server,
+            limits,
+        }))
+    }
+
+    /// The span of this backend's requests: names the server (`host:port`), so a failure's log
+    /// line says where it happened.
+    pub fn span(&self) -> tracing::Span {
+        tracing::info_span!("postgres", server = %self.server)
+    }
+
+    /// The limits every connection carries.
+    pub fn limits(&self) -> &DatabaseLimits {
+        &self.limits
+    }
+
+    /// The tenants' shares of the pool.
+    pub fn limiter(&self) -> &TenantLimiter {
+        &self.limiter
     }
 
     /// The database's lineage id (recorded with every change).
@@ -367,6 +414,10 @@ impl PostgresBackend {
 
     /// Upserts a batch of documents into `tenant`, all or nothing, in one transaction.
     pub async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
+        tracing::Instrument::instrument(self.upsert_in(tenant, inputs), self.span()).await
+    }
+
+    async fn upsert_in(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
         validate_batch(&inputs)?;
         let limit = self.params.max_acl_names_per_document;
         if let Some(input) = inputs.iter().find(|input| {
@@ -384,7 +435,8 @@ impl PostgresBackend {
         let texts: Vec<String> = provisional.iter().flatten().map(embedding_text).collect();
         let vectors = self.embed_all(&texts).await?;
         let sentence_vectors = self.encoded_sentence_vectors(&provisional).await?;
-        let mut client = self.pool.get().await.map_err(database)?;
+        let _permit = self.limiter.admit(tenant, DatabaseOperation::Write).await?;
+        let mut client = pooled(&self.pool, DatabaseOperation::Write).await?;
         let transaction = client.transaction().await.map_err(database)?;
         let epoch = lock_tenant(&transaction, tenant).await? + 1;
         let insert_chunk = transaction.prepare(sql::CHUNK_INSERT).await.map_err(database)?;
@@ -498,6 +550,10 @@ impl PostgresBackend {
     /// Applies one ACL mutation (delete, grant, revoke) in one transaction and returns after its
     /// commit. A no-op (granting what is granted, revoking what is not) returns the current epoch.
     pub async fn mutate(&self, mutation: AclMutation) -> RetrievalResult<u64> {
+        tracing::Instrument::instrument(self.mutate_in(mutation), self.span()).await
+    }
+
+    async fn mutate_in(&self, mutation: AclMutation) -> RetrievalResult<u64> {
         let (tenant, doc_id) = match &mutation {
             AclMutation::Delete { tenant, doc_id }
             | AclMutation::Grant { tenant, doc_id, .. }
@@ -509,7 +565,8 @@ impl PostgresBackend {
                 });
             }
         };
-        let mut client = self.pool.get().await.map_err(database)?;
+        let _permit = self.limiter.admit(tenant, DatabaseOperation::Write).await?;
+        let mut client = pooled(&self.pool, DatabaseOperation::Write).await?;
         let transaction = client.transaction().await.map_err(database)?;
         let current = lock_tenant(&transaction, tenant).await?;
         let head = transaction.query_opt(sql::DOCUMENT_HEAD, &[&tenant, &doc_id]).await.map_err(database)?;

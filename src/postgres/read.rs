@@ -50,6 +50,10 @@ impl PostgresBackend {
 pub(super) struct PostgresSearch {
     pub(super) pool: Pool,
     pub(super) tls: MakeRustlsConnect,
+    /// The tenants' shares of the pool (the backend's).
+    pub(super) limiter: Arc<limit::TenantLimiter>,
+    /// The postgres span of each search (names the server).
+    pub(super) span: tracing::Span,
     pub(super) dimension: usize,
     /// `storage.postgres.exact_scan_chunks`.
     pub(super) exact_scan_chunks: usize,
@@ -58,7 +62,13 @@ pub(super) struct PostgresSearch {
 impl PostgresSearch {
     /// A reader whose statements see the scope's tenant alone.
     async fn reader(&self, scope: &AuthorizationScope) -> RetrievalResult<cancel::Reader> {
-        cancel::Reader::checkout(&self.pool, &self.tls, cancel::Entered::Tenant(scope.tenant().to_owned())).await
+        cancel::Reader::checkout(
+            &self.pool,
+            &self.tls,
+            &self.limiter,
+            cancel::Entered::Tenant(scope.tenant().to_owned()),
+        )
+        .await
     }
 
     /// The scope's `limit` nearest chunks to `vector`: read exactly when the scope is small, else
@@ -111,7 +121,7 @@ impl PostgresSearch {
         let mut hits = Vec::with_capacity(rows.len());
         for row in rows {
             let chunk_id: &[u8] = row.get(0);
-            let id = ChunkId::from_bytes(chunk_id.try_into().map_err(|_| database("chunk id is not 16 bytes"))?);
+            let id = ChunkId::from_bytes(chunk_id.try_into().map_err(|_| read_failure("chunk id is not 16 bytes"))?);
             let chunk = Chunk {
                 id,
                 tenant: tenant.to_owned(),
@@ -123,8 +133,8 @@ impl PostgresSearch {
                 end: row.get::<_, i32>(6) as usize,
                 title: row.get(7),
                 text: row.get(8),
-                sentence_vectors: decode_sentence_vectors(row.get(10))?,
-                layout: decode_layout(row.get(11))?,
+                sentence_vectors: decode_sentence_vectors(row.get(10)).map_err(as_read)?,
+                layout: decode_layout(row.get(11)).map_err(as_read)?,
             };
             hits.push(ScoredChunk { chunk: Arc::new(chunk), score: row.get(9) });
         }
@@ -164,7 +174,8 @@ impl CandidateSearch for PostgresSearch {
                 None => Ok(None),
             }
         };
-        let (lexical, vector) = futures::try_join!(lexical, vector)?;
+        let (lexical, vector) =
+            tracing::Instrument::instrument(async { futures::try_join!(lexical, vector) }, self.span.clone()).await?;
         Ok(RankedLists { lexical, vector, vector_reports: Vec::new() })
     }
 }

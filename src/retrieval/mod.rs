@@ -64,6 +64,75 @@ pub enum RetrievalError {
     /// that is not finite, or a norm that is neither 1 nor 0 (the embedder broke its contract).
     #[error("query vector refused: {0}")]
     QueryVector(String),
+    /// The database of the postgres backend did not serve a statement (its cause, with the
+    /// SQLSTATE and the server, is logged where it happened; never the tenant's or the query's
+    /// text). A write that failed so was rolled back: nothing of it was applied.
+    #[error("database {operation} failed: {cause}")]
+    Database {
+        /// Whether a read or a write failed.
+        operation: DatabaseOperation,
+        /// Why.
+        cause: DatabaseCause,
+    },
+}
+
+/// What a failed database request was doing: what the client is told was not done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatabaseOperation {
+    /// A read (retrieval, an epoch, a document): nothing was changed.
+    Read,
+    /// A write transaction: rolled back, nothing of it applied.
+    Write,
+}
+
+/// Why a database request failed, as counted in `warrant_storage_errors_total{cause}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatabaseCause {
+    /// A deadline ran out: `statement_timeout`, `idle_in_transaction_session_timeout`, the
+    /// pool's wait for a connection or the creation of one.
+    Timeout,
+    /// The server could not be reached or dropped the connection (refused, reset, closed, in
+    /// recovery, shutting down, a worker unreachable).
+    Connection,
+    /// The tenant already holds its share of the pool's connections (refused without waiting
+    /// longer than the pool wait).
+    Busy,
+    /// Anything else (a statement refused, a value that does not decode).
+    Other,
+}
+
+impl DatabaseOperation {
+    /// `read` or `write`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+        }
+    }
+}
+
+impl std::fmt::Display for DatabaseOperation {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+impl DatabaseCause {
+    /// The metric label: `timeout`, `connection`, `busy`, `other`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Connection => "connection",
+            Self::Busy => "busy",
+            Self::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for DatabaseCause {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
 }
 
 impl RetrievalError {
@@ -76,6 +145,9 @@ impl RetrievalError {
             Self::Storage(error) => error.code(),
             Self::InvalidDocument { .. } => "invalid_document",
             Self::QueryVector(_) => "invalid_query_vector",
+            Self::Database { cause: DatabaseCause::Timeout, .. } => "storage_timeout",
+            Self::Database { cause: DatabaseCause::Busy, .. } => "overloaded",
+            Self::Database { cause: DatabaseCause::Connection | DatabaseCause::Other, .. } => "storage_unavailable",
         }
     }
 }

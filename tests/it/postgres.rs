@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use warrant::acl::AclMutation;
 use warrant::domain::{ChunkingConfig, DocAcl, Principal};
 use warrant::embed::HashedEmbedder;
-use warrant::postgres::{IterativeScan, LexicalTotals, PostgresBackend, PostgresParams};
+use warrant::postgres::{DatabaseLimits, IterativeScan, LexicalTotals, PostgresBackend, PostgresParams};
 use warrant::retrieval::{DocumentInput, RetrievalQuery};
 
 use crate::citus::{APP_ROLE, user_of, with_user};
@@ -187,7 +187,8 @@ async fn vacation_with_locked_postings(
 #[actix_web::test]
 async fn postgres_an_abandoned_retrieval_is_cancelled_in_the_database() {
     let Some(url) = fresh_database().await else { return };
-    let backend = node(&url).await;
+    // No statement_timeout: the cancel on drop, not the deadline, must stop the statement.
+    let backend = limited(params(&url), without_statement_timeout()).await;
     let (locker, observer) = vacation_with_locked_postings(&backend, &url).await;
 
     let reader = principal("acme", "bob", &["all"]);
@@ -213,12 +214,11 @@ async fn postgres_an_abandoned_retrieval_is_cancelled_in_the_database() {
 #[actix_web::test]
 async fn postgres_a_request_waits_for_a_connection_at_most_the_acquire_timeout() {
     let Some(url) = fresh_database().await else { return };
-    let backend = PostgresBackend::connect(
+    let backend = limited(
         PostgresParams { pool_size: 1, acquire_timeout: Duration::from_millis(300), ..params(&url) },
-        Arc::new(HashedEmbedder::new(DIMENSION)),
+        without_statement_timeout(),
     )
-    .await
-    .expect("backend connects");
+    .await;
     let (locker, observer) = vacation_with_locked_postings(&backend, &url).await;
     let reader = principal("acme", "bob", &["all"]);
     let held = {
@@ -234,14 +234,146 @@ async fn postgres_a_request_waits_for_a_connection_at_most_the_acquire_timeout()
     until_lock_waiters(&observer, true, Duration::from_secs(10), "the retrieval never reached the locked postings")
         .await;
 
+    // Another tenant: acme's own share of the pool (1 of 1) is held by the retrieval.
     let started = Instant::now();
-    let waited = tokio::time::timeout(Duration::from_secs(10), backend.epoch("acme")).await;
+    let waited = tokio::time::timeout(Duration::from_secs(10), backend.epoch("globex")).await;
     let error = waited.expect("the wait is bounded").expect_err("no connection within the timeout");
-    assert_eq!(error.code(), "storage_unavailable");
+    assert_eq!(error.code(), "storage_timeout");
     assert!(started.elapsed() < Duration::from_secs(5), "waited {:?}", started.elapsed());
 
     locker.batch_execute("ROLLBACK").await.expect("unlock");
     assert_eq!(held.await.expect("joined").expect("the held retrieval completes").candidates.len(), 1);
+}
+
+/// A backend on `url` with `params` and `limits` (the hashed embedder of [`DIMENSION`]).
+async fn limited(params: PostgresParams, limits: DatabaseLimits) -> Arc<PostgresBackend> {
+    PostgresBackend::connect_limited(params, limits, Arc::new(HashedEmbedder::new(DIMENSION)))
+        .await
+        .expect("backend connects")
+}
+
+/// The default limits without `statement_timeout`, for tests that hold a statement on purpose.
+fn without_statement_timeout() -> DatabaseLimits {
+    DatabaseLimits { statement_timeout: Duration::ZERO, ..DatabaseLimits::default() }
+}
+
+/// Issue 59: no connection had a statement_timeout, so a statement that hung (its worker
+/// frozen) held its connection until TCP gave up. A read running past the deadline now fails
+/// with 503's `storage_timeout`, as a read, and another tenant's read meanwhile is served.
+#[actix_web::test]
+async fn postgres_a_read_past_the_statement_timeout_fails_with_storage_timeout() {
+    let Some(url) = fresh_database().await else { return };
+    let limits = DatabaseLimits { statement_timeout: Duration::from_millis(300), ..DatabaseLimits::default() };
+    let backend = limited(params(&url), limits).await;
+    backend.upsert("globex", vec![doc("plan", "Plan", "The travel plan covers trains.", &["all"])]).await.unwrap();
+    let hung = {
+        let backend = Arc::clone(&backend);
+        tokio::spawn(async move { backend.read_as_tenant("acme", "SELECT pg_sleep(30)", &[]).await.map(drop) })
+    };
+    let other = backend.retrieve(&principal("globex", "eve", &["all"]), "travel plan").await;
+    assert_eq!(other.expect("another tenant's read is served").candidates.len(), 1);
+    let error = tokio::time::timeout(Duration::from_secs(10), hung)
+        .await
+        .expect("the hung read ends within its deadline, not after pg_sleep's 30 s")
+        .expect("joined")
+        .expect_err("cancelled by statement_timeout");
+    assert_eq!(error.code(), "storage_timeout");
+    assert!(
+        matches!(
+            error,
+            warrant::retrieval::RetrievalError::Database { operation: warrant::retrieval::DatabaseOperation::Read, .. }
+        ),
+        "{error:?}"
+    );
+}
+
+/// A write whose statement waits past the deadline (its tenant row locked by another
+/// connection) fails with `storage_timeout` and is rolled back: nothing of it is applied, the
+/// epoch is unchanged; another tenant's write meanwhile commits.
+#[actix_web::test]
+async fn postgres_a_write_past_the_statement_timeout_is_rolled_back_whole() {
+    let Some(url) = fresh_database().await else { return };
+    let limits = DatabaseLimits { statement_timeout: Duration::from_millis(300), ..DatabaseLimits::default() };
+    let backend = limited(params(&url), limits).await;
+    let text = "Employees receive 28 days of paid vacation per year.";
+    backend.upsert("acme", vec![doc("vacation", "Vacation", text, &["all"])]).await.unwrap();
+    let before = backend.epoch("acme").await.unwrap();
+    let locker = plain_client(&as_superuser(&url)).await;
+    locker
+        .batch_execute("BEGIN; SELECT 1 FROM warrant_tenants WHERE tenant_id = 'acme' FOR UPDATE")
+        .await
+        .expect("lock acme's row");
+    let blocked = backend.upsert("acme", vec![doc("parking", "Parking", "Parking is free on site.", &["all"])]);
+    let error = tokio::time::timeout(Duration::from_secs(10), blocked)
+        .await
+        .expect("the blocked write ends within its deadline")
+        .expect_err("cancelled by statement_timeout");
+    assert_eq!(error.code(), "storage_timeout");
+    assert!(
+        matches!(
+            error,
+            warrant::retrieval::RetrievalError::Database {
+                operation: warrant::retrieval::DatabaseOperation::Write,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    backend
+        .upsert("globex", vec![doc("plan", "Plan", "The travel plan covers trains.", &["all"])])
+        .await
+        .expect("another tenant's write commits meanwhile");
+    locker.batch_execute("ROLLBACK").await.expect("unlock");
+    assert_eq!(backend.epoch("acme").await.unwrap(), before, "the timed-out write advanced the epoch");
+    let parking = backend.retrieve(&principal("acme", "bob", &["all"]), "parking free on site").await.unwrap();
+    assert!(parking.candidates.iter().all(|candidate| candidate.chunk.doc_id != "parking"), "a partial write");
+}
+
+/// Issue 59: a tenant whose statements hang took the whole pool, and a tenant on a healthy
+/// worker failed too. Its share is half the pool: beyond it its requests are refused
+/// `overloaded` after the pool wait, and another tenant is served on the rest.
+#[actix_web::test]
+async fn postgres_a_tenant_whose_statements_hang_cannot_take_the_pool() {
+    let Some(url) = fresh_database().await else { return };
+    let backend = limited(
+        PostgresParams { pool_size: 4, acquire_timeout: Duration::from_millis(500), ..params(&url) },
+        without_statement_timeout(),
+    )
+    .await;
+    assert_eq!(backend.limiter().limit(), 2);
+    backend.upsert("globex", vec![doc("plan", "Plan", "The travel plan covers trains.", &["all"])]).await.unwrap();
+    let hung: Vec<_> = (0..2)
+        .map(|_| {
+            let backend = Arc::clone(&backend);
+            tokio::spawn(async move { backend.read_as_tenant("acme", "SELECT pg_sleep(30)", &[]).await.map(drop) })
+        })
+        .collect();
+    let observer = plain_client(&as_superuser(&url)).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let sleeping: i64 = observer
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)'", &[])
+            .await
+            .expect("pg_stat_activity")
+            .get(0);
+        if sleeping == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the hung reads never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refused = tokio::time::timeout(Duration::from_secs(10), backend.epoch("acme"))
+        .await
+        .expect("the refusal is bounded")
+        .expect_err("acme holds its share");
+    assert_eq!(refused.code(), "overloaded");
+    for _ in 0..3 {
+        let served = backend.retrieve(&principal("globex", "eve", &["all"]), "travel plan").await;
+        assert_eq!(served.expect("another tenant is served").candidates.len(), 1);
+    }
+    for task in hung {
+        task.abort();
+    }
 }
 
 #[actix_web::test]
