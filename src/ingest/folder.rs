@@ -1,5 +1,10 @@
 //! The ingested folder: its files listed with their ids, and each folder's access list.
 //!
+//! A folder's sidecar [`ACL_SIDECAR`] is the access list of its files and of every folder below
+//! it, down to the next folder with a sidecar of its own (the nearest sidecar wins; the run's
+//! flags only where no folder above has one): one sidecar on `legal/` covers `legal/archive/`,
+//! never falling back to the flags beneath it. Sidecars are read while the folder is listed.
+//!
 //! Invariants: a symbolic link is never followed, whatever it points at (out of the folder it
 //! would upload what the folder does not hold; inside it, it names a file ingested under its
 //! own id): each one is listed as not read, with the reason, so none goes unmentioned; a
@@ -20,8 +25,9 @@ use std::ffi::OsString;
 use std::fs::Metadata;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use super::{ACL_SIDECAR, IngestResult, io};
+use super::{ACL_SIDECAR, IngestError, IngestResult, io};
 use crate::domain::DocAcl;
 
 /// Why a symbolic link in the folder is not read.
@@ -55,6 +61,8 @@ pub(super) struct Listed {
     pub(super) path: PathBuf,
     /// Its identity as listed.
     identity: Identity,
+    /// Its access list: the nearest sidecar's at or above its folder, else the run's.
+    pub(super) acl: Arc<DocAcl>,
 }
 
 /// What the walk found: the files, sorted by id, and the entries not read, with the reason.
@@ -74,16 +82,23 @@ fn id_of(root: &Path, path: &Path) -> IngestResult<String> {
     Ok(parts.join("/"))
 }
 
-/// Every file under `root` (dot files and folders excluded), sorted by id; see the module's
-/// invariants.
-pub(super) fn walk(root: &Path) -> IngestResult<Listing> {
+/// Every file under `root` (dot files and folders excluded), sorted by id, each with its access
+/// list (`default` where no sidecar covers it); see the module's invariants.
+pub(super) fn walk(root: &Path, default: &DocAcl) -> IngestResult<Listing> {
     let mut listing = Listing::default();
-    // (folder, its identity in its parent's listing; none for the root, which may be a link).
-    let mut folders: Vec<(PathBuf, Option<Identity>)> = vec![(root.to_path_buf(), None)];
-    while let Some((folder, listed)) = folders.pop() {
+    // (folder, its identity in its parent's listing (none for the root, which may be a link),
+    // the access list it inherits).
+    let mut folders: Vec<(PathBuf, Option<Identity>, Arc<DocAcl>)> =
+        vec![(root.to_path_buf(), None, Arc::new(default.clone()))];
+    while let Some((folder, listed, inherited)) = folders.pop() {
         let Some(entries) = list_folder(&folder, listed)? else {
             listing.unread.push((id_of(root, &folder)?, REPLACED_SINCE.into()));
             continue;
+        };
+        let sidecar = entries.iter().find(|(name, _)| name == ACL_SIDECAR);
+        let acl = match sidecar {
+            Some((_, metadata)) => Arc::new(read_sidecar(&folder.join(ACL_SIDECAR), metadata)?),
+            None => inherited,
         };
         for (name, metadata) in entries {
             if name.to_string_lossy().starts_with('.') {
@@ -92,9 +107,10 @@ pub(super) fn walk(root: &Path) -> IngestResult<Listing> {
             let path = folder.join(&name);
             let kind = metadata.file_type();
             if kind.is_dir() {
-                folders.push((path, Some(Identity::of(&metadata))));
+                folders.push((path, Some(Identity::of(&metadata)), Arc::clone(&acl)));
             } else if kind.is_file() {
-                listing.files.push(Listed { id: id_of(root, &path)?, path, identity: Identity::of(&metadata) });
+                let (id, identity) = (id_of(root, &path)?, Identity::of(&metadata));
+                listing.files.push(Listed { id, path, identity, acl: Arc::clone(&acl) });
             } else if kind.is_symlink() {
                 listing.unread.push((id_of(root, &path)?, LINK_NOT_FOLLOWED.into()));
             } else {
@@ -179,27 +195,32 @@ pub(super) fn read(listed: &Listed) -> IngestResult<Result<Vec<u8>, String>> {
     Ok(Ok(bytes))
 }
 
-/// The access list of files in `folder`: its sidecar, else `default`. A sidecar that is a
-/// symbolic link is refused.
-pub(super) fn folder_acl(folder: &Path, default: &DocAcl) -> IngestResult<DocAcl> {
-    let path = folder.join(ACL_SIDECAR);
-    match read_no_follow(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| io(&path, error)),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(default.clone()),
-        Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
-            Err(io(&path, "is a symbolic link: a folder's access list is never read through one (remove the link)"))
-        }
-        Err(error) => Err(io(&path, error)),
-    }
-}
-
-/// The bytes of the file at `path`, opened `O_NOFOLLOW` (a link there is `ELOOP`).
-fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+/// The access list in the sidecar at `path`, listed with `metadata`. A sidecar that is a
+/// symbolic link, not a file, replaced since it was listed or not an access list ends the run:
+/// the access list of its folders cannot be known, and any other would fail open.
+fn read_sidecar(path: &Path, metadata: &Metadata) -> IngestResult<DocAcl> {
     use std::io::Read;
-    let mut file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)?;
+    let linked = || io(path, "is a symbolic link: a folder's access list is never read through one (remove the link)");
+    let refused = |reason: &str| IngestError::Io { path: path.display().to_string(), reason: reason.to_owned() };
+    if metadata.file_type().is_symlink() {
+        return Err(linked());
+    }
+    if !metadata.is_file() {
+        return Err(refused("not a regular file: a folder's access list is a JSON file"));
+    }
+    let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path);
+    let mut file = match opened {
+        Ok(file) => file,
+        Err(error) if error.raw_os_error() == Some(libc::ELOOP) => return Err(linked()),
+        Err(error) => return Err(io(path, error)),
+    };
+    let opened = file.metadata().map_err(|error| io(path, error))?;
+    if !opened.is_file() || Identity::of(&opened) != Identity::of(metadata) {
+        return Err(refused("replaced while the folder was listed: run again"));
+    }
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
+    file.read_to_end(&mut bytes).map_err(|error| io(path, error))?;
+    serde_json::from_slice(&bytes).map_err(|error| io(path, error))
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@
 //!
 //! Each file whose extension names a format ([`Format::from_extension`]) and whose id matches the
 //! selection (`--include`/`--exclude` globs) is one document whose id is its path relative to
-//! the folder (`/`-separated); its access list is the folder's sidecar [`ACL_SIDECAR`] when there
-//! is one, else the flags. The state file [`STATE_FILE`] in the folder names the destination and
+//! the folder (`/`-separated); its access list is the nearest sidecar [`ACL_SIDECAR`] at or
+//! above its folder (a sidecar covers every folder below it until another overrides it), else
+//! the flags. The state file [`STATE_FILE`] in the folder names the destination and
 //! maps each document id to a fingerprint (SHA-256 of the file's bytes and its access list) of
 //! what that destination acknowledged.
 //!
@@ -39,12 +40,13 @@ use crate::extract::Format;
 mod folder;
 mod state;
 
-use folder::{folder_acl, walk};
+use folder::walk;
 use state::State;
 
 /// The state file, in the ingested folder.
 pub const STATE_FILE: &str = ".warrant-ingest.json";
-/// A folder's access list sidecar (`{"groups": [...], "users": [...]}`).
+/// A folder's access list sidecar (`{"groups": [...], "users": [...]}`): it covers the folder
+/// and every folder below it down to the next sidecar.
 pub const ACL_SIDECAR: &str = ".warrant-acl.json";
 
 /// Errors that end a run.
@@ -92,7 +94,7 @@ fn io(path: &Path, error: impl std::fmt::Display) -> IngestError {
 pub struct IngestOptions {
     /// The folder.
     pub root: PathBuf,
-    /// Access list of files whose folder has no sidecar.
+    /// Access list of files that no sidecar covers (none in their folder or any folder above).
     pub acl: DocAcl,
     /// Delete the documents whose files are gone (inside the selection).
     pub sync: bool,
@@ -236,7 +238,7 @@ pub async fn run(options: &IngestOptions, destination: &Destination) -> IngestRe
     let root = options.root.as_path();
     let selection = Selection::new(&options.include, &options.exclude)?;
     let (mut state, other_destination) = State::load(root, &destination.key)?;
-    let listing = walk(root)?;
+    let listing = walk(root, &options.acl)?;
     let files = listing.files;
     let client = crate::outbound::client(std::time::Duration::from_secs(10)).map_err(IngestError::Server)?;
     let base = destination.server.trim_end_matches('/');
@@ -272,15 +274,15 @@ pub async fn run(options: &IngestOptions, destination: &Destination) -> IngestRe
                 continue;
             }
         };
-        let acl = folder_acl(path.parent().unwrap_or(root), &options.acl)?;
-        let print = fingerprint(&bytes, &acl);
+        let acl = listed.acl.as_ref();
+        let print = fingerprint(&bytes, acl);
         if state.files.get(doc_id) == Some(&print) {
             summary.unchanged += 1;
             continue;
         }
         bar.set_message(doc_id.clone());
         let file_name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-        let body = bytes::Bytes::from(form(doc_id, &file_name, format, &bytes, &acl));
+        let body = bytes::Bytes::from(form(doc_id, &file_name, format, &bytes, acl));
         let mut tries = 0;
         let response = loop {
             let response = client

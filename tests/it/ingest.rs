@@ -459,3 +459,33 @@ async fn links_in_the_folder_are_reported_and_never_followed() {
     assert!(matches!(&error, IngestError::Io { reason, .. } if reason.contains("symbolic link")), "{error}");
     handle.stop(false).await;
 }
+
+/// Issues 57.11 and 60.8: a folder's sidecar did not cover its subfolders, so `legal/archive/`
+/// fell back to the command line's `--group staff` and staff read it. A sidecar applies to its
+/// folder and every folder below it; the nearest sidecar wins.
+#[actix_web::test]
+async fn a_sidecar_covers_every_folder_below_it_until_another_overrides_it() {
+    let (base, handle) = server().await;
+    let folder = tempfile::tempdir().unwrap();
+    let root = folder.path();
+    std::fs::create_dir_all(root.join("legal/archive/2019")).unwrap();
+    std::fs::create_dir_all(root.join("legal/public")).unwrap();
+    std::fs::write(root.join("legal").join(ACL_SIDECAR), r#"{"groups": ["legal"]}"#).unwrap();
+    std::fs::write(root.join("legal/public").join(ACL_SIDECAR), r#"{"groups": ["staff"]}"#).unwrap();
+    std::fs::write(root.join("legal/archive/x.md"), "# X\n\nSettled out of court.\n").unwrap();
+    std::fs::write(root.join("legal/archive/2019/y.md"), "# Y\n\nA sealed matter.\n").unwrap();
+    std::fs::write(root.join("legal/public/z.md"), "# Z\n\nThe published terms.\n").unwrap();
+    std::fs::write(root.join("handbook.md"), "# Handbook\n\nWelcome.\n").unwrap();
+    let destination =
+        Destination { server: base.clone(), token: token("folders", "ops", &[], &["admin"]), key: "server".into() };
+    let summary = run(&staff_sync(root), &destination).await.expect("run");
+    assert_eq!(summary.ingested, 4, "{summary:?}");
+    assert_eq!(readable(&base, "legal/archive/x.md", &["staff"]).await, 404, "legal's sidecar covers archive/");
+    assert_eq!(readable(&base, "legal/archive/2019/y.md", &["staff"]).await, 404, "and every folder below");
+    assert_eq!(readable(&base, "legal/archive/x.md", &["legal"]).await, 200);
+    assert_eq!(readable(&base, "legal/archive/2019/y.md", &["legal"]).await, 200);
+    assert_eq!(readable(&base, "legal/public/z.md", &["staff"]).await, 200, "the nearest sidecar wins");
+    assert_eq!(readable(&base, "legal/public/z.md", &["legal"]).await, 404);
+    assert_eq!(readable(&base, "handbook.md", &["staff"]).await, 200, "the flags above every sidecar");
+    handle.stop(false).await;
+}
