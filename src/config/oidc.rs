@@ -54,6 +54,11 @@ pub struct OidcSettings {
     pub max_key_age_seconds: u64,
     /// Time limit of one request to the provider, milliseconds.
     pub fetch_timeout_ms: u64,
+    /// The `typ` a provider token's header must carry, compared without case and with or without
+    /// `application/` (RFC 7515 §4.1.9): `"at+jwt"` admits only access tokens of the RFC 9068
+    /// profile, so an ID token whose `aud` happens to be `audience` is refused. Empty (the
+    /// default): any `typ`, or none.
+    pub require_typ: String,
 }
 
 impl Default for OidcSettings {
@@ -68,6 +73,7 @@ impl Default for OidcSettings {
             unknown_kid_refetch_seconds: 30,
             max_key_age_seconds: 86_400,
             fetch_timeout_ms: 5000,
+            require_typ: String::new(),
         }
     }
 }
@@ -182,6 +188,12 @@ impl AuthSettings {
             (100..=60_000).contains(&oidc.fetch_timeout_ms),
             "auth.oidc.fetch_timeout_ms must be in 100..=60000".into(),
         );
+        check(
+            oidc.require_typ.len() <= 64 && oidc.require_typ.bytes().all(|byte| byte.is_ascii_graphic()),
+            "auth.oidc.require_typ must be a media type without spaces, at most 64 characters (e.g. \"at+jwt\"), or \
+             empty"
+                .into(),
+        );
         let claims = &self.claims;
         for (key, path) in [
             ("auth.claims.user", &claims.user),
@@ -291,6 +303,7 @@ mod tests {
             (&[("WARRANT__AUTH__OIDC__MAX_KEY_AGE_SECONDS", "60")][..], "auth.oidc.max_key_age_seconds"),
             (&[("WARRANT__AUTH__OIDC__UNKNOWN_KID_REFETCH_SECONDS", "0")][..], "auth.oidc.unknown_kid_refetch_seconds"),
             (&[("WARRANT__AUTH__OIDC__FETCH_TIMEOUT_MS", "1")][..], "auth.oidc.fetch_timeout_ms"),
+            (&[("WARRANT__AUTH__OIDC__REQUIRE_TYP", "at+jwt ")][..], "auth.oidc.require_typ"),
             (&[("WARRANT__AUTH__CLAIMS__USER", "")][..], "auth.claims.user"),
             (&[("WARRANT__AUTH__CLAIMS__TENANT", "")][..], "auth.claims.tenant"),
             (&[("WARRANT__AUTH__CLAIMS__GROUPS", ".groups")][..], "auth.claims.groups"),

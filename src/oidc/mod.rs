@@ -5,11 +5,12 @@
 //! [`Refusal`] into a 401.
 //!
 //! Invariants:
-//! - a token is verified only with the key its `kid` names and only in the algorithm that key is
+//! - a token is verified only with the key its `kid` names and only in an algorithm that key is
 //!   pinned to ([`keys`]); a header `alg` that differs is refused (`none`, HS256 signed with the
-//!   public key); `Ed25519` (RFC 9864) and `EdDSA` name the same algorithm ([`token`]); `exp`,
-//!   `iss` (= `auth.oidc.issuer`) and `aud` (= `auth.oidc.audience`) are required, `nbf` is
-//!   checked;
+//!   public key); `Ed25519` (RFC 9864) and `EdDSA` name the same algorithm ([`token`]); with
+//!   `auth.oidc.require_typ` set, the header's `typ` must be it (without case, with or without
+//!   `application/`), so an ID token is not taken for an access token; `exp`, `iss`
+//!   (= `auth.oidc.issuer`) and `aud` (= `auth.oidc.audience`) are required, `nbf` is checked;
 //! - keys are fetched off the request path by one refresher task (at start, then after the
 //!   JWKS's `Cache-Control: max-age` clamped to `[min_refresh_seconds, max_refresh_seconds]`,
 //!   and `min_refresh_seconds` after a failure); the one exception is a token naming a key not
@@ -213,6 +214,8 @@ pub struct Provider {
     allowed: Vec<Algorithm>,
     /// What the registered claims must say.
     expected: token::Expected,
+    /// `auth.oidc.require_typ`, normalized ([`media_type`]); `None`: any `typ`.
+    required_typ: Option<String>,
     mapping: ClaimMapping,
     min_refresh: Duration,
     max_refresh: Duration,
@@ -253,6 +256,7 @@ impl Provider {
                 audience: oidc.audience.clone(),
                 leeway_seconds: settings.leeway_seconds,
             },
+            required_typ: (!oidc.require_typ.is_empty()).then(|| media_type(&oidc.require_typ)),
             mapping: ClaimMapping::new(&settings.claims),
             min_refresh: Duration::from_secs(oidc.min_refresh_seconds),
             max_refresh: Duration::from_secs(oidc.max_refresh_seconds),
@@ -329,6 +333,11 @@ impl Provider {
         // with the public key, RS256 against an EC key) is refused before any check.
         let algorithm =
             header.algorithm().filter(|algorithm| key.algorithms.contains(algorithm)).ok_or(Reason::Algorithm)?;
+        if let Some(required) = &self.required_typ
+            && header.typ.as_deref().map(media_type).as_ref() != Some(required)
+        {
+            return Err(Reason::Type.into());
+        }
         let claims = token::verify(token, &key.key, algorithm, &self.expected)?;
         self.mapping
             .map(&claims)
@@ -463,6 +472,15 @@ impl Provider {
     }
 }
 
+/// A `typ` as compared (RFC 7515 §4.1.9): lowercase, without an `application/` prefix.
+fn media_type(typ: &str) -> String {
+    let lower = typ.to_ascii_lowercase();
+    match lower.strip_prefix("application/") {
+        Some(subtype) => subtype.to_owned(),
+        None => lower,
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -542,6 +560,45 @@ mod tests {
             encode(&header, &claims(), &EncodingKey::from_rsa_pem(&private("../test_rs256_private.pem")).unwrap())
                 .unwrap();
         assert_eq!(verify(&provider, &pss), Err(Refusal::Invalid));
+    }
+
+    /// Regression (issue 57.14): `typ` was never checked, so an ID token whose `aud` equals
+    /// warrant's audience was taken as an access token. With `auth.oidc.require_typ` it is not.
+    #[test]
+    fn a_required_typ_refuses_tokens_of_another_type() {
+        let es = EncodingKey::from_ec_pem(&private("es256_private.pem")).unwrap();
+        let token = |typ: Option<&str>| {
+            let mut header = json!({"alg": "ES256", "kid": "es"});
+            if let Some(typ) = typ {
+                header["typ"] = json!(typ);
+            }
+            sign_with_header(&header, &claims(), &es, Algorithm::ES256)
+        };
+        // The default accepts any typ, or none.
+        let open = provider();
+        for typ in [Some("JWT"), Some("at+jwt"), None] {
+            assert!(verify(&open, &token(typ)).is_ok(), "{typ:?}");
+        }
+        let mut settings = Settings::defaults().auth;
+        settings.oidc.issuer = ISSUER.into();
+        settings.oidc.audience = "warrant".into();
+        settings.oidc.require_typ = "at+jwt".into();
+        let strict = Provider::new(&settings).unwrap();
+        strict.install(&fixture_jwks()).unwrap();
+        for typ in ["at+jwt", "AT+JWT", "application/at+jwt", "Application/At+JWT"] {
+            assert!(verify(&strict, &token(Some(typ))).is_ok(), "{typ}");
+        }
+        for typ in [Some("JWT"), Some("id_token+jwt"), Some("at+jwt; x=1"), Some("application/jwt"), None] {
+            assert_eq!(verify(&strict, &token(typ)), Err(Refusal::Invalid), "{typ:?}");
+        }
+        let refused = strict.check(&token(Some("JWT")), &header_of(&token(Some("JWT")))).unwrap_err();
+        assert_eq!(refused.reason, Reason::Type);
+        // Written with its prefix in the settings, it means the same.
+        settings.oidc.require_typ = "application/AT+JWT".into();
+        let prefixed = Provider::new(&settings).unwrap();
+        prefixed.install(&fixture_jwks()).unwrap();
+        assert!(verify(&prefixed, &token(Some("at+jwt"))).is_ok());
+        assert_eq!(verify(&prefixed, &token(Some("JWT"))), Err(Refusal::Invalid));
     }
 
     /// A token of `header` over `claims`, signed with `key` in `algorithm` (whatever the header

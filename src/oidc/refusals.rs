@@ -23,6 +23,8 @@ pub enum Reason {
     KeysUnavailable,
     /// The header's `alg` is not an algorithm the key verifies.
     Algorithm,
+    /// The header's `typ` is not `auth.oidc.require_typ`.
+    Type,
     /// The signature does not verify with the key.
     Signature,
     /// `exp` is missing or not a number.
@@ -41,12 +43,13 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in declaration order ([`Reason::index`]).
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 13] = [
         Self::Malformed,
         Self::NoKid,
         Self::KeyNotHeld,
         Self::KeysUnavailable,
         Self::Algorithm,
+        Self::Type,
         Self::Signature,
         Self::NoExpiry,
         Self::Expired,
@@ -69,6 +72,7 @@ impl Reason {
             Self::KeyNotHeld => "key_not_held",
             Self::KeysUnavailable => "keys_unavailable",
             Self::Algorithm => "algorithm",
+            Self::Type => "typ",
             Self::Signature => "signature",
             Self::NoExpiry => "no_expiry",
             Self::Expired => "expired",
@@ -87,6 +91,7 @@ impl Reason {
             Self::KeyNotHeld => "key not held",
             Self::KeysUnavailable => "keys unavailable",
             Self::Algorithm => "algorithm not accepted by the key",
+            Self::Type => "typ is not auth.oidc.require_typ",
             Self::Signature => "signature does not verify",
             Self::NoExpiry => "exp missing or not a number",
             Self::Expired => "expired",
@@ -107,6 +112,7 @@ impl Reason {
             Self::Malformed
             | Self::NoKid
             | Self::Algorithm
+            | Self::Type
             | Self::Signature
             | Self::NoExpiry
             | Self::NotYetValid

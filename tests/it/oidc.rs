@@ -131,6 +131,15 @@ impl Provider {
         self.token_with(user, &[], None).await
     }
 
+    /// An ID token of `user` (password grant, scope `openid`): `aud` is the client id.
+    async fn id_token(&self, user: &str) -> String {
+        let password = format!("{user}-password");
+        let form = [("grant_type", "password"), ("username", user), ("password", &password), ("scope", "openid")];
+        let request = self.http.post(format!("{}/token", self.issuer)).basic_auth(CLIENT.0, Some(CLIENT.1));
+        let response: Value = request.form(&form).send().await.unwrap().json().await.unwrap();
+        response["id_token"].as_str().unwrap_or_else(|| panic!("no id token for {user}: {response}")).to_owned()
+    }
+
     /// A token the provider minted with a lifetime of `minutes` (negative: already expired).
     async fn token_for_minutes(&self, user: &str, minutes: i64) -> String {
         let response: Value = self
@@ -396,6 +405,30 @@ async fn oidc_every_refusal_is_a_401_with_its_code() {
     assert_eq!(payload(wrong_audience)["aud"], "urn:another-service");
     let missing = server.retrieve(&cases.last().unwrap().1).await.1;
     assert!(missing["message"].as_str().unwrap().contains("auth.claims.tenant"), "{missing}");
+}
+
+/// Regression (issue 57.14): `typ` was never checked, so an ID token whose `aud` is warrant's
+/// audience (here the client id) was taken as an access token. `auth.oidc.require_typ =
+/// "at+jwt"` refuses it (NanoIDP writes `typ: JWT` on both kinds, so the setting would refuse its
+/// access tokens too: it is for providers that write RFC 9068's `at+jwt`).
+#[actix_web::test]
+async fn oidc_a_required_typ_refuses_an_id_token_whose_aud_is_warrants() {
+    let Some(provider) = Provider::shared("require_typ") else { return };
+    let id_token = provider.id_token("alice").await;
+    let for_the_client = |settings: &mut Settings| {
+        settings.auth.oidc.audience = CLIENT.0.into();
+        settings.auth.claims.tenant = String::new();
+        settings.auth.claims.fixed_tenant = "acme".into();
+    };
+    let open = start(settings(&provider.issuer, for_the_client)).await;
+    assert_eq!(open.retrieve(&id_token).await.0, 200, "by default any typ is accepted");
+    let strict = start(settings(&provider.issuer, |settings| {
+        for_the_client(settings);
+        settings.auth.oidc.require_typ = "at+jwt".into();
+    }))
+    .await;
+    let (status, body) = strict.retrieve(&id_token).await;
+    assert_eq!((status, codes(&body)), (401, Some("invalid_token")), "{body}");
 }
 
 #[actix_web::test]
