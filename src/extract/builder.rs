@@ -233,7 +233,7 @@ impl TextBuilder {
             .map(|span| SectionSpan { end: clamp(span.end), ..span })
             .filter(|span| span.start < span.end)
             .collect();
-        Ok(Extracted { text: self.text, layout: Layout { pages, sections }, page_count })
+        Ok(Extracted { text: self.text, layout: Layout { pages, sections }, page_count, title: None })
     }
 
     /// [`ExtractError::TimedOut`] once the deadline has passed: for work that appends nothing

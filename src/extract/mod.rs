@@ -221,6 +221,9 @@ pub struct Extracted {
     pub layout: Layout,
     /// Pages of a PDF (0 for other formats), for throughput figures.
     pub page_count: usize,
+    /// The title the file gives itself, outside its text (a Markdown file's front matter), for
+    /// an upload that names none.
+    pub title: Option<String>,
 }
 
 /// What the bytes look like, whatever was declared.

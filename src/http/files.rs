@@ -54,20 +54,21 @@ fn file_too_large(file: &str, limit: usize) -> ApiError {
     )
 }
 
-/// Extracts `bytes` (declared `content_type`) into `input`'s text and layout map.
+/// Extracts `bytes` (declared `content_type`) into `input`'s text and layout map; the title the
+/// file gives itself (a Markdown file's front matter), if any.
 async fn extract_into(
     state: &AppState,
     input: &mut DocumentInput,
     file: &str,
     bytes: bytes::Bytes,
     content_type: String,
-) -> Result<(), ApiError> {
+) -> Result<Option<String>, ApiError> {
     let extracted = extract_off_thread(bytes, content_type, limits(&state.settings), &state.extraction_slots)
         .await
         .map_err(|error| ApiError::extraction(file, &error, state.settings.server.retry_after_seconds))?;
     input.text = extracted.text;
     input.layout = (!extracted.layout.is_empty()).then(|| Arc::new(extracted.layout));
-    Ok(())
+    Ok(extracted.title)
 }
 
 /// The engine's inputs of a JSON batch: text as given, files decoded and extracted (one after
@@ -106,7 +107,8 @@ pub struct FilesForm {
     /// Document id of the next `file` part (default: its file name). Repeat before each file.
     #[schema(example = "travel-policy")]
     pub doc_id: Option<String>,
-    /// Title of the next `file` part (default: its file name).
+    /// Title of the next `file` part (default: the `title` of a Markdown file's front matter,
+    /// else its file name).
     pub title: Option<String>,
     /// Explicit version of the next `file` part.
     pub version: Option<u64>,
@@ -271,7 +273,8 @@ pub async fn upload_files(
             let Pending { doc_id, title, version } = std::mem::take(&mut pending);
             let input = DocumentInput {
                 doc_id: doc_id.unwrap_or_else(|| file_name.clone()),
-                title: title.unwrap_or_else(|| file_name.clone()),
+                // Empty until extracted when none is given: the file's own, else its name.
+                title: title.unwrap_or_default(),
                 text: String::new(),
                 acl: DocAcl::default(),
                 version,
@@ -314,7 +317,10 @@ pub async fn upload_files(
     let mut inputs = Vec::with_capacity(files.len());
     for (mut input, file_name, bytes, content_type) in files {
         input.acl = acl.acl.clone();
-        extract_into(&state, &mut input, &file_name, bytes, content_type).await?;
+        let own_title = extract_into(&state, &mut input, &file_name, bytes, content_type).await?;
+        if input.title.is_empty() {
+            input.title = own_title.unwrap_or(file_name);
+        }
         inputs.push(input);
     }
     let outcome = upsert_inputs(&state, &principal, inputs).await?;

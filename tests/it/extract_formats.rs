@@ -136,3 +136,105 @@ title=\"Link to this definition\">¶</a></dt><dd><p>Frobnicates.</p></dd></dl>\n
          Usage\n\nCall it daily.\n\nLinks\n\nSee the site."
     );
 }
+
+/// Regression (issue 60, item 7): YAML front matter became a section titled "title: … owner:
+/// …". It is the document's metadata: out of the text and the sections, its `title` the title.
+#[test]
+fn markdown_front_matter_is_metadata_not_text() {
+    let markdown = "---\ntitle: \"Turbine report\"\nowner: operations\ntags: [plants]\n---\n\n# Overview\n\n\
+                    The Halvard plant shipped 5,812 turbines.\n";
+    let extracted = extract(markdown.as_bytes(), "text/markdown", &limits()).expect("markdown");
+    assert_eq!(extracted.text, "Overview\n\nThe Halvard plant shipped 5,812 turbines.");
+    assert_eq!(section_at(&extracted, "5,812").section, vec!["Overview"]);
+    assert!(extracted.layout.sections.iter().all(|span| span.path.len() == 1), "{:?}", extracted.layout);
+    assert_eq!(extracted.title.as_deref(), Some("Turbine report"));
+    // TOML front matter (Hugo, Zola), and a title-less block: metadata all the same.
+    let toml = "+++\ntitle = 'Install guide'\ndraft = false\n+++\nRun the installer.\n";
+    let extracted = extract(toml.as_bytes(), "text/markdown", &limits()).expect("toml");
+    assert_eq!((extracted.text.as_str(), extracted.title.as_deref()), ("Run the installer.", Some("Install guide")));
+    let untitled = "---\nowner: ops # the team\n...\nBody.\n";
+    let extracted = extract(untitled.as_bytes(), "text/markdown", &limits()).expect("untitled");
+    assert_eq!((extracted.text.as_str(), extracted.title), ("Body.", None));
+}
+
+/// Only a block at the very start is front matter: text between two rules later on, or a
+/// document opening with a rule it never closes, is text.
+#[test]
+fn markdown_rules_after_the_start_are_not_front_matter() {
+    let markdown = "Intro.\n\n---\ntitle: between the rules\n\n---\n\nAfter.\n";
+    let extracted = extract(markdown.as_bytes(), "text/markdown", &limits()).expect("markdown");
+    assert_eq!(extracted.text, "Intro.\n\ntitle: between the rules\n\nAfter.");
+    assert_eq!(extracted.title, None);
+    let unclosed = "---\ntitle: never closed\n\nText.\n";
+    let extracted = extract(unclosed.as_bytes(), "text/markdown", &limits()).expect("unclosed");
+    assert_eq!(extracted.text, "title: never closed\n\nText.");
+    assert_eq!(extracted.title, None);
+}
+
+/// The title of a document uploaded as a file with no `title` field: its front matter's, else
+/// its file name; a `title` field wins over both.
+#[actix_web::test]
+async fn an_uploaded_markdown_file_is_titled_by_its_front_matter_unless_the_upload_names_a_title() {
+    use actix_web::test::{TestRequest, call_service, init_service, read_body};
+    use warrant::http::auth::{Claims, mint_hs256};
+
+    let secret = "test-secret-for-front-matter";
+    let mut settings = warrant::config::Settings::defaults();
+    settings.auth.hs256_secret = secret.into();
+    settings.embedder.dim = 64;
+    let providers = super::support::hashed_providers(&settings, None);
+    let state = super::support::demo_state(std::sync::Arc::new(settings), providers).await;
+    let service = init_service(warrant::http::server::app(state)).await;
+    let token = |sub: &str, roles: Vec<String>| {
+        let claims = Claims {
+            sub: sub.into(),
+            tenant: "docs".into(),
+            groups: vec!["staff".into()],
+            roles,
+            exp: 4_000_000_000,
+            iss: None,
+            aud: None,
+        };
+        mint_hs256(secret, &claims).expect("token")
+    };
+    let titled = b"---\ntitle: Turbine report\nowner: operations\n---\n# Overview\n\nShipped 5,812 turbines.\n";
+    let boundary = "front-matter-boundary";
+    let mut body = Vec::new();
+    let parts: [(&str, Option<&str>, &[u8]); 5] = [
+        ("file", Some("report.md"), titled),
+        ("title", None, b"Chosen title"),
+        ("file", Some("chosen.md"), titled),
+        ("file", Some("plain.md"), b"# Overview\n\nNo front matter.\n"),
+        ("groups", None, b"staff"),
+    ];
+    for (name, file_name, bytes) in parts {
+        let file = file_name.map(|file| format!("; filename=\"{file}\"")).unwrap_or_default();
+        body.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"{file}\r\n\r\n").as_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    let upload = TestRequest::post()
+        .uri("/v1/admin/files")
+        .insert_header(("authorization", format!("Bearer {}", token("root", vec!["admin".into()]))))
+        .insert_header(("content-type", format!("multipart/form-data; boundary={boundary}")))
+        .set_payload(body)
+        .to_request();
+    let response = call_service(&service, upload).await;
+    let status = response.status().as_u16();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&read_body(response).await));
+    let reader = token("ann", Vec::new());
+    for (doc_id, title) in [("report.md", "Turbine report"), ("chosen.md", "Chosen title"), ("plain.md", "plain.md")] {
+        let request = TestRequest::get()
+            .uri(&format!("/v1/documents/{doc_id}"))
+            .insert_header(("authorization", format!("Bearer {reader}")))
+            .to_request();
+        let document: serde_json::Value =
+            serde_json::from_slice(&read_body(call_service(&service, request).await).await).expect("a document");
+        assert_eq!(document["title"], title, "{document}");
+        let text = document["chunks"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.starts_with("Overview") && !text.contains("owner"), "{text:?}");
+    }
+}
