@@ -6,6 +6,7 @@ mod answer_verifier_counts;
 mod answers;
 mod citus;
 mod console;
+mod docs_facts;
 mod durability;
 mod eval;
 mod extract;
