@@ -127,9 +127,13 @@ impl Authenticator {
     pub fn from_settings(settings: &AuthSettings) -> Result<Self, AuthError> {
         let hs256 = settings.hs256_enabled().then(|| DecodingKey::from_secret(settings.hs256_secret.as_bytes()));
         if !settings.hs256_secret.is_empty() && hs256.is_none() {
-            tracing::warn!(
-                "auth.hs256_secret is ignored: auth.rs256_public_key_file is set and auth.allow_hs256_with_rs256 is false"
-            );
+            // Name what turned it off: an RS256 key, the provider, or both.
+            let beside = match (!settings.rs256_public_key_file.is_empty(), settings.oidc.enabled()) {
+                (true, true) => "auth.rs256_public_key_file and auth.oidc are set",
+                (true, false) => "auth.rs256_public_key_file is set",
+                (false, _) => "auth.oidc is on",
+            };
+            tracing::warn!("auth.hs256_secret is ignored: {beside} and auth.allow_hs256_with_rs256 is false");
         }
         let rs256 = if settings.rs256_public_key_file.is_empty() {
             None
@@ -527,6 +531,27 @@ mod tests {
         // Without a kid it is a local token, and no local key verifies Ed25519.
         let local = sign_raw(&serde_json::json!({"alg": "Ed25519"}), &claims, &ed, Algorithm::EdDSA);
         assert_eq!(authenticator.verify(&local).unwrap_err().code, "invalid_token");
+    }
+
+    /// Regression (issue 57.15): with `[auth.oidc]` on and no RS256 key, start-up warned that
+    /// `auth.rs256_public_key_file is set`.
+    #[test]
+    fn the_ignored_hs256_secret_warning_names_what_turned_it_off() {
+        let mut beside_provider = settings("", "");
+        beside_provider.oidc.issuer = "https://idp.example.com".into();
+        beside_provider.oidc.audience = "warrant".into();
+        let mut beside_rs256 = settings("", "");
+        beside_rs256.rs256_public_key_file = fixture("test_rs256_public.pem").display().to_string();
+        for (auth, named, not_named) in [
+            (beside_provider, "auth.oidc", "rs256_public_key_file"),
+            (beside_rs256, "auth.rs256_public_key_file", "auth.oidc"),
+        ] {
+            let (built, logs) = crate::oidc::refusals::tests::captured_logs(|| Authenticator::from_settings(&auth));
+            assert!(built.is_ok());
+            let line =
+                logs.lines().find(|line| line.contains("hs256_secret is ignored")).unwrap_or_else(|| panic!("{logs}"));
+            assert!(line.contains(named) && !line.contains(not_named), "{line}");
+        }
     }
 
     #[test]

@@ -187,6 +187,8 @@ pub struct ProviderStatus {
 struct Held {
     set: KeySet,
     fetched_at: Option<Instant>,
+    /// The keys that fetch skipped, and why (a change is logged at warn).
+    skipped: Vec<keys::Skipped>,
 }
 
 /// Request-triggered fetches: one at a time, at most one per `unknown_kid_refetch_seconds`.
@@ -412,8 +414,16 @@ impl Provider {
     /// without one leaves the keys held as they are.
     pub fn install(&self, body: &[u8]) -> Result<usize, OidcError> {
         let (set, skipped) = keys::parse(body, &self.allowed)?;
+        // A skipped key is news once (at warn: a key the provider signs with may be among them);
+        // the same skips at every refresh after that stay at debug.
+        let news = skipped != self.held.load().skipped;
         for key in &skipped {
-            tracing::debug!(kid = %key.kid, reason = key.reason, "a key of the provider's jwks is not used");
+            let kid = key.kid.chars().take(MAX_LOGGED_CHARS).collect::<String>();
+            if news {
+                tracing::warn!(kid = ?kid, reason = key.reason, "a key of the provider's jwks is not used");
+            } else {
+                tracing::debug!(kid = ?kid, reason = key.reason, "a key of the provider's jwks is not used");
+            }
         }
         if set.is_empty() {
             let mut reasons: Vec<&str> = skipped.iter().map(|key| key.reason).collect();
@@ -425,7 +435,7 @@ impl Provider {
         if previous != set.kids() {
             tracing::info!(keys = count, kids = ?set.kids(), skipped = skipped.len(), "provider keys updated");
         }
-        self.held.store(Arc::new(Held { set, fetched_at: Some(Instant::now()) }));
+        self.held.store(Arc::new(Held { set, fetched_at: Some(Instant::now()), skipped }));
         Ok(count)
     }
 
@@ -762,12 +772,30 @@ mod tests {
         // The last fetch long ago: aged out.
         let held = fresh.held.load_full();
         let old = Instant::now().checked_sub(Duration::from_secs(settings.oidc.max_key_age_seconds + 1));
-        fresh
-            .held
-            .store(Arc::new(Held { set: keys::parse(&fixture_jwks(), &fresh.allowed).unwrap().0, fetched_at: old }));
+        fresh.held.store(Arc::new(Held {
+            set: keys::parse(&fixture_jwks(), &fresh.allowed).unwrap().0,
+            fetched_at: old,
+            skipped: Vec::new(),
+        }));
         assert_eq!(verify(&fresh, &token), Err(Refusal::KeysUnavailable));
         assert!(!fresh.status().usable);
         drop(held);
+    }
+
+    /// Regression (issue 57.15): a key skipped at fetch was named at debug level only, so a
+    /// provider whose keys were all unusable but one looked healthy in the log.
+    #[test]
+    fn keys_skipped_at_fetch_are_named_with_their_reason_when_the_set_changes() {
+        let provider = provider();
+        let mut set: serde_json::Value = serde_json::from_slice(&fixture_jwks()).unwrap();
+        set["keys"].as_array_mut().unwrap().push(json!({"kty": "oct", "kid": "shared-secret", "k": "c2VjcmV0"}));
+        let body = set.to_string().into_bytes();
+        let (_, logs) = refusals::tests::captured_logs(|| provider.install(&body).unwrap());
+        let line = logs.lines().find(|line| line.contains("shared-secret")).unwrap_or_else(|| panic!("{logs}"));
+        assert!(line.contains(" WARN ") && line.contains("symmetric key"), "{line}");
+        // The same set again: nothing new to say above debug.
+        let (_, again) = refusals::tests::captured_logs(|| provider.install(&body).unwrap());
+        assert!(!again.lines().any(|line| line.contains("shared-secret") && !line.contains("DEBUG")), "{again}");
     }
 
     #[test]
