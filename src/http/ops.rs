@@ -1,6 +1,14 @@
 //! Operations endpoints: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`.
+//!
+//! Invariants: `/healthz` (liveness) depends on nothing but the process. `/readyz` answers
+//! within about [`READINESS_PROBE_BOUND`] whatever the backend does (issue 59: with a frozen
+//! Citus worker it did not answer for 30 s): the backend's probe is abandoned past the bound
+//! (on PostgreSQL its statement is cancelled), and the body's `backend` says which probe failed,
+//! how, and since when.
 
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use actix_web::{HttpResponse, web};
 use serde::Serialize;
@@ -39,6 +47,71 @@ pub struct Readiness {
     /// With `[auth.oidc]`: the identity provider's keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oidc: Option<OidcReport>,
+    /// The backend's probe: what was asked, how it went, since when it fails (absent while the
+    /// state loads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendReport>,
+}
+
+/// The longest `/readyz` waits for the backend's probe before it answers that the backend did
+/// not answer (`backend.outcome` `timeout`), so a load balancer's check always gets an answer
+/// within about a second.
+pub const READINESS_PROBE_BOUND: Duration = Duration::from_millis(800);
+
+/// The backend part of `/readyz`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct BackendReport {
+    /// What was probed: `acl_state`, the backend's ACL epoch and lineage (on PostgreSQL a
+    /// database-wide statement on `warrant_tenants`, which on Citus reaches every worker).
+    pub probe: &'static str,
+    /// `ok`, `timeout` (no answer within the bound; the probe was abandoned) or `error`.
+    pub outcome: &'static str,
+    /// The failed probe's error code (`storage_timeout`, `storage_unavailable`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
+    /// Milliseconds the probe took (at most the bound).
+    pub elapsed_ms: u64,
+    /// Seconds since the probe's first failure after its last success (absent while it
+    /// succeeds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failing_seconds: Option<u64>,
+}
+
+/// When the backend's probe started failing (`None` while it succeeds): one per process.
+static PROBE_FAILING_SINCE: Mutex<Option<Instant>> = Mutex::new(None);
+
+/// Runs the backend's `probe` for at most `bound`: its value when it answered in time, and
+/// its report (the failure's start kept in `failing_since`, cleared by a success).
+pub async fn probe_backend<T>(
+    probe: impl std::future::Future<Output = crate::retrieval::RetrievalResult<T>>,
+    bound: Duration,
+    failing_since: &Mutex<Option<Instant>>,
+) -> (Option<T>, BackendReport) {
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(bound, probe).await;
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let (value, outcome, code) = match outcome {
+        Ok(Ok(value)) => (Some(value), "ok", None),
+        Ok(Err(error)) => {
+            tracing::warn!(code = error.code(), "readiness: the backend's probe failed");
+            (None, "error", Some(error.code()))
+        }
+        Err(_) => {
+            tracing::warn!(
+                bound_ms = bound.as_millis() as u64,
+                "readiness: the backend's probe did not answer in time"
+            );
+            (None, "timeout", None)
+        }
+    };
+    let mut since = failing_since.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let failing_seconds = if value.is_some() {
+        *since = None;
+        None
+    } else {
+        Some(since.get_or_insert(started).elapsed().as_secs())
+    };
+    (value, BackendReport { probe: "acl_state", outcome, code, elapsed_ms, failing_seconds })
 }
 
 /// The identity provider's keys as `/readyz` shows them.
@@ -95,6 +168,7 @@ pub async fn loading(names: web::Data<Names>) -> HttpResponse {
         recovery: None,
         loading: Some(crate::storage::progress::now()),
         oidc: None,
+        backend: None,
     })
 }
 
@@ -167,19 +241,17 @@ pub async fn healthz() -> HttpResponse {
 /// Indexes are loaded.
 #[utoipa::path(get, path = "/readyz", responses(
     (status = 200, description = "ready", body = Readiness),
-    (status = 503, description = "starting, a replica that cannot confirm its ACL state is fresh, a database backend that does not answer, or no usable key of the identity provider", body = Readiness)))]
+    (status = 503, description = "starting, a replica that cannot confirm its ACL state is fresh, a database backend that does not answer within about a second (`backend` says how), or no usable key of the identity provider", body = Readiness)))]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     let replica = state.replica.as_ref().map(|status| super::contract::replica::ReplicaReport::from(status.report()));
     let stale = replica.as_ref().is_some_and(|report| !report.fresh);
-    let acl_state = state.reader.acl_state().await;
-    let reachable = acl_state.is_ok();
+    let (acl_state, backend) =
+        probe_backend(state.reader.acl_state(), READINESS_PROBE_BOUND, &PROBE_FAILING_SINCE).await;
+    let reachable = acl_state.is_some();
     let oidc = state.authenticator.provider().map(|provider| OidcReport::from(provider.status()));
     let keys_unavailable = oidc.as_ref().is_some_and(|report| !report.usable);
     let ready = state.ready.load(Ordering::SeqCst) && !stale && reachable && !keys_unavailable;
-    let (acl_epoch, lineage) = acl_state.unwrap_or_else(|error| {
-        tracing::warn!(code = error.code(), "readiness could not read the acl state");
-        (0, String::new())
-    });
+    let (acl_epoch, lineage) = acl_state.unwrap_or_default();
     let body = Readiness {
         status: if stale {
             "replica_stale"
@@ -211,6 +283,7 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         recovery: state.engine.as_ref().and_then(|engine| engine.recovery()).map(RecoveryReport::from),
         loading: None,
         oidc,
+        backend: Some(backend),
     };
     if ready { json(&body) } else { super::error::not_ready(&body) }
 }
@@ -261,4 +334,37 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     responses((status = 200, description = "openapi 3.1 document", body = Object, content_type = "application/json")))]
 pub async fn openapi(state: web::Data<AppState>) -> HttpResponse {
     json(&super::openapi::document(&state.settings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retrieval::{DatabaseCause, DatabaseOperation, RetrievalError};
+
+    /// Issue 59: with a frozen worker `/readyz` did not answer for 30 s. A probe that hangs is
+    /// abandoned at the bound and reported as a timeout, with the time it has been failing.
+    #[tokio::test]
+    async fn a_probe_that_hangs_is_reported_as_a_timeout_within_the_bound() {
+        let failing_since = Mutex::new(None);
+        let hanging = std::future::pending::<crate::retrieval::RetrievalResult<u64>>();
+        let waited = tokio::time::timeout(
+            Duration::from_secs(5),
+            probe_backend(hanging, Duration::from_millis(50), &failing_since),
+        )
+        .await;
+        let (value, report) = waited.expect("the probe is bounded");
+        assert_eq!((value, report.outcome, report.code, report.failing_seconds), (None, "timeout", None, Some(0)));
+        let failed = async {
+            Err::<u64, _>(RetrievalError::Database {
+                operation: DatabaseOperation::Read,
+                cause: DatabaseCause::Connection,
+            })
+        };
+        let (_, report) = probe_backend(failed, Duration::from_millis(50), &failing_since).await;
+        assert_eq!((report.outcome, report.code), ("error", Some("storage_unavailable")));
+        assert!(failing_since.lock().unwrap().is_some(), "the first failure's time is kept");
+        let (value, report) = probe_backend(async { Ok(7_u64) }, Duration::from_millis(50), &failing_since).await;
+        assert_eq!((value, report.outcome, report.failing_seconds), (Some(7), "ok", None));
+        assert!(failing_since.lock().unwrap().is_none(), "a success clears the failure");
+    }
 }
