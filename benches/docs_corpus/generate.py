@@ -21,9 +21,10 @@ Writes into OUT_DIR:
                        "section" (the heading path; DOCX, HTML, Markdown) or neither (text)}
 
 Every planted fact is a string the answer's quote must hold (compared with runs of whitespace
-collapsed). Pages are computed from the layout made here, never written by hand: a fact that
+collapsed). Pages are computed, never written by hand: from the layout made here
+(tern-bulletin.pdf) or from poppler's `pdftotext` of each page (halvard-report.pdf); a fact that
 would straddle two pages is an error. Needs reportlab and python-docx (a venv:
-`python3 -m venv V && V/bin/pip install reportlab python-docx`). The output is deterministic
+`python3 -m venv V && V/bin/pip install reportlab python-docx`) and pdftotext (poppler-utils). The output is deterministic
 (reportlab's invariant mode, fixed zip dates), so fixtures/docs/ is this script's output.
 """
 
