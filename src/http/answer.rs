@@ -121,37 +121,62 @@ pub async fn answer(
     body: web::Json<AnswerBodyIn>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
+    if !wants_event_stream(&request) {
+        return Ok(json(&answer_once(&state, principal, request_id(&request), body).await?));
+    }
+    let (generation, message, waiting) = prepare_answer(&state, principal, request_id(&request), body)?;
+    let (progress, events) = tokio::sync::mpsc::unbounded_channel();
+    let message = Answer { progress: Some(progress), ..message };
+    let reply = RequestActor::start(Arc::clone(&state.pipeline), message);
+    let stream = EventStream { state, generation, waiting: Some(waiting), events, reply: Some(reply) };
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        // Never buffered by the compression middleware: events must leave as they happen.
+        .insert_header((header::CONTENT_ENCODING, "identity"))
+        .streaming(stream.into_stream()))
+}
+
+/// Checks freshness, the question and admission, in that order, and builds the request actor's
+/// message: (the replica generation, the message, the sender whose drop cancels the work).
+fn prepare_answer(
+    state: &AppState,
+    principal: crate::domain::Principal,
+    request_id: String,
+    body: AnswerBodyIn,
+) -> Result<(u64, Answer, tokio::sync::oneshot::Sender<()>), ApiError> {
     let generation = state.ensure_fresh()?;
     let question = validated_text(&body.question, state.settings.server.max_question_chars, "question")?;
-    let admission = Admission::new(admit(&state)?);
-    // Dropped with this handler's future when the client goes away, which cancels the work.
+    let admission = Admission::new(admit(state)?);
     let (waiting, caller_gone) = tokio::sync::oneshot::channel::<()>();
-    let mut message = Answer {
+    let message = Answer {
         principal,
         request: AnswerRequest { question, top_k: clamp_u64(body.top_k), deadline_ms: body.deadline_ms },
-        request_id: request_id(&request),
+        request_id,
         admission: Some(admission),
         caller_gone: Some(caller_gone),
         progress: None,
     };
-    if wants_event_stream(&request) {
-        let (progress, events) = tokio::sync::mpsc::unbounded_channel();
-        message.progress = Some(progress);
-        let reply = RequestActor::start(Arc::clone(&state.pipeline), message);
-        let stream = EventStream { state, generation, waiting: Some(waiting), events, reply: Some(reply) };
-        return Ok(HttpResponse::Ok()
-            .content_type("text/event-stream")
-            .insert_header((header::CACHE_CONTROL, "no-cache"))
-            // Never buffered by the compression middleware: events must leave as they happen.
-            .insert_header((header::CONTENT_ENCODING, "identity"))
-            .streaming(stream.into_stream()));
-    }
+    Ok((generation, message, waiting))
+}
+
+/// One answer as a single JSON envelope, for `principal`: what `POST /v1/answer` (without
+/// `text/event-stream`) and the MCP tool `answer` ([`super::mcp`]) both call, so both share the
+/// question limits, admission, deadlines, review routing and the replica freshness checks.
+/// Dropping the returned future (the caller went away) cancels the work.
+pub(crate) async fn answer_once(
+    state: &AppState,
+    principal: crate::domain::Principal,
+    request_id: String,
+    body: AnswerBodyIn,
+) -> Result<contract::answer::AnswerResponse, ApiError> {
+    let (generation, message, waiting) = prepare_answer(state, principal, request_id, body)?;
     // The actor of this request runs on this worker's arbiter (the thread that received it).
     let reply = RequestActor::start(Arc::clone(&state.pipeline), message).await;
     drop(waiting);
     let response = reply.map_err(|_| request_actor_gone())??;
     state.ensure_same_state(generation)?;
-    Ok(json(&contract::answer::AnswerResponse::from(response)))
+    Ok(contract::answer::AnswerResponse::from(response))
 }
 
 /// Whether the request accepts `text/event-stream` (any `Accept` value naming it).
@@ -245,11 +270,20 @@ pub async fn retrieve(
     Authenticated(principal): Authenticated,
     body: web::Json<RetrieveBodyIn>,
 ) -> Result<HttpResponse, ApiError> {
-    let body = body.into_inner();
+    Ok(json(&retrieve_once(&state, &principal, body.into_inner()).await?))
+}
+
+/// The authorized chunks of one query, for `principal`: what `POST /v1/retrieve` and the MCP
+/// tool `retrieve` ([`super::mcp`]) both call (same limits, admission and freshness checks).
+pub(crate) async fn retrieve_once(
+    state: &AppState,
+    principal: &crate::domain::Principal,
+    body: RetrieveBodyIn,
+) -> Result<contract::answer::RetrieveResponse, ApiError> {
     let generation = state.ensure_fresh()?;
     let query = validated_text(&body.query, state.settings.server.max_question_chars, "query")?;
-    let _permit = admit(&state)?;
-    let response = state.pipeline.retrieve(&principal, &query, clamp_u64(body.k)).await?;
+    let _permit = admit(state)?;
+    let response = state.pipeline.retrieve(principal, &query, clamp_u64(body.k)).await?;
     state.ensure_same_state(generation)?;
-    Ok(json(&contract::answer::RetrieveResponse::from(response)))
+    Ok(contract::answer::RetrieveResponse::from(response))
 }

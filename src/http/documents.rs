@@ -65,10 +65,21 @@ pub async fn document(
     request: actix_web::HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let doc_id = super::doc_id_of(&request)?;
+    Ok(json(&document_out(&state, &principal, &doc_id).await?))
+}
+
+/// The document `doc_id` as `principal` may read it: what `GET /v1/documents/{doc_id}` and the
+/// MCP tool `read_document` ([`super::mcp`]) both call (one access rule, one 404 for hidden,
+/// deleted and missing documents, the same freshness checks).
+pub(crate) async fn document_out(
+    state: &AppState,
+    principal: &crate::domain::Principal,
+    doc_id: &str,
+) -> Result<DocumentOut, ApiError> {
     let generation = state.ensure_fresh()?;
     let document = state
         .reader
-        .document(&principal, &doc_id)
+        .document(principal, doc_id)
         .await?
         .ok_or_else(|| ApiError::not_found("not_found", "no such document"))?;
     let chunks = document
@@ -95,5 +106,5 @@ pub async fn document(
         chunks,
     };
     state.ensure_same_state(generation)?;
-    Ok(json(&body))
+    Ok(body)
 }

@@ -1,8 +1,9 @@
 //! The HTTP service (actix-web): authentication extractor, one file per resource, error mapping
 //! in one place, request ids, limits and backpressure. Only this module knows actix-web.
 //!
-//! Invariants: every endpoint except `/healthz`, `/readyz`, `/metrics` and `/openapi.json`
-//! requires a verified token; bodies reject unknown fields, so no body can carry a tenant,
+//! Invariants: every endpoint except `/healthz`, `/readyz`, `/metrics`, `/openapi.json` and the
+//! protected resource metadata (`/.well-known/oauth-protected-resource[/mcp]`, [`mcp`]) requires
+//! a verified token; bodies reject unknown fields, so no body can carry a tenant,
 //! principal, group or role; the answer and retrieve endpoints admit at most
 //! `server.max_in_flight` requests at once and answer 503 `overloaded` beyond that (an answer's
 //! slot is held by its pipeline until that ends, and a pipeline whose client went away is
@@ -20,6 +21,7 @@ pub mod documents;
 pub mod error;
 pub mod files;
 pub mod host;
+pub mod mcp;
 pub mod openapi;
 pub mod ops;
 pub mod replica;
@@ -46,7 +48,9 @@ use auth::Authenticator;
 use error::ApiError;
 
 /// Every route the service serves: (method, path). The OpenAPI document must list exactly these,
-/// and a 405 on a path names its methods from here in `Allow`.
+/// and a 405 on a path names its methods from here in `Allow`. The MCP endpoint `POST /mcp`
+/// ([`mcp`]) is not among them: it speaks JSON-RPC, whose contract is the MCP specification and
+/// whose tools publish their own schemas (`tools/list`), not the REST error body.
 pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/answer"),
     ("post", "/v1/retrieve"),
@@ -69,6 +73,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/readyz"),
     ("get", "/metrics"),
     ("get", "/openapi.json"),
+    ("get", "/.well-known/oauth-protected-resource"),
+    ("get", "/.well-known/oauth-protected-resource/mcp"),
     ("get", "/console/demo-users"),
     ("post", "/console/demo-token"),
 ];

@@ -100,6 +100,7 @@ impl utoipa::Modify for BearerAuth {
         super::replica::stream, super::replica::lease,
         super::reviews::page, super::reviews::item, super::reviews::verdict,
         super::ops::healthz, super::ops::readyz, super::ops::metrics, super::ops::openapi,
+        super::mcp::origin_metadata, super::mcp::mcp_metadata,
         super::console::demo_users, super::console::demo_token
     ),
     components(schemas(ErrorBody)),

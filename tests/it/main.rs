@@ -18,6 +18,7 @@ mod http;
 mod ingest;
 mod lexical_stats;
 mod logs;
+mod mcp;
 mod minilm;
 mod oidc;
 mod openapi;
