@@ -244,6 +244,14 @@ impl TextBuilder {
         }
         Ok(())
     }
+
+    /// Starts page `page` (closing the previous one) where the text stands, without a break:
+    /// for a sentence that runs on from the previous page, so each part keeps its own page.
+    pub(crate) fn start_page_joined(&mut self, page: u32) {
+        self.pending_space = false;
+        self.end_page();
+        self.pages.push(PageSpan { page, start: self.chars, end: usize::MAX });
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ mod docx;
 mod html;
 mod markdown;
 mod pdf;
+mod prose;
 pub mod samples;
 
 use std::time::{Duration, Instant};
@@ -269,7 +270,7 @@ pub fn extract(bytes: &[u8], content_type: &str, limits: &ExtractLimits) -> Extr
         Format::Markdown => markdown::extract(utf8(bytes)?, builder)?,
         Format::Text => {
             let mut builder = builder;
-            builder.push_raw(utf8(bytes)?)?;
+            builder.push_raw(&prose::unwrap_plain(utf8(bytes)?))?;
             builder.finish(0)?
         }
     };

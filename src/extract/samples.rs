@@ -37,6 +37,60 @@ pub fn pdf_from_content_streams(streams: Vec<Vec<u8>>, pages: &[usize]) -> Vec<u
     pdf_of(streams, pages, false)
 }
 
+/// A piece of text a sample page draws at a place: its own text object, font `font` (`F1`,
+/// `F2` or `F3` of [`pdf_from_operations`]) at `size` points, its baseline starting at (`x`,
+/// `y`) points from the page's bottom left corner.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Run {
+    /// Left end of the baseline.
+    pub x: f32,
+    /// Height of the baseline.
+    pub y: f32,
+    /// Font size in points.
+    pub size: f32,
+    /// Font resource name.
+    pub font: &'static str,
+    /// The text drawn (WinAnsi).
+    pub text: String,
+}
+
+impl Run {
+    /// `text` in `F3` (Helvetica with glyph widths) at 10 points from (`x`, `y`).
+    pub fn new(x: f32, y: f32, text: &str) -> Self {
+        Self { x, y, size: 10.0, font: "F3", text: text.to_owned() }
+    }
+}
+
+/// Width of `text` in `F3` at `size` points (Helvetica's widths as `F3` declares them: 278
+/// thousandths of an em for a space, 556 for every other character).
+pub fn f3_width(text: &str, size: f32) -> f32 {
+    text.chars().map(|character| if character == ' ' { 0.278 } else { 0.556 }).sum::<f32>() * size
+}
+
+/// A PDF whose page `n` (from 1) draws the runs of `pages[n - 1]` in their order, each as its
+/// own text object (`BT /F size Tf 1 0 0 1 x y Tm (text) Tj ET`): laid out as a program places
+/// text (reportlab, a report generator), so reading order, lines and paragraphs come from the
+/// geometry alone.
+pub fn pdf_of_runs(pages: &[Vec<Run>]) -> Vec<u8> {
+    let operations = pages
+        .iter()
+        .map(|runs| {
+            runs.iter()
+                .flat_map(|run| {
+                    [
+                        Operation::new("BT", vec![]),
+                        Operation::new("Tf", vec![run.font.into(), Object::Real(run.size)]),
+                        Operation::new("Tm", [1.0, 0.0, 0.0, 1.0, run.x, run.y].map(Object::Real).to_vec()),
+                        Operation::new("Tj", vec![Object::string_literal(run.text.as_str())]),
+                        Operation::new("ET", vec![]),
+                    ]
+                })
+                .collect()
+        })
+        .collect();
+    pdf_from_operations(operations)
+}
+
 fn pdf_with(pages: &[Vec<String>], encrypted: bool) -> Vec<u8> {
     let streams: Vec<Vec<u8>> = pages
         .iter()

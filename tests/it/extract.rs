@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use warrant::domain::{Location, PageSpan};
-use warrant::extract::samples::{self, Block};
+use warrant::extract::samples::{self, Block, Run};
 use warrant::extract::{
     DOCX_TYPE, ExtractError, ExtractLimits, Extracted, ExtractionSlots, extract, extract_off_thread,
 };
@@ -32,13 +32,16 @@ fn section_at(extracted: &Extracted, needle: &str) -> Location {
     extracted.layout.locate(start, start + needle.chars().count())
 }
 
+/// Pages in order, each its own span; a page's lines joined into paragraphs (issue 60): a line
+/// ending short of the page's widest, where the next line's first word would have fit, ends its
+/// paragraph.
 #[test]
 fn pdf_text_comes_back_page_by_page() {
     let extracted = extract(&policy_pdf(), "application/pdf", &limits()).expect("pdf");
     assert_eq!(
         extracted.text,
-        "Employee handbook\nWelcome to the company.\n\nWorking hours are flexible.\nCore hours run from ten to three.\n\n\
-         Parking permits are issued by the facilities desk.\nEach permit costs twelve euros a month."
+        "Employee handbook Welcome to the company.\n\nWorking hours are flexible.\n\nCore hours run from ten to three.\n\n\
+         Parking permits are issued by the facilities desk. Each permit costs twelve euros a month."
     );
     assert_eq!(extracted.page_count, 3);
     let pages: Vec<u32> = extracted.layout.pages.iter().map(|span| span.page).collect();
@@ -162,6 +165,7 @@ fn invalid_utf8_is_refused_with_its_offset() {
 /// One text object a page, as pdfTeX and ghostscript write it: lines are line moves (`Td` with
 /// a vertical offset, `Tm`, `TD`), kerning is a small `TJ` offset, a word gap a large one, and
 /// ghostscript's justification draws some spaces as letter spacing (`Tc`) instead of a space.
+/// (Lines run on into paragraphs where the next line's first word would not have fit above.)
 #[test]
 fn a_pdf_typeset_as_real_producers_do_keeps_its_lines_and_word_gaps() {
     use lopdf::Object;
@@ -206,7 +210,7 @@ fn a_pdf_typeset_as_real_producers_do_keeps_its_lines_and_word_gaps() {
     let extracted = extract(&samples::pdf_from_operations(vec![page]), "application/pdf", &limits()).expect("pdf");
     assert_eq!(
         extracted.text,
-        "SELECT\nSmall. Fast. Reliable.\nChoose any three.\nThe result is zero or\nmore rows\na collection of packages.\nTable"
+        "SELECT\n\nSmall. Fast. Reliable. Choose any three.\n\nThe result is zero or\n\nmore rows\n\na collection of packages. Table"
     );
 }
 
@@ -403,4 +407,221 @@ async fn a_file_past_its_time_limit_keeps_its_extraction_slot_until_its_parser_r
     }
     let extracted = extract_off_thread(plain, "text/plain".into(), limits(), &slots).await.expect("a free slot");
     assert_eq!(extracted.text, "Hotel stays are reimbursed.");
+}
+
+// Issue 60: PDF text as a reader sees it (paragraphs, words whole across line ends, columns in
+// order, running headers and footers out of the body), on pages laid out as reportlab and
+// report generators place text: each run its own text object at its own position.
+
+/// `text` wrapped greedily into lines of at most `width` points (`F3` at 10 points).
+fn wrap(text: &str, width: f32) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let candidate = if line.is_empty() { word.to_owned() } else { format!("{line} {word}") };
+        if samples::f3_width(&candidate, 10.0) <= width || line.is_empty() {
+            line = candidate;
+        } else {
+            lines.push(std::mem::replace(&mut line, word.to_owned()));
+        }
+    }
+    lines.push(line);
+    lines
+}
+
+/// Runs of `lines` from the baseline `top` down, 12 points apart, at `x`.
+fn column(lines: &[String], x: f32, top: f32) -> Vec<Run> {
+    lines.iter().enumerate().map(|(index, line)| Run::new(x, top - 12.0 * index as f32, line)).collect()
+}
+
+fn pdf_text(pages: &[Vec<Run>]) -> Extracted {
+    let extracted = extract(&samples::pdf_of_runs(pages), "application/pdf", &limits()).expect("pdf");
+    assert!(extracted.layout.check(extracted.text.chars().count()).is_ok());
+    extracted
+}
+
+const HALVARD: &str = "The annual report covers the northern sites of the group. The Halvard plant shipped 5,812 \
+     turbines in 2031. Most of them went to coastal wind farms, and the rest were kept as spares for the \
+     maintenance teams of the region.";
+
+/// Issue 60.1: every line of a PDF ended with a newline, which ends a sentence, so "The Halvard
+/// plant shipped 5,812 turbines in 2031." was quoted as "The Halvard plant shipped".
+#[test]
+fn a_wrapped_pdf_paragraph_is_one_paragraph_with_its_sentences_whole() {
+    let lines = wrap(HALVARD, 250.0);
+    assert!(!lines.iter().any(|line| line.contains("5,812 turbines in 2031.")), "the sentence crosses a line end");
+    let mut runs = column(&lines, 72.0, 760.0);
+    let after = 760.0 - 12.0 * (lines.len() as f32 + 1.0);
+    runs.push(Run::new(72.0, after, "Staff numbers rose by a tenth."));
+    let extracted = pdf_text(&[runs]);
+    assert_eq!(extracted.text, format!("{HALVARD}\n\nStaff numbers rose by a tenth."));
+}
+
+/// Issue 60.3: a word hyphenated at a line end ("recali-" "bration") is one word again; a
+/// hyphen before a capital or between digits is kept ("Jean-Paul", "2019-2020").
+#[test]
+fn a_pdf_word_hyphenated_at_a_line_end_is_joined() {
+    let runs = vec![
+        Run::new(72.0, 760.0, "The gauges at the northern plant need an annual recali-"),
+        Run::new(72.0, 748.0, "bration by the site engineers."),
+        Run::new(72.0, 724.0, "The audit was written by the chief site engineer, Jean-"),
+        Run::new(72.0, 712.0, "Paul Martin in the spring."),
+        Run::new(72.0, 688.0, "The figures cover the whole period of the years 2019-"),
+        Run::new(72.0, 676.0, "2020 for the northern sites."),
+    ];
+    assert_eq!(
+        pdf_text(&[runs]).text,
+        "The gauges at the northern plant need an annual recalibration by the site engineers.\n\n\
+         The audit was written by the chief site engineer, Jean-Paul Martin in the spring.\n\n\
+         The figures cover the whole period of the years 2019-2020 for the northern sites."
+    );
+}
+
+/// Issue 60.4: a two-column page drawn row by row (a left line, then the right line beside it)
+/// interleaved the columns; it reads down the left column, then down the right.
+#[test]
+fn a_two_column_pdf_page_drawn_row_by_row_reads_column_by_column() {
+    let left = "The Halvard plant shipped 5,812 turbines in 2031 and hired forty new engineers for the \
+                coastal projects of the northern region.";
+    let right = "The Tessby plant repaired ninety gearboxes and trained its whole staff on the new \
+                 safety rules during the long winter months.";
+    let (left_lines, right_lines) = (wrap(left, 220.0), wrap(right, 220.0));
+    assert_eq!(left_lines.len(), right_lines.len());
+    let title = "Quarterly operations review of the Halvard and Tessby plants";
+    let mut runs = vec![Run { size: 14.0, ..Run::new(72.0, 790.0, title) }];
+    for (index, (left_line, right_line)) in left_lines.iter().zip(&right_lines).enumerate() {
+        let y = 760.0 - 12.0 * index as f32;
+        runs.push(Run::new(72.0, y, left_line));
+        runs.push(Run::new(320.0, y, right_line));
+    }
+    assert_eq!(pdf_text(&[runs]).text, format!("{title}\n\n{left}\n\n{right}"));
+}
+
+/// Issue 60.4: a line drawn one word per text object came out one word per line.
+#[test]
+fn a_pdf_line_drawn_one_word_per_text_object_is_one_line() {
+    let mut runs = Vec::new();
+    let mut x = 72.0;
+    for word in "The Halvard plant shipped 5,812 turbines in 2031.".split(' ') {
+        runs.push(Run::new(x, 700.0, word));
+        x += samples::f3_width(&format!("{word} "), 10.0);
+    }
+    assert_eq!(pdf_text(&[runs]).text, "The Halvard plant shipped 5,812 turbines in 2031.");
+}
+
+/// Issue 60.4: a running header and footer landed inside the sentence that crosses a page
+/// break. They are recognized (the same text at the same place on most pages, page numbers
+/// aside): a header is kept once, at the start of the first page it is on, and a page number is
+/// dropped; the sentence reads whole, each part on its own page.
+#[test]
+fn running_headers_and_footers_stay_out_of_a_sentence_that_crosses_a_page_break() {
+    let body = "The annual report covers the northern sites of the group and their deliveries. \
+        The Halvard plant opened its third hall in the spring, and the Tessby plant renewed its \
+        cranes. Most of the turbines built at the Halvard plant in 2031 were shipped to northern \
+        ports before the winter storms began. The rest were kept as spares for the maintenance \
+        teams of the region, who replaced forty gearboxes during the year.";
+    let lines = wrap(body, 250.0);
+    let first_page = lines.iter().position(|line| line.ends_with("were")).expect("a line ends with 'were'") + 1;
+    let second_page = first_page + 2;
+    let pages: Vec<Vec<Run>> = [&lines[..first_page], &lines[first_page..second_page], &lines[second_page..]]
+        .iter()
+        .enumerate()
+        .map(|(index, part)| {
+            let mut runs = vec![Run::new(72.0, 800.0, "Halvard Annual Report 2031")];
+            runs.extend(column(part, 72.0, 760.0));
+            runs.push(Run::new(280.0, 40.0, &format!("Page {} of 3", index + 1)));
+            runs
+        })
+        .collect();
+    let extracted = pdf_text(&pages);
+    let sentence = "Most of the turbines built at the Halvard plant in 2031 were shipped to northern ports before the winter storms began.";
+    assert!(extracted.text.contains(sentence), "{:?}", extracted.text);
+    assert_eq!(extracted.text.matches("Halvard Annual Report").count(), 1, "{:?}", extracted.text);
+    assert!(!extracted.text.contains("Page 2 of 3") && !extracted.text.contains("Page 3 of 3"), "{:?}", extracted.text);
+    assert!(extracted.text.starts_with("Halvard Annual Report 2031\n\nThe annual report"), "{:?}", extracted.text);
+    assert!(!extracted.text.contains("Page 1 of 3"), "{:?}", extracted.text);
+    assert_eq!(section_at(&extracted, "were shipped").pages, vec![1, 2]);
+    assert_eq!(section_at(&extracted, "shipped to northern").page, Some(2));
+    assert_eq!(section_at(&extracted, "cranes").page, Some(1));
+}
+
+/// Issue 60.1: hard-wrapped plain text (e-mail, RFC style) had every line a sentence too; its
+/// prose paragraphs are joined, and text laid out on purpose (a list, a table) is kept.
+#[test]
+fn hard_wrapped_plain_text_prose_is_joined_into_paragraphs() {
+    let mail = "Dear team,\r\n\r\nThe annual report covers the northern sites. The Halvard plant\r\n\
+                shipped 5,812 turbines in 2031, and the Tessby plant repaired ninety\r\n\
+                gearboxes during the winter.\r\n\r\n- first item\r\n- second item\r\n";
+    let extracted = extract(mail.as_bytes(), "text/plain", &limits()).expect("text");
+    assert_eq!(
+        extracted.text,
+        "Dear team,\n\nThe annual report covers the northern sites. The Halvard plant shipped 5,812 turbines \
+         in 2031, and the Tessby plant repaired ninety gearboxes during the winter.\n\n- first item\n- second item"
+    );
+}
+
+/// Issue 60.1, end to end: a PDF whose paragraph wraps the fact across lines is uploaded as a
+/// file and asked about; the extractive answer quotes the whole sentence, value included (it
+/// quoted "The Halvard plant shipped", a line).
+#[actix_web::test]
+async fn an_answer_from_a_wrapped_pdf_paragraph_quotes_the_fact() {
+    use actix_web::test::{TestRequest, call_service, init_service, read_body};
+    use warrant::http::auth::{Claims, mint_hs256};
+
+    const SECRET: &str = "test-secret-for-pdf-paragraphs";
+    let mut settings = warrant::config::Settings::defaults();
+    settings.auth.hs256_secret = SECRET.into();
+    settings.embedder.dim = 64;
+    let providers = super::support::hashed_providers(&settings, None);
+    let state = super::support::demo_state(std::sync::Arc::new(settings), providers).await;
+    let service = init_service(warrant::http::server::app(state)).await;
+    let token = |sub: &str, admin: bool| {
+        let claims = Claims {
+            sub: sub.into(),
+            tenant: "reports".into(),
+            groups: vec!["staff".into()],
+            roles: if admin { vec!["admin".into()] } else { vec![] },
+            exp: 4_000_000_000,
+            iss: None,
+            aud: None,
+        };
+        mint_hs256(SECRET, &claims).expect("token")
+    };
+    let pdf = samples::pdf_of_runs(&[column(&wrap(HALVARD, 250.0), 72.0, 760.0)]);
+    let boundary = "warrant-pdf-paragraphs";
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"groups\"\r\n\r\nstaff\r\n--{boundary}\r\n\
+         Content-Disposition: form-data; name=\"file\"; filename=\"report.pdf\"\r\nContent-Type: application/pdf\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(&pdf);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let upload = TestRequest::post()
+        .uri("/v1/admin/files")
+        .insert_header(("authorization", format!("Bearer {}", token("root", true))))
+        .insert_header(("content-type", format!("multipart/form-data; boundary={boundary}")))
+        .set_payload(body)
+        .to_request();
+    let response = call_service(&service, upload).await;
+    let status = response.status().as_u16();
+    assert_eq!(status, 200, "{:?}", read_body(response).await);
+    let question = TestRequest::post()
+        .uri("/v1/answer")
+        .insert_header(("authorization", format!("Bearer {}", token("ann", false))))
+        .set_json(serde_json::json!({"question": "How many turbines did the Halvard plant ship in 2031?"}))
+        .to_request();
+    let answer: serde_json::Value =
+        serde_json::from_slice(&read_body(call_service(&service, question).await).await).expect("json");
+    assert_eq!(answer["status"], "answered", "{answer}");
+    let quotes: Vec<&str> = answer["answer"]["claims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|claim| claim["citations"].as_array().into_iter().flatten())
+        .filter_map(|citation| citation["quote"].as_str())
+        .collect();
+    assert!(
+        quotes.contains(&"The Halvard plant shipped 5,812 turbines in 2031."),
+        "the quote holds the fact: {quotes:?}"
+    );
 }

@@ -1,46 +1,52 @@
-//! PDF: the text of each page in page order (lopdf: a pure-Rust parser that decodes content
-//! streams and the standard font encodings, bounds stream decompression and object nesting),
-//! one page span per page. Encrypted files are refused unless they open with the empty user
-//! password (protected only by an owner password: readers open them without asking); a page
-//! whose content does not decode is skipped, and a file where no page decodes is malformed.
+//! PDF: the text of each page in page order as paragraphs (lopdf: a pure-Rust parser that
+//! decodes content streams and the standard font encodings, bounds stream decompression and
+//! object nesting), one page span per page. Encrypted files are refused unless they open with
+//! the empty user password (protected only by an owner password: readers open them without
+//! asking); a page whose content does not decode is skipped, and a file where no page decodes
+//! is malformed.
 //!
-//! The page's text operations are read here ([`PageText`]) rather than by lopdf's own text
-//! extraction, which knows no line moves: a producer that sets a whole page in one text object
-//! (pdfTeX, ghostscript) came out as one run-on line with the words at every line end glued
-//! together. Here a move to another line (`Td`/`TD` with a vertical offset, `Tm` to another
-//! baseline, `T*`, `'`, `"`, `ET`) ends a line; a `TJ` offset wider than a tenth of an em is a
-//! word gap; a string drawn with letter spacing of at least [`LETTER_SPACED`] of its font size
-//! (how ghostscript justifies a line: "o o" drawn as "oo" spaced apart) gets a space between
-//! its characters; a move along the line is a word gap when it leaves more than [`GAP`] of an
-//! em after the text drawn so far (glyph widths from the font's `/Widths`, half an em a
-//! character where a font has none): producers move inside words too (kerning, drop caps).
-//! Typographic ligatures (U+FB00-FB06, "ﬁ" for "fi") come out as their letters, so a search
-//! for "specified" finds a typeset "speciﬁed".
+//! The page's operators are walked here ([`walk`]) rather than by lopdf's own text extraction,
+//! which knows no positions: a producer that sets a whole page in one text object (pdfTeX,
+//! ghostscript) came out as one run-on line. The walk places every piece of text on the page;
+//! [`layout`] reads the pieces as a reader does (columns in order, lines, paragraphs), and this
+//! module removes running headers and footers and writes the paragraphs. Issue 60 found the
+//! sentence splitter (a sentence ends at a newline) making every PDF line a sentence, so
+//! answers quoted "The Halvard plant shipped" without its figure; now:
+//!
+//! - a paragraph is one line of text, paragraphs a blank line apart; a word hyphenated at a
+//!   line end is joined whole (`prose::join_line`);
+//! - a running header or footer (the same text at the same height, digits aside, at the top or
+//!   the bottom of at least three pages and 30% of them) is kept once, as the first paragraph of
+//!   the first page it is on, when its text is the same everywhere, and dropped when its digits
+//!   change (a page number);
+//! - a sentence that crosses a page break (the page's last paragraph ends without a terminal
+//!   character and the next page's first starts with a lowercase letter) is one sentence: the
+//!   pages' spans meet inside it, so each part keeps its own page.
 //!
 //! Bounds (issue 57): a page's operators are decoded one at a time (`Content::decode_iter`),
 //! never collected, and at most `max_operators_per_page` of them are walked (a page of 60 MiB of
 //! `q` is 31 million; more is `document_too_large`); the deadline is checked before each page
-//! and every [`CHECK_EVERY`] operators, so pages that append no text stop at it too.
+//! and every [`CHECK_EVERY`] operators, so pages that append no text stop at it too. The text of
+//! all pages is held until the last is read (running headers need every page) and counted
+//! against `max_text_chars` as the walk makes it.
 
-use std::collections::BTreeMap;
+mod layout;
+mod walk;
+
+use std::collections::HashMap;
 
 use lopdf::content::Content;
-use lopdf::{Document, Encoding, LoadOptions, Object, ObjectId};
+use lopdf::{Document, LoadOptions, Object, ObjectId};
 
-use super::{ExtractError, ExtractLimits, ExtractResult, Extracted, TextBuilder};
-
-/// A `TJ` offset below this (thousandths of an em; negative moves right) is a word gap.
-const WORD_GAP: f32 = -100.0;
-
-/// Letter spacing (`Tc`) of at least this fraction of the font size spaces a string's
-/// characters as words.
-const LETTER_SPACED: f32 = 0.15;
-
-/// A move along the line leaving at least this fraction of the font size free is a word gap.
-const GAP: f32 = 0.15;
+use super::{ExtractError, ExtractLimits, ExtractResult, Extracted, TextBuilder, prose};
+use layout::Line;
+use walk::{Font, Walk};
 
 /// Operators walked between deadline checks.
 const CHECK_EVERY: usize = 4096;
+
+/// Lines at the top and at the bottom of a page that may be a running header or footer.
+const RUNNING_CANDIDATES: usize = 2;
 
 #[cfg(test)]
 thread_local! {
@@ -58,10 +64,6 @@ fn visited(pages: usize, operators: usize) {
     });
     let _ = (pages, operators);
 }
-
-/// A font's encoding and its one-byte glyph widths (`/FirstChar`, `/Widths` in thousandths of
-/// an em; `None` for two-byte Type0 fonts and fonts without widths).
-type Font<'a> = (Encoding<'a>, Option<(u32, Vec<f32>)>);
 
 fn widths(document: &Document, font: &lopdf::Dictionary) -> Option<(u32, Vec<f32>)> {
     if font.get(b"Subtype").and_then(Object::as_name).is_ok_and(|subtype| subtype == b"Type0") {
@@ -88,6 +90,12 @@ fn too_large(limits: &ExtractLimits) -> ExtractError {
     }
 }
 
+/// One page as read: its number and its lines in reading order.
+struct Page {
+    number: u32,
+    lines: Vec<Line>,
+}
+
 pub(super) fn extract(bytes: &[u8], limits: &ExtractLimits, mut builder: TextBuilder) -> ExtractResult<Extracted> {
     let options = LoadOptions { max_decompressed_size: Some(limits.max_unpacked_bytes), ..LoadOptions::default() };
     let document = match Document::load_mem_with_options(bytes, options) {
@@ -104,60 +112,192 @@ pub(super) fn extract(bytes: &[u8], limits: &ExtractLimits, mut builder: TextBui
     if document.is_encrypted() {
         return Err(ExtractError::Encrypted);
     }
-    let pages = document.get_pages();
-    if pages.is_empty() {
+    let page_ids = document.get_pages();
+    if page_ids.is_empty() {
         return Err(malformed("no pages"));
     }
-    if pages.len() > limits.max_pages {
+    if page_ids.len() > limits.max_pages {
         return Err(ExtractError::TooLarge { what: "pdf", limit: format!("{} pages", limits.max_pages) });
     }
-    let mut decoded = 0;
-    for (&number, &page_id) in &pages {
+    let mut pages = Vec::with_capacity(page_ids.len());
+    let mut chars = 0;
+    for (&number, &page_id) in &page_ids {
         builder.check_deadline()?;
         visited(1, 0);
-        builder.start_page(number)?;
-        let text = page_text(&document, page_id, limits, &builder)?;
-        if !text.trim().is_empty() {
-            decoded += 1;
-            builder.push_raw(&text)?;
-        }
+        let budget = limits.max_text_chars.saturating_sub(chars);
+        let lines = page_lines(&document, page_id, limits, &builder, budget)?;
+        chars += lines.iter().map(|line| line.text.chars().count()).sum::<usize>();
+        pages.push(Page { number, lines });
     }
-    if decoded == 0 {
+    if pages.iter().all(|page| page.lines.is_empty()) {
         return Err(ExtractError::NoText);
     }
-    builder.finish(pages.len())
+    write(&mut builder, pages)?;
+    builder.finish(page_ids.len())
 }
 
-/// One page's text; empty when its fonts or content do not decode (the page is skipped; a
-/// content stream that stops parsing keeps the text before the fault), an error when a stream
-/// decompresses past the limit, the page holds more than `max_operators_per_page` operators, or
-/// the deadline passes. The operators are decoded one at a time, never held all at once.
-fn page_text(
+/// A line's text with every run of digits as `#` (page numbers differ from page to page).
+fn without_digits(text: &str) -> String {
+    let mut key = String::with_capacity(text.len());
+    for character in text.chars() {
+        if character.is_ascii_digit() {
+            if !key.ends_with('#') {
+                key.push('#');
+            }
+        } else {
+            key.push(character);
+        }
+    }
+    key
+}
+
+/// Where a running line is and what it says, digits aside.
+type RunningKey = (i64, String);
+
+/// The candidates of a page: the indexes of its top and bottom lines (upright text only).
+fn candidates(lines: &[Line]) -> Vec<usize> {
+    let mut upright: Vec<usize> = (0..lines.len()).filter(|&index| lines[index].direction == 0).collect();
+    upright.sort_by(|&a, &b| lines[b].y.total_cmp(&lines[a].y));
+    let mut chosen: Vec<usize> = upright.iter().take(RUNNING_CANDIDATES).copied().collect();
+    chosen.extend(upright.iter().rev().take(RUNNING_CANDIDATES));
+    chosen.sort_unstable();
+    chosen.dedup();
+    chosen
+}
+
+fn running_key(line: &Line) -> RunningKey {
+    ((line.y / 2.0).round() as i64, without_digits(&line.text))
+}
+
+/// The candidates of a page that are running lines, found on how many pages each key is and
+/// whether its text varies (digits) from page to page.
+fn running_lines(pages: &[Page]) -> HashMap<RunningKey, (usize, String, bool)> {
+    let mut seen: HashMap<RunningKey, (usize, String, bool)> = HashMap::new();
+    for page in pages {
+        let mut keys: Vec<RunningKey> = Vec::new();
+        for index in candidates(&page.lines) {
+            let line = &page.lines[index];
+            let key = running_key(line);
+            if keys.contains(&key) {
+                continue;
+            }
+            keys.push(key.clone());
+            let entry = seen.entry(key).or_insert_with(|| (0, line.text.clone(), false));
+            entry.0 += 1;
+            entry.2 |= entry.1 != line.text;
+        }
+    }
+    let pages = pages.len();
+    seen.retain(|_, (count, _, _)| *count >= 3 && *count * 10 >= pages * 3);
+    seen
+}
+
+/// The end of `paragraph` as it runs on into `next` (joined as lines are): followed by a space,
+/// or without the hyphen of a word broken there.
+fn run_on(paragraph: &str, next: &str) -> String {
+    let mut joined = paragraph.to_owned();
+    prose::join_line(&mut joined, next);
+    let next = next.trim();
+    if joined.ends_with(next) {
+        joined.truncate(joined.len() - next.len());
+    }
+    joined
+}
+
+/// Writes the pages: running headers and footers out of the body, paragraphs a blank line
+/// apart, a sentence that crosses a page break joined across it.
+fn write(builder: &mut TextBuilder, pages: Vec<Page>) -> ExtractResult<()> {
+    let running = running_lines(&pages);
+    let mut kept: Vec<RunningKey> = Vec::new();
+    // Per page: its number, the running lines kept on it, its paragraphs.
+    let mut read: Vec<(u32, Vec<String>, Vec<String>)> = Vec::with_capacity(pages.len());
+    for page in pages {
+        let candidates = candidates(&page.lines);
+        let mut headers = Vec::new();
+        let mut body = Vec::with_capacity(page.lines.len());
+        for (index, line) in page.lines.into_iter().enumerate() {
+            if candidates.contains(&index) {
+                let key = running_key(&line);
+                if let Some((_, _, varies)) = running.get(&key) {
+                    if !varies && !kept.contains(&key) {
+                        headers.push(line.text);
+                        kept.push(key);
+                    }
+                    continue;
+                }
+            }
+            body.push(line);
+        }
+        read.push((page.number, headers, layout::paragraphs(&body)));
+    }
+    // Whether page `index`'s last paragraph runs on into the next page's first.
+    let joins: Vec<bool> = (0..read.len())
+        .map(|index| {
+            let (number, _, paragraphs) = &read[index];
+            read.get(index + 1).is_some_and(|(next_number, next_headers, next_paragraphs)| {
+                *next_number == number + 1
+                    && next_headers.is_empty()
+                    && paragraphs
+                        .last()
+                        .zip(next_paragraphs.first())
+                        .is_some_and(|(last, first)| prose::continues(last, first))
+            })
+        })
+        .collect();
+    for (index, (number, headers, paragraphs)) in read.iter().enumerate() {
+        if index > 0 && joins[index - 1] {
+            builder.start_page_joined(*number);
+        } else {
+            builder.start_page(*number)?;
+        }
+        for header in headers {
+            builder.push_raw(header)?;
+            builder.paragraph_break()?;
+        }
+        for (position, paragraph) in paragraphs.iter().enumerate() {
+            if position + 1 == paragraphs.len() && joins[index] {
+                let next = read[index + 1].2.first().map(String::as_str).unwrap_or_default();
+                builder.push_raw(&run_on(paragraph, next))?;
+            } else {
+                builder.push_raw(paragraph)?;
+                builder.paragraph_break()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One page's lines in reading order; none when its fonts or content do not decode (the page
+/// is skipped; a content stream that stops parsing keeps the text before the fault), an error
+/// when a stream decompresses past the limit, the page holds more than `max_operators_per_page`
+/// operators, its text passes `budget` characters, or the deadline passes. The operators are
+/// decoded one at a time, never held all at once.
+fn page_lines(
     document: &Document,
     page_id: ObjectId,
     limits: &ExtractLimits,
     builder: &TextBuilder,
-) -> ExtractResult<String> {
+    budget: usize,
+) -> ExtractResult<Vec<Line>> {
     let max = limits.max_unpacked_bytes;
     let Ok(fonts) = document.get_page_fonts(page_id) else {
-        return Ok(String::new());
+        return Ok(Vec::new());
     };
-    let mut decoded = BTreeMap::new();
+    let mut decoded: Vec<(Vec<u8>, Font)> = Vec::new();
     for (name, font) in fonts {
         match font.get_font_encoding_with_limit(document, max) {
-            Ok(encoding) => {
-                decoded.insert(name, (encoding, widths(document, font)));
-            }
+            Ok(encoding) => decoded.push((name, (encoding, widths(document, font)))),
             Err(lopdf::Error::Decompress(_)) => return Err(too_large(limits)),
             Err(_) => {}
         }
     }
+    decoded.sort_by(|a, b| a.0.cmp(&b.0));
     let content = match document.get_page_content_with_limit(page_id, max) {
         Ok(content) => content,
         Err(lopdf::Error::Decompress(_)) => return Err(too_large(limits)),
-        Err(_) => return Ok(String::new()),
+        Err(_) => return Ok(Vec::new()),
     };
-    let mut page = PageText::new(&decoded);
+    let mut walk = Walk::new(&decoded, budget, limits.max_text_chars);
     for (count, operation) in Content::decode_iter(&content).enumerate() {
         visited(0, 1);
         if count % CHECK_EVERY == 0 {
@@ -172,162 +312,9 @@ fn page_text(
         let Ok(operation) = operation else {
             break;
         };
-        page.apply(&operation.operator, &operation.operands);
+        walk.apply(&operation.operator, &operation.operands)?;
     }
-    Ok(page.text)
-}
-
-/// The text state a page's operations move through: the font and its size, the letter and
-/// word spacing, where the line starts (`line_x`, `baseline`) and how far the text drawn since
-/// has advanced (text space units), and the text so far.
-struct PageText<'a> {
-    fonts: &'a BTreeMap<Vec<u8>, Font<'a>>,
-    font: Option<&'a Font<'a>>,
-    font_size: f32,
-    letter_spacing: f32,
-    word_spacing: f32,
-    line_x: f32,
-    baseline: f32,
-    advance: f32,
-    text: String,
-}
-
-/// The letters of a typographic ligature (NFKC of U+FB00-FB06); any other character as it is.
-fn ligature_letters(character: char) -> String {
-    match character {
-        '\u{FB00}' => "ff".into(),
-        '\u{FB01}' => "fi".into(),
-        '\u{FB02}' => "fl".into(),
-        '\u{FB03}' => "ffi".into(),
-        '\u{FB04}' => "ffl".into(),
-        '\u{FB05}' | '\u{FB06}' => "st".into(),
-        other => other.into(),
-    }
-}
-
-fn number(operand: Option<&Object>) -> f32 {
-    operand.and_then(|object| object.as_float().ok()).unwrap_or(0.0)
-}
-
-impl<'a> PageText<'a> {
-    fn new(fonts: &'a BTreeMap<Vec<u8>, Font<'a>>) -> Self {
-        Self {
-            fonts,
-            font: None,
-            font_size: 0.0,
-            letter_spacing: 0.0,
-            word_spacing: 0.0,
-            line_x: 0.0,
-            baseline: 0.0,
-            advance: 0.0,
-            text: String::new(),
-        }
-    }
-
-    fn apply(&mut self, operator: &str, operands: &[Object]) {
-        match operator {
-            "BT" => (self.line_x, self.baseline, self.advance) = (0.0, 0.0, 0.0),
-            "ET" | "T*" => self.next_line(),
-            "Tf" => {
-                self.font = operands.first().and_then(|name| name.as_name().ok()).and_then(|name| self.fonts.get(name));
-                self.font_size = number(operands.get(1)).abs();
-            }
-            "Tc" => self.letter_spacing = number(operands.first()),
-            "Tw" => self.word_spacing = number(operands.first()),
-            "Td" | "TD" => {
-                self.move_to(self.line_x + number(operands.first()), self.baseline + number(operands.get(1)))
-            }
-            "Tm" => self.move_to(number(operands.get(4)), number(operands.get(5))),
-            "Tj" => self.show(operands.first()),
-            "TJ" => {
-                for element in operands.first().and_then(|array| array.as_array().ok()).into_iter().flatten() {
-                    if let Object::String(..) = element {
-                        self.show(Some(element));
-                        continue;
-                    }
-                    let offset = number(Some(element));
-                    self.advance -= offset / 1000.0 * self.font_size;
-                    if offset < WORD_GAP {
-                        self.space();
-                    }
-                }
-            }
-            "'" => {
-                self.next_line();
-                self.show(operands.first());
-            }
-            "\"" => {
-                self.word_spacing = number(operands.first());
-                self.letter_spacing = number(operands.get(1));
-                self.next_line();
-                self.show(operands.get(2));
-            }
-            _ => {}
-        }
-    }
-
-    /// A new line start: another baseline ends the line; on the same one, a gap wider than
-    /// [`GAP`] of an em after the text drawn is a space.
-    fn move_to(&mut self, x: f32, baseline: f32) {
-        if (baseline - self.baseline).abs() > 0.01 {
-            self.line_break();
-        } else if x - (self.line_x + self.advance) > GAP * self.font_size {
-            self.space();
-        }
-        (self.line_x, self.baseline, self.advance) = (x, baseline, 0.0);
-    }
-
-    fn next_line(&mut self) {
-        self.line_break();
-        self.advance = 0.0;
-    }
-
-    fn line_break(&mut self) {
-        if !self.text.is_empty() && !self.text.ends_with('\n') {
-            self.text.push('\n');
-        }
-    }
-
-    fn space(&mut self) {
-        if !self.text.is_empty() && !self.text.ends_with(char::is_whitespace) {
-            self.text.push(' ');
-        }
-    }
-
-    /// Appends a string operand's characters and advances past them (nothing when the font's
-    /// encoding is unknown or the bytes do not decode).
-    fn show(&mut self, operand: Option<&Object>) {
-        let (Some((encoding, widths)), Some(Object::String(bytes, _))) = (self.font, operand) else {
-            return;
-        };
-        let Ok(mut decoded) = encoding.bytes_to_string(bytes) else {
-            return;
-        };
-        if decoded.contains(|character| ('\u{FB00}'..='\u{FB06}').contains(&character)) {
-            decoded = decoded.chars().map(ligature_letters).collect();
-        }
-        self.advance += match widths {
-            Some((first, widths)) => bytes
-                .iter()
-                .map(|&code| {
-                    let width = u32::from(code).checked_sub(*first).and_then(|index| widths.get(index as usize));
-                    let word = if code == b' ' { self.word_spacing } else { 0.0 };
-                    width.copied().unwrap_or(500.0) / 1000.0 * self.font_size + self.letter_spacing + word
-                })
-                .sum::<f32>(),
-            None => decoded.chars().count() as f32 * (0.5 * self.font_size + self.letter_spacing),
-        };
-        if self.font_size > 0.0 && self.letter_spacing >= LETTER_SPACED * self.font_size {
-            for (index, character) in decoded.chars().enumerate() {
-                if index > 0 && !character.is_whitespace() {
-                    self.space();
-                }
-                self.text.push(character);
-            }
-        } else {
-            self.text.push_str(&decoded);
-        }
-    }
+    Ok(layout::lines(&walk.finish()))
 }
 
 #[cfg(test)]
@@ -369,10 +356,11 @@ mod tests {
         let page = *document.get_pages().values().next().expect("a page");
         let limits = ExtractLimits::default();
         take_visited();
-        let text = page_text(&document, page, &limits, &builder(&limits)).expect("in time");
-        assert_eq!((text.as_str(), take_visited()), ("", (0, 1_000_000)));
+        let lines = page_lines(&document, page, &limits, &builder(&limits), limits.max_text_chars).expect("in time");
+        assert_eq!((lines.len(), take_visited()), (0, (0, 1_000_000)));
         let expired = ExtractLimits { time_limit: Duration::ZERO, ..limits };
-        let error = page_text(&document, page, &expired, &builder(&expired)).expect_err("past the deadline");
+        let error = page_lines(&document, page, &expired, &builder(&expired), limits.max_text_chars)
+            .expect_err("past the deadline");
         assert_eq!(error.code(), "extraction_timeout");
         assert!(take_visited().1 <= CHECK_EVERY, "the walk went on past the deadline");
     }
