@@ -10,6 +10,9 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
 use actix_web::{HttpResponse, web};
 use serde::Serialize;
 
@@ -286,6 +289,40 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         backend: Some(backend),
     };
     if ready { json(&body) } else { super::error::not_ready(&body) }
+}
+
+/// Middleware: counts every response in `warrant_http_responses_total{route, class}` and its
+/// time in `warrant_http_response_seconds{route, class}`: `route` is the matched route's pattern
+/// (`/v1/documents/{doc_id}`, never the raw path; `unmatched` for none), `class` the status class
+/// (`2xx` ... `5xx`), so the labels stay bounded whatever clients send.
+pub async fn count_responses(
+    request: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let route = request.match_pattern().unwrap_or_else(|| "unmatched".to_owned());
+    let started = Instant::now();
+    let response = next.call(request).await;
+    let status = match &response {
+        Ok(response) => response.status(),
+        Err(error) => error.as_response_error().status_code(),
+    };
+    let class = status_class(status.as_u16());
+    metrics::counter!("warrant_http_responses_total", "route" => route.clone(), "class" => class).increment(1);
+    metrics::histogram!("warrant_http_response_seconds", "route" => route, "class" => class)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// `1xx` ... `5xx` (`other` outside 100..=599).
+fn status_class(status: u16) -> &'static str {
+    match status {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        500..=599 => "5xx",
+        _ => "other",
+    }
 }
 
 /// Prometheus text exposition.

@@ -25,7 +25,7 @@ pub fn app(
         .app_data(web::Data::new(super::host::HostPolicy::from_settings(&settings)))
         .wrap(middleware::from_fn(super::host::check_host))
         .wrap(middleware::from_fn(super::request_id))
-        // .wrap(middleware::from_fn(super::ops::count_responses))
+        .wrap(middleware::from_fn(super::ops::count_responses))
         .configure(super::mcp::configure(&settings))
         .configure(super::configure(&settings))
 }

@@ -614,6 +614,35 @@ async fn metrics_are_exposed_without_tenant_data_and_openapi_lists_every_route()
     assert_eq!(server.call(reqwest::Method::GET, "/healthz", None, None).await.0, 200);
 }
 
+/// Issue 59: no metric counted responses. They are counted by the route's pattern and the
+/// status class: never by the raw path (a document id, a probe of unknown paths), so the
+/// labels stay bounded and name no tenant data.
+#[actix_web::test]
+async fn responses_are_counted_by_route_pattern_and_status_class_never_by_raw_path() {
+    let server = start().await;
+    let user = token("acme", "bob", &["everyone"], false);
+    let (status, _, _) =
+        server.call(reqwest::Method::GET, "/v1/documents/doc-q8z-never-indexed", Some(&user), None).await;
+    assert_eq!(status, 404);
+    let (status, _, _) = server.call(reqwest::Method::GET, "/no-such-path-k4w", None, None).await;
+    assert_eq!(status, 404);
+    let (_, body, _) = server.call(reqwest::Method::GET, "/metrics", None, None).await;
+    let text = body.as_str().unwrap().to_owned();
+    let counted = |route: &str, class: &str| {
+        text.lines().any(|line| {
+            line.starts_with("warrant_http_responses_total{")
+                && line.contains(&format!("route=\"{route}\""))
+                && line.contains(&format!("class=\"{class}\""))
+        })
+    };
+    assert!(counted("/v1/documents/{doc_id}", "4xx"), "{text}");
+    assert!(counted("unmatched", "4xx"), "{text}");
+    assert!(text.contains("warrant_http_response_seconds"), "{text}");
+    for raw in ["doc-q8z-never-indexed", "no-such-path-k4w"] {
+        assert!(!text.contains(raw), "metrics name the raw path {raw}");
+    }
+}
+
 /// 32 concurrent clients ask about a document while an admin revokes it. No request that
 /// started after the revoke returned may cite it; in-flight ones drop it at validation.
 #[actix_web::test]
