@@ -14,6 +14,7 @@ use crate::domain::ChunkingConfig;
 
 mod answer;
 mod oidc;
+mod published_keys;
 mod review;
 mod storage;
 mod validate;
@@ -27,6 +28,7 @@ pub use review::{ABSTENTION_REASONS, ReviewSettings};
 pub use storage::{
     IterativeScan, PostgresSettings, ReplicaSettings, SnapshotSettings, StorageBackend, StorageSettings,
 };
+pub use published_keys::{PublishedKey, is_test_rsa_key};
 pub use validate::{MIN_HS256_SECRET_BYTES, is_loopback_bind, is_loopback_host};
 
 /// Errors raised while loading or validating configuration.

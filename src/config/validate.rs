@@ -177,7 +177,8 @@ impl Settings {
     }
 
     /// The start-up rule of `serve`, on top of [`Settings::validate`]: the published demo HS256
-    /// secret is accepted only by a server bound to loopback, so a reachable deployment can never
+    /// secret, and the committed test keys of `fixtures/auth/` ([`Settings::published_key`]),
+    /// are accepted only by a server bound to loopback, so a reachable deployment can never
     /// verify tokens that anyone could have signed.
     pub fn validate_for_serving(&self) -> ConfigResult<()> {
         let demo_key_accepted = self.auth.hs256_enabled() && self.auth.hs256_secret == DEMO_HS256_SECRET;
@@ -189,6 +190,16 @@ impl Settings {
                  auth.rs256_public_key_file (hs256 is then off unless auth.allow_hs256_with_rs256 = true), or bind \
                  server.bind to 127.0.0.1 to run the demo",
                 bind = self.server.bind
+            )));
+        }
+        if self.published_key() == Some(super::PublishedKey::TestKey) && !is_loopback_bind(&self.server.bind) {
+            return Err(ConfigError::Invalid(format!(
+                "refusing to serve on {bind}: auth.rs256_public_key_file ({file}) is a test-only key committed in \
+                 fixtures/auth/, whose private half anyone can use to sign admin tokens, and server.bind is not a \
+                 loopback address (127.0.0.0/8, ::1, localhost); set auth.rs256_public_key_file to your own key's \
+                 public half, or bind server.bind to 127.0.0.1 to run the tests",
+                bind = self.server.bind,
+                file = self.auth.rs256_public_key_file,
             )));
         }
         if self.auth.hs256_enabled()

@@ -93,3 +93,57 @@ async fn a_two_million_letter_word_yields_bounded_chunks_and_a_bounded_prompt() 
         assert!(call.user.len() + call.system.len() <= bound, "prompt of {} bytes", call.user.len());
     }
 }
+
+/// Runs `warrant serve` on 0.0.0.0 with `environment` set: its exit status and stderr, or a panic
+/// naming the key it should not have served with, if it started listening.
+fn serve_exposed(environment: &[(&str, &str)]) -> (std::process::ExitStatus, String) {
+    let snapshots = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_warrant"));
+    command
+        .current_dir(MANIFEST_DIR)
+        .arg("serve")
+        .arg("--config")
+        .arg(Path::new(MANIFEST_DIR).join("config/default.toml"))
+        .env("WARRANT__SERVER__BIND", "0.0.0.0:0")
+        .env("WARRANT__EMBEDDER__KIND", "hashed")
+        .env("WARRANT__EMBEDDER__DIM", "64")
+        .env("WARRANT__INDEX__SHARDS", "1")
+        .env("WARRANT__DEMO__CORPUS", Path::new(MANIFEST_DIR).join("fixtures/demo/corpus.json"))
+        .env("WARRANT__SNAPSHOTS__DIR", snapshots.path())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (key, value) in environment {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("spawn warrant");
+    let mut stderr = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines().map_while(Result::ok) {
+        if line.starts_with("warrant listening on") {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server started on 0.0.0.0 with {environment:?}:\n{stderr}{line}");
+        }
+        stderr.push_str(&line);
+        stderr.push('\n');
+    }
+    (child.wait().unwrap(), stderr)
+}
+
+/// Regression (issue 57.17): `serve` accepted the committed test-only RS256 key
+/// (`fixtures/auth/test_rs256_public.pem`, its private half in the repository) on any address,
+/// here copied out of the fixtures so that only its content can give it away.
+#[test]
+fn a_committed_test_key_refuses_to_serve_beyond_loopback() {
+    let directory = tempfile::tempdir().unwrap();
+    let copied = directory.path().join("idp-public.pem");
+    std::fs::copy(Path::new(MANIFEST_DIR).join("fixtures/auth/test_rs256_public.pem"), &copied).unwrap();
+    let (status, stderr) = serve_exposed(&[
+        ("WARRANT__AUTH__HS256_SECRET", "a-secret-of-this-deployment-of-32-bytes-or-more"),
+        ("WARRANT__AUTH__RS256_PUBLIC_KEY_FILE", copied.to_str().unwrap()),
+    ]);
+    assert!(!status.success(), "exit status {status}: {stderr}");
+    for named in ["auth.rs256_public_key_file", "fixtures/auth", "server.bind", "0.0.0.0:0"] {
+        assert!(stderr.contains(named), "the refusal does not name {named}: {stderr}");
+    }
+}
