@@ -21,8 +21,18 @@ use crate::review::{Inserted, NewItem, ReviewError, ReviewResult, ReviewStore};
 
 use super::{PostgresBackend, sql};
 
-fn failed(error: impl std::fmt::Display) -> ReviewError {
-    tracing::warn!(%error, "postgres review store error");
+/// The review store's error for a failed database request, logged as the backend's are (cause,
+/// SQLSTATE, the server's message; never DETAIL or the query) and counted in
+/// `warrant_storage_errors_total{cause}`.
+fn failed(error: impl super::fault::Fault) -> ReviewError {
+    let cause = error.cause();
+    metrics::counter!("warrant_storage_errors_total", "cause" => cause.as_str()).increment(1);
+    tracing::warn!(
+        cause = cause.as_str(),
+        sqlstate = error.sqlstate().unwrap_or("none"),
+        error = %error.describe(),
+        "postgres review store request failed"
+    );
     ReviewError::Storage("database request failed".into())
 }
 
