@@ -22,6 +22,8 @@
     generator_error: "The generator failed (connection, server error or refusal).",
     context_overflow: "Not even the smallest useful context fits the token budget.",
     deadline_exceeded: "The request's deadline ran out.",
+    material_claim_unsupported:
+      "A claim on what was asked did not hold, also after one repair; the rest would not answer the question.",
   };
 
   const principals = []; // {key, label, token, claims}

@@ -22,6 +22,13 @@ pub struct AnswerSettings {
     /// `fail_answer`: any bad claim fails the attempt; `drop_claim`: bad claims are dropped and
     /// the answer stands when at least one valid claim remains.
     pub claim_policy: ClaimPolicy,
+    /// Under `drop_claim`: when a claim validation withheld is material to the question (it
+    /// holds the question's content terms at least as much as every claim that stands; see
+    /// `crate::answer::pipeline::materiality`), the attempt fails as under `fail_answer` (one
+    /// repair, then the abstention `material_claim_unsupported`) instead of answering with what
+    /// stands. `false`: answer with what stands, marked `partial`.
+    #[serde(default = "default_true")]
+    pub abstain_on_material_withheld: bool,
     /// Candidates found only by vector search count as evidence only at or above this cosine.
     pub min_vector_score: f32,
 }

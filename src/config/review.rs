@@ -18,6 +18,7 @@ pub const ABSTENTION_REASONS: &[&str] = &[
     "generator_error",
     "context_overflow",
     "deadline_exceeded",
+    "material_claim_unsupported",
 ];
 
 /// `[review]`: routing policy and bounds of the review queue (see `crate::review`).
@@ -54,9 +55,15 @@ impl Default for ReviewSettings {
     fn default() -> Self {
         Self {
             enabled: false,
-            abstentions: ["unsupported_citation", "missing_citation", "invalid_output", "source_revoked"]
-                .map(str::to_owned)
-                .to_vec(),
+            abstentions: [
+                "unsupported_citation",
+                "missing_citation",
+                "invalid_output",
+                "source_revoked",
+                "material_claim_unsupported",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
             partial: true,
             sample_answered: 0.02,
             seed: 0,

@@ -97,7 +97,13 @@ mod tests {
     #[test]
     fn each_outcome_is_routed_as_the_policy_says() {
         let default = policy(|_| {});
-        for listed in ["unsupported_citation", "missing_citation", "invalid_output", "source_revoked"] {
+        for listed in [
+            "unsupported_citation",
+            "missing_citation",
+            "invalid_output",
+            "source_revoked",
+            "material_claim_unsupported",
+        ] {
             assert_eq!(default.route("r", Outcome::Abstained(listed)), Some(Route::Abstention), "{listed}");
         }
         for unlisted in ["no_authorized_evidence", "insufficient_evidence", "generator_timeout", "deadline_exceeded"] {

@@ -201,6 +201,10 @@ struct Expect {
     /// the wrong source).
     #[serde(default)]
     returned_claims_exclude: Vec<String>,
+    /// Whether the answer is partial (`answer.partial`: claims withheld by validation); only for
+    /// an answered case, and every answered case of `fixtures/answer` states it.
+    #[serde(default)]
+    partial: Option<bool>,
 }
 
 fn fixtures_dir() -> PathBuf {
@@ -399,6 +403,7 @@ fn apply_settings(settings: &mut Settings, overrides: &BTreeMap<String, Value>) 
             "context_token_budget" => settings.retrieval.context_token_budget = value.as_u64().unwrap() as usize,
             "min_repair_ms" => settings.answer.min_repair_ms = value.as_u64().unwrap(),
             "claim_text" => settings.generator.claim_text = serde_json::from_value(value.clone()).unwrap(),
+            "abstain_on_material_withheld" => settings.answer.abstain_on_material_withheld = value.as_bool().unwrap(),
             "claim_policy" => {
                 settings.answer.claim_policy = match value.as_str().unwrap() {
                     "drop_claim" => ClaimPolicy::DropClaim,
@@ -575,6 +580,11 @@ fn check(fixture: &Fixture, run: &Run) {
     }
     assert_eq!(response.answer.is_some(), status == "answered", "{name}: answer xor abstention");
     assert_eq!(response.abstention.is_some(), status == "abstained", "{name}: answer xor abstention");
+    if let Some(partial) = expect.partial {
+        let answer = response.answer.as_ref().unwrap_or_else(|| panic!("{name}: partial stated, but no answer"));
+        assert_eq!(answer.partial, partial, "{name}: partial (withheld {:?})", answer.withheld);
+        assert_eq!(answer.withheld.is_empty(), !partial, "{name}: withheld codes xor whole");
+    }
     let metrics = &response.metrics;
     if let Some(anchored) = expect.claims_anchored {
         assert_eq!(metrics.claims_anchored, anchored, "{name}: claims anchored");
@@ -783,6 +793,12 @@ pub async fn every_answer_fixture_holds_on(backend: Backend) {
     for path in paths {
         let fixture: Fixture = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
             .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        // Every answered case says whether it is whole or partial (exported ones need not).
+        if fixture.expect.status == "answered" && fixture.expect.partial.is_none() {
+            eprintln!("{}: an answered case must state `partial`", fixture.name);
+            failed.push(fixture.name.clone());
+            continue;
+        }
         let first = run(&fixture, &backend).await;
         // Check every case even when one fails (its panic message is printed), then name them all.
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&fixture, &first))).is_err() {
@@ -799,4 +815,62 @@ pub async fn every_answer_fixture_holds_on(backend: Backend) {
         }
     }
     assert!(failed.is_empty(), "fixtures that did not hold: {failed:?}");
+}
+
+/// What an answer came to: status, abstention reason, and whether it is partial.
+fn outcome(response: &AnswerResponse) -> (AnswerStatus, Option<&'static str>, bool) {
+    let reason = response.abstention.as_ref().map(|abstention| abstention.reason.as_str());
+    (response.status, reason, response.answer.as_ref().is_some_and(|answer| answer.partial))
+}
+
+/// Every fixture's generator output under `drop_claim` (the server's default), with
+/// `answer.abstain_on_material_withheld` on and off (whatever the fixture expects): turning it on
+/// changes only answers that were partial, never a whole answer or an abstention, and a material
+/// claim is never the reason with it off. Prints the outcomes of both (BENCHMARKS.md, "Material
+/// claims"; `cargo test --test it material_withheld_changes_only -- --nocapture`).
+#[actix_web::test]
+async fn material_withheld_changes_only_partial_answers_of_the_fixtures() {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
+        .unwrap()
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| {
+            path.extension().is_some_and(|e| e == "json")
+                && !path.file_name().unwrap().to_string_lossy().starts_with('_')
+        })
+        .collect();
+    paths.sort();
+    let mut tally: BTreeMap<(bool, String), usize> = BTreeMap::new();
+    let mut changed = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut outcomes = Vec::new();
+        for on in [false, true] {
+            let mut fixture: Fixture = serde_json::from_str(&text).unwrap();
+            fixture.settings.insert("claim_policy".into(), Value::from("drop_claim"));
+            fixture.settings.insert("abstain_on_material_withheld".into(), Value::from(on));
+            let run = run(&fixture, &Backend::Embedded).await;
+            let (status, reason, partial) = outcome(&run.response);
+            let label = match (status, reason) {
+                (AnswerStatus::Answered, _) if partial => "answered partial".to_owned(),
+                (AnswerStatus::Answered, _) => "answered whole".to_owned(),
+                (AnswerStatus::Abstained, reason) => format!("abstained {}", reason.unwrap_or_default()),
+            };
+            *tally.entry((on, label)).or_default() += 1;
+            outcomes.push((fixture.name, (status, reason, partial)));
+        }
+        let (name, off) = &outcomes[0];
+        let on = &outcomes[1].1;
+        assert_ne!(off.1, Some("material_claim_unsupported"), "{name}: a material abstention with the setting off");
+        if off != on {
+            assert_eq!((off.0, off.2), (AnswerStatus::Answered, true), "{name}: {off:?} became {on:?}");
+            changed.push(format!("{name}: {off:?} -> {on:?}"));
+        }
+    }
+    for ((on, label), count) in &tally {
+        eprintln!("abstain_on_material_withheld = {on}: {label} {count}");
+    }
+    for line in &changed {
+        eprintln!("changed: {line}");
+    }
+    assert!(!changed.is_empty(), "no fixture withholds a material claim under drop_claim");
 }

@@ -609,3 +609,155 @@ fn eval_answers_with_a_judge_reports_judge_labelled_groundedness_and_its_agreeme
         assert_eq!(report.judge_labelled_groundedness.map(|interval| interval.mean), Some(0.0));
     });
 }
+
+mod material_claims {
+    //! `answer.abstain_on_material_withheld`: under `drop_claim`, an answer whose withheld claim
+    //! holds as many of the question's content terms as every claim that stands, and one none of
+    //! them holds, abstains (`material_claim_unsupported`, after its one repair); one whose
+    //! withheld claim is beside the question is answered as partial.
+
+    use std::sync::{Arc, Mutex};
+
+    use async_trait::async_trait;
+    use serde_json::json;
+    use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
+    use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+    use warrant::answer::pipeline::{AnswerPipeline, AnswerRequest, PipelineSettings};
+    use warrant::answer::response::{AnswerResponse, AnswerStatus};
+    use warrant::config::{ClaimPolicy, Settings};
+    use warrant::embed::HashedEmbedder;
+
+    use crate::support::{doc, engine, principal};
+
+    const QUESTION: &str = "How much are hotel stays reimbursed per night in London?";
+    const RATE: &str = "Hotel stays are reimbursed up to 250 euros per night in London, Paris and New York.";
+    const BOOKING: &str = "Hotel stays must be booked through the travel desk.";
+
+    /// `(claim text, snippet)`: a claim citing the source whose text holds the snippet.
+    type Claims = Vec<(&'static str, &'static str)>;
+
+    /// Test FAKE generator: its first call answers `claims`, each `(text, snippet)` citing the
+    /// label of the source whose text holds `snippet` (so a claim can cite a source that does not
+    /// support it), and later calls (repairs) `repaired` the same way, or `claims` again when it
+    /// is empty; counts its calls.
+    struct CitingBySnippet {
+        claims: Claims,
+        repaired: Claims,
+        calls: Mutex<usize>,
+    }
+
+    #[async_trait]
+    impl Generator for CitingBySnippet {
+        fn name(&self) -> &str {
+            "citing-by-snippet"
+        }
+
+        async fn generate(&self, request: &GenerationRequest) -> Result<String, GeneratorError> {
+            let call = {
+                let mut calls = self.calls.lock().unwrap();
+                *calls += 1;
+                *calls
+            };
+            let claims = if call > 1 && !self.repaired.is_empty() { &self.repaired } else { &self.claims };
+            let claims: Vec<_> = claims
+                .iter()
+                .map(|(text, snippet)| {
+                    let label = request
+                        .sources
+                        .iter()
+                        .find(|source| source.text.contains(snippet))
+                        .map(|source| source.label.clone())
+                        .ok_or_else(|| GeneratorError::Refused(format!("no source holds {snippet:?}")))?;
+                    Ok(json!({"text": text, "citations": [label]}))
+                })
+                .collect::<Result<_, GeneratorError>>()?;
+            Ok(json!({"answerable": true, "claims": claims}).to_string())
+        }
+    }
+
+    /// The answer to [`QUESTION`] over the rate and booking documents, with `claims` generated
+    /// and `settings` changed by `change`: (response, generator calls).
+    fn ask(claims: Claims, repaired: Claims, change: impl FnOnce(&mut Settings)) -> (AnswerResponse, usize) {
+        let mut settings = crate::support::settings(1);
+        settings.answer.claim_policy = ClaimPolicy::DropClaim;
+        change(&mut settings);
+        actix_rt::System::new().block_on(async move {
+            let engine = engine(&settings);
+            let documents = vec![
+                doc("rates", "Hotel rates", RATE, &["everyone"]),
+                doc("booking", "Booking", BOOKING, &["everyone"]),
+            ];
+            engine.upsert("acme", documents).await.expect("documents stored");
+            let generator = Arc::new(CitingBySnippet { claims, repaired, calls: Mutex::new(0) });
+            let verifier = Arc::new(LexicalSupportVerifier::new(
+                settings.verifier.min_coverage,
+                settings.verifier.min_similarity,
+                Some(Arc::new(HashedEmbedder::new(settings.embedder.dim))),
+            ));
+            let pipeline =
+                AnswerPipeline::new(engine, generator.clone(), verifier, PipelineSettings::from_settings(&settings));
+            let request = AnswerRequest { question: QUESTION.into(), top_k: None, deadline_ms: Some(30_000) };
+            let who = principal("acme", "bob", &["everyone"]);
+            let response = pipeline.answer(&who, request, "material".into()).await.expect("no server fault");
+            let calls = *generator.calls.lock().unwrap();
+            (response, calls)
+        })
+    }
+
+    /// The withheld claim states the nightly rate asked for (cited to the booking source, which
+    /// does not support it); the claim that stands is about booking. Answering with the booking
+    /// claim alone would hide that the question's answer was dropped.
+    #[test]
+    fn a_withheld_claim_on_the_question_s_focus_abstains() {
+        let (response, calls) = ask(vec![(RATE, "booked"), (BOOKING, "booked")], vec![], |_| {});
+        assert_eq!(response.status, AnswerStatus::Abstained, "{response:?}");
+        let abstention = response.abstention.as_ref().expect("an abstention");
+        assert_eq!(abstention.reason.as_str(), "material_claim_unsupported");
+        assert_eq!(abstention.diagnostics, ["unsupported_claim"]);
+        // Like any failed attempt: repaired once, then abstained.
+        assert_eq!((calls, response.metrics.generator_attempts), (2, 2));
+    }
+
+    /// The withheld claim (booking, cited to the rate source) is beside the question: the rate
+    /// claim stands, and the answer says it is partial.
+    #[test]
+    fn a_withheld_claim_beside_the_question_leaves_a_partial_answer() {
+        let (response, calls) = ask(vec![(RATE, "250 euros"), (BOOKING, "250 euros")], vec![], |_| {});
+        assert_eq!(response.status, AnswerStatus::Answered, "{response:?}");
+        let answer = response.answer.as_ref().expect("an answer");
+        assert_eq!(answer.claims.iter().map(|claim| claim.text.as_str()).collect::<Vec<_>>(), [RATE]);
+        assert!(answer.partial);
+        assert_eq!(
+            answer.withheld.iter().map(|withheld| withheld.reason.as_str()).collect::<Vec<_>>(),
+            ["unsupported_claim"]
+        );
+        assert_eq!(calls, 1);
+    }
+
+    /// The repair gets the withheld claim's problem like any failed attempt's; an output that
+    /// then cites the rate to its own source is answered whole.
+    #[test]
+    fn a_repair_that_supports_the_material_claim_is_answered_whole() {
+        let (response, calls) =
+            ask(vec![(RATE, "booked"), (BOOKING, "booked")], vec![(RATE, "250 euros"), (BOOKING, "booked")], |_| {});
+        assert_eq!(response.status, AnswerStatus::Answered, "{response:?}");
+        let answer = response.answer.as_ref().expect("an answer");
+        assert_eq!(answer.claims.len(), 2);
+        assert!(!answer.partial && answer.withheld.is_empty());
+        assert_eq!(calls, 2);
+    }
+
+    /// `answer.abstain_on_material_withheld = false`: what stands is the answer, marked partial
+    /// (the behaviour before the setting).
+    #[test]
+    fn with_the_setting_off_a_material_claim_withheld_leaves_a_partial_answer() {
+        let (response, calls) = ask(vec![(RATE, "booked"), (BOOKING, "booked")], vec![], |settings| {
+            settings.answer.abstain_on_material_withheld = false;
+        });
+        assert_eq!(response.status, AnswerStatus::Answered, "{response:?}");
+        let answer = response.answer.as_ref().expect("an answer");
+        assert_eq!(answer.claims.iter().map(|claim| claim.text.as_str()).collect::<Vec<_>>(), [BOOKING]);
+        assert!(answer.partial);
+        assert_eq!(calls, 1);
+    }
+}

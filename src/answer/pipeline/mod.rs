@@ -39,6 +39,7 @@ use super::schema::OutputShape;
 use super::validate::{AbstentionReason, Problem, ValidClaim};
 use super::verifier::SupportVerifier;
 
+mod materiality;
 pub mod request_actor;
 pub mod response;
 mod run;

@@ -335,6 +335,7 @@ impl<'a> Run<'a> {
         let acl = self.authorization(grounding, validation_stage, stage).await?;
         self.state.acl_epoch = acl.epoch();
         let verdict = recheck_authorization(verdict, self.principal, acl.as_ref(), policy);
+        let verdict = self.hold_material(verdict, &raw);
         self.state.clock.record(validation_stage, stage);
         if let Some(trace) = &mut self.state.trace {
             trace.judged(&verdict);
@@ -344,6 +345,21 @@ impl<'a> Run<'a> {
             Verdict::Unanswerable => abstain(AbstentionReason::InsufficientEvidence, &[]),
             Verdict::Failed { reason, problems } => Ok(Outcome::Failed(reason, problems, acl, raw)),
         }
+    }
+
+    /// An answered verdict that withheld a claim material to the question
+    /// ([`super::materiality`]) fails as `material_claim_unsupported` with the same problems (so
+    /// it is repaired once, as any failed attempt), when `answer.abstain_on_material_withheld` is
+    /// on; any other verdict passes through. Only `drop_claim` withholds claims.
+    fn hold_material(&self, verdict: Verdict, raw: &str) -> Verdict {
+        if !self.pipeline.settings.answer.abstain_on_material_withheld {
+            return verdict;
+        }
+        let Verdict::Answered { claims, problems } = verdict else { return verdict };
+        if super::materiality::material_withheld(&self.question, raw, &claims, &problems).is_empty() {
+            return Verdict::Answered { claims, problems };
+        }
+        Verdict::Failed { reason: AbstentionReason::MaterialClaimUnsupported, problems }
     }
 
     /// After a failed attempt: the repair attempt (never showing a source revoked since), or the

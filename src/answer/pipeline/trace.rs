@@ -205,8 +205,8 @@ fn returned_claim(
 
 /// The claims of a raw output as written, read leniently (anything but the claims' own fields
 /// ignored, at most [`MAX_CLAIMS`], texts bounded); none when the output is not a JSON object
-/// with a `claims` array.
-fn written_claims(raw: &str) -> Vec<ClaimText> {
+/// with a `claims` array. Materiality reads what withheld claims said from it too.
+pub(super) fn written_claims(raw: &str) -> Vec<ClaimText> {
     let Ok(serde_json::Value::Object(output)) = serde_json::from_str::<serde_json::Value>(raw) else {
         return Vec::new();
     };

@@ -193,6 +193,10 @@ pub enum AbstentionReason {
     ContextOverflow,
     /// The request deadline ran out in another stage.
     DeadlineExceeded,
+    /// Extension: claims stand, but a claim validation withheld is material to the question
+    /// (it holds the question's content terms at least as much as every claim that stands), also
+    /// after repair; the diagnostics carry the withheld claims' rejection codes.
+    MaterialClaimUnsupported,
 }
 
 impl From<validate::AbstentionReason> for AbstentionReason {
@@ -209,6 +213,7 @@ impl From<validate::AbstentionReason> for AbstentionReason {
             Reason::GeneratorError => Self::GeneratorError,
             Reason::ContextOverflow => Self::ContextOverflow,
             Reason::DeadlineExceeded => Self::DeadlineExceeded,
+            Reason::MaterialClaimUnsupported => Self::MaterialClaimUnsupported,
         }
     }
 }

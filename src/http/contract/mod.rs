@@ -133,6 +133,7 @@ mod tests {
             AbstentionReason::GeneratorError,
             AbstentionReason::ContextOverflow,
             AbstentionReason::DeadlineExceeded,
+            AbstentionReason::MaterialClaimUnsupported,
         ];
         for reason in reasons {
             let response = AnswerResponse {

@@ -29,6 +29,9 @@ pub enum AbstentionReason {
     ContextOverflow,
     /// The request deadline ran out in another stage.
     DeadlineExceeded,
+    /// Extension: claims stand, but one validation withheld is material to the question
+    /// (`answer.abstain_on_material_withheld`; see `crate::answer::pipeline`), also after repair.
+    MaterialClaimUnsupported,
 }
 
 impl AbstentionReason {
@@ -45,6 +48,7 @@ impl AbstentionReason {
             Self::GeneratorError => "generator_error",
             Self::ContextOverflow => "context_overflow",
             Self::DeadlineExceeded => "deadline_exceeded",
+            Self::MaterialClaimUnsupported => "material_claim_unsupported",
         }
     }
 }
