@@ -394,6 +394,7 @@ fn print_answers_report(report: &warrant::eval::answers::AnswersReport) {
     };
     interval("answer rate", &report.answer_rate);
     println!("{:<32} {:?}", "abstentions", report.abstentions);
+    println!("{:<32} {}", "partial answers", report.partial_answers);
     println!("{:<32} {:.3} ({} citations)", "citation precision (micro)", report.citation_precision, report.citations);
     interval("citation precision per answer", &report.citation_precision_per_answer);
     interval("answers citing a relevant doc", &report.answers_citing_relevant);

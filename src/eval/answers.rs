@@ -2,7 +2,8 @@
 //! by a principal of its own tenant through the same [`AnswerPipeline`] that serves `/v1/answer`
 //! (configured generator, verifier, deadlines and all), and the responses are scored:
 //! - answer rate: answered over asked (every asked question has a positive judgment, so it is
-//!   answerable from the corpus), and abstentions by reason;
+//!   answerable from the corpus), abstentions by reason, and partial answers (claims withheld by
+//!   validation while others stand);
 //! - citation precision against the qrels: cited documents judged relevant over all citations
 //!   (micro), and the share of answers citing at least one relevant document;
 //! - correctness where the dataset carries gold answers (`answers.jsonl`, `{"_id", "answers"}`):
@@ -97,6 +98,9 @@ pub struct QuestionScores {
     pub status: AnswerStatus,
     /// Abstention reason, when abstained.
     pub abstention: Option<String>,
+    /// Whether the answer is partial: claims the generator wrote were withheld by validation
+    /// (`answer.partial`; false when abstained).
+    pub partial: bool,
     /// Claims returned.
     pub claims: usize,
     /// Citations returned.
@@ -165,6 +169,7 @@ impl QuestionScores {
             query_id: query_id.to_owned(),
             status: response.status,
             abstention: response.abstention.as_ref().map(|abstention| abstention.reason.as_str().to_owned()),
+            partial: response.answer.as_ref().is_some_and(|answer| answer.partial),
             claims: claims.len(),
             citations: citations.len(),
             relevant_citations,
@@ -244,6 +249,8 @@ pub struct AnswersReport {
     pub answer_rate: Interval,
     /// Abstentions by reason.
     pub abstentions: BTreeMap<String, usize>,
+    /// Answered questions whose answer is partial (claims withheld by validation).
+    pub partial_answers: usize,
     /// Citations returned.
     pub citations: usize,
     /// Relevant citations over citations (micro average).
@@ -336,6 +343,7 @@ impl AnswersReport {
             questions: per_query.len(),
             answer_rate: rate(per_query.iter().map(|scores| scores.answered())),
             abstentions,
+            partial_answers: answered.iter().filter(|scores| scores.partial).count(),
             citations,
             citation_precision: if citations == 0 { 0.0 } else { relevant as f64 / citations as f64 },
             citation_precision_per_answer: mean_interval(&per_answer),

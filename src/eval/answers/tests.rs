@@ -122,3 +122,37 @@ fn percentiles_are_nearest_rank() {
     assert_eq!(Percentiles::of(&[7.0]), Percentiles { p50: 7.0, p95: 7.0 });
     assert_eq!(Percentiles::of(&[]), Percentiles::default());
 }
+
+/// A partial answer is counted as one (a whole one and an abstention are not), and a material
+/// claim's abstention is counted by its reason.
+#[test]
+fn the_report_counts_partial_answers_and_material_abstentions() {
+    use crate::answer::response::{Abstention, AnswerBody, Withheld};
+    use crate::answer::validate::AbstentionReason;
+    let response = |answer: Option<AnswerBody>, reason: Option<AbstentionReason>| AnswerResponse {
+        request_id: "q".into(),
+        status: if answer.is_some() { AnswerStatus::Answered } else { AnswerStatus::Abstained },
+        answer,
+        abstention: reason.map(|reason| Abstention { reason, diagnostics: vec!["unsupported_claim".into()] }),
+        acl_epoch: 0,
+        metrics: Default::default(),
+        review: None,
+    };
+    let partial = AnswerBody {
+        claims: Vec::new(),
+        partial: true,
+        withheld: vec![Withheld { reason: "unsupported_claim".into() }],
+    };
+    let whole = AnswerBody { claims: Vec::new(), partial: false, withheld: Vec::new() };
+    let responses = [
+        response(Some(partial), None),
+        response(Some(whole), None),
+        response(None, Some(AbstentionReason::MaterialClaimUnsupported)),
+    ];
+    let scores: Vec<QuestionScores> =
+        responses.iter().map(|response| QuestionScores::of("q", response, &HashMap::new(), None, 0.0)).collect();
+    assert_eq!(scores.iter().map(|scores| scores.partial).collect::<Vec<_>>(), [true, false, false]);
+    let report = AnswersReport::of("d", "g", "e", 1, scores);
+    assert_eq!(report.partial_answers, 1);
+    assert_eq!(report.abstentions, BTreeMap::from([("material_claim_unsupported".to_owned(), 1)]));
+}
