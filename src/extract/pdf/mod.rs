@@ -16,7 +16,7 @@
 //! - a paragraph is one line of text, paragraphs a blank line apart; a word hyphenated at a
 //!   line end is joined whole (`prose::join_line`);
 //! - a running header or footer (the same text at the same height, digits aside, at the top or
-//!   the bottom of at least three pages and 30% of them) is kept once, as the first paragraph of
+//!   the bottom of at least three pages) is kept once, as the first paragraph of
 //!   the first page it is on, when its text is the same everywhere, and dropped when its digits
 //!   change (a page number);
 //! - a sentence that crosses a page break (the page's last paragraph ends without a terminal
@@ -47,6 +47,10 @@ const CHECK_EVERY: usize = 4096;
 
 /// Lines at the top and at the bottom of a page that may be a running header or footer.
 const RUNNING_CANDIDATES: usize = 2;
+
+/// Pages a running header or footer is on, at least (a chapter's running header is on that
+/// chapter's pages only).
+const RUNNING_PAGES: usize = 3;
 
 #[cfg(test)]
 thread_local! {
@@ -187,8 +191,7 @@ fn running_lines(pages: &[Page]) -> HashMap<RunningKey, (usize, String, bool)> {
             entry.2 |= entry.1 != line.text;
         }
     }
-    let pages = pages.len();
-    seen.retain(|_, (count, _, _)| *count >= 3 && *count * 10 >= pages * 3);
+    seen.retain(|_, (count, _, _)| *count >= RUNNING_PAGES);
     seen
 }
 
