@@ -65,15 +65,17 @@ impl Reader {
     /// Takes a connection from `pool` for statements that see what `entered` admits, within
     /// the tenant's share of the pool (`limiter`); `tls` connects the cancel request if one is
     /// needed.
+    /// `limiter` is `None` when the caller holds the tenant's permits already
+    /// ([`TenantLimiter::admit_many`]).
     pub(super) async fn checkout(
         pool: &Pool,
         tls: &MakeRustlsConnect,
-        limiter: &TenantLimiter,
+        limiter: Option<&TenantLimiter>,
         entered: Entered,
     ) -> RetrievalResult<Self> {
-        let permit = match &entered {
-            Entered::Tenant(tenant) => Some(limiter.admit(tenant, DatabaseOperation::Read).await?),
-            Entered::Database => None,
+        let permit = match (&entered, limiter) {
+            (Entered::Tenant(tenant), Some(limiter)) => Some(limiter.admit(tenant, DatabaseOperation::Read).await?),
+            (Entered::Tenant(_), None) | (Entered::Database, _) => None,
         };
         let client = pooled(pool, DatabaseOperation::Read).await?;
         Ok(Self { client: Some(client), tls: tls.clone(), entered, in_flight: false, _permit: permit })

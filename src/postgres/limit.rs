@@ -56,6 +56,20 @@ impl TenantLimiter {
     /// A permit for one of `tenant`'s connections, or [`DatabaseCause::Busy`] once `wait` has
     /// passed with the tenant's `limit` all held (`operation` names what was refused).
     pub async fn admit(&self, tenant: &str, operation: DatabaseOperation) -> RetrievalResult<TenantPermit> {
+        self.admit_many(tenant, 1, operation).await
+    }
+
+    /// Permits for `count` of `tenant`'s connections taken at once (at most the bound): a
+    /// request that needs two connections together (a retrieval's lexical and vector searches)
+    /// never holds one while it waits for the other, which under a small share would let a
+    /// few such requests block each other until the wait runs out.
+    pub async fn admit_many(
+        &self,
+        tenant: &str,
+        count: usize,
+        operation: DatabaseOperation,
+    ) -> RetrievalResult<TenantPermit> {
+        let count = count.clamp(1, self.limit) as u32;
         let semaphore = {
             let mut tenants = self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             Arc::clone(tenants.entry(tenant.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(self.limit))))
@@ -71,7 +85,7 @@ impl TenantLimiter {
         };
         // A statement of its own: the wait's handle of the semaphore is gone before the guard's
         // drop counts the handles.
-        let acquired = tokio::time::timeout(self.wait, Arc::clone(&admitted.semaphore).acquire_owned()).await;
+        let acquired = tokio::time::timeout(self.wait, Arc::clone(&admitted.semaphore).acquire_many_owned(count)).await;
         match acquired {
             Ok(Ok(permit)) => {
                 admitted.permit = Some(permit);
@@ -124,6 +138,9 @@ mod tests {
         ));
         assert_eq!(refused.code(), "overloaded");
         let other = limiter.admit("healthy", DatabaseOperation::Read).await.expect("another tenant is admitted");
+        let both = limiter.admit_many("pair", 3, DatabaseOperation::Read).await.expect("at most the bound is taken");
+        assert!(limiter.admit("pair", DatabaseOperation::Read).await.is_err(), "both permits held together");
+        drop(both);
         drop(first);
         let again = limiter.admit("slow", DatabaseOperation::Read).await.expect("a released permit is reused");
         drop((second, again, other));

@@ -60,15 +60,10 @@ pub(super) struct PostgresSearch {
 }
 
 impl PostgresSearch {
-    /// A reader whose statements see the scope's tenant alone.
+    /// A reader whose statements see the scope's tenant alone, within the tenant's permits the
+    /// search took for all its readers at once ([`CandidateSearch::search`]).
     async fn reader(&self, scope: &AuthorizationScope) -> RetrievalResult<cancel::Reader> {
-        cancel::Reader::checkout(
-            &self.pool,
-            &self.tls,
-            &self.limiter,
-            cancel::Entered::Tenant(scope.tenant().to_owned()),
-        )
-        .await
+        cancel::Reader::checkout(&self.pool, &self.tls, None, cancel::Entered::Tenant(scope.tenant().to_owned())).await
     }
 
     /// The scope's `limit` nearest chunks to `vector`: read exactly when the scope is small, else
@@ -151,6 +146,9 @@ impl CandidateSearch for PostgresSearch {
     }
 
     async fn search(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<RankedLists> {
+        // The tenant's permits for both searches at once, held until both end.
+        let readers = usize::from(query.lexical_candidates > 0) + usize::from(query.vector.is_some());
+        let _permits = self.limiter.admit_many(scope.tenant(), readers, DatabaseOperation::Read).await?;
         let lexical = async {
             if query.lexical_candidates == 0 {
                 return Ok(None);
