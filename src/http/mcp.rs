@@ -116,8 +116,8 @@ pub struct ResourceMetadata {
     pub resource: String,
     /// Issuers of the authorization servers whose tokens are accepted: `auth.oidc.issuer` when an
     /// OpenID provider is configured; absent otherwise (tokens are then minted by the operator).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub authorization_servers: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authorization_servers: Option<Vec<String>>,
     /// How the token is sent: in the `Authorization` header only.
     pub bearer_methods_supported: Vec<String>,
     /// A human-readable name of the resource.
@@ -311,7 +311,7 @@ fn metadata(state: &AppState, resource: String) -> HttpResponse {
     let issuer = &state.settings.auth.oidc.issuer;
     HttpResponse::Ok().json(ResourceMetadata {
         resource,
-        authorization_servers: if issuer.is_empty() { Vec::new() } else { vec![issuer.clone()] },
+        authorization_servers: (!issuer.is_empty()).then(|| vec![issuer.clone()]),
         bearer_methods_supported: vec!["header".to_owned()],
         resource_name: "warrant".to_owned(),
     })

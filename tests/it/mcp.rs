@@ -168,6 +168,14 @@ async fn initialize_negotiates_the_revision_and_lists_three_tools_with_schemas()
     assert_eq!(tools[1]["inputSchema"]["required"], json!(["query"]));
     assert_eq!(tools[2]["inputSchema"]["required"], json!(["doc_id"]));
     assert!(tools[0]["outputSchema"]["properties"]["abstention"].is_object());
+
+    // Without an OpenID provider the metadata names no authorization server (tokens are minted
+    // by the operator), and still names the resource.
+    let metadata =
+        TestRequest::get().uri("/.well-known/oauth-protected-resource/mcp").insert_header(("host", "warrant.example"));
+    let reply = send!(&service, metadata);
+    assert_eq!((reply.status, &reply.body["resource"]), (200, &json!("http://warrant.example/mcp")));
+    assert!(reply.body.get("authorization_servers").is_none(), "{}", reply.body);
 }
 
 /// Each tool under alice's (acme) and gina's (globex) tokens: each sees her own tenant only.
