@@ -222,21 +222,23 @@ def halvard_report(out):
 FONT, SIZE, LEADING = "Helvetica", 9.5, 12.5
 
 
-def wrap(words, width):
-    """Greedy lines of `words` in `width` points; a long word that does not fit is hyphenated."""
+def wrap(words, width, indent):
+    """Greedy lines of `words` in `width` points, the first `indent` points narrower (it is
+    indented); a long word that does not fit is hyphenated."""
     lines, line = [], []
     queue = list(words)
     while queue:
         word = queue.pop(0)
         candidate = " ".join(line + [word])
-        if stringWidth(candidate, FONT, SIZE) <= width:
+        room = width - (indent if not lines else 0)
+        if stringWidth(candidate, FONT, SIZE) <= room:
             line.append(word)
             continue
         letters = re.fullmatch(r"([A-Za-z]+)([^A-Za-z]*)", word)
         if letters and len(letters.group(1)) >= 8:
             stem = letters.group(1)
             for cut in range(len(stem) - 3, 3, -1):
-                if stringWidth(" ".join(line + [stem[:cut] + "-"]), FONT, SIZE) <= width:
+                if stringWidth(" ".join(line + [stem[:cut] + "-"]), FONT, SIZE) <= room:
                     lines.append(line + [stem[:cut] + "-"])
                     line = []
                     queue.insert(0, stem[cut:] + letters.group(2))
@@ -293,7 +295,7 @@ def tern_bulletin(out):
                 flow += [("blank", None)] + [("row", cells) for cells in content] + [("blank", None)]
             else:
                 text = content.replace("WORDLINE", "was opened to foot passengers on 12 June by the mayor.")
-                lines = wrap(text.split(), column - 12)
+                lines = wrap(text.split(), column, 12)
                 flow += [("line", lines[0], True)] + [("line", words, False) for words in lines[1:]]
                 flow.append(("blank", None))
         # place: columns of `rows` rows, two a page
