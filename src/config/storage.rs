@@ -247,3 +247,19 @@ fn default_heartbeat_ms() -> u64 {
 fn default_stream_buffer_mb() -> usize {
     64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The deadlines and the tenant share are validated, each problem naming its key.
+    #[test]
+    fn postgres_deadlines_and_tenant_share_are_validated_naming_the_key() {
+        assert!(PostgresSettings::default().problems().is_empty());
+        let wrong =
+            PostgresSettings { statement_timeout_ms: 3_600_001, tenant_connections: 17, ..PostgresSettings::default() };
+        let problems = wrong.problems().join("; ");
+        assert!(problems.contains("storage.postgres.statement_timeout_ms"), "{problems}");
+        assert!(problems.contains("storage.postgres.tenant_connections"), "{problems}");
+    }
+}
