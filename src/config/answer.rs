@@ -23,8 +23,8 @@ pub struct AnswerSettings {
     /// the answer stands when at least one valid claim remains.
     pub claim_policy: ClaimPolicy,
     /// Under `drop_claim`: when a claim validation withheld is material to the question (it
-    /// holds the question's content terms at least as much as every claim that stands; see
-    /// `crate::answer::pipeline::materiality`), the attempt fails as under `fail_answer` (one
+    /// holds as many of the question's content terms as every claim that stands, and one none of
+    /// them holds; see `crate::answer::pipeline`), the attempt fails as under `fail_answer` (one
     /// repair, then the abstention `material_claim_unsupported`) instead of answering with what
     /// stands. `false`: answer with what stands, marked `partial`.
     #[serde(default = "default_true")]

@@ -194,8 +194,8 @@ pub enum AbstentionReason {
     /// The request deadline ran out in another stage.
     DeadlineExceeded,
     /// Extension: claims stand, but a claim validation withheld is material to the question
-    /// (it holds the question's content terms at least as much as every claim that stands), also
-    /// after repair; the diagnostics carry the withheld claims' rejection codes.
+    /// (it holds as many of the question's content terms as every claim that stands, and one none
+    /// of them holds), also after repair; the diagnostics carry the withheld claims' codes.
     MaterialClaimUnsupported,
 }
 
