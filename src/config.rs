@@ -24,11 +24,11 @@ pub use answer::{
     VerifierSettings,
 };
 pub use oidc::{ClaimSettings, OIDC_ALGORITHMS, OidcSettings, is_secure_url};
+pub use published_keys::{PublishedKey, is_test_rsa_key};
 pub use review::{ABSTENTION_REASONS, ReviewSettings};
 pub use storage::{
     IterativeScan, PostgresSettings, ReplicaSettings, SnapshotSettings, StorageBackend, StorageSettings,
 };
-pub use published_keys::{PublishedKey, is_test_rsa_key};
 pub use validate::{MIN_HS256_SECRET_BYTES, is_loopback_bind, is_loopback_host};
 
 /// Errors raised while loading or validating configuration.
@@ -114,8 +114,9 @@ pub struct ServerSettings {
     pub log_format: LogFormat,
     /// Host names (the `Host` header without its port, compared without case) the server
     /// answers; any other gets 421 `host_not_allowed`, which stops a DNS-rebinding page from
-    /// driving it. Empty: any host, except in demo mode, where only loopback names
-    /// (`localhost`, 127.0.0.0/8, `[::1]`) are ever answered.
+    /// driving it. Empty: any host. While a published key is accepted (the demo secret, or a
+    /// test key of `fixtures/auth/`: [`Settings::published_key`]), only loopback names
+    /// (`localhost`, 127.0.0.0/8, `[::1]`) are ever answered, whatever this lists.
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
     /// Most users and groups together that one document's access list may hold (an upsert's

@@ -2,10 +2,12 @@
 //! rebound to this server's address (DNS rebinding) cannot drive it through a visitor's browser.
 //!
 //! Invariants:
-//! - in demo mode (the published demo key on a loopback bind, see
-//!   [`super::console::DemoUsers::demo_mode`]) only loopback host names are answered
-//!   (`localhost`, 127.0.0.0/8, `[::1]`): a page at `rebind.attacker.example` resolving to
-//!   127.0.0.1 gets 421 `host_not_allowed`, never a demo token;
+//! - whenever the server accepts a published key ([`Settings::published_key`]: the demo HS256
+//!   secret, or a committed test key of `fixtures/auth/`), which `serve` allows on a loopback
+//!   bind only, only loopback host names are answered (`localhost`, 127.0.0.0/8, `[::1]`),
+//!   whatever `demo.load`, `demo.users` and `server.allowed_hosts` say: a page at
+//!   `rebind.attacker.example` resolving to 127.0.0.1 gets 421 `host_not_allowed`, never a demo
+//!   token, and never an answer to an admin token it signed itself with the published key;
 //! - otherwise, when `server.allowed_hosts` lists names, only those are answered; an empty list
 //!   answers any host (a deployment behind its own proxy);
 //! - the check reads the `Host` header (or the HTTP/2 authority) only, never `Forwarded` or
@@ -28,7 +30,7 @@ use super::error::ApiError;
 pub enum HostPolicy {
     /// Any host.
     Any,
-    /// Loopback names only (demo mode).
+    /// Loopback names only (a published key is accepted).
     Loopback,
     /// These names (lowercase, without port).
     Listed(Vec<String>),
@@ -37,7 +39,7 @@ pub enum HostPolicy {
 impl HostPolicy {
     /// The policy `settings` ask for (see the module's invariants).
     pub fn from_settings(settings: &Settings) -> Self {
-        if super::console::DemoUsers::demo_mode(settings) {
+        if settings.published_key().is_some() {
             Self::Loopback
         } else if settings.server.allowed_hosts.is_empty() {
             Self::Any
@@ -133,6 +135,28 @@ mod tests {
         }
         assert!(loopback.allows(None), "a request without a host is not a browser's");
         assert!(HostPolicy::Any.allows(Some("anything.example")));
+    }
+
+    /// Regression (issue 57.7): the published demo key on loopback with `demo.load = false` or
+    /// `demo.users = ""` was not demo mode, so any `Host` was answered and a DNS-rebinding page
+    /// could drive the server with admin tokens it signed itself with the published key.
+    #[test]
+    fn a_published_key_answers_loopback_names_only_whatever_the_demo_settings() {
+        let mut no_corpus = Settings::defaults();
+        no_corpus.demo.load = false;
+        let mut no_users = Settings::defaults();
+        no_users.demo.users.clear();
+        let mut listed = no_corpus.clone();
+        listed.server.allowed_hosts = vec!["warrant.example.com".into()];
+        let mut test_key = Settings::defaults();
+        test_key.auth.hs256_secret = "a-private-secret-of-this-deployment-32b".into();
+        test_key.auth.rs256_public_key_file =
+            format!("{}/fixtures/auth/test_rs256_public.pem", env!("CARGO_MANIFEST_DIR"));
+        for (name, settings) in
+            [("no corpus", no_corpus), ("no users", no_users), ("listed", listed), ("test key", test_key)]
+        {
+            assert_eq!(HostPolicy::from_settings(&settings), HostPolicy::Loopback, "{name}");
+        }
     }
 
     #[test]

@@ -147,3 +147,36 @@ fn a_committed_test_key_refuses_to_serve_beyond_loopback() {
         assert!(stderr.contains(named), "the refusal does not name {named}: {stderr}");
     }
 }
+
+/// Regression (issue 57.7): with the published demo key on loopback but `demo.load = false` (or
+/// `demo.users = ""`), the server was not "in demo mode" and answered any `Host`, so a page whose
+/// name was rebound to 127.0.0.1 could call the admin API with a token it signed itself with the
+/// published key. A published key now means loopback names only, whatever the demo settings.
+#[actix_web::test]
+async fn a_published_key_answers_loopback_host_names_only_without_the_demo_corpus() {
+    use actix_web::test::{TestRequest, call_service, init_service};
+    let mut settings = warrant::config::Settings::defaults();
+    settings.embedder.dim = 32;
+    settings.index.shards = 1;
+    let admin = crate::console::token(warrant::config::DEMO_HS256_SECRET, "acme", "mallory", &[], &["admin"]);
+    let changes: [fn(&mut warrant::config::Settings); 2] =
+        [|settings| settings.demo.load = false, |settings| settings.demo.users.clear()];
+    for change in changes {
+        let mut settings = settings.clone();
+        change(&mut settings);
+        let providers = crate::support::hashed_providers(&settings, None);
+        let state = crate::support::demo_state(Arc::new(settings), providers).await;
+        let service = init_service(warrant::http::server::app(state)).await;
+        let request = |host: &str| {
+            TestRequest::get()
+                .uri("/v1/admin/acl/changes")
+                .insert_header(("host", host))
+                .insert_header(("authorization", format!("Bearer {admin}")))
+                .to_request()
+        };
+        for host in ["rebind.attacker.example", "rebind.attacker.example:8080", "localhost.attacker.example"] {
+            assert_eq!(call_service(&service, request(host)).await.status(), 421, "{host}");
+        }
+        assert_eq!(call_service(&service, request("localhost:8080")).await.status(), 200, "the key works on loopback");
+    }
+}
