@@ -46,7 +46,7 @@ impl Settings {
 /// test keys.
 pub fn is_test_rsa_key(pem: &[u8]) -> bool {
     let Some(modulus) = rsa_modulus_of_pem(pem) else { return false };
-    test_moduli().iter().any(|known| *known == modulus)
+    test_moduli().contains(&modulus)
 }
 
 /// The moduli of the committed test keys (leading zero bytes removed).

@@ -1,6 +1,7 @@
 //! Security hardening regressions that need the real binary or the whole pipeline: the published
-//! demo key never serves beyond loopback, and a source of one enormous word cannot blow up a
-//! chunk or a prompt.
+//! demo key and the committed test keys never serve beyond loopback, a server accepting one
+//! answers loopback host names only, and a source of one enormous word cannot blow up a chunk or
+//! a prompt.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
