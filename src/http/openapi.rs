@@ -61,8 +61,10 @@ pub enum EngineUnavailable {
     #[response(status = 502)]
     BadGateway(ErrorBody),
     /// `overloaded` (with `Retry-After`), `replica_stale` (a replica that cannot confirm its ACL
-    /// state is fresh), `storage_unavailable` (a write that could not be made durable, with
-    /// `Retry-After`), or the embedder or an index is unavailable.
+    /// state is fresh), `storage_unavailable` (the database failed: a read changed nothing, a
+    /// write was not applied; with `Retry-After`), `storage_timeout` (a database statement ran
+    /// past its deadline, rolled back whole; with `Retry-After`), or the embedder or an index is
+    /// unavailable.
     #[response(status = 503, headers(("Retry-After" = u64, description = "seconds to wait (with `overloaded`)")))]
     Unavailable(ErrorBody),
 }
@@ -71,7 +73,8 @@ pub enum EngineUnavailable {
 #[derive(IntoResponses)]
 pub enum WriteUnavailable {
     /// `storage_unavailable` (the change could not be made durable and was not applied; reads go
-    /// on) or `overloaded` (the tenant's admission bound for admin writes), with `Retry-After`.
+    /// on), `storage_timeout` (a statement ran past its deadline and the change was rolled back
+    /// whole) or `overloaded` (the tenant's admission bound for admin writes), with `Retry-After`.
     #[response(status = 503, headers(("Retry-After" = u64, description = "seconds to wait")))]
     Unavailable(ErrorBody),
 }

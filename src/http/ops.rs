@@ -244,7 +244,7 @@ pub async fn healthz() -> HttpResponse {
 /// Indexes are loaded.
 #[utoipa::path(get, path = "/readyz", responses(
     (status = 200, description = "ready", body = Readiness),
-    (status = 503, description = "starting, a replica that cannot confirm its ACL state is fresh, a database backend that does not answer within about a second (`backend` says how), or no usable key of the identity provider", body = Readiness)))]
+    (status = 503, description = "starting, a replica that cannot confirm its ACL state is fresh, a database backend that does not answer within about a second (the body's backend field says how), or no usable key of the identity provider", body = Readiness)))]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     let replica = state.replica.as_ref().map(|status| super::contract::replica::ReplicaReport::from(status.report()));
     let stale = replica.as_ref().is_some_and(|report| !report.fresh);
