@@ -28,6 +28,8 @@ const BUCKETS: usize = 256;
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Line {
     pub text: String,
+    /// Characters of `text`.
+    pub chars: usize,
     pub x0: f32,
     pub x1: f32,
     pub y: f32,
@@ -162,6 +164,7 @@ pub(super) fn lines(page: &PageFragments) -> Vec<Line> {
             {
                 line.text.push(' ');
                 line.text.push_str(text);
+                line.chars += 1 + text.chars().count();
                 line.x1 = line.x1.max(fragment.x1);
                 line.size = line.size.max(fragment.size);
                 line.cells |= gap >= CELL * em;
@@ -173,6 +176,7 @@ pub(super) fn lines(page: &PageFragments) -> Vec<Line> {
         }
         lines.push(Line {
             text: text.to_owned(),
+            chars: text.chars().count(),
             x0: fragment.x0,
             x1: fragment.x1,
             y: fragment.y,
@@ -229,7 +233,7 @@ fn breaks(previous: &Line, next: &Line, leading: Option<f32>, right: f32, left: 
         return true;
     }
     // The first word of `next` (and a space) would have fit after `previous`.
-    let chars = next.text.chars().count().max(1) as f32;
+    let chars = next.chars.max(1) as f32;
     let per_char = (next.x1 - next.x0).max(0.0) / chars;
     let first_word = next.text.split_whitespace().next().map_or(0, |word| word.chars().count()) as f32;
     let free = right - previous.x1;
@@ -261,20 +265,27 @@ pub(super) fn paragraphs(lines: &[Line]) -> Vec<String> {
             start = index;
         }
     }
-    let mut paragraphs: Vec<String> = Vec::new();
-    let mut current = String::new();
+    // Where each paragraph starts, then each joined into a string of its size.
+    let mut starts = Vec::new();
     let mut left = f32::INFINITY;
     for (index, line) in lines.iter().enumerate() {
-        if index > 0 && breaks(&lines[index - 1], line, leading, rights[index - 1], left) {
-            paragraphs.push(std::mem::take(&mut current));
+        if index == 0 || breaks(&lines[index - 1], line, leading, rights[index - 1], left) {
+            starts.push(index);
             left = f32::INFINITY;
         }
-        prose::join_line(&mut current, &line.text);
         left = left.min(line.x0);
     }
-    if !current.is_empty() {
-        paragraphs.push(current);
-    }
-    paragraphs.retain(|paragraph| !paragraph.is_empty());
-    paragraphs
+    starts.push(lines.len());
+    starts
+        .windows(2)
+        .map(|range| {
+            let lines = &lines[range[0]..range[1]];
+            let mut paragraph = String::with_capacity(lines.iter().map(|line| line.text.len() + 1).sum());
+            for line in lines {
+                prose::join_line(&mut paragraph, &line.text);
+            }
+            paragraph
+        })
+        .filter(|paragraph| !paragraph.is_empty())
+        .collect()
 }

@@ -130,7 +130,7 @@ pub(super) fn extract(bytes: &[u8], limits: &ExtractLimits, mut builder: TextBui
         visited(1, 0);
         let budget = limits.max_text_chars.saturating_sub(chars);
         let lines = page_lines(&document, page_id, limits, &builder, budget)?;
-        chars += lines.iter().map(|line| line.text.chars().count()).sum::<usize>();
+        chars += lines.iter().map(|line| line.chars).sum::<usize>();
         pages.push(Page { number, lines });
     }
     if pages.iter().all(|page| page.lines.is_empty()) {
@@ -197,14 +197,19 @@ fn running_lines(pages: &[Page]) -> HashMap<RunningKey, (usize, String, bool)> {
 
 /// The end of `paragraph` as it runs on into `next` (joined as lines are): followed by a space,
 /// or without the hyphen of a word broken there.
-fn run_on(paragraph: &str, next: &str) -> String {
-    let mut joined = paragraph.to_owned();
+fn run_on<'a>(paragraph: &'a str, next: &str) -> std::borrow::Cow<'a, str> {
+    // Joining looks at the paragraph's last two characters only.
+    let tail = paragraph.char_indices().rev().nth(1).map_or(0, |(at, _)| at);
+    let mut joined = paragraph[tail..].to_owned();
     prose::join_line(&mut joined, next);
     let next = next.trim();
     if joined.ends_with(next) {
         joined.truncate(joined.len() - next.len());
     }
-    joined
+    if joined == paragraph[tail..] {
+        return std::borrow::Cow::Borrowed(paragraph);
+    }
+    std::borrow::Cow::Owned(format!("{}{joined}", &paragraph[..tail]))
 }
 
 /// Writes the pages: running headers and footers out of the body, paragraphs a blank line
@@ -253,19 +258,22 @@ fn write(builder: &mut TextBuilder, pages: Vec<Page>) -> ExtractResult<()> {
         } else {
             builder.start_page(*number)?;
         }
-        for header in headers {
-            builder.push_raw(header)?;
-            builder.paragraph_break()?;
-        }
-        for (position, paragraph) in paragraphs.iter().enumerate() {
-            if position + 1 == paragraphs.len() && joins[index] {
+        // The page's text at once: its kept running lines, then its paragraphs, a blank line
+        // apart; the last one run on into the next page's first when the sentence goes on.
+        let size = headers.iter().chain(paragraphs).map(|text| text.len() + 2).sum();
+        let mut text = String::with_capacity(size);
+        for (position, paragraph) in headers.iter().chain(paragraphs).enumerate() {
+            if position > 0 {
+                text.push_str("\n\n");
+            }
+            if position + 1 == headers.len() + paragraphs.len() && joins[index] {
                 let next = read[index + 1].2.first().map(String::as_str).unwrap_or_default();
-                builder.push_raw(&run_on(paragraph, next))?;
+                text.push_str(&run_on(paragraph, next));
             } else {
-                builder.push_raw(paragraph)?;
-                builder.paragraph_break()?;
+                text.push_str(paragraph);
             }
         }
+        builder.push_raw(&text)?;
     }
     Ok(())
 }

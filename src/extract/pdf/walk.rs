@@ -323,6 +323,7 @@ impl<'a> Walk<'a> {
         if decoded.contains(|character| ('\u{FB00}'..='\u{FB06}').contains(&character)) {
             decoded = decoded.chars().map(ligature_letters).collect();
         }
+        let decoded_chars = decoded.chars().count();
         let advance = match widths {
             Some((first, widths)) => bytes
                 .iter()
@@ -332,7 +333,7 @@ impl<'a> Walk<'a> {
                     width.copied().unwrap_or(500.0) / 1000.0 * self.font_size + self.letter_spacing + word
                 })
                 .sum::<f32>(),
-            None => decoded.chars().count() as f32 * (0.5 * self.font_size + self.letter_spacing),
+            None => decoded_chars as f32 * (0.5 * self.font_size + self.letter_spacing),
         } * self.scaling;
         let rendering = self.text_matrix.then(self.ctm);
         let [a, b, c, d, ..] = rendering.0;
@@ -388,7 +389,11 @@ impl<'a> Walk<'a> {
         } else {
             self.push(&decoded);
         }
-        let added = self.page.text[before..].chars().count();
+        let added = if self.page.text.len() - before == decoded.len() {
+            decoded_chars
+        } else {
+            self.page.text[before..].chars().count()
+        };
         self.budget = self.budget.checked_sub(added).ok_or_else(|| ExtractError::TooLarge {
             what: "extracted text",
             limit: format!("{} characters", self.max_chars),
