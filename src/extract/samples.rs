@@ -19,8 +19,8 @@ pub fn encrypted_pdf(pages: &[Vec<String>]) -> Vec<u8> {
 }
 
 /// A PDF whose pages run the given content operations, with Helvetica (WinAnsi) as font `F1`,
-/// Times with ligatures at codes 174-178 (ff, fi, fl, ffi, ffl) as `F2`, and Helvetica with
-/// glyph widths for codes 32-126 as `F3`:
+/// Times with ligatures at codes 174-178 (ff, fi, fl, ffi, ffl) as `F2`, Helvetica with
+/// glyph widths for codes 32-126 as `F3`, and `SampleSans` (no standard font, no widths) as `F4`:
 /// text laid out as real producers do (one text object a page, line moves, kerning, letter
 /// spacing).
 pub fn pdf_from_operations(pages: Vec<Vec<Operation>>) -> Vec<u8> {
@@ -133,8 +133,13 @@ fn pdf_of(streams: Vec<Vec<u8>>, pages: &[usize], encrypted: bool) -> Vec<u8> {
         "Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Helvetica", "Encoding" => "WinAnsiEncoding",
         "FirstChar" => 32, "LastChar" => 126, "Widths" => widths,
     });
-    let resources_id = document
-        .add_object(dictionary! { "Font" => dictionary! { "F1" => font_id, "F2" => ligatures_id, "F3" => widths_id } });
+    // F4: a font that is not a standard one and declares no widths (a reader guesses them).
+    let unknown_id = document.add_object(dictionary! {
+        "Type" => "Font", "Subtype" => "Type1", "BaseFont" => "SampleSans", "Encoding" => "WinAnsiEncoding",
+    });
+    let resources_id = document.add_object(dictionary! {
+        "Font" => dictionary! { "F1" => font_id, "F2" => ligatures_id, "F3" => widths_id, "F4" => unknown_id },
+    });
     let stream_ids: Vec<_> =
         streams.into_iter().map(|content| document.add_object(Stream::new(dictionary! {}, content))).collect();
     let mut kids = Vec::new();

@@ -175,16 +175,16 @@ fn a_pdf_typeset_as_real_producers_do_keeps_its_lines_and_word_gaps() {
     let number = |value: f32| Object::Real(value);
     let page = vec![
         op("BT", vec![]),
-        op("Tf", vec!["F1".into(), number(12.0)]),
+        op("Tf", vec!["F4".into(), number(12.0)]),
         op("Tm", vec![number(1.0), number(0.0), number(0.0), number(1.0), number(265.0), number(700.0)]),
         op("Tj", vec![text("SELECT")]),
-        op("Tf", vec!["F1".into(), number(10.0)]),
+        op("Tf", vec!["F4".into(), number(10.0)]),
         op("Td", vec![number(-172.5), number(-48.0)]),
         op("Tj", vec![text("Small. Fast. Reliable.")]),
         op("Td", vec![number(-2.5), number(-12.0)]),
         op("TJ", vec![Object::Array(vec![text("Choose any thr"), number(18.0), text("ee.")])]),
         op("TD", vec![number(0.0), number(-12.0)]),
-        // The sample font has no /Widths: half an em (5 units at 10 points) a character.
+        // F4 is no standard font and has no /Widths: half an em (5 units at 10 points) a character.
         op("TJ", vec![Object::Array(vec![text("The result is zer")])]),
         // "o or" drawn as "oo" spaced by the width of a space, right after "zer" (17 x 5).
         op("Tc", vec![number(3.158)]),
@@ -543,6 +543,55 @@ fn running_headers_and_footers_stay_out_of_a_sentence_that_crosses_a_page_break(
     assert_eq!(section_at(&extracted, "were shipped").pages, vec![1, 2]);
     assert_eq!(section_at(&extracted, "shipped to northern").page, Some(2));
     assert_eq!(section_at(&extracted, "cranes").page, Some(1));
+}
+
+/// Issue 60.4: a report of two pages has its running header and footer on both; the header is
+/// kept once, the page number dropped, and the sentence across the break is whole (the footer
+/// drawn first on the second page was read into it).
+#[test]
+fn a_two_page_pdf_keeps_its_running_header_once_and_its_sentence_whole() {
+    let pages: Vec<Vec<Run>> = [
+        vec![
+            "The plant reported its figures for the year. Revenue from service",
+            "contracts rose to 214 million crowns,",
+        ],
+        vec!["carried mostly by the offshore maintenance agreements."],
+    ]
+    .iter()
+    .enumerate()
+    .map(|(index, body)| {
+        let mut runs = vec![Run::new(280.0, 40.0, &format!("Halvard Energy - page {}", index + 1))];
+        runs.push(Run::new(72.0, 800.0, "Halvard Energy - Annual Report 2031"));
+        runs.extend(body.iter().enumerate().map(|(line, text)| Run::new(72.0, 760.0 - 12.0 * line as f32, text)));
+        runs
+    })
+    .collect();
+    let extracted = pdf_text(&pages);
+    assert_eq!(
+        extracted.text,
+        "Halvard Energy - Annual Report 2031\n\nThe plant reported its figures for the year. Revenue from service contracts \
+         rose to 214 million crowns, carried mostly by the offshore maintenance agreements."
+    );
+    assert_eq!(section_at(&extracted, "carried mostly").page, Some(2));
+}
+
+/// Issue 60.4: reportlab writes its text in Helvetica with no `/Widths`; guessed at half an em a
+/// character, the left column's lines ran into the right column's, so a bulletin drawn row by
+/// row stayed interleaved ("published ble detail") and its facts were cut. The fixture is the
+/// documents corpus's (`benches/docs_corpus/generate.py`).
+#[test]
+fn a_reportlab_bulletin_in_two_columns_reads_in_column_order() {
+    let path = format!("{}/fixtures/docs/tern-bulletin.pdf", env!("CARGO_MANIFEST_DIR"));
+    let extracted = extract(&std::fs::read(path).expect("fixture"), "application/pdf", &limits()).expect("pdf");
+    for sentence in [
+        "Container traffic through Tern Harbour reached 48,200 units in the second quarter, an increase that the \
+         berth planners had not foreseen.",
+        "Dredging of the inner basin will remove approximately 31,000 cubic metres of sediment before the autumn \
+         storms begin.",
+        "The steering board discussed the communication timetable in considerable detail.",
+    ] {
+        assert!(extracted.text.contains(sentence), "{sentence:?} not in {:?}", extracted.text);
+    }
 }
 
 /// Issue 60.1: hard-wrapped plain text (e-mail, RFC style) had every line a sentence too; its

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use lopdf::Object;
 use lopdf::content::Operation;
 use proptest::prelude::*;
-use warrant::extract::samples::{self, Block};
+use warrant::extract::samples::{self, Block, Run};
 use warrant::extract::{DOCX_TYPE, ExtractLimits, extract};
 
 const CODES: &[&str] = &[
@@ -147,8 +147,54 @@ fn operation() -> impl Strategy<Value = Operation> {
     prop_oneof![3 => well_formed, 1 => arbitrary]
 }
 
+/// Runs of one to five words placed anywhere on a page, in any size (issue 60's layout: columns,
+/// lines, paragraphs, running lines read from positions alone).
+fn runs() -> impl Strategy<Value = Vec<Run>> {
+    let word =
+        proptest::sample::select(vec!["plant", "Halvard", "shipped", "turbines", "a", "of", "The", "x", "report"]);
+    let run = (
+        0.0f32..560.0,
+        0.0f32..820.0,
+        proptest::sample::select(vec![8.0f32, 10.0, 12.0, 14.0]),
+        proptest::collection::vec(word, 1..6),
+    )
+        .prop_map(|(x, y, size, words)| Run { size, ..Run::new(x, y, &words.join(" ")) });
+    proptest::collection::vec(run, 0..30)
+}
+
+/// The count of each character that is not whitespace.
+fn letters(text: &str) -> std::collections::BTreeMap<char, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for character in text.chars().filter(|character| !character.is_whitespace()) {
+        *counts.entry(character).or_insert(0) += 1;
+    }
+    counts
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Laid out from positions, a page's text is its runs' text, each letter once: reordering
+    /// (columns), joining (lines, paragraphs, pages) neither loses, doubles nor invents any; only
+    /// running lines (on two pages or more) are dropped. The layout map fits the text.
+    #[test]
+    fn pdf_runs_placed_anywhere_come_out_each_letter_once(pages in proptest::collection::vec(runs(), 1..5)) {
+        let input: String = pages.iter().flatten().map(|run| format!("{} ", run.text)).collect();
+        match extract(&samples::pdf_of_runs(&pages), "application/pdf", &limits()) {
+            Ok(extracted) => {
+                prop_assert!(extracted.layout.check(extracted.text.chars().count()).is_ok());
+                let (out, expected) = (letters(&extracted.text), letters(&input));
+                if pages.len() < 2 {
+                    prop_assert_eq!(out, expected);
+                } else {
+                    for (character, count) in out {
+                        prop_assert!(expected.get(&character).is_some_and(|&most| count <= most), "{character} {count} times");
+                    }
+                }
+            }
+            Err(error) => prop_assert!(error.code() == "no_text" && (input.trim().is_empty() || pages.len() >= 2), "{error}"),
+        }
+    }
 
     #[test]
     fn a_damaged_file_of_any_format_is_extracted_or_refused_with_its_code(

@@ -16,7 +16,7 @@
 //! - a paragraph is one line of text, paragraphs a blank line apart; a word hyphenated at a
 //!   line end is joined whole (`prose::join_line`);
 //! - a running header or footer (the same text at the same height, digits aside, at the top or
-//!   the bottom of at least three pages) is kept once, as the first paragraph of
+//!   the bottom of at least three pages, or of both pages of two) is kept once, as the first paragraph of
 //!   the first page it is on, when its text is the same everywhere, and dropped when its digits
 //!   change (a page number);
 //! - a sentence that crosses a page break (the page's last paragraph ends without a terminal
@@ -31,6 +31,7 @@
 //! against `max_text_chars` as the walk makes it.
 
 mod layout;
+mod standard_fonts;
 mod walk;
 
 use std::collections::HashMap;
@@ -49,7 +50,7 @@ const CHECK_EVERY: usize = 4096;
 const RUNNING_CANDIDATES: usize = 2;
 
 /// Pages a running header or footer is on, at least (a chapter's running header is on that
-/// chapter's pages only).
+/// chapter's pages only); both pages of a document of two.
 const RUNNING_PAGES: usize = 3;
 
 #[cfg(test)]
@@ -69,9 +70,15 @@ fn visited(pages: usize, operators: usize) {
     let _ = (pages, operators);
 }
 
+/// A one-byte font's glyph widths: its `/FirstChar` and `/Widths`, or a standard font's own
+/// ([`standard_fonts`]) when it declares none.
 fn widths(document: &Document, font: &lopdf::Dictionary) -> Option<(u32, Vec<f32>)> {
     if font.get(b"Subtype").and_then(Object::as_name).is_ok_and(|subtype| subtype == b"Type0") {
         return None;
+    }
+    if !font.has(b"Widths") {
+        let base_font = font.get(b"BaseFont").and_then(Object::as_name).ok()?;
+        return standard_fonts::widths(base_font).map(|widths| (32, widths));
     }
     let first = font.get(b"FirstChar").and_then(Object::as_i64).ok()?;
     let widths = font.get_deref(b"Widths", document).and_then(Object::as_array).ok()?;
@@ -191,7 +198,9 @@ fn running_lines(pages: &[Page]) -> HashMap<RunningKey, (usize, String, bool)> {
             entry.2 |= entry.1 != line.text;
         }
     }
-    seen.retain(|_, (count, _, _)| *count >= RUNNING_PAGES);
+    // A document of two pages has its running lines on both.
+    let least = RUNNING_PAGES.min(pages.len().max(2));
+    seen.retain(|_, (count, _, _)| *count >= least);
     seen
 }
 

@@ -9,8 +9,8 @@
 //! with letter spacing of at least [`LETTER_SPACED`] of its font size (how ghostscript justifies
 //! a line: "o o" drawn as "oo" spaced apart) gets a space between its characters, and a move
 //! along the line is a word gap when it leaves more than [`GAP`] of an em after the text drawn
-//! so far (glyph widths from the font's `/Widths`, half an em a character where a font has
-//! none): producers move inside words too (kerning, drop caps). Typographic ligatures
+//! so far (glyph widths from the font's `/Widths` or a standard font's metrics, half an em a
+//! character where neither is known): producers move inside words too (kerning, drop caps). Typographic ligatures
 //! (U+FB00-FB06, "ﬁ" for "fi") come out as their letters.
 //!
 //! Invariants: the graphics state stack holds at most [`MAX_SAVED_STATES`] entries whatever the
@@ -32,8 +32,8 @@ const LETTER_SPACED: f32 = 0.15;
 const GAP: f32 = 0.15;
 
 /// A show this many ems or more after the open fragment's end starts a new fragment (a table
-/// cell, the other column of a page drawn row by row).
-pub(super) const SPLIT: f32 = 1.0;
+/// cell, the other column of a page drawn row by row: gutters of 0.9 em are common).
+pub(super) const SPLIT: f32 = 0.6;
 
 /// A show whose baseline lies within this fraction of the font size of the open fragment's
 /// continues it (a superscript, a subscript, a rise).
