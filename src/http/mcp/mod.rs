@@ -40,10 +40,17 @@ use crate::domain::Principal;
 
 use super::answer::{AnswerBodyIn, RetrieveBodyIn};
 use super::auth::Authenticated;
-use super::contract::answer::{AnswerResponse, RetrieveResponse};
 use super::documents::DocumentChunk;
 use super::error::{ApiError, ErrorBody};
 use super::{AppState, RequestId};
+
+mod metadata;
+mod tools;
+
+pub(crate) use metadata::{__path_mcp_metadata, __path_origin_metadata};
+pub use metadata::{ResourceMetadata, mcp_metadata, metadata_url, origin_metadata};
+use tools::Tool;
+pub use tools::Tools;
 
 /// The protocol revisions this server speaks, newest first: an `initialize` naming one gets it
 /// back, any other gets the newest (the client then decides whether to go on).
@@ -109,154 +116,6 @@ pub struct ReadDocumentOut {
     pub chunks: Vec<DocumentChunk>,
 }
 
-/// Body of the protected resource metadata (RFC 9728 §2).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ResourceMetadata {
-    /// The protected resource's identifier: this server's origin, or its `/mcp` URL.
-    pub resource: String,
-    /// Issuers of the authorization servers whose tokens are accepted: `auth.oidc.issuer` when an
-    /// OpenID provider is configured; absent otherwise (tokens are then minted by the operator).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub authorization_servers: Option<Vec<String>>,
-    /// How the token is sent: in the `Authorization` header only.
-    pub bearer_methods_supported: Vec<String>,
-    /// A human-readable name of the resource.
-    pub resource_name: String,
-}
-
-/// The three tools.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Tool {
-    Answer,
-    Retrieve,
-    ReadDocument,
-}
-
-impl Tool {
-    const ALL: [Tool; 3] = [Tool::Answer, Tool::Retrieve, Tool::ReadDocument];
-
-    fn name(self) -> &'static str {
-        match self {
-            Tool::Answer => "answer",
-            Tool::Retrieve => "retrieve",
-            Tool::ReadDocument => "read_document",
-        }
-    }
-
-    fn parse(name: &str) -> Option<Tool> {
-        Self::ALL.into_iter().find(|tool| tool.name() == name)
-    }
-
-    fn title(self) -> &'static str {
-        match self {
-            Tool::Answer => "Answer with citations",
-            Tool::Retrieve => "Retrieve authorized passages",
-            Tool::ReadDocument => "Read a document or a cited span",
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Tool::Answer => {
-                "Answers a question from the documents the caller may read. Each claim carries citations \
-                 (document id, title, version, quote, character offsets, page and section) that were checked \
-                 against the sources; when the evidence does not support an answer the result is a typed \
-                 abstention (status 'abstained' with a reason) instead of a guess."
-            }
-            Tool::Retrieve => {
-                "Returns the passages the caller may read that best match a query, best first, each with its \
-                 document id, title, version, character offsets, page and section, and score."
-            }
-            Tool::ReadDocument => {
-                "Reads a document the caller may read: its whole text, or the span [start, end) of a citation, \
-                 with the chunks that overlap it. A document the caller may not read does not exist."
-            }
-        }
-    }
-}
-
-/// The tool list, built once per app from the wire types' schemas.
-pub struct Tools {
-    list: Value,
-}
-
-impl Tools {
-    /// The tools of a server running with `settings` (input schemas carry its question limit,
-    /// as the OpenAPI document does).
-    pub fn new(settings: &Settings) -> Self {
-        let document = super::openapi::document(settings);
-        let component = |name: &str| {
-            document
-                .components
-                .as_ref()
-                .and_then(|components| components.schemas.get(name))
-                .and_then(|schema| serde_json::to_value(schema).ok())
-        };
-        let input = |tool: Tool| match tool {
-            Tool::Answer => component("AnswerBodyIn").unwrap_or_else(schema_of::<AnswerBodyIn>),
-            Tool::Retrieve => component("RetrieveBodyIn").unwrap_or_else(schema_of::<RetrieveBodyIn>),
-            Tool::ReadDocument => schema_of::<ReadDocumentIn>(),
-        };
-        let output = |tool: Tool| match tool {
-            Tool::Answer => schema_of::<AnswerResponse>(),
-            Tool::Retrieve => schema_of::<RetrieveResponse>(),
-            Tool::ReadDocument => schema_of::<ReadDocumentOut>(),
-        };
-        let tools: Vec<Value> = Tool::ALL
-            .into_iter()
-            .map(|tool| {
-                json!({
-                    "name": tool.name(),
-                    "title": tool.title(),
-                    "description": tool.description(),
-                    "inputSchema": input(tool),
-                    "outputSchema": output(tool),
-                    "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false},
-                })
-            })
-            .collect();
-        Self { list: json!({ "tools": tools }) }
-    }
-}
-
-/// A self-contained JSON Schema of `T`: its schema with every schema it names under `$defs`
-/// (OpenAPI's `#/components/schemas/` references rewritten to `#/$defs/`).
-fn schema_of<T: ToSchema>() -> Value {
-    let mut dependencies = Vec::new();
-    T::schemas(&mut dependencies);
-    let mut definitions = Map::new();
-    for (name, schema) in dependencies {
-        definitions.insert(name, serde_json::to_value(schema).unwrap_or(Value::Null));
-    }
-    let mut root = serde_json::to_value(T::schema()).unwrap_or_else(|_| json!({"type": "object"}));
-    if let Value::Object(object) = &mut root
-        && !definitions.is_empty()
-    {
-        object.insert("$defs".to_owned(), Value::Object(definitions));
-    }
-    rewrite_references(&mut root);
-    root
-}
-
-fn rewrite_references(value: &mut Value) {
-    match value {
-        Value::Object(object) => {
-            for (key, member) in object.iter_mut() {
-                match member {
-                    Value::String(target) if key == "$ref" => {
-                        if let Some(name) = target.strip_prefix("#/components/schemas/") {
-                            *target = format!("#/$defs/{name}");
-                        }
-                    }
-                    other => rewrite_references(other),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(rewrite_references),
-        _ => {}
-    }
-}
-
 /// Registers `/mcp` and the two metadata routes.
 pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + use<> {
     let tools = web::Data::new(Tools::new(settings));
@@ -276,61 +135,6 @@ pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + 
 /// 405 for `GET /mcp` (no server-initiated stream is offered) and every other method.
 async fn method_not_allowed() -> HttpResponse {
     ApiError::method_not_allowed("POST").error_response()
-}
-
-/// This server's origin as the request names it: the scheme (`X-Forwarded-Proto` and
-/// `Forwarded` honored, `http` or `https` only) and the `Host` header (the names the host check
-/// let through), or the configured server name when the header is missing or odd.
-fn origin(request: &HttpRequest) -> String {
-    let is_host = |host: &&str| {
-        !host.is_empty()
-            && host.len() <= 255
-            && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'))
-    };
-    let host = request
-        .headers()
-        .get(header::HOST)
-        .and_then(|value| value.to_str().ok())
-        .filter(is_host)
-        .map(str::to_owned)
-        .or_else(|| request.uri().authority().map(ToString::to_string).filter(|host| is_host(&host.as_str())))
-        .unwrap_or_else(|| request.app_config().host().to_owned());
-    let scheme = match request.connection_info().scheme() {
-        "https" => "https",
-        _ => "http",
-    };
-    format!("{scheme}://{host}")
-}
-
-/// The URL of `/mcp`'s protected resource metadata, as `WWW-Authenticate` names it.
-pub fn metadata_url(request: &HttpRequest) -> String {
-    format!("{}{MCP_METADATA_PATH}", origin(request))
-}
-
-fn metadata(state: &AppState, resource: String) -> HttpResponse {
-    let issuer = &state.settings.auth.oidc.issuer;
-    HttpResponse::Ok().json(ResourceMetadata {
-        resource,
-        authorization_servers: (!issuer.is_empty()).then(|| vec![issuer.clone()]),
-        bearer_methods_supported: vec!["header".to_owned()],
-        resource_name: "warrant".to_owned(),
-    })
-}
-
-/// The origin's protected resource metadata (RFC 9728): its resource is this server's origin.
-#[utoipa::path(get, path = "/.well-known/oauth-protected-resource",
-    responses((status = 200, description = "protected resource metadata (RFC 9728); `authorization_servers` names \
-                `auth.oidc.issuer` when an OpenID provider is configured", body = ResourceMetadata)))]
-pub async fn origin_metadata(state: web::Data<AppState>, request: HttpRequest) -> HttpResponse {
-    metadata(&state, origin(&request))
-}
-
-/// `/mcp`'s protected resource metadata (RFC 9728 §3.1), which MCP clients read after a 401.
-#[utoipa::path(get, path = "/.well-known/oauth-protected-resource/mcp",
-    responses((status = 200, description = "protected resource metadata (RFC 9728) of the MCP endpoint `/mcp`; \
-                `authorization_servers` names `auth.oidc.issuer` when an OpenID provider is configured", body = ResourceMetadata)))]
-pub async fn mcp_metadata(state: web::Data<AppState>, request: HttpRequest) -> HttpResponse {
-    metadata(&state, format!("{}{PATH}", origin(&request)))
 }
 
 /// A JSON-RPC error object.
