@@ -14,6 +14,9 @@
 # (e.g. `WARRANT__REVIEW__ENABLED=true,WARRANT__REVIEW__SAMPLE_ANSWERED=0.02:target/release/warrant`,
 # printed as its path plus a label). METRICS=pattern prints the /metrics lines matching it after
 # each run; FILES=name prints the size of that file of the data directory after the stop.
+# SCRIPTS="answer.lua mcp_answer.lua" measures each wrk script of benches/http in turn against the
+# same running server (the REST route and the MCP `answer` tool side by side; default answer.lua);
+# a script's first response must carry an answered status, or the run stops.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ "$#" -ge 1 ] || { echo "usage: $0 BINARY [BINARY ...]" >&2; exit 2; }
@@ -36,6 +39,18 @@ WORK="$(mktemp -d)"
 PID=""
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
 TICK=$(getconf CLK_TCK)
+QUESTION="How much are hotel stays reimbursed per night in London?"
+# The body of one request as the wrk script sends it (the REST route, or the MCP tool call).
+first_response() {
+  if [ "$1" = mcp_answer.lua ]; then
+    curl -s "$URL/mcp" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+      -H 'Accept: application/json, text/event-stream' \
+      -d "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"tools/call\", \"params\": {\"name\": \"answer\", \"arguments\": {\"question\": \"$QUESTION\"}}}"
+  else
+    curl -s "$URL/v1/answer" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+      -d "{\"question\": \"$QUESTION\"}"
+  fi
+}
 echo "round binary answers/s p50_ms p99_ms cpu_s cpu_ms_per_answer load_average"
 for round in $(seq 1 "$ROUNDS"); do
   for spec in "$@"; do
@@ -56,18 +71,19 @@ for round in $(seq 1 "$ROUNDS"); do
       sleep 0.2
     done
     export TOKEN="$("$binary" token --tenant acme --sub alice --groups everyone,engineering)"
-    wrk -t2 -c"$CONNECTIONS" -d3s -s benches/http/answer.lua "$URL" >/dev/null
+    for script in ${SCRIPTS:-answer.lua}; do
+    label="$spec"
+    [ "$script" = answer.lua ] || label="$spec[$script]"
+    first="$(first_response "$script")"
+    grep -q '"status": *"answered"' <<<"$first" || { echo "$script: not an answer: ${first:0:300}" >&2; exit 1; }
+    wrk -t2 -c"$CONNECTIONS" -d3s -s "benches/http/$script" "$URL" >/dev/null
     before=$(awk '{print $14 + $15}' "/proc/$PID/stat")
-    wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency -s benches/http/answer.lua "$URL" >"$WORK/wrk.txt"
+    wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency -s "benches/http/$script" "$URL" >"$WORK/wrk.txt"
     after=$(awk '{print $14 + $15}' "/proc/$PID/stat")
     if [ -n "${METRICS:-}" ]; then
       curl -fs "$URL/metrics" | grep -E "$METRICS" | sed "s/^/  $round /" || true
     fi
-    kill -TERM "$PID"; wait "$PID" || true; PID=""
-    if [ -n "${FILES:-}" ] && [ -f "$WORK/data/$FILES" ]; then
-      echo "  $round $FILES $(stat -c %s "$WORK/data/$FILES") bytes"
-    fi
-    python3 - "$WORK/wrk.txt" "$round" "$spec" "$(( after - before ))" "$TICK" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
+    python3 - "$WORK/wrk.txt" "$round" "$label" "$(( after - before ))" "$TICK" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
 import sys
 sys.path.insert(0, "benches/http")
 from wrk_report import parse
@@ -77,5 +93,10 @@ print(f"{sys.argv[2]} {sys.argv[3]} {wrk['rps']:.0f} {wrk['p50_ms']:.2f} {wrk['p
       f"{cpu_s * 1000 / max(wrk['requests'], 1):.3f} {sys.argv[6]}"
       + (f" NON-2XX {wrk['errors']}" if wrk["errors"] else ""))
 PY
+    done
+    kill -TERM "$PID"; wait "$PID" || true; PID=""
+    if [ -n "${FILES:-}" ] && [ -f "$WORK/data/$FILES" ]; then
+      echo "  $round $FILES $(stat -c %s "$WORK/data/$FILES") bytes"
+    fi
   done
 done
