@@ -340,8 +340,8 @@ pub fn build_state_on(
     if let Some(engine) = &engine {
         if !settings.replica.follow.is_empty() {
             let lag = std::time::Duration::from_millis(settings.replica.max_lag_ms);
-            let status = Arc::new(crate::replica::ReplicaStatus::new(lag));
-            crate::replica::spawn_follower(Arc::clone(engine), &settings, Arc::clone(&status));
+            let status = Arc::new(crate::replication::status::ReplicaStatus::new(lag));
+            crate::replication::follower::spawn_follower(Arc::clone(engine), &settings, Arc::clone(&status));
             replica = Some(status);
         }
         if engine.store().is_some() {
@@ -352,7 +352,7 @@ pub fn build_state_on(
     let replication = match &engine {
         Some(engine) if settings.replica.follow.is_empty() && !settings.auth.replica_subjects.is_empty() => {
             let replica = &settings.replica;
-            let log = Arc::new(crate::replication::ReplicationLog::new(
+            let log = Arc::new(crate::replication::primary::ReplicationLog::new(
                 engine.acl().epoch(),
                 replica.stream_buffer_mb.saturating_mul(1 << 20),
                 replica.sync,

@@ -21,7 +21,6 @@ pub mod oidc;
 mod outbound;
 pub mod postgres;
 pub mod providers;
-pub mod replica;
 pub mod replication;
 pub mod retrieval;
 pub mod review;

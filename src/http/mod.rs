@@ -113,14 +113,14 @@ pub struct AppState {
     /// Set once indexes are loaded.
     pub ready: AtomicBool,
     /// Freshness of the ACL state when this server is a replica (`None` on a primary).
-    pub replica: Option<Arc<crate::replica::ReplicaStatus>>,
+    pub replica: Option<Arc<crate::replication::status::ReplicaStatus>>,
     /// Per-tenant admission of admin writes.
     pub admission: admission::TenantAdmission,
     /// Serializes writing a snapshot for replicas that ask for one.
     pub replica_snapshot: tokio::sync::Mutex<()>,
     /// The replication log and leases of an embedded primary with configured replicas
     /// (`auth.replica_subjects`); `None` otherwise.
-    pub replication: Option<Arc<crate::replication::ReplicationLog>>,
+    pub replication: Option<Arc<crate::replication::primary::ReplicationLog>>,
     /// The backend's review store (`/v1/reviews`).
     pub reviews: Arc<dyn crate::review::ReviewStore>,
     /// The review queue's router, when `review.enabled` (written out at shutdown).

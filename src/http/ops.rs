@@ -344,7 +344,7 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     if let (Some(log), Some(engine)) = (&state.replication, &state.engine) {
         let epoch = engine.acl().epoch();
         // Per replica (labels bounded by auth.replica_subjects): its best session.
-        let mut best: std::collections::BTreeMap<String, crate::replication::LeaseReport> = Default::default();
+        let mut best: std::collections::BTreeMap<String, crate::replication::leases::LeaseReport> = Default::default();
         for lease in log.leases().report(std::time::Instant::now()) {
             let slot = best.entry(lease.replica.clone()).or_insert_with(|| lease.clone());
             if (lease.connected, lease.applied_epoch) > (slot.connected, slot.applied_epoch) {

@@ -1,7 +1,7 @@
 //! Replica bootstrap (role `replica` only, a service credential no tenant admin holds): the
 //! manifest of the primary's latest snapshot of its current lineage, and each of its files,
 //! streamed. A replica verifies every file's size and sha256 against the manifest before it
-//! uses any of them (see `crate::replica`).
+//! uses any of them (see `crate::replication::follower`).
 //!
 //! When no snapshot of the current lineage is recent enough for a replica to follow the change
 //! feed from it (its epoch is below the log's compaction floor), one is written first.
@@ -19,7 +19,9 @@ use tokio::io::AsyncReadExt;
 use utoipa::ToSchema;
 
 use crate::domain::Role;
-use crate::replication::{Frame, Hello, Renewal, ReplicationLog, encode_frame};
+use crate::replication::leases::Renewal;
+use crate::replication::primary::ReplicationLog;
+use crate::replication::wire::{Frame, Hello, encode_frame};
 use crate::snapshot::{MANIFEST, Manifest};
 
 use super::auth::Authenticated;
@@ -236,11 +238,11 @@ impl Streaming {
 
 /// The replication stream: every change committed after `since`, in order, with the content of
 /// the document versions it adds, then each one as it commits, and a heartbeat after each
-/// `replica.heartbeat_ms` of silence (frames in `crate::replication`). It ends when the replica
+/// `replica.heartbeat_ms` of silence (frames in `crate::replication::wire`). It ends when the replica
 /// falls behind what the primary keeps (`replica.stream_buffer_mb`): the next request then
 /// answers 410 and the replica re-bootstraps from a snapshot (as after a 409 `lineage_mismatch`).
 #[utoipa::path(get, path = "/v1/replica/stream", params(StreamQuery),
-    responses((status = 200, description = "frames until the connection closes (length-prefixed bincode, see `crate::replication`)", content_type = "application/octet-stream"),
+    responses((status = 200, description = "frames until the connection closes (length-prefixed bincode, see `crate::replication::wire`)", content_type = "application/octet-stream"),
               (status = 400, description = "`invalid_query`", body = ErrorBody),
               Unauthenticated, Forbidden,
               (status = 409, description = "`lineage_mismatch` (another lineage, or an epoch ahead of the primary's: re-bootstrap from a snapshot), `backend_unsupported` or `replication_off`", body = ErrorBody),

@@ -1,4 +1,11 @@
-use super::*;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::leases::{Leases, Renewal};
+use super::primary::{Behind, ReplicationLog};
+use super::wire::{ChangeFrame, Frame, FrameReader, Hello, MAX_FRAME_BYTES, WireDocument, encode_frame};
+use crate::config::ReplicaSync;
 
 fn heartbeat(epoch: u64) -> Bytes {
     encode_frame(&Frame::Heartbeat { epoch })

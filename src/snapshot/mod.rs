@@ -1,7 +1,7 @@
 //! Snapshots: the whole retrievable state (ACL snapshot, change log and ordinal counter; per
 //! shard the stored chunks with provenance and their embeddings) written to
 //! `<dir>/<id>/` and verified whole before anything is built from it. Replica mode, which starts
-//! from a snapshot and follows a primary's ACL change feed, is `crate::replica`.
+//! from a snapshot and follows a primary's ACL change feed, is `crate::replication::follower`.
 //!
 //! Format version 2 (written; `manifest.json` lists every other file with its byte size and
 //! sha256):

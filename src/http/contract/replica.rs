@@ -1,10 +1,10 @@
-//! Wire type of a replica's freshness in `/readyz`: the mirror of [`crate::replica::ReplicaReport`]
+//! Wire type of a replica's freshness in `/readyz`: the mirror of [`crate::replication::status::ReplicaReport`]
 //! that carries the OpenAPI schema.
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::replica as layer;
+use crate::replication::status as layer;
 
 /// Freshness as reported by `/readyz`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -48,10 +48,11 @@ pub struct ReplicaLease {
     pub lease_remaining_ms: u64,
 }
 
-impl From<(crate::replication::LeaseReport, u64, u64)> for ReplicaLease {
+impl From<(crate::replication::leases::LeaseReport, u64, u64)> for ReplicaLease {
     /// A session's report with the primary's epoch and the session's lag in milliseconds.
-    fn from((report, epoch, lag_ms): (crate::replication::LeaseReport, u64, u64)) -> Self {
-        let crate::replication::LeaseReport { replica, connected, applied_epoch, lease_remaining_ms, .. } = report;
+    fn from((report, epoch, lag_ms): (crate::replication::leases::LeaseReport, u64, u64)) -> Self {
+        let crate::replication::leases::LeaseReport { replica, connected, applied_epoch, lease_remaining_ms, .. } =
+            report;
         Self {
             replica,
             connected,

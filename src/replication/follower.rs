@@ -1,7 +1,7 @@
-//! Replica mode: a server that follows a primary. It starts from a snapshot (`snapshots.restore`)
+//! Replica mode, the follower: a server that follows a primary. It starts from a snapshot (`snapshots.restore`)
 //! or, without one, bootstraps from the primary's latest snapshot, then reads the primary's
 //! replication stream (`GET /v1/replica/stream?since=<local epoch>&lineage=<local lineage>` with
-//! a service token of role `replica`; frames in [`crate::replication`]) and applies each committed
+//! a service token of role `replica`; frames in [`super::wire`]) and applies each committed
 //! change in order with the content it adds ([`Engine::apply_replicated`]): new document versions
 //! are indexed from the primary's chunks and embeddings, never re-embedded, so a replica is a full
 //! read copy of its primary.
@@ -31,167 +31,18 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use roaring::RoaringBitmap;
 use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
 use crate::config::Settings;
-use crate::replication::{Frame, FrameReader, WireDocument};
 use crate::retrieval::Engine;
 use crate::snapshot::Manifest;
-use roaring::RoaringBitmap;
 
-/// Never-yet marker of `last_success_ms` and `lease_until_ms`.
-const NEVER: u64 = u64::MAX;
-
-/// What a replica knows about its freshness. Shared by the follower and the HTTP layer.
-pub struct ReplicaStatus {
-    started: Instant,
-    max_lag: Duration,
-    /// Milliseconds after `started` of the last moment the stream left this replica at the
-    /// primary's epoch ([`NEVER`] before one).
-    last_success_ms: AtomicU64,
-    /// The primary's epoch in the last frame.
-    primary_epoch: AtomicU64,
-    /// Whether the last frame left this replica at the primary's epoch.
-    in_sync: AtomicBool,
-    /// Moves every time the replica goes stale for divergence, and when it applies a change
-    /// that can remove access; a request that saw another generation at its start must not
-    /// return what it computed.
-    generation: AtomicU64,
-    /// Whether serving needs a lease (the primary's `replica.sync` is not `none`).
-    leased: AtomicBool,
-    /// Milliseconds after `started` when the lease runs out, by this replica's count ([`NEVER`]:
-    /// none held).
-    lease_until_ms: AtomicU64,
-}
-
-/// Freshness as reported by `/readyz` (sent as `crate::http::contract::replica::ReplicaReport`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ReplicaReport {
-    /// Whether the replica may answer (a lease, and within its lag bound).
-    pub fresh: bool,
-    /// Seconds since the stream last left it at the primary's epoch (since start when never).
-    pub lag_seconds: f64,
-    /// Bound on the lag, seconds.
-    pub max_lag_seconds: f64,
-    /// The primary's epoch in the last frame.
-    pub primary_epoch: u64,
-    /// Milliseconds its lease still runs by its own count (0: none; absent when the primary
-    /// grants none, `replica.sync = "none"`).
-    pub lease_remaining_ms: Option<u64>,
-}
-
-impl ReplicaStatus {
-    /// A status that is stale until the stream brought the replica to the primary's epoch and
-    /// (unless the primary says leases are off) a lease was granted.
-    pub fn new(max_lag: Duration) -> Self {
-        Self {
-            started: Instant::now(),
-            max_lag,
-            last_success_ms: AtomicU64::new(NEVER),
-            primary_epoch: AtomicU64::new(0),
-            in_sync: AtomicBool::new(false),
-            generation: AtomicU64::new(0),
-            leased: AtomicBool::new(true),
-            lease_until_ms: AtomicU64::new(NEVER),
-        }
-    }
-
-    fn since_start(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.started).as_millis() as u64
-    }
-
-    /// Goes stale at once (divergence detected: another lineage, an epoch that went backwards,
-    /// changes no longer kept) and moves the generation; the lease is dropped.
-    pub fn mark_stale(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        self.in_sync.store(false, Ordering::SeqCst);
-        self.last_success_ms.store(NEVER, Ordering::SeqCst);
-        self.lease_until_ms.store(NEVER, Ordering::SeqCst);
-    }
-
-    /// Moves the generation without going stale: a change that can remove access was applied,
-    /// so what a request computed on the state before it must not be returned.
-    pub fn bump_generation(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// The current generation (see [`ReplicaStatus::mark_stale`]).
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::SeqCst)
-    }
-
-    /// Whether serving needs a lease (off only when the primary's `replica.sync` is `none`).
-    pub fn require_lease(&self, required: bool) {
-        self.leased.store(required, Ordering::SeqCst);
-    }
-
-    /// A renewal sent at `sent` was granted for `lease`: the replica holds it until
-    /// `sent + lease - margin` (never less than it already holds).
-    pub fn extend_lease(&self, sent: Instant, lease: Duration, margin: Duration) {
-        let until = self.since_start(sent + lease.saturating_sub(margin));
-        let current = self.lease_until_ms.load(Ordering::SeqCst);
-        if current == NEVER || until > current {
-            self.lease_until_ms.store(until, Ordering::SeqCst);
-        }
-    }
-
-    /// Records that the stream left this replica at `local_epoch` at `now`, the primary at
-    /// `primary_epoch`.
-    pub fn record_poll(&self, now: Instant, local_epoch: u64, primary_epoch: u64) {
-        self.primary_epoch.store(primary_epoch, Ordering::SeqCst);
-        let in_sync = local_epoch == primary_epoch;
-        self.in_sync.store(in_sync, Ordering::SeqCst);
-        if in_sync {
-            self.last_success_ms.store(self.since_start(now), Ordering::SeqCst);
-        }
-    }
-
-    /// Time since the stream last left the replica in sync (since start when never).
-    pub fn lag(&self, now: Instant) -> Duration {
-        let elapsed = now.saturating_duration_since(self.started);
-        match self.last_success_ms.load(Ordering::SeqCst) {
-            NEVER => elapsed,
-            success => elapsed.saturating_sub(Duration::from_millis(success)),
-        }
-    }
-
-    /// Milliseconds the lease still runs at `now` (0 when none).
-    fn lease_remaining_ms(&self, now: Instant) -> u64 {
-        match self.lease_until_ms.load(Ordering::SeqCst) {
-            NEVER => 0,
-            until => until.saturating_sub(self.since_start(now)),
-        }
-    }
-
-    /// Whether answers may be served: in sync within the bound and, when leases are on, a lease
-    /// running.
-    pub fn is_fresh(&self, now: Instant) -> bool {
-        let synced = self.last_success_ms.load(Ordering::SeqCst) != NEVER && self.lag(now) <= self.max_lag;
-        synced && (!self.leased.load(Ordering::SeqCst) || self.lease_remaining_ms(now) > 0)
-    }
-
-    /// The `/readyz` view (also sets `warrant_replica_lag_seconds` and
-    /// `warrant_replica_lease_remaining_seconds`).
-    pub fn report(&self) -> ReplicaReport {
-        let now = Instant::now();
-        let lag = self.lag(now).as_secs_f64();
-        let lease = self.leased.load(Ordering::SeqCst).then(|| self.lease_remaining_ms(now));
-        metrics::gauge!("warrant_replica_lag_seconds").set(lag);
-        metrics::gauge!("warrant_replica_lease_remaining_seconds").set(lease.unwrap_or(0) as f64 / 1000.0);
-        ReplicaReport {
-            fresh: self.is_fresh(now),
-            lag_seconds: lag,
-            max_lag_seconds: self.max_lag.as_secs_f64(),
-            primary_epoch: self.primary_epoch.load(Ordering::SeqCst),
-            lease_remaining_ms: lease,
-        }
-    }
-}
-
+use super::status::ReplicaStatus;
+use super::wire::{Frame, FrameReader, WireDocument};
 /// Longest time one snapshot download may take.
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(600);
 
