@@ -4,8 +4,9 @@
 //!
 //! Invariants: every item is looked up in the caller's tenant, so another tenant's review id is
 //! the same 404 `review_not_found` as a missing or malformed one; what a reviewer is shown of an
-//! item is decided by [`crate::review::view`] under the reviewer's own current access; a verdict
-//! that fails any check stores nothing.
+//! item is decided by [`crate::review::view`] under the reviewer's own current access, and sent as
+//! that layer's views (which carry their schema); a verdict that fails any check
+//! ([`crate::review::judge`]) stores nothing.
 
 use futures::future::LocalBoxFuture;
 
@@ -18,11 +19,11 @@ use crate::domain::schema::integer;
 use crate::domain::{Principal, Role};
 use crate::retrieval::MAX_DOC_ID_CHARS;
 use crate::review::item::{AbstentionLabel, ClaimLabel};
-use crate::review::view::{self, VerdictInput};
+use crate::review::judge::{self, VerdictInput};
+use crate::review::view::{self, PageView, ReviewView};
 use crate::review::{ReviewError, ReviewStatus, canonical_review_id, now_ms};
 
 use super::auth::Authenticated;
-use super::contract::review::{PageView, ReviewView};
 use super::contract::schema;
 use super::error::{ApiError, ErrorBody};
 use super::openapi::{Forbidden, JsonBodyRejected, Unauthenticated};
@@ -110,7 +111,7 @@ pub async fn page(
         StatusFilter::Reviewed => ReviewStatus::Reviewed,
     });
     let summaries = state.reviews.page(&principal.tenant, status, before, limit).await?;
-    Ok(json(&PageView::from(view::page(summaries, limit))))
+    Ok(json(&view::page(summaries, limit)))
 }
 
 /// The item `review_id` of the caller's tenant (canonical), or 404.
@@ -141,8 +142,7 @@ pub async fn item(
 ) -> Result<HttpResponse, ApiError> {
     let stored = stored(&state, &principal, &request).await?;
     let access = view::access(state.reader.as_ref(), &principal, &stored).await?;
-    let view = view::view(state.reader.as_ref(), &principal, stored, &access).await?;
-    Ok(json(&ReviewView::from(view)))
+    Ok(json(&view::view(state.reader.as_ref(), &principal, stored, &access).await?))
 }
 
 /// One claim's verdict.
@@ -258,7 +258,7 @@ pub async fn verdict(
         note: body.note,
     };
     let verdict =
-        view::judge(&stored.item, &access, &principal, input, state.settings.review.max_note_chars, now_ms())?;
+        judge::judge(&stored.item, &access, &principal, input, state.settings.review.max_note_chars, now_ms())?;
     let review_id = stored.item.review_id;
     let max_verdicts = state.settings.review.max_verdicts_per_item;
     if !state.reviews.add_verdict(&principal.tenant, &review_id, &verdict, max_verdicts).await? {

@@ -15,7 +15,8 @@
 //! - [`view`]: an item as one reviewer may see it, now: each source under the reviewer's own
 //!   current access ([`ReadSide::authorization`](crate::retrieval::ReadSide::authorization)),
 //!   and what the generator wrote only when the reviewer may read every source it was written
-//!   from; the verdicts a reviewer may write ([`view::judge`]).
+//!   from. The views carry their OpenAPI schema: they exist only to be sent.
+//! - [`judge`]: the verdicts a reviewer may write, checked against what that reviewer sees.
 //! - [`PurgeOnDelete`]: the write side that purges a deleted document's text from stored items.
 //! - [`export`]: reviewed items as answer fixtures (`warrant review export-fixtures`); and
 //!   [`reviewed_items`], what the offline tools read (`warrant eval reviews` too).
@@ -36,6 +37,7 @@
 pub mod embedded;
 pub mod export;
 pub mod item;
+pub mod judge;
 pub mod policy;
 mod purge;
 pub mod queue;

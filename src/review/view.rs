@@ -1,4 +1,4 @@
-//! What one reviewer may see of an item, and may write about it.
+//! What one reviewer may see of an item (what a reviewer may write is [`super::judge`]).
 //!
 //! Access is the reviewer's own, now, decided by the backend
 //! ([`ReadSide::authorization`](crate::retrieval::ReadSide::authorization), the re-check the
@@ -11,110 +11,130 @@
 //! quote is shown with its source. Everything else — the question, the asker, codes, labels,
 //! counts, timings, verdict labels — is the tenant's review record and shown to any reviewer of
 //! the tenant.
+//!
+//! The views exist only to be sent (`GET /v1/reviews`, `GET /v1/reviews/{review_id}`), so they
+//! carry their OpenAPI schema here (`ToSchema`, named as the types are) and the handlers send
+//! them as they are: one shape per thing, no wire mirror. Their doc comments are the schema's
+//! descriptions, written for API clients.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::domain::{Chunk, ChunkId, Principal};
-use crate::retrieval::{MAX_DOC_ID_CHARS, ReadSide};
+use crate::retrieval::ReadSide;
 
-use super::item::{
-    AbstentionLabel, AbstentionRecord, AbstentionVerdict, AttemptOutcome, ClaimLabel, ClaimVerdict, ReviewItem,
-    ReviewStatus, StoredItem, Summary, Verdict,
-};
+use super::item::{AbstentionRecord, AttemptOutcome, ReviewItem, ReviewStatus, StoredItem, Summary};
 use super::{ReviewError, ReviewResult};
 
 /// Why a part of an item is not shown.
 pub const NOT_READABLE: &str = "not readable by you";
 
-/// Whether the generator's text is shown to this reviewer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// Whether the generator's text is shown to this reviewer: `shown` only when the reviewer may
+/// read every source of the item (and the text was not purged), else `withheld`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TextAccess {
-    /// Shown: the reviewer may read every source.
+    /// Shown.
     Shown,
-    /// Withheld: a source is not readable by the reviewer, or the text was purged.
+    /// Withheld.
     Withheld,
 }
 
-/// One source of the final context.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One source of the answer's final context. A source the reviewer may not read now (never
+/// granted, revoked, deleted or superseded since) carries only `label`, `readable: false` and
+/// `withheld`: no id, title, offsets or length.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct SourceView {
-    /// Its label.
+    /// Its label (`S1`…).
     pub label: String,
-    /// Whether the reviewer may read it now; when not, only the label and `withheld` are sent.
+    /// Whether the reviewer may read it now.
     pub readable: bool,
-    /// Why it is withheld (`not readable by you`).
+    /// `not readable by you`, when withheld.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub withheld: Option<&'static str>,
     /// Canonical chunk id.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub chunk_id: Option<String>,
     /// Document id.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub doc_id: Option<String>,
     /// Document version.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub doc_version: Option<u64>,
     /// Character offset of the chunk in the document text.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub start: Option<u64>,
     /// One past its end.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub end: Option<u64>,
     /// Document title.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub title: Option<String>,
     /// The chunk text (`doc.text[start..end]`).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub text: Option<String>,
 }
 
 /// One citation of a claim.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct CitationView {
-    /// The label cited (for a rejected claim, as written).
+    /// The label cited (a rejected claim's as written).
     pub label: String,
-    /// Character offset of the quote in the document text (a returned claim's, source readable).
+    /// Character offset of a returned claim's quote in the document text (its source readable).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub quote_start: Option<u64>,
     /// One past its end.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub quote_end: Option<u64>,
-    /// The quote: a returned claim's supporting span, or a rejected claim's quote as written.
+    /// A returned claim's supporting span, or a rejected claim's quote as written.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub quote: Option<String>,
 }
 
-/// One claim the generator produced.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One claim the generator produced, returned or rejected.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct ClaimView {
     /// Its index: what a verdict names.
     pub index: u32,
-    /// The attempt that produced it.
+    /// The attempt that produced it (1, or 2 for the repair).
     pub attempt: u32,
     /// Its position in that attempt's output (1-based).
     pub position: u32,
     /// `returned` or `rejected`.
+    #[schema(example = "rejected")]
     pub status: &'static str,
-    /// Rejection codes (why it was withheld, or the citations dropped from it).
+    /// Rejection codes: why it was withheld, or the citations dropped from a returned claim.
     pub codes: Vec<String>,
     /// Whether the server chose its citation.
     pub anchored: bool,
-    /// Its text, when shown.
+    /// Its text, when the generator's text is shown.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub text: Option<String>,
     /// Its short answer (a claim that is its quotes), when shown.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub answer: Option<String>,
     /// Its citations.
     pub citations: Vec<CitationView>,
 }
 
 /// One generation attempt.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct AttemptView {
     /// 1, or 2 for the repair.
     pub attempt: u32,
@@ -122,16 +142,18 @@ pub struct AttemptView {
     pub shown: Vec<String>,
     /// `answered`, `unanswerable` or `failed`; absent when its output was never judged.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub outcome: Option<&'static str>,
     /// The reason a failed attempt would abstain with.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub reason: Option<String>,
     /// Rejection codes of the whole output.
     pub codes: Vec<String>,
 }
 
 /// A claim's verdict.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct ClaimVerdictView {
     /// The claim's index.
     pub index: u32,
@@ -140,17 +162,18 @@ pub struct ClaimVerdictView {
 }
 
 /// An abstention's verdict.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct AbstentionVerdictView {
     /// `correct_abstention` or `should_have_answered`.
     pub verdict: &'static str,
     /// The document named, when the reviewer may read it now.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub doc_id: Option<String>,
 }
 
-/// One verdict.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One reviewer's verdict (kept with the reviewer and the time: an audit trail).
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct VerdictView {
     /// The reviewer's `sub`.
     pub reviewer: String,
@@ -160,14 +183,16 @@ pub struct VerdictView {
     pub claims: Vec<ClaimVerdictView>,
     /// The abstention judged.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub abstention: Option<AbstentionVerdictView>,
-    /// The note, when shown (as the generator's text is).
+    /// The note, when the generator's text is shown.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub note: Option<String>,
 }
 
-/// The abstention of an item.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// The abstention of an item: reason and diagnostic codes.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct AbstentionView {
     /// Reason code.
     pub reason: String,
@@ -182,8 +207,8 @@ impl From<AbstentionRecord> for AbstentionView {
     }
 }
 
-/// An item as one reviewer may see it (`GET /v1/reviews/{review_id}`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// A review item as the calling reviewer may see it now (`GET /v1/reviews/{review_id}`).
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct ReviewView {
     /// Review id.
     pub review_id: String,
@@ -192,8 +217,10 @@ pub struct ReviewView {
     /// When it was routed, ms since the Unix epoch.
     pub created_ms: u64,
     /// `pending` or `reviewed`.
+    #[schema(example = "pending")]
     pub status: &'static str,
-    /// `abstention`, `partial` or `sample`.
+    /// Why it was routed: `abstention`, `partial` or `sample`.
+    #[schema(example = "partial")]
     pub route: &'static str,
     /// The asker's `sub`.
     pub asker: String,
@@ -205,6 +232,7 @@ pub struct ReviewView {
     pub partial: bool,
     /// The abstention, if it abstained.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub abstention: Option<AbstentionView>,
     /// The ACL epoch the answer was validated against.
     pub acl_epoch: u64,
@@ -222,8 +250,8 @@ pub struct ReviewView {
     pub verdicts: Vec<VerdictView>,
 }
 
-/// One item of a page (`GET /v1/reviews`): no text taken from documents.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One item of a page: no text taken from documents.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct SummaryView {
     /// Review id.
     pub review_id: String,
@@ -241,6 +269,7 @@ pub struct SummaryView {
     pub outcome: &'static str,
     /// The abstention reason, if it abstained.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub reason: Option<String>,
     /// Whether claims were withheld from the answer.
     pub partial: bool,
@@ -250,13 +279,14 @@ pub struct SummaryView {
     pub verdicts: u32,
 }
 
-/// A page of the queue, newest first.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// A page of the tenant's review queue, newest first.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct PageView {
     /// The items.
     pub items: Vec<SummaryView>,
-    /// Pass as `cursor` for the next (older) page; absent on the last page.
+    /// Pass as `cursor` for the next (older) page; absent on the last page. Opaque.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub next_cursor: Option<String>,
 }
 
@@ -518,133 +548,85 @@ pub async fn view(
     })
 }
 
-/// A verdict as a reviewer sent it, before it is checked.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct VerdictInput {
-    /// (claim index, label) pairs.
-    pub claims: Vec<(u64, String)>,
-    /// The abstention's label and the document named.
-    pub abstention: Option<(String, Option<String>)>,
-    /// A note.
-    pub note: Option<String>,
-}
-
-/// Checks `input` against `item` as `reviewer` sees it (`access`) and makes the verdict to store:
-/// every label known, every claim index in range and judged once, an abstention judged only on
-/// an item that abstained, a named document id well formed, the note within `max_note_chars`,
-/// and claims judged only by a reviewer who is shown their text.
-pub fn judge(
-    item: &ReviewItem,
-    access: &Access,
-    reviewer: &Principal,
-    input: VerdictInput,
-    max_note_chars: usize,
-    at_ms: u64,
-) -> ReviewResult<Verdict> {
-    if input.claims.is_empty() && input.abstention.is_none() {
-        return Err(ReviewError::EmptyVerdict);
-    }
-    let mut claims = Vec::with_capacity(input.claims.len());
-    let mut judged = BTreeSet::new();
-    for (index, label) in input.claims {
-        let label = ClaimLabel::parse(&label).ok_or_else(|| ReviewError::UnknownVerdict(bounded_name(&label)))?;
-        let in_range = usize::try_from(index).is_ok_and(|position| position < item.claims.len());
-        if !in_range {
-            return Err(ReviewError::ClaimOutOfRange { index, claims: item.claims.len() });
-        }
-        if !judged.insert(index) {
-            return Err(ReviewError::DuplicateClaim(index));
-        }
-        claims.push(ClaimVerdict { index: index as u32, label });
-    }
-    let abstention = match input.abstention {
-        None => None,
-        Some((label, doc_id)) => {
-            let label =
-                AbstentionLabel::parse(&label).ok_or_else(|| ReviewError::UnknownVerdict(bounded_name(&label)))?;
-            if item.abstention.is_none() {
-                return Err(ReviewError::NoAbstention);
-            }
-            if let Some(doc_id) = &doc_id
-                && (doc_id.trim().is_empty() || doc_id.chars().count() > MAX_DOC_ID_CHARS)
-            {
-                return Err(ReviewError::InvalidDocId(MAX_DOC_ID_CHARS));
-            }
-            Some(AbstentionVerdict { label, doc_id })
-        }
-    };
-    if let Some(note) = &input.note
-        && note.chars().count() > max_note_chars
-    {
-        return Err(ReviewError::NoteTooLong(max_note_chars));
-    }
-    if !claims.is_empty() && access.text != TextAccess::Shown {
-        return Err(ReviewError::NotReadable);
-    }
-    Ok(Verdict { reviewer: reviewer.user.clone(), at_ms, claims, abstention, note: input.note })
-}
-
-/// A label as echoed in an error: at most 64 characters.
-fn bounded_name(label: &str) -> String {
-    label.chars().take(64).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::retrieval::{Authorization, DocumentView, ReadPath, RetrievalResult};
     use crate::review::item::tests::sample;
+    use crate::review::item::{ClaimLabel, ClaimVerdict, Verdict};
 
-    fn shown() -> Access {
-        Access { sources: vec![true, true], text: TextAccess::Shown }
-    }
+    /// Reads every ordinal but 12 (the sample's second source) and no document.
+    struct AllButTwelve;
 
-    fn input(claims: &[(u64, &str)]) -> VerdictInput {
-        VerdictInput {
-            claims: claims.iter().map(|(index, label)| (*index, (*label).to_owned())).collect(),
-            ..VerdictInput::default()
+    impl Authorization for AllButTwelve {
+        fn epoch(&self) -> u64 {
+            1
+        }
+
+        fn allows(&self, _: &Principal, chunk: &Chunk) -> bool {
+            chunk.doc_ordinal != 12
         }
     }
 
-    #[test]
-    fn every_bad_verdict_is_refused_with_its_code() {
-        let item = sample().item;
-        let rita = Principal::new("acme", "rita", ["reviewers"]);
-        let judge = |input: VerdictInput, access: &Access| judge(&item, access, &rita, input, 10, 7);
-        let code = |result: ReviewResult<Verdict>| result.map(|_| ()).map_err(|error| error.code());
-        assert_eq!(code(judge(input(&[]), &shown())), Err("empty_verdict"));
-        assert_eq!(code(judge(input(&[(0, "true")]), &shown())), Err("unknown_verdict"));
-        assert_eq!(code(judge(input(&[(2, "supported")]), &shown())), Err("claim_out_of_range"));
-        assert_eq!(code(judge(input(&[(u64::MAX, "supported")]), &shown())), Err("claim_out_of_range"));
-        assert_eq!(
-            code(judge(input(&[(1, "supported"), (1, "unsupported")]), &shown())),
-            Err("duplicate_claim_verdict")
-        );
-        let abstention = VerdictInput { abstention: Some(("correct_abstention".into(), None)), ..input(&[]) };
-        assert_eq!(code(judge(abstention, &shown())), Err("no_abstention"));
-        let note = VerdictInput { note: Some("x".repeat(11)), ..input(&[(0, "supported")]) };
-        assert_eq!(code(judge(note, &shown())), Err("note_too_long"));
-        let hidden = Access { sources: vec![true, false], text: TextAccess::Withheld };
-        assert_eq!(code(judge(input(&[(0, "supported")]), &hidden)), Err("claims_not_readable"));
-        let verdict = judge(
-            VerdictInput { note: Some("x".repeat(10)), ..input(&[(1, "wrong_citation"), (0, "supported")]) },
-            &shown(),
-        )
-        .unwrap();
-        assert_eq!(
-            (verdict.reviewer.as_str(), verdict.at_ms, verdict.claims.len(), verdict.claims[0].label),
-            ("rita", 7, 2, ClaimLabel::WrongCitation)
-        );
-        let mut abstained = item.clone();
-        abstained.abstention = Some(AbstentionRecord { reason: "invalid_output".into(), diagnostics: vec![] });
-        let named = |doc_id: &str| VerdictInput {
-            abstention: Some(("should_have_answered".into(), Some(doc_id.to_owned()))),
-            ..input(&[])
+    struct Reader;
+
+    #[async_trait::async_trait]
+    impl ReadSide for Reader {
+        async fn scope(&self, _: &Principal) -> RetrievalResult<crate::acl::AuthorizationScope> {
+            unreachable!("the review view never asks for a scope or a read path")
+        }
+        fn read_path(&self) -> Arc<ReadPath> {
+            unreachable!("the review view never asks for a scope or a read path")
+        }
+        async fn authorization(&self, _: &Principal, _: &[Arc<Chunk>]) -> RetrievalResult<Arc<dyn Authorization>> {
+            Ok(Arc::new(AllButTwelve))
+        }
+        async fn document(&self, _: &Principal, _: &str) -> RetrievalResult<Option<DocumentView>> {
+            Ok(None)
+        }
+        fn embedder_name(&self) -> &str {
+            "none"
+        }
+        async fn acl_state(&self) -> RetrievalResult<(u64, String)> {
+            Ok((1, String::new()))
+        }
+    }
+
+    #[actix_web::test]
+    async fn a_review_and_a_page_show_only_what_the_reviewer_may_read() {
+        let new = sample();
+        let verdict = Verdict {
+            reviewer: "rita".into(),
+            at_ms: 3,
+            claims: vec![ClaimVerdict { index: 0, label: ClaimLabel::Supported }],
+            abstention: None,
+            note: Some("fine".into()),
         };
-        assert!(super::judge(&abstained, &hidden, &rita, named("travel-policy"), 10, 7).is_ok());
-        let code_of =
-            |doc_id: String| super::judge(&abstained, &hidden, &rita, named(&doc_id), 10, 7).unwrap_err().code();
-        assert_eq!(code_of(" ".into()), "invalid_doc_id");
-        assert_eq!(code_of("d".repeat(MAX_DOC_ID_CHARS + 1)), "invalid_doc_id");
+        let stored = StoredItem {
+            seq: 4,
+            item: new.item.clone(),
+            sources: new.sources.clone(),
+            generated: Some(new.generated.clone()),
+            verdicts: vec![verdict],
+        };
+        let rita = Principal::new("acme", "rita", ["reviewers"]);
+        let access = access(&Reader, &rita, &stored).await.unwrap();
+        let json = serde_json::to_value(view(&Reader, &rita, stored.clone(), &access).await.unwrap()).unwrap();
+        // S2 (ordinal 12) is not readable: nothing of it but its label, and no generated text.
+        assert_eq!(json["generated_text"], "withheld");
+        assert_eq!(json["sources"][0]["doc_id"], "travel-policy");
+        assert_eq!(
+            json["sources"][1],
+            serde_json::json!({"label": "S2", "readable": false, "withheld": "not readable by you"})
+        );
+        assert!(json["claims"][0].get("text").is_none() && json["verdicts"][0].get("note").is_none(), "{json}");
+        // A returned claim's quote is its span of the readable source (offsets 134..157, the
+        // chunk starting at 120).
+        let source = &new.sources["travel-policy"][0].text;
+        let quote: String = source.chars().skip(14).take(23).collect();
+        assert_eq!(json["claims"][0]["citations"][0]["quote"], quote.as_str());
+        let json = serde_json::to_value(page(vec![Summary { seq: 9, item: new.item, verdicts: 1 }], 1)).unwrap();
+        assert_eq!((json["next_cursor"].as_str(), json["items"][0]["status"].as_str()), (Some("9"), Some("reviewed")));
     }
 
     #[test]

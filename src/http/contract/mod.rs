@@ -1,9 +1,11 @@
 //! The HTTP contract types: the wire shapes of the values other layers produce or consume (answer
-//! and retrieve responses, document inputs, a replica's freshness, review items and pages), with their OpenAPI schema
+//! and retrieve responses, document inputs, a replica's freshness), with their OpenAPI schema
 //! (`utoipa` derives), and the JSON Schema fragments of the input rules ([`schema`]). The OpenAPI
 //! document is this layer's concern, so the answer, retrieval, domain and replica types carry no
 //! schema; handlers convert between them and these with `From`. Bodies that exist only on the
-//! wire (`AnswerBodyIn`, `UpsertBody`, `EpochOut`…) stay beside their handlers.
+//! wire (`AnswerBodyIn`, `UpsertBody`, `EpochOut`…) stay beside their handlers, and the review
+//! views, which exist only to be sent, carry their schema where they are defined
+//! ([`crate::review::view`]): no mirror of them here.
 //!
 //! Invariants: a mirror type serializes (or deserializes) exactly as the layer type it mirrors,
 //! with the same field names, order and serde attributes, and keeps the same Rust name, which is
@@ -15,7 +17,6 @@
 pub mod admin;
 pub mod answer;
 pub mod replica;
-pub mod review;
 pub mod schema;
 
 #[cfg(test)]
