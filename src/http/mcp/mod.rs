@@ -165,6 +165,15 @@ fn rpc_result(id: &Value, result: Value) -> HttpResponse {
     HttpResponse::Ok().json(json!({"jsonrpc": "2.0", "id": id, "result": result}))
 }
 
+/// A response whose result is already serialized (a tool's result: its output is written once as
+/// JSON text and placed both as the text content and, verbatim, as the structured content).
+fn rpc_result_text(id: &Value, result: &str) -> HttpResponse {
+    let id = serde_json::to_string(id).unwrap_or_else(|_| "null".to_owned());
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#))
+}
+
 fn rpc_error(status: actix_web::http::StatusCode, id: &Value, error: RpcError) -> HttpResponse {
     HttpResponse::build(status).json(json!({"jsonrpc": "2.0", "id": id, "error": error}))
 }
@@ -283,7 +292,7 @@ pub async fn post(
         "ping" => rpc_result(&id, json!({})),
         "tools/list" => rpc_result(&id, tools.list.clone()),
         "tools/call" => match call(&state, principal, request_id(&request), &params).await {
-            Ok(result) => rpc_result(&id, result),
+            Ok(result) => rpc_result_text(&id, &result),
             Err(error) => rpc_error(ok, &id, error),
         },
         other => rpc_error(ok, &id, RpcError::new(code::METHOD_NOT_FOUND, format!("method not found: {}", cut(other)))),
@@ -314,7 +323,7 @@ async fn call(
     principal: Principal,
     request_id: String,
     params: &Map<String, Value>,
-) -> Result<Value, RpcError> {
+) -> Result<String, RpcError> {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return Err(RpcError::invalid_params("name must be a string naming a tool", None));
     };
@@ -334,8 +343,12 @@ async fn call(
     match outcome {
         Ok(structured) => {
             metrics::counter!("warrant_mcp_tool_calls_total", "tool" => tool.name(), "outcome" => "ok").increment(1);
+            // `structured` is the output's JSON text (an object): the text content carries it as a
+            // string, the structured content as itself.
             let text = serde_json::to_string(&structured).unwrap_or_default();
-            Ok(json!({"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": false}))
+            Ok(format!(
+                r#"{{"content":[{{"type":"text","text":{text}}}],"structuredContent":{structured},"isError":false}}"#
+            ))
         }
         Err(Refusal::Params(error)) => Err(invalid(tool, error)),
         Err(Refusal::Failed(error)) => {
@@ -346,7 +359,7 @@ async fn call(
             if let Some(seconds) = error.retry_after {
                 text.push_str(&format!(" (retry after {seconds} s)"));
             }
-            Ok(json!({"content": [{"type": "text", "text": text}], "isError": true}))
+            Ok(json!({"content": [{"type": "text", "text": text}], "isError": true}).to_string())
         }
     }
 }
@@ -383,8 +396,9 @@ fn arguments<T: serde::de::DeserializeOwned>(arguments: Value) -> Result<T, Refu
     })
 }
 
-fn to_value<T: Serialize>(value: &T) -> Result<Value, Refusal> {
-    serde_json::to_value(value).map_err(|_| Refusal::Failed(ApiError::internal("internal")))
+/// The tool's output as JSON text, written once (no intermediate `Value` tree).
+fn to_json<T: Serialize>(value: &T) -> Result<String, Refusal> {
+    serde_json::to_string(value).map_err(|_| Refusal::Failed(ApiError::internal("internal")))
 }
 
 async fn run(
@@ -393,15 +407,15 @@ async fn run(
     principal: Principal,
     request_id: String,
     raw: Value,
-) -> Result<Value, Refusal> {
+) -> Result<String, Refusal> {
     match tool {
         Tool::Answer => {
             let body: AnswerBodyIn = arguments(raw)?;
-            to_value(&super::answer::answer_once(state, principal, request_id, body).await?)
+            to_json(&super::answer::answer_once(state, principal, request_id, body).await?)
         }
         Tool::Retrieve => {
             let body: RetrieveBodyIn = arguments(raw)?;
-            to_value(&super::answer::retrieve_once(state, &principal, body).await?)
+            to_json(&super::answer::retrieve_once(state, &principal, body).await?)
         }
         Tool::ReadDocument => {
             let input: ReadDocumentIn = arguments(raw)?;
@@ -418,7 +432,7 @@ async fn run(
                 )));
             }
             let document = super::documents::document_out(state, &principal, &input.doc_id).await?;
-            to_value(&span(document, input.start, input.end))
+            to_json(&span(document, input.start, input.end))
         }
     }
 }
