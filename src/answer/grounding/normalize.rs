@@ -1,7 +1,11 @@
-//! What the model sees of untrusted text, before neutralization: Unicode compatibility forms
+//! What the model sees of untrusted text: first normalized — Unicode compatibility forms
 //! folded (NFKC, UAX #15), invisible characters dropped, and combining marks kept only on the
 //! letters they belong to — so that `［Ｓ１］`, `S\u{200B}1`, `＜/source＞` or `<\u{0338}source`
-//! reach [`super::prompt::neutralize`] as the ASCII forms it defuses.
+//! reach [`neutralize`] as the ASCII forms it defuses; then neutralized: every `<` (or `≮`) that
+//! begins a tag becomes `‹`, and label-shaped tokens (`S3`, also with an `S` look-alike or
+//! non-ASCII digits) become `S-3`, so a source can neither close its delimiter nor forge a
+//! citation label ([`super::prompt`] wraps the result; its tests hold it against an independent
+//! reader of forgeries).
 //!
 //! What is dropped: control characters other than whitespace, every `Default_Ignorable_Code_Point`
 //! and every format (`Cf`) character of Unicode 16 — zero-width spaces and joiners, word joiner,
@@ -194,6 +198,63 @@ impl Normalizer {
             self.normalized_chars += 1;
         }
     }
+}
+
+/// What the model sees of a source text: [`normalize`]d, then neutralized (delimiters defused,
+/// label-shaped tokens rewritten from `S3` to `S-3`).
+pub fn neutralize(text: &str) -> String {
+    neutralize_normalized(&normalize(text).text, None)
+}
+
+/// Neutralizes normalized text. When `offsets` is given, it receives for every input character
+/// (and then for the end) the byte offset in the output where that character's output begins.
+pub(super) fn neutralize_normalized(text: &str, mut offsets: Option<&mut Vec<usize>>) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len() + 8);
+    for (index, &character) in chars.iter().enumerate() {
+        if let Some(offsets) = offsets.as_deref_mut() {
+            offsets.push(out.len());
+        }
+        out.push(if is_less_than(character) && opens_tag(&chars[index + 1..]) { '‹' } else { character });
+        if is_label_start(&chars, index) {
+            out.push('-');
+        }
+    }
+    if let Some(offsets) = offsets {
+        offsets.push(out.len());
+    }
+    out
+}
+
+/// Whether `chars[index]` is the `S` of a label-shaped token: an `S` (or look-alike) starting a
+/// word, followed by one or more digits (any script) and then not by a letter or digit.
+fn is_label_start(chars: &[char], index: usize) -> bool {
+    let starts_word = index == 0 || !chars[index - 1].is_alphanumeric();
+    if !starts_word || !is_s_like(chars[index]) {
+        return false;
+    }
+    let digits = chars[index + 1..].iter().take_while(|next| next.is_numeric()).count();
+    digits > 0 && chars.get(index + 1 + digits).is_none_or(|after| !after.is_alphanumeric())
+}
+
+/// Whether `character` is `<` or a composite of it (`≮` is `<` + U+0338 after NFKC composed them).
+fn is_less_than(character: char) -> bool {
+    if character == '<' {
+        return true;
+    }
+    if character.is_ascii() {
+        return false;
+    }
+    let mut first = None;
+    unicode_normalization::char::decompose_canonical(character, |part| {
+        first.get_or_insert(part);
+    });
+    first == Some('<')
+}
+
+/// Whether a `<` followed by `rest` begins a tag: after any spaces and slashes comes a letter.
+fn opens_tag(rest: &[char]) -> bool {
+    rest.iter().find(|next| !next.is_whitespace() && **next != '/').is_some_and(|next| next.is_alphabetic())
 }
 
 #[cfg(test)]

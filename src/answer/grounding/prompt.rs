@@ -2,9 +2,9 @@
 //!
 //! The generator sees server-assigned labels and neutralized source text only; the server keeps
 //! the label → chunk map. Source text is untrusted. What the model sees of it is first normalized
-//! ([`super::normalize`]: NFKC, invisible characters dropped, combining marks kept only on
-//! letters) so that full-width, zero-width, combining and look-alike forms become the plain forms
-//! that neutralization recognizes; then it is neutralized: it is wrapped in
+//! and then neutralized ([`super::normalize`], [`neutralize`]; NFKC, invisible characters
+//! dropped, combining marks kept only on letters, so that full-width, zero-width, combining and
+//! look-alike forms become the plain forms that neutralization recognizes); it is wrapped in
 //! `<source label="Sn">` … `</source>` delimiters that it cannot close or open (every `<`, or
 //! `≮`, that begins a tag — followed, after spaces or `/`, by a letter — becomes `‹`), and
 //! label-shaped tokens inside it (`S3`, `[S3]`, `S3:`, also with an `S` look-alike or non-ASCII
@@ -26,7 +26,7 @@ use std::sync::Arc;
 use crate::domain::Chunk;
 use crate::domain::tokens::{MAX_TOKEN_CHARS, TokenCounter, count_tokens};
 
-use super::normalize::{is_s_like, normalize};
+use super::normalize::neutralize;
 use super::source::Source;
 use crate::answer::providers::generator::SourceForModel;
 
@@ -81,63 +81,6 @@ pub struct Prompt {
     pub sources: Vec<Arc<Source>>,
     /// Tokens of system + user.
     pub tokens: usize,
-}
-
-/// What the model sees of a source text: [`normalize`]d, then neutralized (delimiters defused,
-/// label-shaped tokens rewritten from `S3` to `S-3`).
-pub fn neutralize(text: &str) -> String {
-    neutralize_normalized(&normalize(text).text, None)
-}
-
-/// Neutralizes normalized text. When `offsets` is given, it receives for every input character
-/// (and then for the end) the byte offset in the output where that character's output begins.
-pub(super) fn neutralize_normalized(text: &str, mut offsets: Option<&mut Vec<usize>>) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len() + 8);
-    for (index, &character) in chars.iter().enumerate() {
-        if let Some(offsets) = offsets.as_deref_mut() {
-            offsets.push(out.len());
-        }
-        out.push(if is_less_than(character) && opens_tag(&chars[index + 1..]) { '‹' } else { character });
-        if is_label_start(&chars, index) {
-            out.push('-');
-        }
-    }
-    if let Some(offsets) = offsets {
-        offsets.push(out.len());
-    }
-    out
-}
-
-/// Whether `chars[index]` is the `S` of a label-shaped token: an `S` (or look-alike) starting a
-/// word, followed by one or more digits (any script) and then not by a letter or digit.
-fn is_label_start(chars: &[char], index: usize) -> bool {
-    let starts_word = index == 0 || !chars[index - 1].is_alphanumeric();
-    if !starts_word || !is_s_like(chars[index]) {
-        return false;
-    }
-    let digits = chars[index + 1..].iter().take_while(|next| next.is_numeric()).count();
-    digits > 0 && chars.get(index + 1 + digits).is_none_or(|after| !after.is_alphanumeric())
-}
-
-/// Whether `character` is `<` or a composite of it (`≮` is `<` + U+0338 after NFKC composed them).
-fn is_less_than(character: char) -> bool {
-    if character == '<' {
-        return true;
-    }
-    if character.is_ascii() {
-        return false;
-    }
-    let mut first = None;
-    unicode_normalization::char::decompose_canonical(character, |part| {
-        first.get_or_insert(part);
-    });
-    first == Some('<')
-}
-
-/// Whether a `<` followed by `rest` begins a tag: after any spaces and slashes comes a letter.
-fn opens_tag(rest: &[char]) -> bool {
-    rest.iter().find(|next| !next.is_whitespace() && **next != '/').is_some_and(|next| next.is_alphabetic())
 }
 
 /// Appends one delimited source to a user message.

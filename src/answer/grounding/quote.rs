@@ -1,7 +1,7 @@
 //! Quote anchoring: find a generator's verbatim `quote` inside the one source it cites and map it
 //! to exact character offsets of the source's original (shown) text.
 //!
-//! The model read each source [`normalize`]d and neutralized (`super::prompt`), so a faithful
+//! The model read each source [`normalize`]d and [`neutralize`]d, so a faithful
 //! quote is a piece of that model text. Matching folds both sides the same way (the quote is
 //! normalized and neutralized like a source, then both are lowercased, every run of whitespace
 //! becomes one space, curly quotes and apostrophes become straight ones and every dash or hyphen
@@ -26,8 +26,7 @@
 
 use std::collections::HashSet;
 
-use super::normalize::{Normalized, normalize};
-use super::prompt::{neutralize, neutralize_normalized};
+use super::normalize::{Normalized, neutralize, neutralize_normalized, normalize};
 use crate::answer::text::instructions::is_instruction;
 use crate::answer::text::{content_terms, sentences};
 

@@ -5,7 +5,7 @@
 //!
 //! A source holds its label, its chunk, the text shown (the chunk's text, or the prefix the prompt
 //! budget left), that text normalized as the model read it (`super::normalize`, with the map back
-//! to the shown text), the model text (normalized, then neutralized: `super::prompt`) with the
+//! to the shown text), the model text (normalized, then neutralized: `super::normalize`) with the
 //! offset of every normalized character in it, and, built on first use, the evidence the verifier
 //! reads (the normalized text with instruction-like sentences masked: `crate::answer::text::instructions`) and
 //! the quote choices (`super::quote::quote_choices` of the model text).
@@ -18,8 +18,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::domain::Chunk;
 
-use super::normalize::{Normalized, normalize};
-use super::prompt::neutralize_normalized;
+use super::normalize::{Normalized, neutralize_normalized, normalize};
 use super::quote::{LocatedQuote, locate_in_model_text, quote_choices};
 use crate::answer::providers::generator::SourceForModel;
 use crate::answer::text::instructions::mask_instructions;

@@ -11,7 +11,7 @@ pub struct SourceForModel {
     /// `S1`, `S2`, …
     pub label: String,
     /// Source text normalized (NFKC, invisible characters dropped) with delimiter and
-    /// label-shaped sequences neutralized (see `super::prompt::neutralize`).
+    /// label-shaped sequences neutralized (see `crate::answer::grounding::normalize::neutralize`).
     pub text: String,
 }
 
