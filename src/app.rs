@@ -279,7 +279,8 @@ pub async fn start_backend(
         StorageBackend::Postgres => {
             let params = crate::postgres::PostgresParams::from_settings(settings)?;
             let limits = crate::postgres::DatabaseLimits::from_settings(settings);
-            let backend = crate::postgres::PostgresBackend::connect_limited(params, limits, embedder).await?;
+            let cache = crate::postgres::CacheParams::from_settings(settings);
+            let backend = crate::postgres::PostgresBackend::connect_cached(params, limits, cache, embedder).await?;
             let fresh = backend.is_empty().await?;
             tracing::info!(lineage = %backend.lineage(), empty = fresh, "postgres backend connected");
             Ok(Backend { reader: backend.clone(), writer: backend.clone(), reviews: backend, engine: None, fresh })

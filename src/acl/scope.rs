@@ -91,6 +91,12 @@ impl AuthorizationScope {
         self.allowed.is_empty()
     }
 
+    /// Whether the backend evaluates this scope inside its own statements ([`Self::for_principal`]:
+    /// no bitmap is carried) rather than through the allowed ordinals.
+    pub fn evaluated_in_backend(&self) -> bool {
+        self.in_backend
+    }
+
     /// Whether a search inside this scope can only find nothing: a bitmap scope that allows no
     /// document version (a scope the backend evaluates itself is never known to be empty here).
     pub fn reads_nothing(&self) -> bool {

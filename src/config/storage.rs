@@ -63,6 +63,8 @@ impl PostgresSettings {
             "storage.postgres.keepalive_idle_seconds must be in 0..=7200 (0: off)",
         );
         check(self.tcp_user_timeout_ms <= 3_600_000, "storage.postgres.tcp_user_timeout_ms must be in 0..=3600000");
+        check(self.cache_mb <= 1 << 20, "storage.postgres.cache_mb must be in 0..=1048576 (0: off)");
+        check((1..=64).contains(&self.cache_shards), "storage.postgres.cache_shards must be in 1..=64");
         check(
             self.tenant_connections <= self.pool_size,
             "storage.postgres.tenant_connections must be at most storage.postgres.pool_size (0: half of it)",
@@ -137,6 +139,14 @@ pub struct PostgresSettings {
     /// host name are verified: there is no unverified TLS.
     #[serde(default)]
     pub ca_file: String,
+    /// Memory, MiB, for tenants held in memory on this node (`src/postgres/cache`): each cached
+    /// tenant's reads are served by in-memory shards (the embedded engine's HNSW and BM25 inside
+    /// the caller's scope), brought up to the tenant's epoch in the database before every read.
+    /// Whole tenants are evicted least recently used past it; a tenant estimated larger is served
+    /// by the SQL path, as is one still loading. 0: off (every read is SQL).
+    pub cache_mb: usize,
+    /// Shards of each cached tenant (1..=64; each an actor with up to 4 threads).
+    pub cache_shards: usize,
 }
 
 impl Default for PostgresSettings {
@@ -155,6 +165,8 @@ impl Default for PostgresSettings {
             max_scan_tuples: 20_000,
             exact_scan_chunks: 2_000,
             ca_file: String::new(),
+            cache_mb: 1_024,
+            cache_shards: 1,
         }
     }
 }
@@ -256,9 +268,16 @@ mod tests {
     #[test]
     fn postgres_deadlines_and_tenant_share_are_validated_naming_the_key() {
         assert!(PostgresSettings::default().problems().is_empty());
-        let wrong =
-            PostgresSettings { statement_timeout_ms: 3_600_001, tenant_connections: 17, ..PostgresSettings::default() };
+        let wrong = PostgresSettings {
+            statement_timeout_ms: 3_600_001,
+            tenant_connections: 17,
+            cache_shards: 0,
+            cache_mb: (1 << 20) + 1,
+            ..PostgresSettings::default()
+        };
         let problems = wrong.problems().join("; ");
+        assert!(problems.contains("storage.postgres.cache_shards"), "{problems}");
+        assert!(problems.contains("storage.postgres.cache_mb"), "{problems}");
         assert!(problems.contains("storage.postgres.statement_timeout_ms"), "{problems}");
         assert!(problems.contains("storage.postgres.tenant_connections"), "{problems}");
     }

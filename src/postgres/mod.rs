@@ -28,6 +28,7 @@
 //!   returned, so at every commit they equal a recount of the tenant's chunks.
 //! - All SQL is in [`sql`], as constants with bind parameters.
 
+pub mod cache;
 mod cancel;
 mod connect;
 mod fault;
@@ -56,6 +57,7 @@ use crate::retrieval::{
 };
 use crate::storage::StorageError;
 
+pub use cache::{CacheParams, TenantCache};
 pub use connect::{DatabaseLimits, tls_connector};
 use connect::{build_pool, server_label};
 use fault::{as_read, database, pooled, read_failure};
@@ -250,6 +252,8 @@ pub struct PostgresBackend {
     server: Arc<str>,
     /// The limits the pool was built with.
     limits: DatabaseLimits,
+    /// The tenants this node holds in memory ([`cache`]; off: every read is SQL).
+    cache: Arc<TenantCache>,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -264,12 +268,22 @@ impl PostgresBackend {
         Self::connect_limited(params, DatabaseLimits::default(), embedder).await
     }
 
-    /// Connects with `limits` on every connection, applies pending migrations and checks that
-    /// the database holds vectors of this embedder (name and dimension), refusing to mix vector
-    /// spaces.
+    /// [`Self::connect_cached`] with the tenant cache off: every read is SQL.
     pub async fn connect_limited(
         params: PostgresParams,
         limits: DatabaseLimits,
+        embedder: Arc<dyn Embedder>,
+    ) -> RetrievalResult<Arc<Self>> {
+        Self::connect_cached(params, limits, CacheParams::off(), embedder).await
+    }
+
+    /// Connects with `limits` on every connection, applies pending migrations and checks that
+    /// the database holds vectors of this embedder (name and dimension), refusing to mix vector
+    /// spaces. Tenants are held in memory as `cache` says ([`cache`]).
+    pub async fn connect_cached(
+        params: PostgresParams,
+        limits: DatabaseLimits,
+        cache: CacheParams,
         embedder: Arc<dyn Embedder>,
     ) -> RetrievalResult<Arc<Self>> {
         let dimension = embedder.dimension();
@@ -301,6 +315,13 @@ impl PostgresBackend {
             );
         }
         drop(client);
+        let cache = Arc::new(TenantCache::new(
+            cache,
+            pool.clone(),
+            Arc::clone(&limiter),
+            Arc::clone(&embedder),
+            lineage.clone(),
+        ));
         let search = read::PostgresSearch {
             pool: pool.clone(),
             tls: tls.clone(),
@@ -312,7 +333,7 @@ impl PostgresBackend {
         let read_path = Arc::new(ReadPath::start(
             Arc::new(QueryEmbedder::new(Arc::clone(&embedder), params.query_cache)),
             CandidateCounts { lexical: params.lexical_candidates, vector: params.vector_candidates },
-            Arc::new(search),
+            Arc::new(read::Dispatch { sql: search, cache: Arc::clone(&cache) }),
             params.rrf_k,
             crate::retrieval::reranker(params.reranker, params.rrf_k),
             ReadPath::default_coordinators(),
@@ -328,6 +349,7 @@ impl PostgresBackend {
             limiter,
             server,
             limits,
+            cache,
         }))
     }
 

@@ -34,8 +34,17 @@ impl PostgresBackend {
         AuthorizationScope::for_principal(principal, 0)
     }
 
-    /// Hybrid retrieval of `text` for `principal` through the read path (no budget).
+    /// Hybrid retrieval of `text` for `principal` through the read path (no budget), as a
+    /// request runs it: the tenant's epoch read, then the cached tenant's shards when it is
+    /// cached and caught up, else SQL ([`crate::retrieval::ReadSide::scope`]).
     pub async fn retrieve(&self, principal: &Principal, text: &str) -> RetrievalResult<Retrieved> {
+        let scope = crate::retrieval::ReadSide::scope(self, principal).await?;
+        self.read_path.retrieve(&scope, text, None).await
+    }
+
+    /// Hybrid retrieval of `text` for `principal` by the SQL statements alone, whatever the
+    /// cache holds: the reference the cached path is tested against.
+    pub async fn retrieve_sql(&self, principal: &Principal, text: &str) -> RetrievalResult<Retrieved> {
         self.read_path.retrieve(&self.scope(principal), text, None).await
     }
 
@@ -136,6 +145,34 @@ impl PostgresSearch {
         // relaxed_order may return rows slightly out of order: sort (stable, best first).
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         Ok((hits, flag))
+    }
+}
+
+/// The backend's [`CandidateSearch`]: a bitmap scope (built by a cached tenant's engine,
+/// [`cache`]) is searched by that tenant's in-memory shards; a scope the database evaluates
+/// (the principal itself) by the SQL statements.
+pub(super) struct Dispatch {
+    pub(super) sql: PostgresSearch,
+    pub(super) cache: Arc<cache::TenantCache>,
+}
+
+#[async_trait]
+impl CandidateSearch for Dispatch {
+    fn dimension(&self) -> usize {
+        self.sql.dimension
+    }
+
+    async fn search(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<RankedLists> {
+        if scope.evaluated_in_backend() {
+            return self.sql.search(scope, query).await;
+        }
+        // Ordinals are the database's: any engine holding the tenant holds the scope's chunks.
+        // One that left the cache since the scope was built (evicted, reloading) fails the read.
+        let Some(search) = self.cache.search_of(scope.tenant()) else {
+            cache::count_fallback("evicted_in_flight");
+            return Err(crate::index::IndexError::Unavailable.into());
+        };
+        search.search(scope, query).await
     }
 }
 

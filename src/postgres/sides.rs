@@ -41,9 +41,14 @@ impl PostgresBackend {
 
 #[async_trait]
 impl ReadSide for PostgresBackend {
-    /// The principal with its tenant's epoch; the database evaluates it inside every statement.
+    /// One router statement for the tenant's epoch, then: the cached engine's bitmap scope,
+    /// caught up to that epoch first, when the tenant is cached ([`super::cache`]); otherwise the
+    /// principal with the epoch, which the database evaluates inside every statement.
     async fn scope(&self, principal: &Principal) -> RetrievalResult<AuthorizationScope> {
         let epoch = self.tenant_epoch(&principal.tenant).await?;
+        if let Some(scope) = self.cached_scope(principal, epoch).await {
+            return Ok(scope);
+        }
         Ok(AuthorizationScope::for_principal(principal, epoch))
     }
 
@@ -111,6 +116,10 @@ impl ReadSide for PostgresBackend {
         let mut reader = Reader::checkout(&self.pool, &self.tls, Some(&self.limiter), Entered::Database).await?;
         let epoch: i64 = reader.query_one(sql::HIGHEST_EPOCH, &[]).await?.get(0);
         Ok((epoch as u64, self.lineage.clone()))
+    }
+
+    fn postgres(&self) -> Option<&PostgresBackend> {
+        Some(self)
     }
 }
 

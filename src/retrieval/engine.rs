@@ -135,6 +135,8 @@ pub struct Engine {
     recovery: std::sync::OnceLock<Recovery>,
     /// Whether an index set made due by the journals' size is being written.
     pub(super) set_writing: Arc<std::sync::atomic::AtomicBool>,
+    /// Coordinator actors of its read path (each on an arbiter thread of its own).
+    coordinators: usize,
 }
 
 /// One change as committed and published by a primary, for its replicas: the log entries of one
@@ -188,7 +190,21 @@ impl Engine {
         acl: Arc<AclStore>,
         shards: Option<Vec<Arc<Shard>>>,
     ) -> RetrievalResult<Arc<Self>> {
-        Self::assemble(params, embedder, acl, shards, None)
+        Self::assemble(params, embedder, acl, shards, None, ReadPath::default_coordinators())
+    }
+
+    /// [`Self::start_with`] with `coordinators` coordinator actors (at least one): an engine
+    /// whose read path is not the process's main one (the postgres backend's cached tenants,
+    /// whose shards are searched through the backend's own coordinators) starts one, so that
+    /// many such engines do not start one arbiter thread per core each.
+    pub fn start_with_coordinators(
+        params: EngineParams,
+        embedder: Arc<dyn Embedder>,
+        acl: Arc<AclStore>,
+        shards: Option<Vec<Arc<Shard>>>,
+        coordinators: usize,
+    ) -> RetrievalResult<Arc<Self>> {
+        Self::assemble(params, embedder, acl, shards, None, coordinators.max(1))
     }
 
     /// Opens the data directory `directory` (created when absent) and starts the engine on the
@@ -250,7 +266,14 @@ impl Engine {
             file: store.file().to_owned(),
             seconds: started.elapsed().as_secs_f64(),
         };
-        let engine = Self::assemble(params, embedder, Arc::new(recovered.acl), Some(shards), Some(Arc::new(store)))?;
+        let engine = Self::assemble(
+            params,
+            embedder,
+            Arc::new(recovered.acl),
+            Some(shards),
+            Some(Arc::new(store)),
+            ReadPath::default_coordinators(),
+        )?;
         metrics::gauge!("warrant_acl_epoch").set(engine.acl().epoch() as f64);
         if recovery.created {
             // Nothing to write but the empty images: the journal starts before the first write.
@@ -271,7 +294,14 @@ impl Engine {
         shards: Vec<Arc<Shard>>,
         store: Store,
     ) -> RetrievalResult<Arc<Self>> {
-        let engine = Self::assemble(params, embedder, Arc::new(acl), Some(shards), Some(Arc::new(store)))?;
+        let engine = Self::assemble(
+            params,
+            embedder,
+            Arc::new(acl),
+            Some(shards),
+            Some(Arc::new(store)),
+            ReadPath::default_coordinators(),
+        )?;
         engine.journal_soon();
         Ok(engine)
     }
@@ -291,6 +321,7 @@ impl Engine {
         acl: Arc<AclStore>,
         shards: Option<Vec<Arc<Shard>>>,
         store: Option<Arc<Store>>,
+        coordinators: usize,
     ) -> RetrievalResult<Arc<Self>> {
         // The verifier compares sentences only with a semantic embedder's vectors.
         params.sentence_vectors &= embedder.semantic();
@@ -301,7 +332,7 @@ impl Engine {
             }));
         }
         let queries = Arc::new(QueryEmbedder::new(Arc::clone(&embedder), params.query_cache));
-        let core = Self::core(&params, &queries, acl, shards)?;
+        let core = Self::core(&params, &queries, acl, shards, coordinators)?;
         Ok(Arc::new(Self {
             core: ArcSwap::from_pointee(core),
             embedder,
@@ -313,6 +344,7 @@ impl Engine {
             sink: std::sync::OnceLock::new(),
             recovery: std::sync::OnceLock::new(),
             set_writing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            coordinators,
         }))
     }
 
@@ -321,6 +353,7 @@ impl Engine {
         queries: &Arc<QueryEmbedder>,
         acl: Arc<AclStore>,
         shards: Option<Vec<Arc<Shard>>>,
+        coordinators: usize,
     ) -> RetrievalResult<Core> {
         let shards = match shards {
             Some(shards) => shards,
@@ -341,7 +374,7 @@ impl Engine {
             Arc::new(ShardSearch::new(shard_actors.clone(), params.vector.dimension)),
             params.rrf_k,
             reranker(params.reranker, params.rrf_k),
-            ReadPath::default_coordinators(),
+            coordinators,
         ));
         Ok(Core { acl, shards, shard_actors, read_path })
     }
@@ -367,7 +400,7 @@ impl Engine {
         }
         let mut params = self.params.clone();
         params.shards = shards.len();
-        let core = Self::core(&params, &self.queries, acl, Some(shards))?;
+        let core = Self::core(&params, &self.queries, acl, Some(shards), self.coordinators)?;
         let epoch = core.acl.epoch();
         self.core.store(Arc::new(core));
         self.queries.clear();
@@ -425,6 +458,12 @@ impl Engine {
     /// The shards (snapshots, stats).
     pub fn shards(&self) -> Vec<Arc<Shard>> {
         self.core.load().shards.clone()
+    }
+
+    /// The embedded searches over the current shards' actors (what the read path's
+    /// coordinators search), for a backend that runs them through coordinators of its own.
+    pub fn shard_search(&self) -> Arc<ShardSearch> {
+        Arc::new(ShardSearch::new(self.core.load().shard_actors.clone(), self.params.vector.dimension))
     }
 
     /// The read path over the current shards.

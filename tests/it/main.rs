@@ -24,6 +24,7 @@ mod oidc;
 mod openapi;
 mod persisted_indexes;
 mod postgres;
+mod postgres_cache;
 mod providers;
 mod recovery;
 mod replication;

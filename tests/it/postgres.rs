@@ -584,7 +584,7 @@ proptest! {
 }
 
 /// One database for all cases of the property test (created once per test process).
-async fn shared_database() -> Option<String> {
+pub(crate) async fn shared_database() -> Option<String> {
     static URL: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     if let Some(url) = URL.get() {
         return url.clone();
@@ -600,7 +600,7 @@ async fn shared_database() -> Option<String> {
 /// `WARRANT_PG_BENCH_DATABASE` names a database kept between runs (loaded by the first, when its
 /// chunk count is not the corpus's), else each run loads a fresh one. Returns the database's URL
 /// for [`APP_ROLE`] and the queries.
-async fn measurement_corpus() -> Option<(String, Vec<String>)> {
+pub(crate) async fn measurement_corpus() -> Option<(String, Vec<String>)> {
     let server = std::env::var("WARRANT_TEST_DATABASE_URL").ok()?;
     let chunks: usize = std::env::var("WARRANT_PG_BENCH_CHUNKS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let mut state = 0x2545_f491_4f6c_dd1d_u64;
@@ -662,7 +662,7 @@ async fn measurement_corpus() -> Option<(String, Vec<String>)> {
 }
 
 /// (p50, p99, mean) in milliseconds.
-fn percentiles(mut latencies: Vec<Duration>) -> (f64, f64, f64) {
+pub(crate) fn percentiles(mut latencies: Vec<Duration>) -> (f64, f64, f64) {
     latencies.sort();
     let at = |fraction: f64| latencies[((latencies.len() as f64 * fraction) as usize).min(latencies.len() - 1)];
     let mean = latencies.iter().sum::<Duration>().as_secs_f64() * 1e3 / latencies.len().max(1) as f64;

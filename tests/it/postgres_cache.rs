@@ -1,0 +1,366 @@
+//! The postgres backend's tenant cache (`src/postgres/cache`) against a real database: a node
+//! holding a tenant in memory enforces what another node acknowledged (revoke, delete, an
+//! upsert narrowing an access list) and shows its new content on its very next read; its answers
+//! equal the SQL path's at the same epoch for random interleavings of writes and reads; an
+//! evicted tenant, one too large for the budget and one whose history changed are read with SQL
+//! and reload; two cached tenants never see each other's chunks.
+//!
+//! Node A writes through an uncached backend, node B reads through a cached one, both on one
+//! database (as two warrant processes would). Same prerequisites as `postgres.rs`.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use warrant::acl::AclMutation;
+use warrant::domain::{DocAcl, Principal};
+use warrant::embed::HashedEmbedder;
+use warrant::postgres::{CacheParams, DatabaseLimits, PostgresBackend};
+use warrant::retrieval::{DocumentInput, ReadSide, Retrieved};
+
+use crate::postgres::{as_superuser, fresh_database, params, plain_client};
+use crate::support::{doc, principal};
+
+const DIMENSION: usize = 64;
+
+/// A node whose tenant cache has `budget_bytes`.
+async fn cached_node(url: &str, budget_bytes: u64) -> Arc<PostgresBackend> {
+    let cache = CacheParams { budget_bytes, ..CacheParams::with_budget_mb(64) };
+    PostgresBackend::connect_cached(
+        params(url),
+        DatabaseLimits::default(),
+        cache,
+        Arc::new(HashedEmbedder::new(DIMENSION)),
+    )
+    .await
+    .expect("cached node connects")
+}
+
+/// A node without a cache (every read SQL): the writer, and the reference.
+async fn sql_node(url: &str) -> Arc<PostgresBackend> {
+    PostgresBackend::connect(params(url), Arc::new(HashedEmbedder::new(DIMENSION))).await.expect("node connects")
+}
+
+/// Reads once (a miss starts the load) and waits for the tenant to be cached.
+async fn warm(node: &PostgresBackend, asking: &Principal) {
+    node.retrieve(asking, "warm up").await.expect("a read while loading is served by SQL");
+    assert!(node.tenant_cache().settled(&asking.tenant, Duration::from_secs(30)).await, "the tenant was cached");
+}
+
+/// Whether `asking`'s next scope comes from the cache (a bitmap scope) at the tenant's epoch.
+async fn served_from_cache(node: &PostgresBackend, asking: &Principal) -> bool {
+    let scope = ReadSide::scope(node, asking).await.expect("scope");
+    !scope.evaluated_in_backend() && node.tenant_cache().cached_epoch(&asking.tenant) == Some(scope.epoch())
+}
+
+fn doc_ids(retrieved: &Retrieved) -> BTreeSet<String> {
+    retrieved.candidates.iter().map(|candidate| candidate.chunk.doc_id.clone()).collect()
+}
+
+/// Chunks as (document, version, chunk ordinal, document ordinal).
+fn chunk_keys(retrieved: &Retrieved) -> BTreeSet<(String, u64, u32, u32)> {
+    retrieved
+        .candidates
+        .iter()
+        .map(|candidate| {
+            let chunk = &candidate.chunk;
+            (chunk.doc_id.clone(), chunk.doc_version, chunk.ordinal, chunk.doc_ordinal)
+        })
+        .collect()
+}
+
+/// Node A's writes, each acknowledged, are enforced by node B's very next read while B holds
+/// the tenant: a revoke, a delete, an upsert that narrows the access list; new content is
+/// visible at once. Each read is checked to come from B's cache, caught up to the epoch.
+#[actix_web::test]
+async fn postgres_cache_enforces_what_another_node_acknowledged_on_the_next_read() {
+    let Some(url) = fresh_database().await else { return };
+    let writer = sql_node(&url).await;
+    let reader = cached_node(&url, 64 << 20).await;
+    let documents = vec![
+        doc("merger", "Merger", "The merger with Initech closes in March.", &["exec"]),
+        doc("layoffs", "Layoffs", "The merger plan cuts the Initech sales team.", &["exec"]),
+        doc("budget", "Budget", "The merger budget for March is four million.", &["exec", "finance"]),
+    ];
+    writer.upsert("acme", documents).await.unwrap();
+    let carol = principal("acme", "carol", &["exec"]);
+    warm(&reader, &carol).await;
+    let query = "merger Initech March";
+    assert_eq!(
+        doc_ids(&reader.retrieve(&carol, query).await.unwrap()),
+        ["budget", "layoffs", "merger"].map(String::from).into()
+    );
+
+    let revoke = AclMutation::Revoke { tenant: "acme".into(), doc_id: "merger".into(), groups: None, users: None };
+    writer.mutate(revoke).await.unwrap();
+    assert!(served_from_cache(&reader, &carol).await, "the cached tenant caught up to the revoke");
+    assert!(!doc_ids(&reader.retrieve(&carol, query).await.unwrap()).contains("merger"), "revoked");
+
+    writer.mutate(AclMutation::Delete { tenant: "acme".into(), doc_id: "layoffs".into() }).await.unwrap();
+    assert!(served_from_cache(&reader, &carol).await);
+    assert!(!doc_ids(&reader.retrieve(&carol, query).await.unwrap()).contains("layoffs"), "deleted");
+
+    // The new version of the budget is readable by finance alone: carol (exec) loses it.
+    let narrowed = doc("budget", "Budget", "The merger budget for March is five million.", &["finance"]);
+    writer.upsert("acme", vec![narrowed]).await.unwrap();
+    assert!(served_from_cache(&reader, &carol).await);
+    assert!(doc_ids(&reader.retrieve(&carol, query).await.unwrap()).is_empty(), "narrowed by the new version");
+    let frank = principal("acme", "frank", &["finance"]);
+    let seen = reader.retrieve(&frank, query).await.unwrap();
+    assert_eq!(seen.candidates.len(), 1);
+    assert!(seen.candidates[0].chunk.text.contains("five million"), "the new version, never the old");
+
+    writer.upsert("acme", vec![doc("closing", "Closing", "Initech closing memo for March.", &["exec"])]).await.unwrap();
+    assert!(served_from_cache(&reader, &carol).await);
+    assert_eq!(doc_ids(&reader.retrieve(&carol, query).await.unwrap()), ["closing".to_owned()].into(), "new content");
+    assert!(reader.tenant_cache().holds("acme"), "every read above was the cache's");
+}
+
+/// The cross-node race of `postgres.rs` with the reader's cache on: reads racing a revoke that
+/// another node acknowledges; no read that started after the acknowledgement sees the document.
+#[actix_web::test]
+async fn postgres_cache_revocation_race_has_no_late_read() {
+    let Some(url) = fresh_database().await else { return };
+    let writer = sql_node(&url).await;
+    let reader = cached_node(&url, 64 << 20).await;
+    let mut documents = vec![doc("secret", "Merger", "The merger with Initech closes in March.", &["exec"])];
+    for i in 0..20 {
+        documents.push(doc(&format!("filler{i}"), "Notes", &format!("Meeting notes {i} about the merger."), &["exec"]));
+    }
+    writer.upsert("acme", documents).await.unwrap();
+    let exec = principal("acme", "carol", &["exec"]);
+    warm(&reader, &exec).await;
+    let origin = std::time::Instant::now();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut load = Vec::new();
+    for _ in 0..4 {
+        let (reader, exec, stop) = (Arc::clone(&reader), exec.clone(), Arc::clone(&stop));
+        load.push(actix_rt::spawn(async move {
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let started = origin.elapsed();
+                let retrieved = reader.retrieve(&exec, "merger Initech March").await.unwrap();
+                seen.push((started, retrieved.candidates.iter().any(|c| c.chunk.doc_id == "secret")));
+            }
+            seen
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let revoke = AclMutation::Revoke { tenant: "acme".into(), doc_id: "secret".into(), groups: None, users: None };
+    writer.mutate(revoke).await.unwrap();
+    let acknowledged = origin.elapsed();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (mut after, mut late) = (0, 0);
+    for task in load {
+        for (started, secret) in task.await.unwrap() {
+            if started > acknowledged {
+                after += 1;
+                late += usize::from(secret);
+            }
+        }
+    }
+    assert!(after > 0, "reads ran after the acknowledgement");
+    assert_eq!(late, 0, "reads that started after the revoke was acknowledged saw the document");
+    assert!(reader.tenant_cache().holds("acme"));
+}
+
+/// Two tenants cached on one node: a near-duplicate of the other tenant never reaches fusion.
+#[actix_web::test]
+async fn postgres_cache_cross_tenant_near_duplicate_never_reaches_fusion() {
+    let Some(url) = fresh_database().await else { return };
+    let writer = sql_node(&url).await;
+    let reader = cached_node(&url, 64 << 20).await;
+    let text = "Hotel stays are reimbursed up to 180 euros per night in most cities.";
+    writer.upsert("acme", vec![doc("travel", "Travel policy", text, &["everyone"])]).await.unwrap();
+    writer
+        .upsert("globex", vec![doc("travel", "Travel policy", &text.replace("180", "140"), &["everyone"])])
+        .await
+        .unwrap();
+    let bob = principal("acme", "bob", &["everyone"]);
+    let gina = principal("globex", "gina", &["everyone"]);
+    warm(&reader, &bob).await;
+    warm(&reader, &gina).await;
+    for (asking, kept, other) in [(&bob, "180", "140"), (&gina, "140", "180")] {
+        assert!(served_from_cache(&reader, asking).await);
+        let retrieved = reader.retrieve(asking, "hotel reimbursement per night").await.unwrap();
+        assert!(!retrieved.candidates.is_empty());
+        for candidate in &retrieved.candidates {
+            assert_eq!(candidate.chunk.tenant, asking.tenant);
+            assert!(candidate.chunk.text.contains(kept) && !candidate.chunk.text.contains(other));
+        }
+    }
+}
+
+/// A budget that holds one tenant: caching the second evicts the first (least recently used),
+/// whose next read is SQL and starts its reload; a tenant larger than the budget is never
+/// cached and is served by SQL. Answers are the same whichever path serves them.
+#[actix_web::test]
+async fn postgres_cache_evicts_least_recently_used_and_never_caches_a_tenant_over_budget() {
+    let Some(url) = fresh_database().await else { return };
+    let writer = sql_node(&url).await;
+    for tenant in ["acme", "globex"] {
+        let documents = (0..4)
+            .map(|i| {
+                doc(&format!("d{i}"), "Notes", &format!("Quarterly notes {i} about lanterns in {tenant}."), &["all"])
+            })
+            .collect();
+        writer.upsert(tenant, documents).await.unwrap();
+    }
+    let bob = principal("acme", "bob", &["all"]);
+    let gina = principal("globex", "gina", &["all"]);
+    // About 4 x 1 KB per tenant at dimension 64 (`estimated_bytes`): room for one.
+    let reader = cached_node(&url, 6_000).await;
+    let expected = doc_ids(&writer.retrieve(&bob, "quarterly lanterns").await.unwrap());
+    assert_eq!(expected.len(), 4);
+    warm(&reader, &bob).await;
+    assert!(reader.tenant_cache().bytes_held() <= 6_000);
+    warm(&reader, &gina).await;
+    assert!(!reader.tenant_cache().holds("acme"), "acme, least recently used, was evicted");
+    assert_eq!(reader.tenant_cache().cached_tenants(), 1);
+    assert_eq!(doc_ids(&reader.retrieve(&bob, "quarterly lanterns").await.unwrap()), expected, "SQL meanwhile");
+    assert!(reader.tenant_cache().settled("acme", Duration::from_secs(30)).await, "acme reloaded");
+    assert!(!reader.tenant_cache().holds("globex"), "and evicted globex in turn");
+    assert!(served_from_cache(&reader, &bob).await);
+    assert_eq!(doc_ids(&reader.retrieve(&bob, "quarterly lanterns").await.unwrap()), expected, "from the cache");
+
+    let tiny = cached_node(&url, 1_000).await;
+    assert_eq!(doc_ids(&tiny.retrieve(&bob, "quarterly lanterns").await.unwrap()), expected);
+    assert!(!tiny.tenant_cache().settled("acme", Duration::from_secs(30)).await, "over budget: never cached");
+    assert!(!served_from_cache(&tiny, &bob).await);
+    assert_eq!(doc_ids(&tiny.retrieve(&bob, "quarterly lanterns").await.unwrap()), expected);
+}
+
+/// A cached tenant whose history in the database is not the one it was built from (another
+/// commit at its epoch: a database restored from a backup and written again) is dropped at its
+/// next read, served by SQL, and reloads.
+#[actix_web::test]
+async fn postgres_cache_a_tenant_whose_history_changed_reloads() {
+    let Some(url) = fresh_database().await else { return };
+    let writer = sql_node(&url).await;
+    let reader = cached_node(&url, 64 << 20).await;
+    writer.upsert("acme", vec![doc("plan", "Plan", "The launch plan targets April.", &["exec"])]).await.unwrap();
+    let carol = principal("acme", "carol", &["exec"]);
+    warm(&reader, &carol).await;
+    let cached = reader.tenant_cache().cached_epoch("acme").expect("cached");
+    // Test-only: rewrite the commit at the cached epoch, as another history would have it.
+    let superuser = plain_client(&as_superuser(&url)).await;
+    let rewritten = superuser
+        .execute(
+            "UPDATE acl_changes SET committed_at = committed_at - interval '1 hour' WHERE tenant_id = 'acme' AND epoch = $1",
+            &[&(cached as i64)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rewritten, 1);
+    writer.upsert("acme", vec![doc("memo", "Memo", "The launch memo for April.", &["exec"])]).await.unwrap();
+    let seen = doc_ids(&reader.retrieve(&carol, "launch April").await.unwrap());
+    assert_eq!(seen, ["memo", "plan"].map(String::from).into(), "served by SQL");
+    assert!(!reader.tenant_cache().holds("acme"), "dropped, not caught up on another history");
+    reader.retrieve(&carol, "launch April").await.unwrap();
+    assert!(reader.tenant_cache().settled("acme", Duration::from_secs(30)).await, "reloaded");
+    assert!(served_from_cache(&reader, &carol).await);
+    assert_eq!(doc_ids(&reader.retrieve(&carol, "launch April").await.unwrap()), seen);
+}
+
+/// One write of node A in a random interleaving.
+#[derive(Clone, Debug)]
+enum Write {
+    Upsert { doc: usize, groups: Vec<usize>, users: Vec<usize>, variant: usize },
+    Grant { doc: usize, group: usize },
+    Revoke { doc: usize, group: Option<usize> },
+    Delete { doc: usize },
+}
+
+fn write() -> impl Strategy<Value = Write> {
+    prop_oneof![
+        3 => (0..4usize, prop::collection::vec(0..3usize, 0..3), prop::collection::vec(0..2usize, 0..2), 0..3usize)
+            .prop_map(|(doc, groups, users, variant)| Write::Upsert { doc, groups, users, variant }),
+        1 => (0..4usize, 0..3usize).prop_map(|(doc, group)| Write::Grant { doc, group }),
+        2 => (0..4usize, prop::option::of(0..3usize)).prop_map(|(doc, group)| Write::Revoke { doc, group }),
+        1 => (0..4usize).prop_map(|doc| Write::Delete { doc }),
+    ]
+}
+
+/// (principal user, groups) of a read.
+fn reading() -> impl Strategy<Value = (usize, Vec<usize>)> {
+    (0..2usize, prop::collection::vec(0..3usize, 0..3))
+}
+
+async fn apply(writer: &PostgresBackend, tenant: &str, write: &Write) {
+    let sorted = |names: &[usize], prefix: &str| -> Vec<String> {
+        names.iter().map(|name| format!("{prefix}{name}")).collect::<BTreeSet<_>>().into_iter().collect()
+    };
+    let outcome = match write {
+        Write::Upsert { doc, groups, users, variant } => {
+            let input = DocumentInput {
+                doc_id: format!("d{doc}"),
+                title: "Shared title".into(),
+                text: format!("Common words about budgets and plans, copy {doc} variant {variant}."),
+                acl: DocAcl { groups: sorted(groups, "g"), users: sorted(users, "u") },
+                version: None,
+                layout: None,
+            };
+            writer.upsert(tenant, vec![input]).await.map(|_| ())
+        }
+        Write::Grant { doc, group } => writer
+            .mutate(AclMutation::Grant {
+                tenant: tenant.into(),
+                doc_id: format!("d{doc}"),
+                groups: vec![format!("g{group}")],
+                users: vec![],
+            })
+            .await
+            .map(|_| ()),
+        Write::Revoke { doc, group } => writer
+            .mutate(AclMutation::Revoke {
+                tenant: tenant.into(),
+                doc_id: format!("d{doc}"),
+                groups: group.map(|group| vec![format!("g{group}")]),
+                users: None,
+            })
+            .await
+            .map(|_| ()),
+        Write::Delete { doc } => {
+            writer.mutate(AclMutation::Delete { tenant: tenant.into(), doc_id: format!("d{doc}") }).await.map(|_| ())
+        }
+    };
+    if let Err(error) = outcome {
+        // A change to a document not written yet, or deleted: refused, nothing changed.
+        assert_eq!(error.code(), "document_not_found", "{write:?}: {error}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
+
+    /// For random interleavings of writes on node A and reads on node B, B's cached answer is
+    /// the SQL path's at the same epoch: the same chunks (document, version, chunk, ordinal).
+    /// The corpus is small enough that every chunk inside the scope is a candidate of the
+    /// vector search on both paths, so equal sets mean equal scopes and equal content.
+    #[test]
+    fn postgres_cache_answers_as_the_sql_path_for_random_interleavings(
+        steps in prop::collection::vec((write(), prop::collection::vec(reading(), 1..3)), 1..12),
+    ) {
+        actix_rt::System::new().block_on(async {
+            let Some(url) = crate::postgres::shared_database().await else { return };
+            let writer = sql_node(&url).await;
+            let reader = cached_node(&url, 64 << 20).await;
+            let tenant = format!("p{}", uuid::Uuid::new_v4().simple());
+            apply(&writer, &tenant, &Write::Upsert { doc: 0, groups: vec![0], users: vec![], variant: 0 }).await;
+            warm(&reader, &principal(&tenant, "u0", &["g0"])).await;
+            for (write, reads) in &steps {
+                apply(&writer, &tenant, write).await;
+                for (user, groups) in reads {
+                    let asking = Principal::new(tenant.clone(), format!("u{user}"), groups.iter().map(|g| format!("g{g}")));
+                    let epoch = writer.epoch(&tenant).await.unwrap();
+                    let cached = reader.retrieve(&asking, "common budgets plans copy").await.unwrap();
+                    assert_eq!(reader.tenant_cache().cached_epoch(&tenant), Some(epoch), "caught up to the epoch");
+                    let reference = reader.retrieve_sql(&asking, "common budgets plans copy").await.unwrap();
+                    assert_eq!(chunk_keys(&cached), chunk_keys(&reference), "after {write:?} for {asking:?}");
+                }
+            }
+        });
+    }
+}
