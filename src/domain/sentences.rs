@@ -36,10 +36,22 @@ impl SentenceSpan {
 const TERMINATORS: [char; 6] = ['.', '!', '?', '。', '！', '？'];
 const CLOSERS: [char; 7] = ['"', '\'', ')', ']', '»', '”', '’'];
 
+/// Abbreviations (lowercased, without their final period) that end no sentence whatever follows.
+const ABBREVIATIONS: [&str; 14] =
+    ["e.g", "i.e", "cf", "vs", "viz", "dr", "mr", "mrs", "ms", "prof", "approx", "ca", "incl", "resp"];
+
+/// Abbreviations (lowercased, without their final period) that end no sentence before a number
+/// (`Fig. 3`, `No. 7`, `pp. 12`).
+const BEFORE_NUMBERS: [&str; 10] = ["fig", "figs", "no", "nos", "eq", "vol", "ch", "sec", "p", "pp"];
+
 /// Splits `text` into sentences. A sentence ends at a newline, or at `.`/`!`/`?` (plus any
 /// closing quotes or brackets) when the text ends there or the next non-space character is not a
-/// lowercase letter (so `e.g. the` stays whole). A period glued to a capitalized word after a
-/// lowercase one (`cells.Examples`, common in scraped abstracts) also ends a sentence.
+/// lowercase letter (so `e.g. the` stays whole), unless the period ends an abbreviation
+/// ([`ABBREVIATIONS`]; [`BEFORE_NUMBERS`] before a digit) or the next character is a table row's
+/// cell separator `|`. A period glued to a capitalized word after a lowercase one
+/// (`cells.Examples`, common in scraped abstracts) also ends a sentence, unless the word is an
+/// address, a URL or a host name (`R-help@lists.R-project.org`, `www.R-project.org`): the part
+/// before holds `@`, `/` or `:`, or the part after holds `.`, `@` or `/`.
 pub(crate) fn sentences(text: &str) -> Vec<SentenceSpan> {
     let characters: Vec<(usize, char)> = text.char_indices().collect();
     let count = characters.len();
@@ -64,7 +76,8 @@ pub(crate) fn sentences(text: &str) -> Vec<SentenceSpan> {
             None => true,
             Some(next) if next.is_whitespace() => {
                 let following = characters[after..].iter().map(|&(_, c)| c).find(|c| !c.is_whitespace());
-                !following.is_some_and(char::is_lowercase)
+                !following.is_some_and(|c| c.is_lowercase() || c == '|')
+                    && !(character == '.' && abbreviation(&characters[..index], following))
             }
             Some(next) => {
                 character == '.'
@@ -72,6 +85,7 @@ pub(crate) fn sentences(text: &str) -> Vec<SentenceSpan> {
                     && index >= 2
                     && characters[index - 1].1.is_lowercase()
                     && characters[index - 2].1.is_lowercase()
+                    && !in_address(&characters[..index], &characters[after..])
             }
         };
         if ends {
@@ -104,6 +118,43 @@ pub(crate) fn sentences(text: &str) -> Vec<SentenceSpan> {
         start = end;
     }
     spans
+}
+
+/// Whether the word that `before` ends with (the characters before a period) is an abbreviation
+/// that ends no sentence before `following` (the next character that is not a space).
+fn abbreviation(before: &[(usize, char)], following: Option<char>) -> bool {
+    const LONGEST: usize = 8;
+    let window = &before[before.len().saturating_sub(LONGEST + 1)..];
+    let start = match window.iter().rposition(|&(_, c)| c.is_whitespace()) {
+        Some(space) => space + 1,
+        None if window.len() <= LONGEST => 0,
+        None => return false,
+    };
+    let word = &window[start..];
+    let word: String = word
+        .iter()
+        .map(|&(_, c)| c)
+        .skip_while(|c| matches!(c, '(' | '[' | '"' | '\'' | '“' | '‘' | '«'))
+        .flat_map(char::to_lowercase)
+        .collect();
+    ABBREVIATIONS.contains(&word.as_str())
+        || (following.is_some_and(|c| c.is_ascii_digit()) && BEFORE_NUMBERS.contains(&word.as_str()))
+}
+
+/// Whether a period between `before` and `after` (the text around it) is inside an e-mail
+/// address, a URL or a host name: the word before it holds `@`, `/` or `:`, or the word after it
+/// holds `.`, `@` or `/` before its own end (closing punctuation aside).
+fn in_address(before: &[(usize, char)], after: &[(usize, char)]) -> bool {
+    /// Characters looked at on each side: a word longer than this is judged by its nearest part.
+    const REACH: usize = 256;
+    let before_word = before.iter().rev().take(REACH).map(|&(_, c)| c).take_while(|c| !c.is_whitespace());
+    let after_word: Vec<char> = after.iter().take(REACH).map(|&(_, c)| c).take_while(|c| !c.is_whitespace()).collect();
+    let after_word = after_word
+        .iter()
+        .rposition(|c| !TERMINATORS.contains(c) && !CLOSERS.contains(c) && !matches!(c, ',' | ';' | ':'))
+        .map_or(&after_word[..0], |last| &after_word[..=last]);
+    before_word.into_iter().any(|c| matches!(c, '@' | '/' | ':'))
+        || after_word.iter().any(|c| matches!(c, '.' | '@' | '/'))
 }
 
 /// The first 16 bytes of the SHA-256 of a sentence's exact text: the key of its vector.
@@ -206,6 +257,40 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
+
+    fn split(text: &str) -> Vec<&str> {
+        sentences(text).iter().map(|span| span.slice(text)).collect()
+    }
+
+    /// Issue 60: "R-help@lists.R-project.org" was cut after "lists." (a period glued to a capital
+    /// after lowercase letters ends a sentence, for scraped abstracts' "cells.Examples"), so the
+    /// real R FAQ answer quoted "R-project.org to send a message to everyone on the R-help
+    /// mailing list." Addresses, URLs and host names, abbreviations before a capital or a
+    /// number, decimals and a table row's cells stay in their sentence.
+    #[test]
+    fn addresses_urls_abbreviations_decimals_and_table_cells_stay_in_their_sentence() {
+        for whole in [
+            "Send a message to R-help@lists.R-project.org to reach everyone on the list.",
+            "The manuals are at https://CRAN.R-project.org/doc/manuals/ and on every mirror.",
+            "See www.R-project.org for the sources.",
+            "Ports of call, e.g. Tern Harbour and Osterby, report weekly.",
+            "Tools i.e. Git or Mercurial work.",
+            "The ratio rose from 2.5 to 3.75 in a year.",
+            "The curve is drawn in Fig. 3 of the report.",
+            "Dr. Holt certified the tonnage, cf. Table 2 and No. 7 of the series.",
+            "Vesterholm Ltd. | 412 | 1,904",
+        ] {
+            assert_eq!(split(whole), [whole], "{whole:?}");
+        }
+        assert_eq!(split("Third cells.Examples here"), ["Third cells.", "Examples here"]);
+        assert_eq!(split("Write to help@example.org. Then wait."), ["Write to help@example.org.", "Then wait."]);
+        assert_eq!(split("It ended etc. The next one."), ["It ended etc.", "The next one."]);
+        assert_eq!(
+            split("See https://example.org/. The page is new."),
+            ["See https://example.org/.", "The page is new."]
+        );
+        assert_eq!(split("It holds 12.5 m. Then 3 more."), ["It holds 12.5 m.", "Then 3 more."]);
+    }
 
     fn unit(rng: &mut SmallRng, dimension: usize) -> Vec<f32> {
         let mut vector: Vec<f32> = (0..dimension).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
