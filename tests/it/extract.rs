@@ -594,6 +594,26 @@ fn a_reportlab_bulletin_in_two_columns_reads_in_column_order() {
     }
 }
 
+/// Issue 60: a PDF table row came out as its cells joined with a space ("Vesterholm 412 1,904"),
+/// so nothing told a row from prose and the answer quoted the header row instead of the row
+/// holding the value. Cells far apart on one line are joined with ` | `, as the DOCX, HTML and
+/// Markdown extractors write a table row; words a space apart stay a space apart.
+#[test]
+fn a_pdf_table_row_has_its_cells_separated_as_other_formats_write_them() {
+    let mut runs = vec![Run::new(72.0, 760.0, "Staff and output per site:")];
+    for (row, cells) in [["Site", "Staff", "Output (MW)"], ["Vesterholm", "412", "1,904"], ["Osterby", "268", "1,150"]]
+        .iter()
+        .enumerate()
+    {
+        let y = 736.0 - 14.0 * row as f32;
+        runs.extend(cells.iter().enumerate().map(|(column, cell)| Run::new(72.0 + 110.0 * column as f32, y, cell)));
+    }
+    assert_eq!(
+        pdf_text(&[runs]).text,
+        "Staff and output per site:\n\nSite | Staff | Output (MW)\n\nVesterholm | 412 | 1,904\n\nOsterby | 268 | 1,150"
+    );
+}
+
 /// Issue 60.1: hard-wrapped plain text (e-mail, RFC style) had every line a sentence too; its
 /// prose paragraphs are joined, and text laid out on purpose (a list, a table) is kept.
 #[test]

@@ -162,10 +162,11 @@ fn runs() -> impl Strategy<Value = Vec<Run>> {
     proptest::collection::vec(run, 0..30)
 }
 
-/// The count of each character that is not whitespace.
+/// The count of each character that is not whitespace nor `|` (what joins the cells of a line
+/// whose runs lie far apart, a table row; the runs' words hold none).
 fn letters(text: &str) -> std::collections::BTreeMap<char, usize> {
     let mut counts = std::collections::BTreeMap::new();
-    for character in text.chars().filter(|character| !character.is_whitespace()) {
+    for character in text.chars().filter(|character| !character.is_whitespace() && *character != '|') {
         *counts.entry(character).or_insert(0) += 1;
     }
     counts

@@ -7,6 +7,12 @@
 //! with IDF (Sparck Jones 1972) computed over the candidate sentences of this request, so terms
 //! common to all sources count little and question terms absent from every source weigh the most.
 //!
+//! A table row (a line of cells joined by ` | `, as every extractor writes one) is scored with
+//! the terms of its table's header row as well as its own: "How many staff work at the
+//! Vesterholm site?" is answered by the row "Vesterholm | 412 | 1,904" under "Site | Staff |
+//! Output", not by the header, which holds more of the question's words but no value. The
+//! quote is the row alone, verbatim.
+//!
 //! The adjective of an interrogative `how` (`how long`, `how many`, `how early`, …) asks for the
 //! kind of answer, not about a topic, so it is not a question term. A question with several
 //! parts ("which class …, and what is the meal allowance?") may have no single sentence holding
@@ -64,10 +70,21 @@ impl ExtractiveGenerator {
 
         let mut candidates = Vec::new();
         for (source_index, &(_, text)) in sources.iter().enumerate() {
+            // The terms of the header row of the table being read, and whether one is being read.
+            let (mut header, mut in_table): (Option<HashSet<String>>, bool) = (None, false);
             for (position, span) in sentences(text).into_iter().enumerate() {
                 let sentence = span.slice(text);
-                let terms: HashSet<String> = content_terms(sentence).into_iter().collect();
-                if !terms.is_empty() && !is_instruction(sentence) {
+                let mut terms: HashSet<String> = content_terms(sentence).into_iter().collect();
+                let own_terms = !terms.is_empty();
+                if !sentence.contains(CELL_SEPARATOR) {
+                    (header, in_table) = (None, false);
+                } else if !in_table {
+                    in_table = true;
+                    header = may_head(sentence).then(|| terms.clone());
+                } else if let Some(names) = &header {
+                    terms.extend(names.iter().cloned());
+                }
+                if own_terms && !is_instruction(sentence) {
                     candidates.push(Candidate { source_index, position, text: sentence, terms, relevance: 0.0 });
                 }
             }
@@ -173,6 +190,16 @@ impl ExtractiveGenerator {
             .sort_by(|left, right| left.source_index.cmp(&right.source_index).then(left.position.cmp(&right.position)));
         ExtractiveAnswer::quoting(chosen, sources)
     }
+}
+
+/// What separates a table row's cells in extracted text: every extractor writes a row as one
+/// line of its cells joined by it (DOCX, HTML, Markdown, and a PDF line of cells far apart).
+const CELL_SEPARATOR: &str = " | ";
+
+/// Whether a table's first row may be its header: every cell holds a letter (a header names its
+/// columns; a first row holding a number is a row of values, as in a chunk cut inside a table).
+fn may_head(row: &str) -> bool {
+    row.split('|').map(str::trim).filter(|cell| !cell.is_empty()).all(|cell| cell.chars().any(char::is_alphabetic))
 }
 
 /// The question's content terms, without the adjective of an interrogative `how`.
@@ -399,6 +426,26 @@ mod tests {
         let expected = generate(&generator, &first);
         assert_eq!(generate(&generator, &first), expected);
         assert_eq!(generate(&generator, &repair), expected);
+    }
+
+    /// Issue 60: "How many staff work at the Vesterholm site?" quoted the table's header row
+    /// ("Site | Staff | Output (MW)", two of the question's words) over the row holding the answer
+    /// ("Vesterholm | 412 | 1,904", one). A row is scored with its header's words, as a reader
+    /// reads a cell under its column's name; the header, holding no value, is not quoted over it.
+    #[test]
+    fn a_table_row_is_scored_with_its_header_row() {
+        let report = "The sites reported their staff and output for the year. Staff and output per site:\n\n\
+                      Site | Staff | Output (MW)\n\nVesterholm | 412 | 1,904\n\nOsterby | 268 | 1,150\n\n\
+                      The Vesterholm harbour was dredged in May.";
+        let output =
+            generate(&ExtractiveGenerator::new(1), &request("How many staff work at the Vesterholm site?", &[report]));
+        assert_eq!(output["answerable"], true, "{output}");
+        assert_eq!(output["claims"][0]["text"], "Vesterholm | 412 | 1,904", "{output}");
+        // A run of rows whose first holds a number has no header (a chunk cut inside a table).
+        let cut = "Vesterholm | 412 | 1,904\nOsterby | 268 | 1,150";
+        let output = generate(&ExtractiveGenerator::new(3), &request("Vesterholm", &[cut]));
+        assert_eq!(output["claims"][0]["text"], "Vesterholm | 412 | 1,904", "{output}");
+        assert_eq!(output["claims"].as_array().expect("claims").len(), 1, "{output}");
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!   gutter. A table's short cells make no columns, so its rows stay rows.
 //! - Lines: fragments in reading order on one baseline ([`BASELINE`] of an em), each starting
 //!   after the last one's end, are one line, a space apart (one word per text object is one
-//!   line); fragments [`CELL`] ems apart or more make the line a table row.
+//!   line); fragments [`CELL`] ems apart or more make the line a table row, its cells joined by
+//!   ` | ` as the other formats write a row.
 //! - Paragraphs: a line continues the paragraph above unless the vertical gap grows past the
 //!   page's usual leading, the font or its size changes, the line is a list item or a table row,
 //!   the line above ended short of its column's right edge by more than this line's first word
@@ -20,6 +21,10 @@ use crate::extract::prose;
 
 /// Fragments this many ems apart on one line make it a table row.
 const CELL: f32 = 2.0;
+
+/// What joins the cells of a table row: what the DOCX, HTML and Markdown extractors write
+/// between cells, so a row reads as one (the extractive answer scores a row with its header).
+const CELL_SEPARATOR: &str = " | ";
 
 /// Buckets of the histogram of horizontal coverage that finds a gutter.
 const BUCKETS: usize = 256;
@@ -162,12 +167,14 @@ pub(super) fn lines(page: &PageFragments) -> Vec<Line> {
             let gap = fragment.x0 - line.x1;
             if line.direction == fragment.direction && (fragment.y - line.y).abs() <= BASELINE * em && gap >= -0.5 * em
             {
-                line.text.push(' ');
+                let cell = gap >= CELL * em;
+                let separator = if cell { CELL_SEPARATOR } else { " " };
+                line.text.push_str(separator);
                 line.text.push_str(text);
-                line.chars += 1 + text.chars().count();
+                line.chars += separator.len() + text.chars().count();
                 line.x1 = line.x1.max(fragment.x1);
                 line.size = line.size.max(fragment.size);
-                line.cells |= gap >= CELL * em;
+                line.cells |= cell;
                 if line.font != fragment.font {
                     line.font = None;
                 }
