@@ -17,8 +17,9 @@ use super::admission::WriteKind;
 use super::auth::{Admin, Authenticated};
 use super::contract::admin::DocumentInput;
 use super::contract::schema;
-use super::error::{ApiError, ErrorBody};
-use super::openapi::{EngineUnavailable, Forbidden, JsonBodyRejected, Unauthenticated, WriteUnavailable};
+use super::error::{
+    ApiError, EngineUnavailable, ErrorBody, Forbidden, JsonBodyRejected, Unauthenticated, WriteUnavailable,
+};
 use super::{AppState, json};
 
 /// Body of `PUT /v1/admin/documents`.

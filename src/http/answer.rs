@@ -31,8 +31,7 @@ use crate::domain::schema::optional_integer;
 use super::auth::Authenticated;
 use super::contract;
 use super::contract::schema;
-use super::error::{ApiError, ErrorBody};
-use super::openapi::{EngineUnavailable, JsonBodyRejected, Unauthenticated};
+use super::error::{ApiError, EngineUnavailable, ErrorBody, JsonBodyRejected, Unauthenticated};
 use super::{AppState, RequestId, json};
 
 /// Body of `POST /v1/answer`.

@@ -30,9 +30,8 @@ use utoipa::ToSchema;
 use crate::config::{DEMO_HS256_SECRET, Settings, is_loopback_bind};
 
 use super::auth::{Claims, mint_hs256};
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ErrorBody, JsonBodyRejected};
 use super::json;
-use super::openapi::JsonBodyRejected;
 
 /// The policy sent with every console asset: only this origin's script and style files (no
 /// inline script or style attribute, no `eval`), only this origin for requests, no framing.

@@ -14,8 +14,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::auth::Authenticated;
-use super::error::{ApiError, ErrorBody};
-use super::openapi::Unauthenticated;
+use super::error::{ApiError, ErrorBody, Unauthenticated};
 use super::{AppState, json};
 
 /// One chunk of a document.

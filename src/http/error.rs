@@ -28,6 +28,70 @@ pub struct ErrorBody {
     pub message: String,
 }
 
+/// 401: the route needs a bearer token (listed by every route with `security(("bearer" = []))`).
+/// This and the markers below are the error responses of the OpenAPI document that routes share:
+/// they live here, beside [`ErrorBody`], so a handler names them without importing the document
+/// ([`super::openapi`]), which imports every handler.
+#[derive(utoipa::IntoResponses)]
+pub enum Unauthenticated {
+    /// `missing_token`, `invalid_token` or `token_expired`: no valid bearer token; with an
+    /// identity provider (`[auth.oidc]`) also `missing_claim` (a provider token lacks a claim of
+    /// `[auth.claims]`) and `keys_unavailable` (no usable key of the provider).
+    #[response(status = 401)]
+    Unauthorized(ErrorBody),
+}
+
+/// 403: the route needs a role the token lacks (listed after [`Unauthenticated`]).
+#[derive(utoipa::IntoResponses)]
+pub enum Forbidden {
+    /// `forbidden`: a valid token without the role this route needs.
+    #[response(status = 403)]
+    Forbidden(ErrorBody),
+}
+
+/// 400, 413, 415: what any route reading a JSON body answers to a body it cannot take.
+#[derive(utoipa::IntoResponses)]
+pub enum JsonBodyRejected {
+    /// `invalid_json`, `invalid_body` (a wrong type, an unknown or a missing field), or a field
+    /// outside its declared constraints (the code names it, e.g. `empty_question`).
+    #[response(status = 400)]
+    BadRequest(ErrorBody),
+    /// `payload_too_large`: the body is over `server.max_body_bytes`.
+    #[response(status = 413)]
+    PayloadTooLarge(ErrorBody),
+    /// `unsupported_media_type`: the body is not `application/json`.
+    #[response(status = 415)]
+    UnsupportedMediaType(ErrorBody),
+}
+
+/// 500, 502, 503: the engine behind a route that embeds or searches cannot serve the request.
+#[derive(utoipa::IntoResponses)]
+pub enum EngineUnavailable {
+    /// An internal failure (`internal error`; details are only logged).
+    #[response(status = 500)]
+    Internal(ErrorBody),
+    /// `embedder_error`: the embedding provider failed.
+    #[response(status = 502)]
+    BadGateway(ErrorBody),
+    /// `overloaded` (with `Retry-After`), `replica_stale` (a replica that cannot confirm its ACL
+    /// state is fresh), `storage_unavailable` (the database failed: a read changed nothing, a
+    /// write was not applied; with `Retry-After`), `storage_timeout` (a database statement ran
+    /// past its deadline, rolled back whole; with `Retry-After`), or the embedder or an index is
+    /// unavailable.
+    #[response(status = 503, headers(("Retry-After" = u64, description = "seconds to wait (with `overloaded`)")))]
+    Unavailable(ErrorBody),
+}
+
+/// 503: an admin write that could not be made durable, or beyond the tenant's admission bound.
+#[derive(utoipa::IntoResponses)]
+pub enum WriteUnavailable {
+    /// `storage_unavailable` (the change could not be made durable and was not applied; reads go
+    /// on), `storage_timeout` (a statement ran past its deadline and the change was rolled back
+    /// whole) or `overloaded` (the tenant's admission bound for admin writes), with `Retry-After`.
+    #[response(status = 503, headers(("Retry-After" = u64, description = "seconds to wait")))]
+    Unavailable(ErrorBody),
+}
+
 /// An error answered to a client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {

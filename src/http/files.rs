@@ -30,8 +30,7 @@ use super::AppState;
 use super::admin::{UpsertOut, admit_documents, check_batch_size, check_count, check_names, upsert_inputs};
 use super::auth::Admin;
 use super::contract::admin::{DocumentInput as WireInput, FileContent};
-use super::error::{ApiError, ErrorBody};
-use super::openapi::{EngineUnavailable, Forbidden, Unauthenticated};
+use super::error::{ApiError, EngineUnavailable, ErrorBody, Forbidden, Unauthenticated};
 
 /// Longest text field of a multipart upload (`doc_id`, `title`, `groups`, ...), in bytes.
 pub const MAX_FIELD_BYTES: usize = 64 * 1024;

@@ -225,7 +225,7 @@ pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + 
             .service(resource("/healthz", web::get().to(ops::healthz)))
             .service(resource("/readyz", web::get().to(ops::readyz)))
             .service(resource("/metrics", web::get().to(ops::metrics)))
-            .service(resource("/openapi.json", web::get().to(ops::openapi)))
+            .service(resource("/openapi.json", web::get().to(openapi::openapi)))
             .configure(console)
             .default_service(web::to(not_found));
     }

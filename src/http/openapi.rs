@@ -4,80 +4,26 @@
 //!
 //! Invariants: the document lists exactly the routes served ([`super::served_routes`]: [`super::ROUTES`],
 //! less the demo routes outside demo mode); every route that takes a token
-//! declares `bearer` security and [`Unauthenticated`], every route that needs a role also
-//! [`Forbidden`], every route that reads a JSON body [`JsonBodyRejected`]; every error response
+//! declares `bearer` security and [`Unauthenticated`](super::error::Unauthenticated), every route
+//! that needs a role also [`Forbidden`](super::error::Forbidden), every route that reads a JSON
+//! body [`JsonBodyRejected`](super::error::JsonBodyRejected); every error response
 //! is an [`ErrorBody`]; request schemas declare the constraints the handlers enforce (the patterns
 //! come from [`super::contract::schema`]). `tests/it/openapi.rs` checks these against the running
 //! app, and `tests/schemathesis.sh` (CI) holds a real server to the whole document.
+//!
+//! This file imports every handler (their annotations make the document) and no handler imports
+//! it: the shared error responses they name live in [`super::error`], and the document's own
+//! route, [`openapi`], is served from here.
 
+use actix_web::{HttpResponse, web};
+use utoipa::OpenApi;
 use utoipa::openapi::{OpenApi as Document, RefOr, Schema};
-use utoipa::{IntoResponses, OpenApi};
 
 use crate::config::Settings;
 
 use super::contract::schema::trimmed_length_pattern;
 use super::error::ErrorBody;
-
-/// 401: the route needs a bearer token (listed by every route with `security(("bearer" = []))`).
-#[derive(IntoResponses)]
-pub enum Unauthenticated {
-    /// `missing_token`, `invalid_token` or `token_expired`: no valid bearer token; with an
-    /// identity provider (`[auth.oidc]`) also `missing_claim` (a provider token lacks a claim of
-    /// `[auth.claims]`) and `keys_unavailable` (no usable key of the provider).
-    #[response(status = 401)]
-    Unauthorized(ErrorBody),
-}
-
-/// 403: the route needs a role the token lacks (listed after [`Unauthenticated`]).
-#[derive(IntoResponses)]
-pub enum Forbidden {
-    /// `forbidden`: a valid token without the role this route needs.
-    #[response(status = 403)]
-    Forbidden(ErrorBody),
-}
-
-/// 400, 413, 415: what any route reading a JSON body answers to a body it cannot take.
-#[derive(IntoResponses)]
-pub enum JsonBodyRejected {
-    /// `invalid_json`, `invalid_body` (a wrong type, an unknown or a missing field), or a field
-    /// outside its declared constraints (the code names it, e.g. `empty_question`).
-    #[response(status = 400)]
-    BadRequest(ErrorBody),
-    /// `payload_too_large`: the body is over `server.max_body_bytes`.
-    #[response(status = 413)]
-    PayloadTooLarge(ErrorBody),
-    /// `unsupported_media_type`: the body is not `application/json`.
-    #[response(status = 415)]
-    UnsupportedMediaType(ErrorBody),
-}
-
-/// 500, 502, 503: the engine behind a route that embeds or searches cannot serve the request.
-#[derive(IntoResponses)]
-pub enum EngineUnavailable {
-    /// An internal failure (`internal error`; details are only logged).
-    #[response(status = 500)]
-    Internal(ErrorBody),
-    /// `embedder_error`: the embedding provider failed.
-    #[response(status = 502)]
-    BadGateway(ErrorBody),
-    /// `overloaded` (with `Retry-After`), `replica_stale` (a replica that cannot confirm its ACL
-    /// state is fresh), `storage_unavailable` (the database failed: a read changed nothing, a
-    /// write was not applied; with `Retry-After`), `storage_timeout` (a database statement ran
-    /// past its deadline, rolled back whole; with `Retry-After`), or the embedder or an index is
-    /// unavailable.
-    #[response(status = 503, headers(("Retry-After" = u64, description = "seconds to wait (with `overloaded`)")))]
-    Unavailable(ErrorBody),
-}
-
-/// 503: an admin write that could not be made durable, or beyond the tenant's admission bound.
-#[derive(IntoResponses)]
-pub enum WriteUnavailable {
-    /// `storage_unavailable` (the change could not be made durable and was not applied; reads go
-    /// on), `storage_timeout` (a statement ran past its deadline and the change was rolled back
-    /// whole) or `overloaded` (the tenant's admission bound for admin writes), with `Retry-After`.
-    #[response(status = 503, headers(("Retry-After" = u64, description = "seconds to wait")))]
-    Unavailable(ErrorBody),
-}
+use super::{AppState, json};
 
 struct BearerAuth;
 
@@ -102,7 +48,7 @@ impl utoipa::Modify for BearerAuth {
         super::admin::changes, super::admin::create_snapshot, super::replica::manifest, super::replica::file,
         super::replica::stream, super::replica::lease,
         super::reviews::page, super::reviews::item, super::reviews::verdict,
-        super::ops::healthz, super::ops::readyz, super::ops::metrics, super::ops::openapi,
+        super::ops::healthz, super::ops::readyz, super::ops::metrics, openapi,
         super::mcp::origin_metadata, super::mcp::mcp_metadata,
         super::console::demo_users, super::console::demo_token
     ),
@@ -110,6 +56,15 @@ impl utoipa::Modify for BearerAuth {
     modifiers(&BearerAuth)
 )]
 struct ApiDoc;
+
+/// The OpenAPI document of this server (its configured limits included).
+// Tagged as utoipa tags the handlers of `ops.rs`, where it was: the document groups it with the
+// other operations endpoints.
+#[utoipa::path(get, path = "/openapi.json", tag = "super::ops",
+    responses((status = 200, description = "openapi 3.1 document", body = Object, content_type = "application/json")))]
+pub async fn openapi(state: web::Data<AppState>) -> HttpResponse {
+    json(&document(&state.settings))
+}
 
 /// The OpenAPI document of a server running with `settings`: the annotated document with the
 /// limits that come from configuration (question and query length, upsert batch size).

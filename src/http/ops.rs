@@ -1,4 +1,5 @@
-//! Operations endpoints: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`.
+//! Operations endpoints: `/healthz`, `/readyz`, `/metrics` (`/openapi.json` is served by
+//! [`super::openapi`], the document's own file).
 //!
 //! Invariants: `/healthz` (liveness) depends on nothing but the process. `/readyz` answers
 //! within about [`READINESS_PROBE_BOUND`] whatever the backend does (issue 59: with a frozen
@@ -364,13 +365,6 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     }
     state.metrics.run_upkeep();
     HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(state.metrics.render())
-}
-
-/// The OpenAPI document of this server (its configured limits included).
-#[utoipa::path(get, path = "/openapi.json",
-    responses((status = 200, description = "openapi 3.1 document", body = Object, content_type = "application/json")))]
-pub async fn openapi(state: web::Data<AppState>) -> HttpResponse {
-    json(&super::openapi::document(&state.settings))
 }
 
 #[cfg(test)]

@@ -25,8 +25,7 @@ use crate::replication::wire::{Frame, Hello, encode_frame};
 use crate::snapshot::{MANIFEST, Manifest};
 
 use super::auth::Authenticated;
-use super::error::{ApiError, ErrorBody};
-use super::openapi::{Forbidden, JsonBodyRejected, Unauthenticated};
+use super::error::{ApiError, ErrorBody, Forbidden, JsonBodyRejected, Unauthenticated};
 use super::{AppState, json};
 
 /// Bytes read per streamed piece.

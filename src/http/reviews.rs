@@ -25,8 +25,7 @@ use crate::review::{ReviewError, ReviewStatus, canonical_review_id, now_ms};
 
 use super::auth::Authenticated;
 use super::contract::schema;
-use super::error::{ApiError, ErrorBody};
-use super::openapi::{Forbidden, JsonBodyRejected, Unauthenticated};
+use super::error::{ApiError, ErrorBody, Forbidden, JsonBodyRejected, Unauthenticated};
 use super::{AppState, json};
 
 /// Most items on one page.
