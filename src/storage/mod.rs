@@ -50,6 +50,7 @@ pub mod indexes;
 pub mod journal;
 pub mod progress;
 mod recover;
+mod rows;
 pub mod seal;
 
 use std::path::{Path, PathBuf};
@@ -59,9 +60,10 @@ use roaring::RoaringBitmap;
 
 use crate::acl::{AclChange, AclMutation, AclSnapshot, AclStore, new_lineage};
 use crate::domain::{Chunk, DocOrdinal, Layout, SentenceVectors};
-use recover::Rows;
+use rows::DocumentRows;
 
 pub use files::{DIRECTORY_MODE, FILE_MODE, private_directory, private_file};
+pub use rows::EncodedDocument;
 
 /// The database file inside the data directory.
 pub const STORE_FILE: &str = "warrant.redb";
@@ -151,106 +153,6 @@ pub enum WriteStep {
 impl WriteStep {
     /// Every step, in write-path order.
     pub const ALL: [WriteStep; 6] = [Self::Embed, Self::Index, Self::Stage, Self::Commit, Self::Publish, Self::Purge];
-}
-
-/// A document version encoded for the store (encoded outside the writer lock).
-#[derive(Clone, Debug)]
-pub struct EncodedDocument {
-    /// Ordinal of the version.
-    pub ordinal: DocOrdinal,
-    /// bincode of its chunks.
-    pub chunks: Vec<u8>,
-    /// Its vectors, little-endian f32.
-    pub vectors: Vec<u8>,
-    /// bincode of its chunks' sentence vectors; empty when no chunk has any.
-    pub sentences: Vec<u8>,
-    /// bincode of its chunks' layout maps; empty when no chunk has one.
-    pub layouts: Vec<u8>,
-}
-
-impl EncodedDocument {
-    /// Encodes the chunks (all of one ordinal) and their vectors.
-    pub fn encode(ordinal: DocOrdinal, items: &[(&Chunk, &[f32])]) -> Self {
-        let chunks: Vec<&Chunk> = items.iter().map(|(chunk, _)| *chunk).collect();
-        debug_assert!(chunks.iter().all(|chunk| chunk.doc_ordinal == ordinal));
-        let chunks = bincode::serde::encode_to_vec(&chunks, bincode::config::standard())
-            .expect("chunks are plain data and always encode");
-        let mut vectors = Vec::with_capacity(items.iter().map(|(_, vector)| vector.len() * 4).sum());
-        for value in items.iter().flat_map(|(_, vector)| vector.iter()) {
-            vectors.extend_from_slice(&value.to_le_bytes());
-        }
-        let sentences = if items.iter().any(|(chunk, _)| chunk.sentence_vectors.is_some()) {
-            let per_chunk: Vec<Option<&SentenceVectors>> =
-                items.iter().map(|(chunk, _)| chunk.sentence_vectors.as_deref()).collect();
-            encode(&per_chunk)
-        } else {
-            Vec::new()
-        };
-        let layouts = if items.iter().any(|(chunk, _)| chunk.layout.is_some()) {
-            let per_chunk: Vec<Option<&Layout>> = items.iter().map(|(chunk, _)| chunk.layout.as_deref()).collect();
-            encode(&per_chunk)
-        } else {
-            Vec::new()
-        };
-        Self { ordinal, chunks, vectors, sentences, layouts }
-    }
-}
-
-impl EncodedDocument {
-    /// The chunks (sentence vectors attached) and vectors of dimension `dimension` these rows
-    /// hold; an error says what does not decode or fit (a replica refuses the change).
-    pub fn decode(&self, dimension: usize) -> Result<Vec<(Chunk, Vec<f32>)>, String> {
-        let sentences = (!self.sentences.is_empty()).then_some(self.sentences.as_slice());
-        let layouts = (!self.layouts.is_empty()).then_some(self.layouts.as_slice());
-        Rows { ordinal: self.ordinal, chunks: &self.chunks, vectors: &self.vectors, sentences, layouts }
-            .decode(dimension)
-    }
-}
-
-/// The per-document tables (`chunks`, `vectors`, `sentences`, `layouts`) inside one write
-/// transaction.
-struct DocumentRows<'txn> {
-    chunks: redb::Table<'txn, u32, &'static [u8]>,
-    vectors: redb::Table<'txn, u32, &'static [u8]>,
-    sentences: redb::Table<'txn, u32, &'static [u8]>,
-    layouts: redb::Table<'txn, u32, &'static [u8]>,
-}
-
-impl<'txn> DocumentRows<'txn> {
-    fn open(txn: &'txn redb::WriteTransaction, file: &str) -> StorageResult<Self> {
-        Ok(Self {
-            chunks: txn.open_table(CHUNKS).map_err(|error| io(file, error))?,
-            vectors: txn.open_table(VECTORS).map_err(|error| io(file, error))?,
-            sentences: txn.open_table(SENTENCES).map_err(|error| io(file, error))?,
-            layouts: txn.open_table(LAYOUTS).map_err(|error| io(file, error))?,
-        })
-    }
-
-    /// Writes one document version's rows (replacing any under its ordinal).
-    fn insert(&mut self, document: &EncodedDocument, file: &str) -> StorageResult<()> {
-        self.chunks.insert(document.ordinal, document.chunks.as_slice()).map_err(|error| io(file, error))?;
-        self.vectors.insert(document.ordinal, document.vectors.as_slice()).map_err(|error| io(file, error))?;
-        if document.sentences.is_empty() {
-            self.sentences.remove(document.ordinal).map_err(|error| io(file, error))?;
-        } else {
-            self.sentences.insert(document.ordinal, document.sentences.as_slice()).map_err(|error| io(file, error))?;
-        }
-        if document.layouts.is_empty() {
-            self.layouts.remove(document.ordinal).map_err(|error| io(file, error))?;
-        } else {
-            self.layouts.insert(document.ordinal, document.layouts.as_slice()).map_err(|error| io(file, error))?;
-        }
-        Ok(())
-    }
-
-    /// Deletes one ordinal's rows.
-    fn remove(&mut self, ordinal: DocOrdinal, file: &str) -> StorageResult<()> {
-        self.chunks.remove(ordinal).map_err(|error| io(file, error))?;
-        self.vectors.remove(ordinal).map_err(|error| io(file, error))?;
-        self.sentences.remove(ordinal).map_err(|error| io(file, error))?;
-        self.layouts.remove(ordinal).map_err(|error| io(file, error))?;
-        Ok(())
-    }
 }
 
 /// One durable write: the change-log entries of one published epoch, the document versions it
