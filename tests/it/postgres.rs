@@ -108,9 +108,20 @@ async fn node(url: &str) -> Arc<PostgresBackend> {
     node_with_dimension(url, DIMENSION).await
 }
 
-/// A backend on `url` with the hashed embedder of `dimension`.
+/// A backend on `url` with the hashed embedder of `dimension`, its tenant cache on (256 MiB), as
+/// `warrant serve` runs it: a tenant's first read is SQL and loads it, later reads are the
+/// cache's, caught up to the tenant's epoch. Tests of the SQL statements themselves connect
+/// with [`PostgresBackend::connect`] (cache off).
 pub(crate) async fn node_with_dimension(url: &str, dimension: usize) -> Arc<PostgresBackend> {
-    PostgresBackend::connect(params(url), Arc::new(HashedEmbedder::new(dimension))).await.expect("backend connects")
+    let cache = warrant::postgres::CacheParams::with_budget_mb(256);
+    PostgresBackend::connect_cached(
+        params(url),
+        DatabaseLimits::default(),
+        cache,
+        Arc::new(HashedEmbedder::new(dimension)),
+    )
+    .await
+    .expect("backend connects")
 }
 
 #[actix_web::test]

@@ -264,6 +264,23 @@ async fn postgres_cache_a_tenant_whose_history_changed_reloads() {
     assert_eq!(doc_ids(&reader.retrieve(&carol, "launch April").await.unwrap()), seen);
 }
 
+/// With the cache off (`storage.postgres.cache_mb = 0`) every read is SQL: the scope is the
+/// principal, evaluated by the database, and no tenant is ever held.
+#[actix_web::test]
+async fn postgres_cache_off_reads_every_time_with_sql() {
+    let Some(url) = fresh_database().await else { return };
+    let node = cached_node(&url, 0).await;
+    assert!(!node.tenant_cache().enabled());
+    node.upsert("acme", vec![doc("plan", "Plan", "The launch plan targets April.", &["exec"])]).await.unwrap();
+    let carol = principal("acme", "carol", &["exec"]);
+    for _ in 0..3 {
+        assert_eq!(doc_ids(&node.retrieve(&carol, "launch plan").await.unwrap()), ["plan".to_owned()].into());
+        assert!(ReadSide::scope(&*node, &carol).await.unwrap().evaluated_in_backend());
+    }
+    assert!(!node.tenant_cache().settled("acme", Duration::from_secs(1)).await);
+    assert_eq!(node.tenant_cache().cached_tenants(), 0);
+}
+
 /// One write of node A in a random interleaving.
 #[derive(Clone, Debug)]
 enum Write {

@@ -51,8 +51,8 @@ struct ChangeRow {
 
 impl TenantCache {
     /// Brings `cached` (`tenant`'s entry) up to at least `epoch`: one catch-up at a time per
-    /// tenant, in a task of its own (an abandoned request does not stop it half-way); readers
-    /// that arrive meanwhile wait for it and find the work done.
+    /// tenant, in a task of its own on the cache's arbiter (an abandoned request does not stop
+    /// it half-way); readers that arrive meanwhile wait for it and find the work done.
     pub(in crate::postgres) async fn catch_up(
         self: &Arc<Self>,
         tenant: &str,
@@ -64,11 +64,17 @@ impl TenantCache {
             return Ok(());
         }
         let (cache, entry, owner) = (Arc::clone(self), Arc::clone(cached), tenant.to_owned());
-        let task = actix_rt::spawn(async move {
+        let (reply, outcome) = tokio::sync::oneshot::channel();
+        let task = async move {
             let mut history = history;
-            cache.apply_changes(&owner, &entry, &mut history).await
-        });
-        let outcome = task.await.unwrap_or(Err(reload("catch_up_failed")));
+            let _ = reply.send(cache.apply_changes(&owner, &entry, &mut history).await);
+        };
+        let spawned = self.runner().is_some_and(|runner| runner.spawn(task));
+        let outcome = match spawned {
+            // The task dropped without a reply (its arbiter stopped): nothing is known.
+            true => outcome.await.unwrap_or(Err(reload("catch_up_failed"))),
+            false => Err(reload("no_actor_system")),
+        };
         let label = match &outcome {
             Ok(()) => "applied",
             Err(behind) if behind.reload => "reload",

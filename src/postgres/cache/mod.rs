@@ -26,7 +26,8 @@
 //! - Single flight: one load per tenant at a time, spawned off the request path (the request
 //!   that missed, and every other until the load ends, is served by SQL); one catch-up per
 //!   tenant at a time, in a task of its own that a request abandoned mid-way does not stop
-//!   (concurrent readers wait for it). Loads of other tenants never wait for each other.
+//!   (concurrent readers wait for it). Both run on the cache's arbiter thread, their decoding
+//!   and indexing on blocking threads: loads of other tenants never wait for each other.
 //! - Memory is bounded by `storage.postgres.cache_mb` ([`estimated_bytes`]): whole tenants are
 //!   evicted least recently used past it; a tenant estimated larger than the budget is never
 //!   cached (SQL path).
@@ -157,6 +158,18 @@ pub struct TenantCache {
     embedder: Arc<dyn Embedder>,
     lineage: String,
     slots: Mutex<LruCache<String, Slot>>,
+    /// The thread that runs loads and catch-ups ([`TenantCache::runner`]): an actix arbiter,
+    /// whatever task the read that needs one runs in (the engines' actors and their background
+    /// purges need an actix System and a local task set).
+    runner: Mutex<Option<actix::Arbiter>>,
+}
+
+impl Drop for TenantCache {
+    fn drop(&mut self) {
+        if let Some(runner) = self.runner.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()).take() {
+            runner.stop();
+        }
+    }
 }
 
 impl std::fmt::Debug for TenantCache {
@@ -173,7 +186,32 @@ impl TenantCache {
         embedder: Arc<dyn Embedder>,
         lineage: String,
     ) -> Self {
-        Self { params, pool, limiter, embedder, lineage, slots: Mutex::new(LruCache::unbounded()) }
+        Self {
+            params,
+            pool,
+            limiter,
+            embedder,
+            lineage,
+            slots: Mutex::new(LruCache::unbounded()),
+            runner: Mutex::new(None),
+        }
+    }
+
+    /// The arbiter that runs loads and catch-ups, started at first use; `None` outside an actix
+    /// System (the cache then stays empty: every read is SQL) or when its thread cannot start.
+    pub(super) fn runner(&self) -> Option<actix::ArbiterHandle> {
+        let mut runner = self.runner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if runner.is_none() {
+            actix::System::try_current()?;
+            match actix::Arbiter::try_new() {
+                Ok(arbiter) => *runner = Some(arbiter),
+                Err(error) => {
+                    tracing::warn!(%error, "the tenant cache's thread did not start; reads stay on SQL");
+                    return None;
+                }
+            }
+        }
+        runner.as_ref().map(actix::Arbiter::handle)
     }
 
     /// Whether the cache is on.
@@ -247,15 +285,18 @@ impl TenantCache {
             Some(Slot::TooLarge(since)) if since.elapsed() < TOO_LARGE_RETRY => return Lookup::Sql("too_large"),
             Some(Slot::TooLarge(_)) | None => {}
         }
-        if actix::System::try_current().is_none() {
-            // The engine's actors need an actix System on this thread.
-            return Lookup::Sql("no_actor_system");
-        }
         slots.put(tenant.to_owned(), Slot::Loading);
         drop(slots);
+        let Some(runner) = self.runner() else {
+            self.abandon(tenant, false);
+            return Lookup::Sql("no_actor_system");
+        };
         metrics::counter!("warrant_tenant_cache_misses_total").increment(1);
-        let (cache, tenant) = (Arc::clone(self), tenant.to_owned());
-        actix_rt::spawn(async move { cache.load(tenant).await });
+        let (cache, owner) = (Arc::clone(self), tenant.to_owned());
+        if !runner.spawn(async move { cache.load(owner).await }) {
+            self.abandon(tenant, false);
+            return Lookup::Sql("no_actor_system");
+        }
         Lookup::Sql("loading")
     }
 
