@@ -163,9 +163,10 @@ fn admit(state: &AppState, tenant: &str, kind: WriteKind) -> Result<tokio::sync:
 /// Applies one ACL mutation: durable, then published, then acknowledged.
 async fn publish(state: &AppState, mutation: AclMutation) -> Result<HttpResponse, ApiError> {
     let _permit = admit(state, mutation.tenant(), WriteKind::Acl)?;
+    let tenant = mutation.tenant().to_owned();
     let acl_epoch = state.writer.mutate(mutation).await?;
-    // Not before every leased replica enforces it (issue 45): see `crate::replication`.
-    state.settle(acl_epoch).await;
+    // Not before every leased replica enforces it (issue 45): see `crate::replication::leases`.
+    state.settle(&tenant, acl_epoch).await;
     Ok(json(&EpochOut { acl_epoch }))
 }
 
@@ -246,7 +247,7 @@ pub(super) async fn upsert_inputs(
         check_count(names, limit, format!("the access list of document {}", document.doc_id))?;
     }
     let outcome = state.writer.upsert(&principal.tenant, documents).await?;
-    state.settle(outcome.acl_epoch).await;
+    state.settle(&principal.tenant, outcome.acl_epoch).await;
     Ok(UpsertOut { acl_epoch: outcome.acl_epoch, documents: outcome.documents, chunks: outcome.chunks })
 }
 

@@ -143,8 +143,8 @@ fn prepare_answer(
     principal: crate::domain::Principal,
     request_id: String,
     body: AnswerBodyIn,
-) -> Result<(u64, Answer, tokio::sync::oneshot::Sender<()>), ApiError> {
-    let generation = state.ensure_fresh()?;
+) -> Result<(crate::replication::status::Observed, Answer, tokio::sync::oneshot::Sender<()>), ApiError> {
+    let generation = state.ensure_fresh(&principal)?;
     let question = validated_text(&body.question, state.settings.server.max_question_chars, "question")?;
     let admission = Admission::new(admit(state)?);
     let (waiting, caller_gone) = tokio::sync::oneshot::channel::<()>();
@@ -174,7 +174,7 @@ pub(crate) async fn answer_once(
     let reply = RequestActor::start(Arc::clone(&state.pipeline), message).await;
     drop(waiting);
     let response = reply.map_err(|_| request_actor_gone())??;
-    state.ensure_same_state(generation)?;
+    state.ensure_same_state(&generation)?;
     Ok(contract::answer::AnswerResponse::from(response))
 }
 
@@ -207,7 +207,7 @@ const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(1);
 /// A streamed answer in flight: stage events until the reply, then claims and the envelope.
 struct EventStream {
     state: web::Data<AppState>,
-    generation: u64,
+    generation: crate::replication::status::Observed,
     /// Dropped when the client goes away (the stream is dropped), which cancels the work.
     waiting: Option<tokio::sync::oneshot::Sender<()>>,
     events: tokio::sync::mpsc::UnboundedReceiver<StageEvent>,
@@ -238,7 +238,7 @@ impl EventStream {
                         let outcome = outcome
                             .map_err(|_| request_actor_gone())
                             .and_then(|result| result.map_err(ApiError::from))
-                            .and_then(|response| stream.state.ensure_same_state(stream.generation).map(|()| response));
+                            .and_then(|response| stream.state.ensure_same_state(&stream.generation).map(|()| response));
                         match outcome {
                             Ok(response) => {
                                 let response = contract::answer::AnswerResponse::from(response);
@@ -279,10 +279,10 @@ pub(crate) async fn retrieve_once(
     principal: &crate::domain::Principal,
     body: RetrieveBodyIn,
 ) -> Result<contract::answer::RetrieveResponse, ApiError> {
-    let generation = state.ensure_fresh()?;
+    let generation = state.ensure_fresh(principal)?;
     let query = validated_text(&body.query, state.settings.server.max_question_chars, "query")?;
     let _permit = admit(state)?;
     let response = state.pipeline.retrieve(principal, &query, clamp_u64(body.k)).await?;
-    state.ensure_same_state(generation)?;
+    state.ensure_same_state(&generation)?;
     Ok(contract::answer::RetrieveResponse::from(response))
 }

@@ -75,7 +75,7 @@ pub(crate) async fn document_out(
     principal: &crate::domain::Principal,
     doc_id: &str,
 ) -> Result<DocumentOut, ApiError> {
-    let generation = state.ensure_fresh()?;
+    let generation = state.ensure_fresh(principal)?;
     let document = state
         .reader
         .document(principal, doc_id)
@@ -104,6 +104,6 @@ pub(crate) async fn document_out(
         acl_epoch: document.acl_epoch,
         chunks,
     };
-    state.ensure_same_state(generation)?;
+    state.ensure_same_state(&generation)?;
     Ok(body)
 }

@@ -129,31 +129,36 @@ pub struct AppState {
 
 impl AppState {
     /// Fails closed on a replica whose ACL state is not confirmed fresh within its bound.
-    /// Returns the replica's generation, to be checked again with [`AppState::ensure_same_state`]
-    /// before a response built from that state is returned.
-    pub fn ensure_fresh(&self) -> Result<u64, ApiError> {
+    /// Returns what `principal`'s request sees of the replica, to be checked again with
+    /// [`AppState::ensure_same_state`] before a response built from that state is returned.
+    pub fn ensure_fresh(
+        &self,
+        principal: &crate::domain::Principal,
+    ) -> Result<crate::replication::status::Observed, ApiError> {
         match &self.replica {
             Some(status) if !status.is_fresh(Instant::now()) => Err(stale()),
-            Some(status) => Ok(status.generation()),
-            None => Ok(0),
+            Some(status) => Ok(status.observe(principal)),
+            None => Ok(Default::default()),
         }
     }
 
     /// Fails closed when the replica diverged (another lineage, an epoch that went backwards)
-    /// after a request started: what the request computed came from a state it must not serve.
-    pub fn ensure_same_state(&self, generation: u64) -> Result<(), ApiError> {
+    /// after a request started, or applied a change that can take something from the
+    /// request's principal: what the request computed came from a state it must not serve. A
+    /// change in another tenant, or that removes other readers, fails nothing (issue 59).
+    pub fn ensure_same_state(&self, observed: &crate::replication::status::Observed) -> Result<(), ApiError> {
         match &self.replica {
-            Some(status) if status.generation() != generation || !status.is_fresh(Instant::now()) => Err(stale()),
+            Some(status) if !status.unchanged_for(observed) || !status.is_fresh(Instant::now()) => Err(stale()),
             _ => Ok(()),
         }
     }
 
-    /// Waits until every replica holding a lease applied the tracked changes up to `epoch`
-    /// (an acknowledged write returns only then; at most one lease), when this primary has
-    /// replicas.
-    pub async fn settle(&self, epoch: u64) {
+    /// Waits until every replica holding a lease applied the tracked changes of `tenant` up to
+    /// `epoch` (an acknowledged write returns only then; at most one lease; never for another
+    /// tenant's change), when this primary has replicas.
+    pub async fn settle(&self, tenant: &str, epoch: u64) {
         if let Some(replication) = &self.replication {
-            replication.leases().settle(epoch).await;
+            replication.leases().settle(tenant, epoch).await;
         }
     }
 

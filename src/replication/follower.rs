@@ -12,8 +12,9 @@
 //! counts a granted lease from the moment it *sent* the renewal, less `replica.lease_margin_ms`,
 //! on the monotonic clock, so it stops serving before the primary deems the lease gone; the
 //! primary grants none to a replica that has not applied every tracked change. A change that can
-//! remove access moves the generation before it is acknowledged, so no request that loaded the
-//! state before it returns after the primary acknowledged the revoke.
+//! remove access is recorded with its reach ([`super::removals`]) before it is acknowledged, so
+//! no request it can affect that loaded the state before it returns after the primary
+//! acknowledged the revoke; requests of other tenants and other readers are not failed.
 //!
 //! Lineage: epochs are compared only within one lineage (a random id given to a data directory
 //! when it is created, and to a primary restored from a snapshot). When the primary reports
@@ -41,6 +42,7 @@ use crate::config::Settings;
 use crate::retrieval::Engine;
 use crate::snapshot::Manifest;
 
+use super::removals::reach_of;
 use super::status::ReplicaStatus;
 use super::wire::{Frame, FrameReader, WireDocument};
 /// Longest time one snapshot download may take.
@@ -275,20 +277,20 @@ async fn follow(
                     ahead.start(engine, documents.into_iter().map(WireDocument::into_encoded).collect());
                 }
                 Frame::Change(change) => {
-                    let (epoch, tracked, removes_access) = (change.epoch, change.tracked, change.removes_access);
+                    let (epoch, tracked) = (change.epoch, change.tracked);
                     let (changes, documents) = change.decode().map_err(PollError::Malformed)?;
                     let shipped: RoaringBitmap = documents.iter().map(|document| document.ordinal).collect();
                     let indexed = ahead.take(&shipped).await?;
                     ahead.expire(engine, Instant::now());
+                    // Judged on the state before the change: whom it can take anything from.
+                    let reaches = reach_of(&changes, &engine.acl().load());
                     let reached = engine
                         .apply_replicated(&changes, &documents, &indexed)
                         .await
                         .map_err(|error| PollError::Diverged(format!("applying epoch {epoch} failed: {error}")))?;
-                    if removes_access {
-                        // Before the acknowledgement: nothing computed on the state before this
-                        // change may be returned once the primary acknowledged it.
-                        status.bump_generation();
-                    }
+                    // Before the acknowledgement: nothing a request it can affect computed on the
+                    // state before this change may be returned once the primary acknowledged it.
+                    status.removed(reaches);
                     status.record_poll(Instant::now(), reached, epoch);
                     if tracked {
                         session.acknowledge.notify_one();

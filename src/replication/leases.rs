@@ -11,7 +11,7 @@
 //!   primary may have granted leases that are still running);
 //! - replicas are named by the subjects `auth.replica_subjects` lists (metric labels stay bounded).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,26 @@ struct LeaseState {
     sessions: HashMap<String, Lease>,
     /// The highest tracked epoch: a lease is granted only to a session that applied it.
     required: u64,
+    /// Each tenant's tracked epochs that some live lease may not have acknowledged yet: a write
+    /// of that tenant waits for them, a write of another tenant never does.
+    tracked: HashMap<String, BTreeSet<u64>>,
+}
+
+impl LeaseState {
+    /// Forgets the tracked epochs every live lease acknowledged at `now`: a session without a
+    /// live lease can be leased again only once it applied `required`, so they are settled
+    /// for good (not before the start-up grace ends: leases of a previous process are unknown).
+    fn forget_settled(&mut self, now: Instant, grace_until: Instant) {
+        if now < grace_until {
+            return;
+        }
+        let live = self.sessions.values().filter(|lease| lease.expires > now);
+        let floor = live.map(|lease| lease.acked).min().unwrap_or(u64::MAX);
+        self.tracked.retain(|_, epochs| {
+            epochs.retain(|epoch| *epoch > floor);
+            !epochs.is_empty()
+        });
+    }
 }
 
 /// The answer to a renewal.
@@ -75,7 +95,7 @@ impl Leases {
     /// No session yet; tracked changes wait until `now + lease` at least.
     pub fn new(lease: Duration, now: Instant) -> Self {
         Self {
-            state: Mutex::new(LeaseState { sessions: HashMap::new(), required: 0 }),
+            state: Mutex::new(LeaseState { sessions: HashMap::new(), required: 0, tracked: HashMap::new() }),
             changed: tokio::sync::Notify::new(),
             lease,
             grace_until: now + lease,
@@ -84,6 +104,16 @@ impl Leases {
 
     fn state(&self) -> std::sync::MutexGuard<'_, LeaseState> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Each tenant's tracked epochs not yet known settled, sorted (for tests).
+    #[cfg(test)]
+    pub(super) fn tracked(&self) -> Vec<(String, Vec<u64>)> {
+        let state = self.state();
+        let mut tracked: Vec<_> =
+            state.tracked.iter().map(|(tenant, epochs)| (tenant.clone(), epochs.iter().copied().collect())).collect();
+        tracked.sort();
+        tracked
     }
 
     /// The lease a renewal grants.
@@ -110,10 +140,15 @@ impl Leases {
         self.changed.notify_waiters();
     }
 
-    /// A change of `epoch` waits for the replicas' acknowledgements.
-    pub fn track(&self, epoch: u64) {
+    /// A change of `epoch`, written into `tenants`, waits for the replicas' acknowledgements
+    /// (and so do the later writes of those tenants that settle at or above it).
+    pub fn track<'a>(&self, epoch: u64, tenants: impl IntoIterator<Item = &'a str>) {
         let mut state = self.state();
         state.required = state.required.max(epoch);
+        state.forget_settled(Instant::now(), self.grace_until);
+        for tenant in tenants {
+            state.tracked.entry(tenant.to_owned()).or_default().insert(epoch);
+        }
     }
 
     /// `replica`'s session reports it applied everything up to `applied` (received at `now`): it
@@ -152,11 +187,18 @@ impl Leases {
         }
     }
 
-    /// Returns once every session holding a live lease acknowledged the tracked changes up to
-    /// `epoch` (a no-op returns the current epoch: it waits for the tracked changes before it),
-    /// or its lease ran out. Bounded by one lease (and the start-up grace).
-    pub async fn settle(&self, epoch: u64) {
-        let target = epoch.min(self.state().required);
+    /// Returns once every session holding a live lease acknowledged the tracked changes of
+    /// `tenant` up to `epoch` (a no-op returns the current epoch: it waits for its tenant's
+    /// tracked changes before it), or its lease ran out. Bounded by one lease (and the start-up
+    /// grace). A write waits for nothing when its tenant has no tracked change left unsettled:
+    /// never for another tenant's (issue 59: under `revocations` an upsert of a new document in
+    /// one tenant waited out a dead replica's lease behind another tenant's revoke).
+    pub async fn settle(&self, tenant: &str, epoch: u64) {
+        let target = {
+            let state = self.state();
+            let tracked = state.tracked.get(tenant).and_then(|epochs| epochs.range(..=epoch).next_back().copied());
+            tracked.unwrap_or(0)
+        };
         if target == 0 {
             return;
         }

@@ -17,6 +17,7 @@
 pub mod follower;
 pub mod leases;
 pub mod primary;
+pub mod removals;
 pub mod status;
 pub mod wire;
 

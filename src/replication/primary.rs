@@ -157,7 +157,7 @@ impl ChangeSink for ReplicationLog {
             ReplicaSync::None => false,
         };
         if tracked {
-            self.leases.track(committed.epoch);
+            self.leases.track(committed.epoch, committed.changes.iter().map(|change| change.mutation.tenant()));
         }
         let mutations: Vec<&AclMutation> = committed.changes.iter().map(|change| &change.mutation).collect();
         let frame = Frame::Change(ChangeFrame {

@@ -7,13 +7,19 @@
 //! granted lease from the moment it *sent* the renewal, less `replica.lease_margin_ms`, on the
 //! monotonic clock, so it stops serving before the primary deems the lease gone.
 //!
-//! Generation: moves every time the replica goes stale for divergence (another lineage, an
-//! epoch that went backwards, changes no longer kept), and when it applies a change that can
-//! remove access, before that change is acknowledged; a request that saw another generation at
-//! its start does not return what it computed.
+//! What a request saw ([`Observed`], taken when it starts, checked before it returns): the
+//! generation, which moves every time the replica goes stale for divergence (another lineage,
+//! an epoch that went backwards, changes no longer kept: every request in flight is failed),
+//! and the last removal ([`super::removals`]): a change that can remove access is recorded with
+//! its reach once applied and before it is acknowledged, and fails only the requests in flight
+//! whose principal it can take something from (its tenant, and its user or one of its groups).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::domain::Principal;
+
+use super::removals::{Reach, Removals};
 
 /// Never-yet marker of `last_success_ms` and `lease_until_ms`.
 const NEVER: u64 = u64::MAX;
@@ -30,15 +36,27 @@ pub struct ReplicaStatus {
     primary_epoch: AtomicU64,
     /// Whether the last frame left this replica at the primary's epoch.
     in_sync: AtomicBool,
-    /// Moves every time the replica goes stale for divergence, and when it applies a change
-    /// that can remove access; a request that saw another generation at its start must not
-    /// return what it computed.
+    /// Moves every time the replica goes stale for divergence; a request that saw another
+    /// generation at its start must not return what it computed.
     generation: AtomicU64,
+    /// The removals applied, with their reach: a request that one of those recorded after its
+    /// start can affect must not return what it computed.
+    removals: Removals,
     /// Whether serving needs a lease (the primary's `replica.sync` is not `none`).
     leased: AtomicBool,
     /// Milliseconds after `started` when the lease runs out, by this replica's count ([`NEVER`]:
     /// none held).
     lease_until_ms: AtomicU64,
+}
+
+/// What a request saw of a replica when it started ([`ReplicaStatus::observe`]); the default is
+/// a request on a server that is no replica.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    generation: u64,
+    removals: u64,
+    /// Whose request it is (`None`: anyone's, every removal counts).
+    principal: Option<Principal>,
 }
 
 /// Freshness as reported by `/readyz` (sent as `crate::http::contract::replica::ReplicaReport`).
@@ -68,6 +86,7 @@ impl ReplicaStatus {
             primary_epoch: AtomicU64::new(0),
             in_sync: AtomicBool::new(false),
             generation: AtomicU64::new(0),
+            removals: Removals::default(),
             leased: AtomicBool::new(true),
             lease_until_ms: AtomicU64::new(NEVER),
         }
@@ -86,15 +105,28 @@ impl ReplicaStatus {
         self.lease_until_ms.store(NEVER, Ordering::SeqCst);
     }
 
-    /// Moves the generation without going stale: a change that can remove access was applied,
-    /// so what a request computed on the state before it must not be returned.
-    pub fn bump_generation(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
+    /// Records a change that can remove access, applied (its reach, [`super::removals::reach_of`]):
+    /// what a request it can affect computed on the state before it must not be returned.
+    pub fn removed(&self, reaches: Vec<Reach>) {
+        self.removals.record(reaches);
     }
 
     /// The current generation (see [`ReplicaStatus::mark_stale`]).
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
+    }
+
+    /// What a request of `principal` starting now sees, to be checked with
+    /// [`ReplicaStatus::unchanged_for`] before it returns.
+    pub fn observe(&self, principal: &Principal) -> Observed {
+        Observed { generation: self.generation(), removals: self.removals.last(), principal: Some(principal.clone()) }
+    }
+
+    /// Whether what a request computed since `observed` may be returned: no divergence since,
+    /// and no removal since that can take anything from its principal.
+    pub fn unchanged_for(&self, observed: &Observed) -> bool {
+        self.generation() == observed.generation
+            && !self.removals.affect_since(observed.removals, observed.principal.as_ref())
     }
 
     /// Whether serving needs a lease (off only when the primary's `replica.sync` is `none`).

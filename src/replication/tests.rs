@@ -112,7 +112,7 @@ fn a_lease_is_granted_only_to_an_open_session_that_applied_every_tracked_change(
     let leases = Leases::new(Duration::from_secs(2), start);
     let session = leases.open("replica-1", 5, start);
     assert_eq!(leases.renew("replica-1", &session, 5, start), Renewal::Granted(Duration::from_secs(2)));
-    leases.track(7);
+    leases.track(7, ["acme"]);
     assert_eq!(leases.renew("replica-1", &session, 6, start), Renewal::Refused { required: 7 });
     assert_eq!(leases.renew("replica-1", &session, 7, start), Renewal::Granted(Duration::from_secs(2)));
     leases.close(&session);
@@ -129,7 +129,7 @@ fn a_session_is_renewed_only_by_the_replica_that_opened_it() {
     let now = Instant::now();
     let lagging = leases.open("replica-2", 1, now);
     assert_eq!(leases.renew("replica-2", &lagging, 1, now), Renewal::Granted(Duration::from_secs(2)));
-    leases.track(2);
+    leases.track(2, ["acme"]);
     assert_eq!(leases.renew("replica-1", &lagging, 1_000_000, now), Renewal::Unknown);
     assert!(leases.pending(2, now).is_some(), "the lagging replica is still waited for");
     assert_eq!(leases.report(now)[0].applied_epoch, 1);
@@ -144,7 +144,7 @@ fn waiting_ends_when_every_live_lease_acknowledged_or_ran_out() {
     let b = leases.open("b", 1, now);
     leases.renew("a", &a, 1, now);
     leases.renew("b", &b, 1, now);
-    leases.track(2);
+    leases.track(2, ["acme"]);
     let deadline = leases.pending(2, now).expect("both leased, neither acknowledged");
     assert!(deadline <= now + Duration::from_secs(2));
     leases.renew("a", &a, 2, now);
@@ -169,16 +169,53 @@ fn a_new_primary_waits_out_the_leases_a_previous_process_may_have_granted() {
 async fn settle_returns_at_once_without_tracked_changes_and_on_acknowledgement() {
     let start = Instant::now() - Duration::from_secs(60); // past the start-up grace
     let leases = std::sync::Arc::new(Leases::new(Duration::from_secs(30), start));
-    leases.settle(5).await; // nothing tracked
+    leases.settle("acme", 5).await; // nothing tracked
     let session = leases.open("a", 0, Instant::now());
     leases.renew("a", &session, 0, Instant::now());
-    leases.track(1);
+    leases.track(1, ["acme"]);
     let waiting = {
         let leases = std::sync::Arc::clone(&leases);
-        actix_rt::spawn(async move { leases.settle(1).await })
+        actix_rt::spawn(async move { leases.settle("acme", 1).await })
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!waiting.is_finished(), "the leased session has not acknowledged");
     leases.renew("a", &session, 1, Instant::now());
     tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("acknowledged").unwrap();
+}
+
+/// Regression (issue 59, item 6): under `revocations` a write waited for every tracked change
+/// below its epoch, so an upsert or a grant of one tenant waited out a dead replica's lease
+/// behind another tenant's revoke.
+#[actix_rt::test]
+async fn a_write_never_waits_behind_another_tenants_tracked_change() {
+    let start = Instant::now() - Duration::from_secs(60); // past the start-up grace
+    let leases = std::sync::Arc::new(Leases::new(Duration::from_secs(30), start));
+    let dead = leases.open("a", 0, Instant::now());
+    leases.renew("a", &dead, 0, Instant::now());
+    leases.track(1, ["acme"]);
+    // A later write of another tenant (its epoch above the revoke's) returns at once.
+    tokio::time::timeout(Duration::from_secs(5), leases.settle("globex", 2)).await.expect("globex waited for acme");
+    // The tenant's own later writes (and a no-op at the current epoch) still wait for it.
+    let waiting = {
+        let leases = std::sync::Arc::clone(&leases);
+        actix_rt::spawn(async move { leases.settle("acme", 3).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "acme's own later write waits for its revoke");
+    leases.renew("a", &dead, 1, Instant::now());
+    tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("acknowledged").unwrap();
+}
+
+#[test]
+fn settled_tracked_epochs_are_forgotten_once_every_live_lease_acknowledged_them() {
+    let start = Instant::now() - Duration::from_secs(60); // past the start-up grace
+    let leases = Leases::new(Duration::from_secs(30), start);
+    let session = leases.open("a", 0, Instant::now());
+    leases.renew("a", &session, 0, Instant::now());
+    leases.track(1, ["acme"]);
+    leases.track(2, ["globex"]);
+    assert_eq!(leases.tracked().len(), 2, "nothing acknowledged yet");
+    leases.renew("a", &session, 2, Instant::now());
+    leases.track(3, ["acme"]);
+    assert_eq!(leases.tracked(), [("acme".to_owned(), vec![3])]);
 }
