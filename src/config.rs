@@ -143,6 +143,16 @@ pub struct ServerSettings {
     /// that waits longer than its time limit for a slot: 503 `overloaded` with `Retry-After`.
     #[serde(default)]
     pub max_concurrent_extractions: usize,
+    /// The deadline of every read (`GET` routes and `POST /v1/retrieve`), ms (100..=600000):
+    /// past it, 503 `request_timeout` with `Retry-After` and the read's work is dropped. Writes
+    /// are never cut by it (they end by the database's own deadlines, rolled back whole);
+    /// `POST /v1/answer` keeps its own (`deadline_ms`). See `http::server`.
+    #[serde(default = "default_request_timeout_ms")]
+    pub request_timeout_ms: u64,
+}
+
+fn default_request_timeout_ms() -> u64 {
+    5_000
 }
 
 fn default_max_file_bytes() -> usize {

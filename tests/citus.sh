@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Installs (if missing) and starts or stops a throwaway Citus 13.2.2 cluster on 127.0.0.1: a
-# coordinator, two workers and a spare node that a test adds as a third worker (PostgreSQL 15,
-# pgvector 0.8 and Citus on all four; `wal_level = logical`, so the rebalancer moves shards
-# online) for the PostgreSQL backend's tests on a distributed engine (issue 46).
+# coordinator, two workers, a spare node that a test adds as a third worker, and a freezable node
+# that only the freeze test registers as a worker of its own database, so stopping it disturbs no
+# other test running beside it (PostgreSQL 15, pgvector 0.8 and Citus on all five;
+# `wal_level = logical`, so the rebalancer moves shards online) for the PostgreSQL backend's tests
+# on a distributed engine (issues 46 and 59).
 #
 #   tests/citus.sh start   # prints `export WARRANT_TEST_CITUS_URL=... WARRANT_TEST_CITUS_WORKERS=...
-#                          # WARRANT_TEST_CITUS_SPARE=...` on its last line
+#                          # WARRANT_TEST_CITUS_SPARE=... WARRANT_TEST_CITUS_FREEZABLE=...` on its last line
 #   tests/citus.sh stop
+#   tests/citus.sh freeze PORT   # SIGSTOP the node on PORT: its postmaster, then every child
+#   tests/citus.sh thaw PORT     # SIGCONT them (children first); a node not frozen is left alone
+#   tests/citus.sh kill PORT     # stop the node on PORT at once (pg_ctl -m immediate)
+#   tests/citus.sh revive PORT   # start it again
 #
 # Citus is not packaged for Debian: it is built from ../shared/vendor/citus-13.2.2-src.tar.xz
 # (checksum verified; about a minute on 2 cores) and installed into PostgreSQL 15's extension
 # directory, once per machine (a later start finds it installed and builds nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PORT="${WARRANT_CITUS_PORT:-25439}" # the coordinator; the workers listen on PORT+1 and PORT+2, the spare on PORT+3
+PORT="${WARRANT_CITUS_PORT:-25439}" # the coordinator; the workers listen on PORT+1 and PORT+2, the spare on
+# PORT+3, the freezable node on PORT+4
 # (below the kernel's ephemeral range, 32768-60999, so no outgoing connection can hold them)
 ROOT="${WARRANT_CITUS_DIR:-/tmp/warrant-citus-$PORT}"
 SOURCE="${WARRANT_CITUS_SOURCE:-../shared/vendor/citus-13.2.2-src.tar.xz}"
@@ -96,22 +103,50 @@ CONF
   psql_at "$port" postgres -c "CREATE ROLE warrant LOGIN SUPERUSER" >/dev/null
 }
 
+running() { # $1: port
+  [ -f "$ROOT/$1/postmaster.pid" ] && as_postgres "$PG_BIN/pg_ctl" -D "$ROOT/$1" status >/dev/null 2>&1
+}
+
 start() {
   install_citus
-  if [ -f "$ROOT/$((PORT + 3))/postmaster.pid" ] && as_postgres "$PG_BIN/pg_ctl" -D "$ROOT/$((PORT + 3))" status >/dev/null 2>&1; then
+  if running $((PORT + 3)); then
     echo "citus already running on 127.0.0.1:$PORT" >&2
+    # A cluster started before the freezable node existed gets it beside the others.
+    running $((PORT + 4)) || { rm -rf "${ROOT:?}/$((PORT + 4))" && start_node $((PORT + 4)); }
   else
     stop
-    for port in "$PORT" $((PORT + 1)) $((PORT + 2)) $((PORT + 3)); do
+    for port in "$PORT" $((PORT + 1)) $((PORT + 2)) $((PORT + 3)) $((PORT + 4)); do
       start_node "$port"
     done
   fi
-  echo "export WARRANT_TEST_CITUS_URL=postgres://warrant@127.0.0.1:$PORT/postgres WARRANT_TEST_CITUS_WORKERS=127.0.0.1:$((PORT + 1)),127.0.0.1:$((PORT + 2)) WARRANT_TEST_CITUS_SPARE=127.0.0.1:$((PORT + 3))"
+  echo "export WARRANT_TEST_CITUS_URL=postgres://warrant@127.0.0.1:$PORT/postgres WARRANT_TEST_CITUS_WORKERS=127.0.0.1:$((PORT + 1)),127.0.0.1:$((PORT + 2)) WARRANT_TEST_CITUS_SPARE=127.0.0.1:$((PORT + 3)) WARRANT_TEST_CITUS_FREEZABLE=127.0.0.1:$((PORT + 4))"
+}
+
+# The postmaster of the node on port $1 and its children (the backends, the checkpointer, ...).
+postmaster_of() {
+  local pid
+  pid="$(head -n 1 "$ROOT/$1/postmaster.pid" 2>/dev/null)" || { echo "citus: no node on port $1" >&2; exit 2; }
+  echo "$pid"
+}
+
+freeze() { # $1: port. The postmaster first, so it starts no new child while the others stop.
+  local postmaster
+  postmaster="$(postmaster_of "$1")"
+  kill -STOP "$postmaster"
+  { pgrep -P "$postmaster" || true; } | xargs -r kill -STOP
+}
+
+thaw() { # $1: port. Children first, so none sees its postmaster run again before it does.
+  local postmaster
+  postmaster="$(postmaster_of "$1")"
+  { pgrep -P "$postmaster" || true; } | xargs -r kill -CONT
+  kill -CONT "$postmaster"
 }
 
 stop() {
   for data in "$ROOT"/*/; do
     if [ -f "$data/postmaster.pid" ]; then
+      thaw "$(basename "$data")" 2>/dev/null || true # a frozen node would never stop
       as_postgres "$PG_BIN/pg_ctl" -D "$data" -m fast -w stop >/dev/null || true
     fi
   done
@@ -121,5 +156,9 @@ stop() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+  freeze) freeze "${2:?port}" ;;
+  thaw) thaw "${2:?port}" ;;
+  kill) as_postgres "$PG_BIN/pg_ctl" -D "$ROOT/${2:?port}" -m immediate -w stop >/dev/null ;;
+  revive) pg_start "$ROOT/${2:?port}" ;;
+  *) echo "usage: $0 start|stop|freeze PORT|thaw PORT|kill PORT|revive PORT" >&2; exit 2 ;;
 esac

@@ -220,3 +220,15 @@ fn a_judge_verifier_needs_its_model_and_takes_it_from_the_environment() {
     // The default stays lexical and needs nothing.
     assert_eq!(Settings::defaults().verifier.kind, VerifierKind::Lexical);
 }
+
+/// `server.request_timeout_ms` (issue 59): 5 s by default, refused outside 100..=600000 naming
+/// the key (0 would answer every read 503 at once).
+#[test]
+fn the_request_deadline_defaults_to_five_seconds_and_is_bounded() {
+    assert_eq!(Settings::defaults().server.request_timeout_ms, 5_000);
+    for wrong in ["0", "99", "600001"] {
+        let error = Settings::from_toml(DEFAULT, [("WARRANT__SERVER__REQUEST_TIMEOUT_MS".to_owned(), wrong.to_owned())])
+            .unwrap_err();
+        assert!(error.to_string().contains("server.request_timeout_ms"), "{wrong}: {error}");
+    }
+}

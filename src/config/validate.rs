@@ -71,6 +71,10 @@ impl Settings {
         check(self.server.extraction_timeout_ms >= 1, "server.extraction_timeout_ms must be at least 1");
         check(self.server.max_in_flight >= 1, "server.max_in_flight must be at least 1");
         check(
+            (100..=600_000).contains(&self.server.request_timeout_ms),
+            "server.request_timeout_ms must be in 100..=600000",
+        );
+        check(
             (1..=1_000_000).contains(&self.server.max_acl_names_per_document),
             "server.max_acl_names_per_document must be in 1..=1000000",
         );

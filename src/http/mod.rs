@@ -1,7 +1,7 @@
 //! The HTTP service (actix-web): authentication extractor, one file per resource, error mapping
 //! in one place, request ids, limits and backpressure. Only this module knows actix-web.
 //!
-//! Invariants: every endpoint except `/healthz`, `/readyz`, `/metrics`, `/openapi.json` and the
+//! Invariants: every endpoint except `/livez`, `/healthz`, `/readyz`, `/metrics`, `/openapi.json` and the
 //! protected resource metadata (`/.well-known/oauth-protected-resource[/mcp]`, [`mcp`]) requires
 //! a verified token; bodies reject unknown fields, so no body can carry a tenant,
 //! principal, group or role; the answer and retrieve endpoints admit at most
@@ -69,6 +69,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/reviews"),
     ("get", "/v1/reviews/{review_id}"),
     ("post", "/v1/reviews/{review_id}/verdicts"),
+    ("get", "/livez"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -227,6 +228,7 @@ pub fn configure(settings: &Settings) -> impl FnOnce(&mut web::ServiceConfig) + 
             .service(resource("/v1/reviews", web::get().to(reviews::page)))
             .service(resource("/v1/reviews/{review_id}", web::get().to(reviews::item)))
             .service(resource("/v1/reviews/{review_id}/verdicts", web::post().to(reviews::verdict)))
+            .service(resource("/livez", web::get().to(ops::livez)))
             .service(resource("/healthz", web::get().to(ops::healthz)))
             .service(resource("/readyz", web::get().to(ops::readyz)))
             .service(resource("/metrics", web::get().to(ops::metrics)))

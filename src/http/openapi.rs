@@ -48,7 +48,7 @@ impl utoipa::Modify for BearerAuth {
         super::admin::changes, super::admin::create_snapshot, super::replica::manifest, super::replica::file,
         super::replica::stream, super::replica::lease,
         super::reviews::page, super::reviews::item, super::reviews::verdict,
-        super::ops::healthz, super::ops::readyz, super::ops::metrics, openapi,
+        super::ops::livez, super::ops::healthz, super::ops::readyz, super::ops::metrics, openapi,
         super::mcp::origin_metadata, super::mcp::mcp_metadata,
         super::console::demo_users, super::console::demo_token
     ),

@@ -1,11 +1,15 @@
-//! Operations endpoints: `/healthz`, `/readyz`, `/metrics` (`/openapi.json` is served by
-//! [`super::openapi`], the document's own file).
+//! Operations endpoints: `/livez`, `/healthz`, `/readyz`, `/metrics` (`/openapi.json` is served
+//! by [`super::openapi`], the document's own file).
 //!
-//! Invariants: `/healthz` (liveness) depends on nothing but the process. `/readyz` answers
-//! within about [`READINESS_PROBE_BOUND`] whatever the backend does (issue 59: with a frozen
-//! Citus worker it did not answer for 30 s): the backend's probe is abandoned past the bound
-//! (on PostgreSQL its statement is cancelled), and the body's `backend` says which probe failed,
-//! how, and since when.
+//! Invariants: `/livez` and `/healthz` (liveness) depend on nothing but the process. `/readyz`
+//! answers within about [`READINESS_PROBE_BOUND`] whatever the backend does (issue 59: with a
+//! frozen Citus worker it did not answer for 30 s): the backend's probe is abandoned past the
+//! bound, and the body's `backend` says which part failed, how, and since when. On PostgreSQL
+//! only the server warrant connects to (the Citus coordinator) decides readiness, probed on a
+//! connection outside the pool by a statement that reaches no worker
+//! ([`crate::postgres::health`]); each Citus worker is probed from the coordinator and reported
+//! in `backend.workers`, and one worker down or frozen does not make the node unready (it still
+//! serves the tenants of the other workers).
 
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
@@ -31,7 +35,8 @@ pub struct Readiness {
     pub embedder: String,
     /// Active generator.
     pub generator: String,
-    /// Current ACL epoch (the highest tenant epoch on a PostgreSQL backend).
+    /// Current ACL epoch (the highest tenant epoch on a single PostgreSQL server; 0 on Citus,
+    /// where it would read a shard on every worker, and while the database does not answer).
     pub acl_epoch: u64,
     /// Lineage of the epoch (epochs are comparable only within one lineage).
     pub lineage: String,
@@ -51,8 +56,8 @@ pub struct Readiness {
     /// With `[auth.oidc]`: the identity provider's keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oidc: Option<OidcReport>,
-    /// The backend's probe: what was asked, how it went, since when it fails (absent while the
-    /// state loads).
+    /// The backend's probe: what was asked, how it went, since when it fails; on PostgreSQL the
+    /// database's server and, on Citus, each worker (absent while the state loads).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backend: Option<BackendReport>,
 }
@@ -65,10 +70,14 @@ pub const READINESS_PROBE_BOUND: Duration = Duration::from_millis(800);
 /// The backend part of `/readyz`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct BackendReport {
-    /// What was probed: `acl_state`, the backend's ACL epoch and lineage (on PostgreSQL a
-    /// database-wide statement on `warrant_tenants`, which on Citus reaches every worker).
+    /// What was probed: `acl_state` (the embedded engine's ACL epoch and lineage) or `database`
+    /// (on PostgreSQL: the server warrant connects to, the Citus coordinator, on a connection of
+    /// its own; its catalog and `warrant_meta`, never a tenant table or a worker). It alone
+    /// decides readiness.
     pub probe: &'static str,
-    /// `ok`, `timeout` (no answer within the bound; the probe was abandoned) or `error`.
+    /// `ok`, `timeout` (no answer within the bound; the probe was abandoned), `error` (on
+    /// PostgreSQL also: a schema or database that is not this node's) or `unreachable` (on
+    /// PostgreSQL: the server refused or dropped the connection).
     pub outcome: &'static str,
     /// The failed probe's error code (`storage_timeout`, `storage_unavailable`, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -79,6 +88,66 @@ pub struct BackendReport {
     /// succeeds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failing_seconds: Option<u64>,
+    /// On PostgreSQL: `host:port` of the server probed (the Citus coordinator).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// On PostgreSQL: the highest migration the database holds (when it answered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<u32>,
+    /// On Citus: each primary worker (`pg_dist_node`), probed from the coordinator within the
+    /// same bound. A failing worker is reported here and leaves the node ready: requests of the
+    /// tenants whose shards it holds fail with 503 and a code, the others are served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<Vec<WorkerReport>>,
+}
+
+/// One Citus worker in `/readyz`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct WorkerReport {
+    /// `host:port`, as the coordinator's metadata names it.
+    pub address: String,
+    /// `ok`, `timeout` (the coordinator got no answer from it within the bound: frozen,
+    /// partitioned, overloaded), `unreachable` (it refused or dropped the coordinator's
+    /// connection: down, restarting), `error`, `inactive` (marked so in `pg_dist_node`; not
+    /// probed) or `unknown` (not probed: the coordinator's probe failed).
+    pub outcome: &'static str,
+    /// The code a request reaching this worker gets now (`storage_timeout`,
+    /// `storage_unavailable`); absent when it answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
+    /// Milliseconds its probe took (at most the bound).
+    pub elapsed_ms: u64,
+    /// Seconds since its first failed probe after its last success (absent while it answers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failing_seconds: Option<u64>,
+}
+
+impl BackendReport {
+    /// The report of a PostgreSQL backend's database probe.
+    pub fn of_database(health: &crate::postgres::health::DatabaseHealth) -> Self {
+        let coordinator = &health.coordinator;
+        Self {
+            probe: "database",
+            outcome: coordinator.outcome.as_str(),
+            code: coordinator.outcome.code(),
+            elapsed_ms: coordinator.elapsed.as_millis() as u64,
+            failing_seconds: coordinator.failing_for.map(|failing| failing.as_secs()),
+            server: Some(coordinator.address.clone()),
+            schema_version: health.schema_version,
+            workers: health.workers.as_ref().map(|workers| {
+                workers
+                    .iter()
+                    .map(|worker| WorkerReport {
+                        address: worker.address.clone(),
+                        outcome: worker.outcome.as_str(),
+                        code: worker.outcome.code(),
+                        elapsed_ms: worker.elapsed.as_millis() as u64,
+                        failing_seconds: worker.failing_for.map(|failing| failing.as_secs()),
+                    })
+                    .collect()
+            }),
+        }
+    }
 }
 
 /// When the backend's probe started failing (`None` while it succeeds): one per process.
@@ -115,7 +184,17 @@ pub async fn probe_backend<T>(
     } else {
         Some(since.get_or_insert(started).elapsed().as_secs())
     };
-    (value, BackendReport { probe: "acl_state", outcome, code, elapsed_ms, failing_seconds })
+    let report = BackendReport {
+        probe: "acl_state",
+        outcome,
+        code,
+        elapsed_ms,
+        failing_seconds,
+        server: None,
+        schema_version: None,
+        workers: None,
+    };
+    (value, report)
 }
 
 /// The identity provider's keys as `/readyz` shows them.
@@ -242,15 +321,35 @@ pub async fn healthz() -> HttpResponse {
     json(&Health { status: "ok" })
 }
 
-/// Indexes are loaded.
+/// Liveness: the process answers HTTP. Asks nothing of the backend, so a database outage never
+/// gets a node restarted (a restart would not bring the database back); `/readyz` is the check
+/// that takes a node out of a load balancer.
+#[utoipa::path(get, path = "/livez", responses((status = 200, description = "process up (asks nothing of the backend)", body = Health)))]
+pub async fn livez() -> HttpResponse {
+    json(&Health { status: "ok" })
+}
+
+/// The backend's readiness probe, bounded by [`READINESS_PROBE_BOUND`]: on PostgreSQL the
+/// database's parts ([`crate::postgres::health`]; the coordinator decides), else the backend's
+/// ACL state. Returns the ACL epoch and lineage when the backend can serve.
+async fn probe_readiness(reader: &dyn crate::retrieval::ReadSide) -> (Option<(u64, String)>, BackendReport) {
+    let Some(postgres) = reader.postgres() else {
+        return probe_backend(reader.acl_state(), READINESS_PROBE_BOUND, &PROBE_FAILING_SINCE).await;
+    };
+    let health = postgres.health(READINESS_PROBE_BOUND).await;
+    let state = health.ready().then(|| (health.acl_epoch.unwrap_or(0), postgres.lineage().to_owned()));
+    (state, BackendReport::of_database(&health))
+}
+
+/// This node can serve: indexes loaded, the database's coordinator answers (a Citus worker down
+/// is reported in the body's `backend.workers`, and leaves the node ready).
 #[utoipa::path(get, path = "/readyz", responses(
-    (status = 200, description = "ready", body = Readiness),
-    (status = 503, description = "starting, a replica that cannot confirm its ACL state is fresh, a database backend that does not answer within about a second (the body's backend field says how), or no usable key of the identity provider", body = Readiness)))]
+    (status = 200, description = "ready (on Citus, possibly with failing workers: the body's backend.workers lists each with its outcome)", body = Readiness),
+    (status = 503, description = "starting, a replica that cannot confirm its ACL state is fresh, a database backend whose server (the Citus coordinator) does not answer within about a second (the body's backend field says how), or no usable key of the identity provider", body = Readiness)))]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     let replica = state.replica.as_ref().map(|status| super::contract::replica::ReplicaReport::from(status.report()));
     let stale = replica.as_ref().is_some_and(|report| !report.fresh);
-    let (acl_state, backend) =
-        probe_backend(state.reader.acl_state(), READINESS_PROBE_BOUND, &PROBE_FAILING_SINCE).await;
+    let (acl_state, backend) = probe_readiness(state.reader.as_ref()).await;
     let reachable = acl_state.is_some();
     let oidc = state.authenticator.provider().map(|provider| OidcReport::from(provider.status()));
     let keys_unavailable = oidc.as_ref().is_some_and(|report| !report.usable);

@@ -32,6 +32,7 @@ pub mod cache;
 mod cancel;
 mod connect;
 mod fault;
+pub mod health;
 mod limit;
 mod migrate;
 mod read;

@@ -16,6 +16,8 @@
 
 use std::sync::Arc;
 
+#[path = "citus_freeze.rs"]
+mod freeze;
 #[path = "citus_grow.rs"]
 mod grow;
 
@@ -65,18 +67,19 @@ pub(crate) fn with_user(url: &str, role: &str) -> String {
 pub(crate) const APP_ROLE: &str = "warrant_app";
 
 /// Creates [`APP_ROLE`] on the server of `url` and on `workers` (`host:port`) where it is missing,
-/// once per test process. Roles are per server, and a role Citus did not create itself is not
-/// propagated, so each node gets it here.
+/// once per server and test process. Roles are per server, and a role Citus did not create itself
+/// is not propagated, so each node gets it here.
 pub(crate) async fn ensure_app_role(url: &str, workers: &[String]) {
-    static CREATED: tokio::sync::Mutex<bool> = tokio::sync::Mutex::const_new(false);
+    static CREATED: tokio::sync::Mutex<std::collections::BTreeSet<String>> =
+        tokio::sync::Mutex::const_new(std::collections::BTreeSet::new());
     let mut created = CREATED.lock().await;
-    if *created {
-        return;
-    }
     let user = user_of(url).to_owned();
     let mut servers = vec![url.to_owned()];
     servers.extend(workers.iter().map(|worker| format!("postgres://{user}@{worker}/postgres")));
     for server in servers {
+        if created.contains(&server) {
+            continue;
+        }
         connect(&server)
             .await
             .batch_execute(&format!(
@@ -88,8 +91,8 @@ pub(crate) async fn ensure_app_role(url: &str, workers: &[String]) {
             ))
             .await
             .expect("application role");
+        created.insert(server);
     }
-    *created = true;
 }
 
 /// Distributes the database `name`, already created on the coordinator at `url` (a superuser's)
