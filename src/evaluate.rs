@@ -142,7 +142,7 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
                 if let Some(judge_verifier) = &judge_verifier
                     && judge.judge_agreement_rows > 0
                 {
-                    let agreement = warrant::eval::answers::judge_agreement(
+                    let agreement = warrant::eval::judge::judge_agreement(
                         &judge.judge_agreement_data,
                         judge.judge_agreement_rows,
                         AGREEMENT_SEED,

@@ -21,9 +21,10 @@
 //! - with a judge ([`AnswersOptions::judge`], `--judge`): judge-labelled groundedness, the share
 //!   of returned claims that a separate model, asked about each of the claim's quoted spans in
 //!   turn, says one of them supports ([`JudgeSupportVerifier::model_only`]: no lexical stage, no
-//!   floor). It is the model's opinion, not a person's: [`judge_agreement`] states beside it how
-//!   that model agrees with SciFact's claim labels (precision and recall of its "yes" against
-//!   `SUPPORT`, each claim against its rationale sentences, as `warrant eval verifier --quoted`).
+//!   floor; [`super::judge`]). It is the model's opinion, not a person's:
+//!   [`super::judge::judge_agreement`] states beside it how that model agrees with SciFact's claim
+//!   labels (precision and recall of its "yes" against `SUPPORT`, each claim against its
+//!   rationale sentences, as `warrant eval verifier --quoted`).
 //!
 //! Rates come with 95 % percentile bootstrap intervals over questions ([`super::stats`]);
 //! judge-labelled groundedness over returned claims.
@@ -48,12 +49,13 @@ use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
 use super::dataset::{Dataset, DatasetResult, IngestSummary, Progress, ingest, principal_of, read_jsonl};
+use super::judge::{JudgeAgreement, judge_claims};
 use super::retrieval::{Checkpointing, EvalError, INGEST_BATCH, save};
 use super::stats::{Interval, mean_interval};
 use crate::answer::generator::{GenerationRequest, Generator, GeneratorError};
 use crate::answer::pipeline::{AnswerPipeline, AnswerRequest, PipelineSettings};
 use crate::answer::response::{AnswerResponse, AnswerStatus};
-use crate::answer::verifier::{CitedText, SupportVerifier};
+use crate::answer::verifier::SupportVerifier;
 use crate::config::Settings;
 use crate::retrieval::{Engine, EngineParams};
 
@@ -379,66 +381,6 @@ impl AnswersReport {
         self.judge_labelled_groundedness = (!judged.is_empty()).then(|| rate(judged.into_iter()));
         self
     }
-}
-
-/// A judge's agreement with labeled claims (SciFact: `SUPPORT` against `CONTRADICT` and
-/// `NOT_ENOUGH_INFO`), each claim judged against its rationale sentences.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct JudgeAgreement {
-    /// The labeled file.
-    pub data: String,
-    /// Rows judged (a seeded sample).
-    pub rows: usize,
-    /// Seed of the sample.
-    pub seed: u64,
-    /// Of the claims the judge said are supported, the share labelled `SUPPORT`.
-    pub precision: Interval,
-    /// Of the claims labelled `SUPPORT`, the share the judge said are supported.
-    pub recall: Interval,
-    /// Per label: (rows the judge said are supported, rows).
-    pub passed_by_label: BTreeMap<String, (usize, usize)>,
-}
-
-/// The agreement of `judge` with a seeded sample of `rows` rows of the labeled claims at
-/// `path` (`../shared/data/scifact-claims/train.jsonl`).
-pub async fn judge_agreement(
-    path: &Path,
-    rows: usize,
-    seed: u64,
-    judge: &dyn SupportVerifier,
-) -> Result<JudgeAgreement, String> {
-    let mut labeled = super::verifier::read_rows(path)?;
-    super::verifier::sample_rows(&mut labeled, rows, seed);
-    let report = super::verifier::evaluate_rows(&labeled, judge, super::verifier::Evidence::Quoted).await;
-    let intervals = report.intervals();
-    Ok(JudgeAgreement {
-        data: path.display().to_string(),
-        rows: report.rows,
-        seed,
-        precision: intervals.precision,
-        recall: intervals.recall,
-        passed_by_label: report.passed_by_label,
-    })
-}
-
-/// Per returned claim of `response`: whether `judge` says one of its citations' quotes supports
-/// it.
-pub async fn judge_claims(judge: &dyn SupportVerifier, response: &AnswerResponse) -> Vec<bool> {
-    let mut judged = Vec::new();
-    for claim in response.answer.iter().flat_map(|answer| &answer.claims) {
-        let quotes: Vec<(crate::domain::ChunkId, &str)> = claim
-            .citations
-            .iter()
-            .map(|citation| {
-                // An id reserved for the quote (no tenant is empty): the judge caches nothing.
-                (crate::domain::ChunkId::derive("", "eval-quote", 0, 0, 0, &citation.quote), citation.quote.as_str())
-            })
-            .collect();
-        let cited: Vec<CitedText<'_>> =
-            quotes.iter().map(|(chunk, text)| CitedText { chunk: *chunk, text, sentence_vectors: None }).collect();
-        judged.push(judge.verify(&claim.text, &cited).await.supported);
-    }
-    judged
 }
 
 /// Options of `warrant eval answers`.

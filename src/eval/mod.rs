@@ -2,13 +2,15 @@
 //! `../shared/data`): retrieval quality per retriever (`retrieval`), the shared dataset loader
 //! and ingestion (`dataset`), an on-disk embedding cache for repeated runs (`cache`), bootstrap
 //! confidence intervals (`stats`) and the support verifier calibration (`verifier`), answer quality
-//! through the answer pipeline (`answers`, with an optional model judge of each returned claim)
+//! through the answer pipeline (`answers`, with an optional model judge of each returned claim:
+//! `judge`)
 //! and quality as reviewers judged it, from the verdicts of the review queue (`reviews`).
 //! Nothing here runs on the request path.
 
 pub mod answers;
 pub mod cache;
 pub mod dataset;
+pub mod judge;
 pub mod retrieval;
 pub mod reviews;
 pub mod stats;

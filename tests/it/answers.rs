@@ -585,7 +585,7 @@ fn eval_answers_with_a_judge_reports_judge_labelled_groundedness_and_its_agreeme
         assert!((grounded.mean - expected).abs() < 1e-12 && expected > 0.0 && expected < 1.0, "{grounded:?}");
         // Agreement on the labeled claims, each against its rationale: yes on the two with
         // "euros" (one SUPPORT, one CONTRADICT), no on the rest: precision 1/2, recall 1/2.
-        let agreement = warrant::eval::answers::judge_agreement(&claims, 10, 13, judge.as_ref()).await.unwrap();
+        let agreement = warrant::eval::judge::judge_agreement(&claims, 10, 13, judge.as_ref()).await.unwrap();
         assert_eq!(agreement.rows, 4);
         assert_eq!((agreement.precision.mean, agreement.recall.mean), (0.5, 0.5));
         assert_eq!(agreement.passed_by_label["SUPPORT"], (1, 2));
