@@ -3,8 +3,9 @@
 //! sentence ends at a newline (`domain::sentences`), so a paragraph must not hold one: issue 60
 //! found PDF answers quoting single lines ("The Halvard plant shipped") for that reason.
 //!
-//! Invariants: joining only removes line ends, a hyphen at a line end between two lowercase
-//! letters, and the indentation of continuation lines; it never reorders or adds words.
+//! Invariants: joining only removes line ends (a line end inside a URL without a space), a
+//! hyphen at a line end between two lowercase letters, and the indentation of continuation
+//! lines; it never reorders or adds words.
 
 /// Characters that end a sentence or a clause at a paragraph's end.
 const TERMINAL: [char; 8] = ['.', '!', '?', ':', ';', '。', '！', '？'];
@@ -28,6 +29,10 @@ pub(crate) fn join_line(paragraph: &mut String, line: &str) {
         paragraph.push_str(line);
         return;
     }
+    if url_continues(paragraph) {
+        paragraph.push_str(line);
+        return;
+    }
     let next = line.chars().next();
     if paragraph.ends_with('\u{AD}') {
         paragraph.pop();
@@ -47,6 +52,23 @@ pub(crate) fn join_line(paragraph: &mut String, line: &str) {
     }
     paragraph.push(' ');
     paragraph.push_str(line);
+}
+
+/// Whether `paragraph` ends inside a URL that goes on at the next line (pdfTeX breaks a URL at
+/// a line end without a hyphen): its last word is a URL that ends with its scheme's `://`, or
+/// one that a bracket opened, not closed yet, and that ends with `/`, `.`, `-`, `_`, `=`, `?`,
+/// `&` or `#`. A URL outside brackets ending with `/` may be whole: its line end stays a space.
+fn url_continues(paragraph: &str) -> bool {
+    let Some(word) = paragraph.rsplit(char::is_whitespace).next() else {
+        return false;
+    };
+    let (bracketed, url) = match word.strip_prefix(['(', '<', '[']) {
+        Some(url) => (true, url),
+        None => (false, word),
+    };
+    url.contains("://")
+        && (url.ends_with("://")
+            || (bracketed && !url.contains([')', '>', ']']) && url.ends_with(['/', '.', '-', '_', '=', '?', '&', '#'])))
 }
 
 /// Whether the text `after` continues the sentence `before` ends with: `before` ends without a
@@ -168,6 +190,33 @@ mod tests {
         assert_eq!(joined(&["a dash -", "then more"]), "a dash - then more");
         assert_eq!(joined(&["soft\u{AD}", "ware"]), "software");
         assert_eq!(joined(&["", "  indented  ", "x"]), "indented x");
+    }
+
+    /// Issue 60: pdfTeX breaks a URL at a line end without a hyphen, and the joined paragraph
+    /// read "(https:// CRAN.R-project.org/package=survival)" and "(https://www. gnu.org/)" (23
+    /// URLs cut so in three R manuals). A line end inside a URL (after its scheme's `://`, or
+    /// inside a bracket the URL opened) is removed without a space; a URL that may be whole at
+    /// the line end keeps its space.
+    #[test]
+    fn a_url_broken_at_a_line_end_is_joined_without_a_space() {
+        assert_eq!(
+            joined(&["use package survival (https://", "CRAN.R-project.org/package=survival) in S"]),
+            "use package survival (https://CRAN.R-project.org/package=survival) in S"
+        );
+        assert_eq!(
+            joined(&["the licence (https://www.", "gnu.org/) applies"]),
+            "the licence (https://www.gnu.org/) applies"
+        );
+        assert_eq!(
+            joined(&["(https://CRAN.R-project.org/bin/windows/base/", "rw-FAQ.html)"]),
+            "(https://CRAN.R-project.org/bin/windows/base/rw-FAQ.html)"
+        );
+        assert_eq!(joined(&["(https://www.r-", "project.org)"]), "(https://www.r-project.org)");
+        assert_eq!(
+            joined(&["available from https://example.org/", "for everyone"]),
+            "available from https://example.org/ for everyone"
+        );
+        assert_eq!(joined(&["see (https://example.org/)", "and more"]), "see (https://example.org/) and more");
     }
 
     #[test]
