@@ -17,11 +17,12 @@ use tokio::sync::Semaphore;
 
 use crate::answer::{AnswerPipeline, PipelineSettings};
 use crate::config::{Settings, StorageBackend};
+use crate::documents::{Documents, NoReplicas, Settle};
 use crate::http::AppState;
 use crate::http::auth::Authenticator;
 use crate::providers::Providers;
 use crate::retrieval::{DocumentInput, Engine, EngineParams, ReadSide, WriteSide};
-use crate::review::ReviewStore;
+use crate::review::{PurgeOnDelete, ReviewStore};
 
 /// Errors that stop the server from starting.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +36,9 @@ pub enum StartError {
     /// The engine could not start or the demo corpus could not be loaded.
     #[error(transparent)]
     Retrieval(#[from] crate::retrieval::RetrievalError),
+    /// The demo corpus could not be written through the write path.
+    #[error(transparent)]
+    Write(#[from] crate::documents::DocumentsError),
     /// The demo corpus or demo users file is missing or malformed.
     #[error("demo file {path}: {reason}")]
     Demo {
@@ -88,8 +92,8 @@ struct DemoCorpus {
     documents: Vec<DemoDocument>,
 }
 
-/// Loads a demo corpus file (documents grouped per tenant, one batch per tenant).
-pub async fn load_corpus(writer: &dyn WriteSide, path: &Path) -> Result<usize, StartError> {
+/// Reads a demo corpus file: its documents grouped per tenant.
+fn read_corpus(path: &Path) -> Result<std::collections::BTreeMap<String, Vec<DocumentInput>>, StartError> {
     let demo_error = |reason: String| StartError::Demo { path: path.display().to_string(), reason };
     let text = std::fs::read_to_string(path).map_err(|error| demo_error(error.to_string()))?;
     let corpus: DemoCorpus = serde_json::from_str(&text).map_err(|error| demo_error(error.to_string()))?;
@@ -104,11 +108,55 @@ pub async fn load_corpus(writer: &dyn WriteSide, path: &Path) -> Result<usize, S
             layout: None,
         });
     }
+    Ok(per_tenant)
+}
+
+/// Loads a demo corpus file (documents grouped per tenant, one batch per tenant) straight into
+/// an engine or backend that serves nothing yet (snapshots, benchmarks, tests).
+pub async fn load_corpus(writer: &dyn WriteSide, path: &Path) -> Result<usize, StartError> {
     let mut total = 0;
-    for (tenant, documents) in per_tenant {
+    for (tenant, documents) in read_corpus(path)? {
         total += writer.upsert(&tenant, documents).await?.documents;
     }
     Ok(total)
+}
+
+/// Loads a demo corpus file into a server's write path ([`Documents::seed`]: one batch per
+/// tenant, settled like every write).
+pub async fn seed_corpus(documents: &Documents, path: &Path) -> Result<usize, StartError> {
+    let mut total = 0;
+    for (tenant, inputs) in read_corpus(path)? {
+        total += documents.seed(&tenant, inputs).await?.documents;
+    }
+    Ok(total)
+}
+
+/// The write path over a started backend's write side, for `settings`: deletes and upserts
+/// purge the texts of the versions they remove from review items ([`crate::review::PurgeOnDelete`]),
+/// and each write is settled with `replication`'s leases when this primary has replicas.
+pub fn documents(
+    settings: &Settings,
+    backend: &Backend,
+    replication: Option<Arc<crate::replication::primary::ReplicationLog>>,
+) -> Documents {
+    let writer = Arc::new(PurgeOnDelete::new(Arc::clone(&backend.writer), Arc::clone(&backend.reviews)));
+    let settle: Arc<dyn Settle> = match replication {
+        Some(log) => Arc::new(LeaseSettlement(log)),
+        None => Arc::new(NoReplicas),
+    };
+    Documents::from_settings(settings, writer, settle)
+}
+
+/// A primary's settlement: a write waits until every replica holding a live lease applied its
+/// tenant's tracked changes up to its epoch, or that lease ran out (at most one lease; never
+/// for another tenant's change; [`crate::replication::leases`]).
+struct LeaseSettlement(Arc<crate::replication::primary::ReplicationLog>);
+
+#[async_trait::async_trait]
+impl Settle for LeaseSettlement {
+    async fn settle(&self, tenant: &str, epoch: u64) {
+        self.0.leases().settle(tenant, epoch).await;
+    }
 }
 
 /// How a server's engine starts, from settings:
@@ -334,9 +382,8 @@ pub fn build_state_on(
     if let Some(provider) = authenticator.provider() {
         provider.spawn_refresher();
     }
-    let Backend { reader, writer, reviews, engine, fresh: _ } = backend;
-    // Deletes (and upserts) purge the texts of the versions they remove from review items.
-    let writer: Arc<dyn WriteSide> = Arc::new(crate::review::PurgeOnDelete::new(writer, Arc::clone(&reviews)));
+    let Backend { reader, engine, .. } = &backend;
+    let (reader, engine) = (Arc::clone(reader), engine.clone());
     let mut replica = None;
     if let Some(engine) = &engine {
         if !settings.replica.follow.is_empty() {
@@ -365,6 +412,8 @@ pub fn build_state_on(
         }
         _ => None,
     };
+    let documents = Arc::new(documents(&settings, &backend, replication.clone()));
+    let reviews = backend.reviews;
     let review = settings.review.enabled.then(|| {
         let queue = crate::review::ReviewQueue::start(
             Arc::clone(&reviews),
@@ -379,17 +428,12 @@ pub fn build_state_on(
     let pipeline = Arc::new(pipeline);
     let state = web::Data::new(AppState {
         reader,
-        writer,
+        documents,
         engine,
         pipeline,
         authenticator,
         in_flight: Arc::new(Semaphore::new(settings.server.max_in_flight)),
-        extraction_slots: crate::extract::ExtractionSlots::from_settings(&settings),
         metrics: crate::telemetry::metrics_handle(),
-        admission: crate::http::admission::TenantAdmission::new(
-            settings.server.admin_document_batches_per_tenant,
-            settings.server.admin_acl_changes_per_tenant,
-        ),
         replica_snapshot: tokio::sync::Mutex::new(()),
         settings,
         ready: AtomicBool::new(false),
@@ -426,7 +470,7 @@ pub async fn serve(settings: Arc<Settings>, providers: Providers) -> Result<(), 
     loading_handle.stop(true).await;
     let (state, fresh) = built?;
     if fresh && settings.demo.load {
-        let count = load_corpus(state.writer.as_ref(), Path::new(&settings.demo.corpus)).await?;
+        let count = seed_corpus(&state.documents, Path::new(&settings.demo.corpus)).await?;
         tracing::info!(documents = count, corpus = %settings.demo.corpus, "demo corpus loaded");
     }
     state.ready.store(true, std::sync::atomic::Ordering::SeqCst);

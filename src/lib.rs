@@ -10,6 +10,7 @@ pub mod answer;
 pub mod app;
 pub mod bench;
 pub mod config;
+pub mod documents;
 pub mod domain;
 pub mod embed;
 pub mod eval;

@@ -1,21 +1,25 @@
 //! Admin API (role `admin`, acting only inside the token's own tenant): document upsert and
-//! delete, ACL grant/revoke, the ACL change feed; and snapshots (role `operator`). Each change is
-//! durable (committed to the data directory) and published (new ACL snapshot) before the
-//! response is sent; each tenant's writes pass its own admission bound.
+//! delete, ACL grant/revoke, the ACL change feed; and snapshots (role `operator`). The write
+//! handlers only decode a request and make one call to [`crate::documents::Documents`], which
+//! checks, admits, writes and settles it: each change is durable (committed to the data
+//! directory), published (new ACL snapshot) and settled with the replicas before the response
+//! is sent; each tenant's writes pass its own admission bound.
 
 use actix_web::{HttpResponse, web};
+use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use utoipa::openapi::schema::{AllOfBuilder, AnyOfBuilder, ArrayBuilder, ObjectBuilder, Type};
 use utoipa::openapi::{Ref, RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
-use crate::acl::{AclChange, AclMutation};
+use crate::acl::AclChange;
+use crate::documents::{Change, Content, File, Upload, WriteLimits};
 use crate::domain::Role;
-use crate::domain::schema::{MAX_ACL_NAME_CHARS, query_integer};
+use crate::domain::schema::query_integer;
+use crate::retrieval::UpsertOutcome;
 
-use super::admission::WriteKind;
 use super::auth::{Admin, Authenticated};
-use super::contract::admin::DocumentInput;
+use super::contract::admin::{DocumentInput, FileContent};
 use super::contract::schema;
 use super::error::{
     ApiError, EngineUnavailable, ErrorBody, Forbidden, JsonBodyRejected, Unauthenticated, WriteUnavailable,
@@ -125,6 +129,13 @@ pub struct UpsertOut {
     pub chunks: usize,
 }
 
+impl From<UpsertOutcome> for UpsertOut {
+    fn from(outcome: UpsertOutcome) -> Self {
+        let UpsertOutcome { acl_epoch, documents, chunks } = outcome;
+        Self { acl_epoch, documents, chunks }
+    }
+}
+
 /// Query of the change feed.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -152,39 +163,11 @@ pub struct ChangesOut {
     pub lineage: String,
 }
 
-/// A permit of the tenant's admin admission for `kind`, or 503 `overloaded`.
-fn admit(state: &AppState, tenant: &str, kind: WriteKind) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
-    state
-        .admission
-        .try_admit(tenant, kind)
-        .ok_or_else(|| ApiError::overloaded(state.settings.server.retry_after_seconds))
-}
-
-/// Applies one ACL mutation: durable, then published, then acknowledged.
-async fn publish(state: &AppState, mutation: AclMutation) -> Result<HttpResponse, ApiError> {
-    let _permit = admit(state, mutation.tenant(), WriteKind::Acl)?;
-    let tenant = mutation.tenant().to_owned();
-    let acl_epoch = state.writer.mutate(mutation).await?;
-    // Not before every leased replica enforces it (issue 45): see `crate::replication::leases`.
-    state.settle(&tenant, acl_epoch).await;
+/// Applies one change to a document of the caller's tenant: checked, admitted, durable,
+/// published and settled ([`crate::documents::Documents::change`]), then acknowledged.
+async fn acknowledged(state: &AppState, tenant: &str, change: Change) -> Result<HttpResponse, ApiError> {
+    let acl_epoch = state.documents.change(tenant, change).await?;
     Ok(json(&EpochOut { acl_epoch }))
-}
-
-/// 400 `acl_too_large` when `count` names are more than `limit` allows for `what`; checked
-/// before any work (a document's list is checked again, as grants add up, by the backend).
-pub(super) fn check_count(count: usize, limit: usize, what: impl Into<String>) -> Result<(), ApiError> {
-    if count > limit {
-        return Err(crate::acl::AclError::TooLarge { what: what.into(), limit }.into());
-    }
-    Ok(())
-}
-
-/// Checks ACL names (1..=256 characters, not blank).
-pub(super) fn check_names(names: &[String]) -> Result<(), ApiError> {
-    if names.iter().any(|name| name.trim().is_empty() || name.chars().count() > MAX_ACL_NAME_CHARS) {
-        return Err(ApiError::bad_request("invalid_acl_name", "acl names must be 1..=256 characters"));
-    }
-    Ok(())
 }
 
 /// Upserts documents into the caller's tenant. 400 codes: `empty_batch`, `batch_too_large`,
@@ -205,50 +188,36 @@ pub async fn upsert_documents(
     Admin(principal): Admin,
     body: web::Json<UpsertBody>,
 ) -> Result<HttpResponse, ApiError> {
-    state.ensure_writable()?;
-    let documents = body.into_inner().documents;
-    check_batch_size(&state, documents.len())?;
-    // Admitted before any file is extracted, so extraction is bounded per tenant too.
-    let _permit = admit(&state, &principal.tenant, WriteKind::Documents)?;
-    let documents = super::files::json_inputs(&state, documents).await?;
-    Ok(json(&upsert_inputs(&state, &principal, documents).await?))
+    // A replica refuses before the body's files are decoded (the service checks it again first).
+    state.documents.ensure_writable()?;
+    let limits = state.documents.limits();
+    let uploads = body.into_inner().documents.into_iter().map(|document| upload(document, limits));
+    let uploads = uploads.collect::<Result<Vec<_>, ApiError>>()?;
+    Ok(json(&UpsertOut::from(state.documents.upsert(&principal.tenant, uploads).await?)))
 }
 
-/// 400 `empty_batch` or `batch_too_large` for a batch of `count` documents.
-pub(super) fn check_batch_size(state: &AppState, count: usize) -> Result<(), ApiError> {
-    if count == 0 {
-        return Err(ApiError::bad_request("empty_batch", "documents must not be empty"));
-    }
-    let max = state.settings.server.max_batch_documents;
-    if count > max {
-        return Err(ApiError::bad_request("batch_too_large", format!("at most {max} documents per request")));
-    }
-    Ok(())
-}
-
-/// The tenant's admission for a document batch (held while its files are extracted and it is
-/// written).
-pub(super) fn admit_documents(state: &AppState, tenant: &str) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
-    admit(state, tenant, WriteKind::Documents)
-}
-
-/// Writes a batch of documents (text already extracted) into `principal`'s tenant, all or
-/// nothing, once its size and access lists pass; the caller holds the tenant's admission
-/// ([`admit_documents`]).
-pub(super) async fn upsert_inputs(
-    state: &AppState,
-    principal: &crate::domain::Principal,
-    documents: Vec<crate::retrieval::DocumentInput>,
-) -> Result<UpsertOut, ApiError> {
-    check_batch_size(state, documents.len())?;
-    for document in &documents {
-        let names = document.acl.groups.len() + document.acl.users.len();
-        let limit = state.settings.server.max_acl_names_per_document;
-        check_count(names, limit, format!("the access list of document {}", document.doc_id))?;
-    }
-    let outcome = state.writer.upsert(&principal.tenant, documents).await?;
-    state.settle(&principal.tenant, outcome.acl_epoch).await;
-    Ok(UpsertOut { acl_epoch: outcome.acl_epoch, documents: outcome.documents, chunks: outcome.chunks })
+/// One document of a JSON batch as an upload: its text, or its file decoded from base64 (named
+/// by its document id in errors). 400 `invalid_document` or `invalid_base64`; a file whose
+/// encoding alone says it passes `server.max_file_bytes` is refused before it is decoded (the
+/// service's rule, applied to the least the bytes can be).
+fn upload(document: DocumentInput, limits: &WriteLimits) -> Result<Upload, ApiError> {
+    let doc_id: String = document.doc_id.chars().take(256).collect();
+    let (input, file) = document
+        .into_parts()
+        .map_err(|reason| ApiError::bad_request("invalid_document", format!("document {doc_id:?}: {reason}")))?;
+    let crate::retrieval::DocumentInput { doc_id: id, title, text, acl, version, layout: _ } = input;
+    let content = match file {
+        None => Content::Text(text),
+        Some(FileContent { content, content_type }) => {
+            limits.check_file(&doc_id, (content.len() / 4 * 3).saturating_sub(2))?;
+            let bytes = base64::engine::general_purpose::STANDARD.decode(content.as_bytes()).map_err(|error| {
+                let reason = error.to_string().to_lowercase();
+                ApiError::bad_request("invalid_base64", format!("file {doc_id:?}: content is not base64: {reason}"))
+            })?;
+            Content::File(File { name: doc_id, bytes: bytes.into(), content_type })
+        }
+    };
+    Ok(Upload { doc_id: id, title: Some(title), content, acl, version })
 }
 
 /// Deletes a document of the caller's tenant.
@@ -264,9 +233,8 @@ pub async fn delete_document(
     Admin(principal): Admin,
     request: actix_web::HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    state.ensure_writable()?;
-    let mutation = AclMutation::Delete { tenant: principal.tenant, doc_id: super::doc_id_of(&request)? };
-    publish(&state, mutation).await
+    let change = Change::Delete { doc_id: super::doc_id_of(&request)? };
+    acknowledged(&state, &principal.tenant, change).await
 }
 
 /// Revokes access: the listed groups and users, or all access when neither list is given. Lists
@@ -282,26 +250,8 @@ pub async fn revoke(
     Admin(principal): Admin,
     body: web::Json<AclBody>,
 ) -> Result<HttpResponse, ApiError> {
-    state.ensure_writable()?;
-    let body = body.into_inner();
-    let given: Vec<&Vec<String>> = [&body.groups, &body.users].into_iter().flatten().collect();
-    if !given.is_empty() && given.iter().all(|list| list.is_empty()) {
-        return Err(ApiError::bad_request(
-            "empty_revoke",
-            "revoke lists are empty; name groups or users, or omit both lists to revoke all access",
-        ));
-    }
-    check_count(
-        given.iter().map(|list| list.len()).sum(),
-        state.settings.server.max_acl_names_per_change,
-        "one change",
-    )?;
-    for list in given {
-        check_names(list)?;
-    }
-    let mutation =
-        AclMutation::Revoke { tenant: principal.tenant, doc_id: body.doc_id, groups: body.groups, users: body.users };
-    publish(&state, mutation).await
+    let AclBody { doc_id, groups, users } = body.into_inner();
+    acknowledged(&state, &principal.tenant, Change::Revoke { doc_id, groups, users }).await
 }
 
 /// Grants access. 400 codes: `empty_grant`, `invalid_acl_name`, `acl_too_large` (more names
@@ -317,18 +267,9 @@ pub async fn grant(
     Admin(principal): Admin,
     body: web::Json<AclBody>,
 ) -> Result<HttpResponse, ApiError> {
-    state.ensure_writable()?;
-    let body = body.into_inner();
-    let groups = body.groups.unwrap_or_default();
-    let users = body.users.unwrap_or_default();
-    if groups.is_empty() && users.is_empty() {
-        return Err(ApiError::bad_request("empty_grant", "grant needs groups or users"));
-    }
-    check_count(groups.len() + users.len(), state.settings.server.max_acl_names_per_change, "one change")?;
-    check_names(&groups)?;
-    check_names(&users)?;
-    let mutation = AclMutation::Grant { tenant: principal.tenant, doc_id: body.doc_id, groups, users };
-    publish(&state, mutation).await
+    let AclBody { doc_id, groups, users } = body.into_inner();
+    let change = Change::Grant { doc_id, groups: groups.unwrap_or_default(), users: users.unwrap_or_default() };
+    acknowledged(&state, &principal.tenant, change).await
 }
 
 /// The ACL change feed: an admin sees its own tenant's changes; a service token with role

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::acl::AclError;
 use crate::answer::AnswerError;
+use crate::documents::DocumentsError;
 use crate::embed::EmbedError;
 use crate::extract::ExtractError;
 use crate::index::IndexError;
@@ -239,23 +240,36 @@ impl From<AclError> for ApiError {
     }
 }
 
-impl ApiError {
-    /// 400 for a file that cannot be extracted, naming the file (a document id or a multipart
-    /// file name) and the reason.
-    pub fn extraction(file: &str, error: &ExtractError, retry_after_seconds: u64) -> Self {
-        let status = match error {
-            ExtractError::UnsupportedType { .. }
-            | ExtractError::TypeMismatch { .. }
-            | ExtractError::InvalidUtf8 { .. }
-            | ExtractError::Encrypted
-            | ExtractError::Malformed { .. }
-            | ExtractError::TooLarge { .. }
-            | ExtractError::NoText
-            | ExtractError::TimedOut { .. } => StatusCode::BAD_REQUEST,
-            ExtractError::Busy => return Self::overloaded(retry_after_seconds),
-        };
-        let file: String = file.chars().take(256).collect();
-        Self::new(status, error.code(), format!("file {file:?}: {error}"))
+impl From<DocumentsError> for ApiError {
+    fn from(error: DocumentsError) -> Self {
+        let message = error.to_string();
+        match error {
+            DocumentsError::ReadOnly => Self::conflict(error.code(), message),
+            DocumentsError::EmptyBatch
+            | DocumentsError::BatchTooLarge { .. }
+            | DocumentsError::EmptyGrant
+            | DocumentsError::EmptyRevoke
+            | DocumentsError::InvalidAclName
+            | DocumentsError::FileTooLarge { .. } => Self::bad_request(error.code(), message),
+            DocumentsError::Extraction { error: ref extraction, .. } => {
+                let status = match extraction {
+                    ExtractError::UnsupportedType { .. }
+                    | ExtractError::TypeMismatch { .. }
+                    | ExtractError::InvalidUtf8 { .. }
+                    | ExtractError::Encrypted
+                    | ExtractError::Malformed { .. }
+                    | ExtractError::TooLarge { .. }
+                    | ExtractError::NoText
+                    | ExtractError::TimedOut { .. } => StatusCode::BAD_REQUEST,
+                    // The service reports a busy extraction as `Overloaded` (with Retry-After).
+                    ExtractError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+                };
+                Self::new(status, error.code(), message)
+            }
+            DocumentsError::Overloaded { retry_after_seconds } => Self::overloaded(retry_after_seconds),
+            DocumentsError::Acl(inner) => inner.into(),
+            DocumentsError::Retrieval(inner) => inner.into(),
+        }
     }
 }
 

@@ -1,103 +1,36 @@
 //! Documents uploaded as files (issue 49): `content` (base64) with `content_type` in
 //! `PUT /v1/admin/documents`, and `POST /v1/admin/files` (multipart/form-data, one file per
-//! part). Each file's text and layout map come from [`crate::extract`], run on the blocking
-//! pool under `server.extraction_timeout_ms`.
+//! part). This file only decodes a multipart request into [`Upload`]s; the service
+//! ([`crate::documents::Documents::upsert`]) checks them, extracts each file's text and layout
+//! map on the blocking pool under `server.extraction_timeout_ms`, writes and settles the batch.
 //!
 //! Invariants: a batch is all or nothing — every file is extracted before anything is written,
 //! and the first file that cannot be (too large, not what it claims, malformed, encrypted, ...)
-//! fails the whole request with a 400 naming it and the reason; no file is larger than
-//! `server.max_file_bytes`, no multipart request larger than `server.max_upload_bytes` (counted
-//! as the parts stream in, before anything is decoded), and no text field longer than
-//! [`MAX_FIELD_BYTES`]; the `groups` and `users` fields of a multipart request are checked as
-//! they stream in (names of 1..=256 characters, at most `server.max_acl_names_per_document`),
-//! and the copies of that list every file gets stay within `server.max_upload_bytes`
-//! ([`FormAcl`]; issue 57: repeated fields cloned into 200 files aborted the server).
-
-use std::sync::Arc;
-use std::time::Duration;
+//! fails the whole request with a 400 naming it and the reason; no multipart request is larger
+//! than `server.max_upload_bytes` (counted as the parts stream in, before anything is decoded),
+//! and no text field longer than [`MAX_FIELD_BYTES`]; as the request streams in, a file part is
+//! refused the moment it passes `server.max_file_bytes` and the request the moment it has one
+//! file more than `server.max_batch_documents` (the service's own checks, called early so a
+//! request of many empty parts cannot grow without bound), the `groups` and `users` fields are
+//! checked as they arrive ([`AclFields`]: names of 1..=256 characters, at most
+//! `server.max_acl_names_per_document`), and the copies of that list every file gets stay within
+//! `server.max_upload_bytes` (issue 57: repeated fields cloned into 200 files aborted the server).
 
 use actix_multipart::Multipart;
 use actix_web::{HttpResponse, web};
-use base64::Engine as _;
 use futures::StreamExt;
 use utoipa::ToSchema;
 
-use crate::domain::DocAcl;
-use crate::extract::{ExtractLimits, Format, extract_off_thread};
-use crate::retrieval::DocumentInput;
+use crate::documents::{AclFields, AclList, Content, File, Upload, WriteLimits};
+use crate::extract::Format;
 
 use super::AppState;
-use super::admin::{UpsertOut, admit_documents, check_batch_size, check_count, check_names, upsert_inputs};
+use super::admin::UpsertOut;
 use super::auth::Admin;
-use super::contract::admin::{DocumentInput as WireInput, FileContent};
 use super::error::{ApiError, EngineUnavailable, ErrorBody, Forbidden, Unauthenticated};
 
 /// Longest text field of a multipart upload (`doc_id`, `title`, `groups`, ...), in bytes.
 pub const MAX_FIELD_BYTES: usize = 64 * 1024;
-
-/// The extraction limits of these settings.
-pub fn limits(settings: &crate::config::Settings) -> ExtractLimits {
-    ExtractLimits {
-        max_text_chars: crate::retrieval::MAX_TEXT_CHARS,
-        max_unpacked_bytes: 4 * settings.server.max_file_bytes.max(16 * 1024 * 1024),
-        time_limit: Duration::from_millis(settings.server.extraction_timeout_ms),
-        ..ExtractLimits::default()
-    }
-}
-
-fn file_too_large(file: &str, limit: usize) -> ApiError {
-    let file: String = file.chars().take(256).collect();
-    ApiError::bad_request(
-        "file_too_large",
-        format!("file {file:?} is larger than {limit} bytes (server.max_file_bytes)"),
-    )
-}
-
-/// Extracts `bytes` (declared `content_type`) into `input`'s text and layout map; the title the
-/// file gives itself (a Markdown file's front matter), if any.
-async fn extract_into(
-    state: &AppState,
-    input: &mut DocumentInput,
-    file: &str,
-    bytes: bytes::Bytes,
-    content_type: String,
-) -> Result<Option<String>, ApiError> {
-    let extracted = extract_off_thread(bytes, content_type, limits(&state.settings), &state.extraction_slots)
-        .await
-        .map_err(|error| ApiError::extraction(file, &error, state.settings.server.retry_after_seconds))?;
-    input.text = extracted.text;
-    input.layout = (!extracted.layout.is_empty()).then(|| Arc::new(extracted.layout));
-    Ok(extracted.title)
-}
-
-/// The engine's inputs of a JSON batch: text as given, files decoded and extracted (one after
-/// the other, so a batch holds one file's work at a time).
-pub(super) async fn json_inputs(state: &AppState, documents: Vec<WireInput>) -> Result<Vec<DocumentInput>, ApiError> {
-    let max_file = state.settings.server.max_file_bytes;
-    let mut inputs = Vec::with_capacity(documents.len());
-    for document in documents {
-        let doc_id: String = document.doc_id.chars().take(256).collect();
-        let (mut input, file) = document
-            .into_parts()
-            .map_err(|reason| ApiError::bad_request("invalid_document", format!("document {doc_id:?}: {reason}")))?;
-        if let Some(FileContent { content, content_type }) = file {
-            // Decoded size is at most 3/4 of the encoded one: refuse before decoding.
-            if content.len() / 4 * 3 > max_file + 2 {
-                return Err(file_too_large(&doc_id, max_file));
-            }
-            let bytes = base64::engine::general_purpose::STANDARD.decode(content.as_bytes()).map_err(|error| {
-                let reason = error.to_string().to_lowercase();
-                ApiError::bad_request("invalid_base64", format!("file {doc_id:?}: content is not base64: {reason}"))
-            })?;
-            if bytes.len() > max_file {
-                return Err(file_too_large(&doc_id, max_file));
-            }
-            extract_into(state, &mut input, &doc_id, bytes.into(), content_type).await?;
-        }
-        inputs.push(input);
-    }
-    Ok(inputs)
-}
 
 /// Form of `POST /v1/admin/files` (multipart/form-data), for the OpenAPI document.
 #[derive(ToSchema)]
@@ -130,12 +63,12 @@ struct Pending {
     version: Option<u64>,
 }
 
-/// A multipart field read whole, at most `limit` bytes (and within the request's budget).
+/// A multipart field read whole within the request's budget, `check` refusing it once its length
+/// passes its own limit.
 async fn read_field(
     field: &mut actix_multipart::Field,
-    limit: usize,
     budget: &mut usize,
-    too_large: impl Fn() -> ApiError,
+    check: impl Fn(usize) -> Result<(), ApiError>,
 ) -> Result<Vec<u8>, ApiError> {
     let mut bytes = Vec::new();
     while let Some(piece) = field.next().await {
@@ -144,9 +77,7 @@ async fn read_field(
             return Err(ApiError::payload_too_large());
         }
         *budget -= piece.len();
-        if bytes.len() + piece.len() > limit {
-            return Err(too_large());
-        }
+        check(bytes.len() + piece.len())?;
         bytes.extend_from_slice(&piece);
     }
     Ok(bytes)
@@ -156,45 +87,41 @@ fn multipart_error(error: actix_multipart::MultipartError) -> ApiError {
     ApiError::bad_request("invalid_multipart", error.to_string().to_lowercase().chars().take(200).collect::<String>())
 }
 
-/// The access list of a multipart request, given once for all its files and bounded as its
-/// fields stream in: each name is checked on arrival, the names are counted against
-/// `server.max_acl_names_per_document`, and the list's memory times the files it is copied
-/// into may not pass `server.max_upload_bytes` (one request may not grow to more than the
-/// largest request spelled out).
-#[derive(Default)]
-struct FormAcl {
-    acl: DocAcl,
-    /// Bytes the list holds in memory (names and their headers).
-    bytes: usize,
+/// 400 `acl_too_large` when `files` copies of the request's access list would hold more than
+/// `max_bytes` (one request may not grow to more than the largest request spelled out).
+fn check_copies(acl: &AclFields, files: usize, max_bytes: usize) -> Result<(), ApiError> {
+    if acl.bytes().saturating_mul(files) > max_bytes {
+        return Err(ApiError::bad_request(
+            "acl_too_large",
+            format!(
+                "the access list copied to each of {files} files holds more than {max_bytes} bytes \
+                 (server.max_upload_bytes): send fewer files per request"
+            ),
+        ));
+    }
+    Ok(())
 }
 
-impl FormAcl {
-    /// Adds the comma-separated names of a `groups` (or `users`) field; 400 `invalid_acl_name`
-    /// or `acl_too_large` at once.
-    fn add(&mut self, groups: bool, value: &str, limit: usize) -> Result<(), ApiError> {
-        let names: Vec<String> =
-            value.split(',').map(str::trim).filter(|name| !name.is_empty()).map(str::to_owned).collect();
-        check_names(&names)?;
-        let count = self.acl.groups.len() + self.acl.users.len() + names.len();
-        check_count(count, limit, "the access list of the request's files")?;
-        self.bytes += names.iter().map(|name| name.len() + std::mem::size_of::<String>()).sum::<usize>();
-        let list = if groups { &mut self.acl.groups } else { &mut self.acl.users };
-        list.extend(names);
-        Ok(())
-    }
+/// A file part read whole: what the parts before it said, its name, bytes and media type.
+struct Part {
+    pending: Pending,
+    file_name: String,
+    bytes: bytes::Bytes,
+    content_type: String,
+}
 
-    /// 400 `acl_too_large` when `files` copies of the list would hold more than `max_bytes`.
-    fn check_copies(&self, files: usize, max_bytes: usize) -> Result<(), ApiError> {
-        if self.bytes.saturating_mul(files) > max_bytes {
-            return Err(ApiError::bad_request(
-                "acl_too_large",
-                format!(
-                    "the access list copied to each of {files} files holds more than {max_bytes} bytes \
-                     (server.max_upload_bytes): send fewer files per request"
-                ),
-            ));
+impl Part {
+    /// The upload of this file with the request's access list.
+    fn upload(self, acl: &AclFields) -> Upload {
+        let Part { pending: Pending { doc_id, title, version }, file_name, bytes, content_type } = self;
+        Upload {
+            doc_id: doc_id.unwrap_or_else(|| file_name.clone()),
+            // None given (or empty): the file's own, else its name.
+            title: title.filter(|title| !title.is_empty()),
+            content: Content::File(File { name: file_name, bytes, content_type }),
+            acl: acl.acl().clone(),
+            version,
         }
-        Ok(())
     }
 }
 
@@ -219,7 +146,8 @@ pub async fn upload_files(
     request: actix_web::HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    state.ensure_writable()?;
+    // A replica refuses before the upload is read (the service checks it again first).
+    state.documents.ensure_writable()?;
     let is_form = request
         .headers()
         .get(actix_web::http::header::CONTENT_TYPE)
@@ -232,14 +160,19 @@ pub async fn upload_files(
             "content type must be multipart/form-data",
         ));
     }
-    let mut multipart = Multipart::new(request.headers(), payload);
-    let settings = &state.settings.server;
-    let mut budget = settings.max_upload_bytes;
-    let max_acl_names = state.settings.server.max_acl_names_per_document;
-    let mut acl = FormAcl::default();
+    let limits = state.documents.limits();
+    let max_upload = state.settings.server.max_upload_bytes;
+    let parts = read_form(Multipart::new(request.headers(), payload), limits, max_upload).await?;
+    let outcome = state.documents.upsert(&principal.tenant, parts).await?;
+    Ok(super::json(&UpsertOut::from(outcome)))
+}
+
+/// The uploads of a multipart request, read as it streams in (see the module's invariants).
+async fn read_form(mut multipart: Multipart, limits: &WriteLimits, max_upload: usize) -> Result<Vec<Upload>, ApiError> {
+    let mut budget = max_upload;
+    let mut acl = AclFields::default();
     let mut pending = Pending::default();
-    // (input, file name, bytes, content type): extracted once the whole request is read.
-    let mut files: Vec<(DocumentInput, String, bytes::Bytes, String)> = Vec::new();
+    let mut files: Vec<Part> = Vec::new();
     while let Some(field) = multipart.next().await {
         let mut field = field.map_err(multipart_error)?;
         let name = field.name().unwrap_or_default().to_owned();
@@ -261,32 +194,22 @@ pub async fn upload_files(
                     })?,
                 Some(_) => field.content_type().map(ToString::to_string).unwrap_or_default(),
             };
-            let max_file = settings.max_file_bytes;
-            let bytes = read_field(&mut field, max_file, &mut budget, || file_too_large(&file_name, max_file)).await?;
-            if files.len() >= settings.max_batch_documents {
-                return Err(ApiError::bad_request(
-                    "batch_too_large",
-                    format!("at most {} documents per request", settings.max_batch_documents),
-                ));
-            }
-            let Pending { doc_id, title, version } = std::mem::take(&mut pending);
-            let input = DocumentInput {
-                doc_id: doc_id.unwrap_or_else(|| file_name.clone()),
-                // Empty until extracted when none is given: the file's own, else its name.
-                title: title.unwrap_or_default(),
-                text: String::new(),
-                acl: DocAcl::default(),
-                version,
-                layout: None,
-            };
-            files.push((input, file_name, bytes.into(), content_type));
-            acl.check_copies(files.len(), settings.max_upload_bytes)?;
+            let check = |length| Ok(limits.check_file(&file_name, length)?);
+            let bytes = read_field(&mut field, &mut budget, check).await?;
+            limits.check_batch(files.len() + 1)?;
+            let pending = std::mem::take(&mut pending);
+            files.push(Part { pending, file_name, bytes: bytes.into(), content_type });
+            check_copies(&acl, files.len(), max_upload)?;
             continue;
         }
-        let too_long = || {
-            ApiError::bad_request("invalid_multipart", format!("field {name:?} is longer than {MAX_FIELD_BYTES} bytes"))
+        let check = |length| {
+            if length > MAX_FIELD_BYTES {
+                let message = format!("field {name:?} is longer than {MAX_FIELD_BYTES} bytes");
+                return Err(ApiError::bad_request("invalid_multipart", message));
+            }
+            Ok(())
         };
-        let bytes = read_field(&mut field, MAX_FIELD_BYTES, &mut budget, too_long).await?;
+        let bytes = read_field(&mut field, &mut budget, check).await?;
         let value = String::from_utf8(bytes)
             .map_err(|_| ApiError::bad_request("invalid_multipart", format!("field {name:?} is not utf-8")))?;
         match name.as_str() {
@@ -299,8 +222,9 @@ pub async fn upload_files(
                 pending.version = Some(version);
             }
             "groups" | "users" => {
-                acl.add(name == "groups", &value, max_acl_names)?;
-                acl.check_copies(files.len(), settings.max_upload_bytes)?;
+                let list = if name == "groups" { AclList::Groups } else { AclList::Users };
+                acl.add(list, &value, limits)?;
+                check_copies(&acl, files.len(), max_upload)?;
             }
             other => {
                 let other: String = other.chars().take(64).collect();
@@ -311,17 +235,5 @@ pub async fn upload_files(
     if pending.doc_id.is_some() || pending.title.is_some() || pending.version.is_some() {
         return Err(ApiError::bad_request("invalid_multipart", "doc_id, title or version after the last file part"));
     }
-    check_batch_size(&state, files.len())?;
-    let _permit = admit_documents(&state, &principal.tenant)?;
-    let mut inputs = Vec::with_capacity(files.len());
-    for (mut input, file_name, bytes, content_type) in files {
-        input.acl = acl.acl.clone();
-        let own_title = extract_into(&state, &mut input, &file_name, bytes, content_type).await?;
-        if input.title.is_empty() {
-            input.title = own_title.unwrap_or(file_name);
-        }
-        inputs.push(input);
-    }
-    let outcome = upsert_inputs(&state, &principal, inputs).await?;
-    Ok(super::json(&outcome))
+    Ok(files.into_iter().map(|part| part.upload(&acl)).collect())
 }

@@ -12,7 +12,6 @@
 //! method a path does not serve answers 405 with `Allow` naming the ones it does (from [`ROUTES`]).
 
 pub mod admin;
-pub mod admission;
 pub mod answer;
 pub mod auth;
 pub mod console;
@@ -42,7 +41,7 @@ use tokio::sync::Semaphore;
 
 use crate::answer::AnswerPipeline;
 use crate::config::Settings;
-use crate::retrieval::{Engine, ReadSide, WriteSide};
+use crate::retrieval::{Engine, ReadSide};
 
 use auth::Authenticator;
 use error::ApiError;
@@ -95,8 +94,9 @@ pub fn served_routes(settings: &Settings) -> Vec<(&'static str, &'static str)> {
 pub struct AppState {
     /// The backend's read side (documents, readiness; the pipeline holds the same one).
     pub reader: Arc<dyn ReadSide>,
-    /// The backend's write side (the admin API).
-    pub writer: Arc<dyn WriteSide>,
+    /// The write path (the admin API's writes): the backend's write side is reached only
+    /// through it.
+    pub documents: Arc<crate::documents::Documents>,
     /// The embedded engine, when it is the backend: snapshots, the replica feed, index sizes.
     pub engine: Option<Arc<Engine>>,
     /// The answer pipeline (the read side, the generator and the verifier).
@@ -109,14 +109,10 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Admission control of answer/retrieve.
     pub in_flight: Arc<Semaphore>,
-    /// File extractions running at once (`server.max_concurrent_extractions`).
-    pub extraction_slots: crate::extract::ExtractionSlots,
     /// Set once indexes are loaded.
     pub ready: AtomicBool,
     /// Freshness of the ACL state when this server is a replica (`None` on a primary).
     pub replica: Option<Arc<crate::replication::status::ReplicaStatus>>,
-    /// Per-tenant admission of admin writes.
-    pub admission: admission::TenantAdmission,
     /// Serializes writing a snapshot for replicas that ask for one.
     pub replica_snapshot: tokio::sync::Mutex<()>,
     /// The replication log and leases of an embedded primary with configured replicas
@@ -154,15 +150,6 @@ impl AppState {
         }
     }
 
-    /// Waits until every replica holding a lease applied the tracked changes of `tenant` up to
-    /// `epoch` (an acknowledged write returns only then; at most one lease; never for another
-    /// tenant's change), when this primary has replicas.
-    pub async fn settle(&self, tenant: &str, epoch: u64) {
-        if let Some(replication) = &self.replication {
-            replication.leases().settle(tenant, epoch).await;
-        }
-    }
-
     /// The embedded engine, or 409 `backend_unsupported` for what only it offers (snapshots and
     /// the replica feed: a PostgreSQL deployment replicates and backs up through the database).
     pub fn engine(&self) -> Result<&Arc<Engine>, ApiError> {
@@ -174,16 +161,6 @@ impl AppState {
         })
     }
 
-    /// Refuses writes on a replica (its state comes only from the primary).
-    pub fn ensure_writable(&self) -> Result<(), ApiError> {
-        if self.replica.is_some() {
-            return Err(ApiError::conflict(
-                "read_only_replica",
-                "this server is a read-only replica; send writes to the primary",
-            ));
-        }
-        Ok(())
-    }
 }
 
 fn stale() -> ApiError {

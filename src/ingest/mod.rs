@@ -1,8 +1,11 @@
-//! `warrant ingest PATH`: an operator's folder of documents kept in step with a server through
-//! its admin API (`POST /v1/admin/files`, `DELETE /v1/admin/documents/{doc_id}`): a running
-//! server's ([`run`]), or a stopped server's data directory ([`run_into_data_dir`]), opened in
-//! this process behind a loopback server of its own so that every file passes the very checks,
-//! extraction and limits an upload does.
+//! `warrant ingest PATH`: an operator's folder of documents kept in step with a destination: a
+//! running server, through its admin API as an HTTP client (`POST /v1/admin/files`,
+//! `DELETE /v1/admin/documents/{doc_id}`; [`run`]), or a stopped server's data directory, opened
+//! in this process: the backend and its write path ([`crate::documents::Documents`]) and nothing
+//! else (no answer pipeline, no HTTP, no token; [`run_into_data_dir`]). Both run the same loop
+//! over the folder, and every file passes the very checks, extraction and limits of an upload:
+//! the server's handler makes the same call to the same service, with the folder's access list
+//! given as the same fields ([`crate::documents::AclFields`]).
 //!
 //! Each file whose extension names a format ([`Format::from_extension`]) and whose id matches the
 //! selection (`--include`/`--exclude` globs) is one document whose id is its path relative to
@@ -18,9 +21,10 @@
 //! there); the state file is rewritten (temporary file, fsync, rename) after every acknowledged
 //! upload or delete, so a crash loses nothing already acknowledged and a rerun resumes where it
 //! stopped; a file the server refuses (400) is reported with the server's reason and the run goes
-//! on; a 503 (`overloaded`) is sent again after its `Retry-After`, up to [`OVERLOADED_TRIES`]
-//! times; an error that no file can get past (no server, a refused token, other 5xx, a 503 that
-//! lasts, a data directory in use) ends the run with what was acknowledged saved; `--sync`
+//! on (in a data directory, a file the write path refuses: the same code and message); a 503
+//! (`overloaded`) is sent again after its `Retry-After`, up to [`OVERLOADED_TRIES`] times; an
+//! error that no file can get past (no server, a refused token, other 5xx, a 503 that lasts, a
+//! data directory in use or failing) ends the run with what was acknowledged saved; `--sync`
 //! deletes only documents inside the selection, so a narrower run never deletes what it did not
 //! look at; a symbolic link in the folder is never followed and never silent: each is reported
 //! in the summary's `unread` with its reason, and a file is read only when the file opened is
@@ -34,6 +38,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::config::Settings;
+use crate::documents::{AclFields, Change, Content, Documents, DocumentsError, File, Upload};
 use crate::domain::DocAcl;
 use crate::extract::Format;
 
@@ -153,7 +158,7 @@ fn fingerprint(bytes: &[u8], acl: &DocAcl) -> String {
 
 const BOUNDARY: &str = "warrant-ingest-3b9d2c7e";
 
-/// Lifetime of the admin token a run mints (`--tenant`, `--data-dir`): a day, since a large
+/// Lifetime of the admin token a run mints (`--tenant` with a server): a day, since a large
 /// folder through MiniLM can take hours and a token expiring mid-run would end it.
 pub const TOKEN_TTL_SECONDS: u64 = 24 * 3600;
 
@@ -231,17 +236,172 @@ impl Selection {
     }
 }
 
+/// What a destination answered to one upload.
+enum Answer {
+    /// Acknowledged: written and settled.
+    Acknowledged,
+    /// Refused for what the file is, with the destination's code and message: reported, and the
+    /// run goes on.
+    Refused(String),
+    /// Busy: sent again after `seconds`, or, after the last try, the run ends with `error`.
+    Busy {
+        /// Seconds to wait.
+        seconds: u64,
+        /// The error ending the run.
+        error: IngestError,
+    },
+}
+
+/// One file to send.
+struct Sent<'a> {
+    doc_id: &'a str,
+    file_name: String,
+    format: Format,
+    bytes: &'a [u8],
+    acl: &'a DocAcl,
+}
+
+/// Where a run's uploads and deletes go.
+enum Target<'a> {
+    /// A running server's admin API.
+    Server {
+        /// HTTP client.
+        client: reqwest::Client,
+        /// Base URL, without a trailing `/`.
+        base: &'a str,
+        /// An admin token of the tenant.
+        token: &'a str,
+    },
+    /// A data directory's write path, in this process.
+    Documents {
+        /// The write path.
+        documents: &'a Documents,
+        /// The tenant written into.
+        tenant: &'a str,
+        /// The data directory, as errors show it.
+        path: &'a str,
+    },
+}
+
+impl Target<'_> {
+    /// Sends one file, as one document of its own.
+    async fn upload(&self, file: &Sent<'_>) -> IngestResult<Answer> {
+        match self {
+            Self::Server { client, base, token } => {
+                let body = form(file.doc_id, &file.file_name, file.format, file.bytes, file.acl);
+                let response = client
+                    .post(format!("{base}/v1/admin/files"))
+                    .bearer_auth(token)
+                    .header("content-type", format!("multipart/form-data; boundary={BOUNDARY}"))
+                    .body(body)
+                    .send()
+                    .await
+                    .map_err(|error| IngestError::Server(error.to_string()))?;
+                let status = response.status();
+                if status.is_success() {
+                    return Ok(Answer::Acknowledged);
+                }
+                // 503 `overloaded` (the tenant's admission or the extraction slots are full): the
+                // server asked to come back after Retry-After.
+                if status.as_u16() == 503 {
+                    let seconds = response
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|value| value.to_str().ok())
+                        .and_then(|value| value.trim().parse::<u64>().ok())
+                        .unwrap_or(1);
+                    return Ok(Answer::Busy { seconds, error: IngestError::Server(refusal(response).await) });
+                }
+                if status.as_u16() == 400 || status.as_u16() == 413 {
+                    return Ok(Answer::Refused(refusal(response).await));
+                }
+                Err(IngestError::Server(refusal(response).await))
+            }
+            Self::Documents { documents, tenant, path } => {
+                let written = match AclFields::of(file.acl, documents.limits()) {
+                    Ok(fields) => {
+                        let content = Content::File(File {
+                            name: file.file_name.clone(),
+                            bytes: bytes::Bytes::copy_from_slice(file.bytes),
+                            content_type: file.format.content_type().to_owned(),
+                        });
+                        let upload = Upload {
+                            doc_id: file.doc_id.to_owned(),
+                            title: None,
+                            content,
+                            acl: fields.acl().clone(),
+                            version: None,
+                        };
+                        documents.upsert(tenant, vec![upload]).await.map(|_| ())
+                    }
+                    Err(error) => Err(error),
+                };
+                let failed = |error: &DocumentsError| IngestError::DataDir {
+                    path: (*path).to_owned(),
+                    reason: format!("{}: {error}", error.code()),
+                };
+                match written {
+                    Ok(()) => Ok(Answer::Acknowledged),
+                    Err(error @ DocumentsError::Overloaded { retry_after_seconds }) => {
+                        Ok(Answer::Busy { seconds: retry_after_seconds, error: failed(&error) })
+                    }
+                    Err(error) if error.is_refusal() => Ok(Answer::Refused(format!("{}: {error}", error.code()))),
+                    Err(error) => Err(failed(&error)),
+                }
+            }
+        }
+    }
+
+    /// Deletes the document `doc_id`; one already gone is what was asked.
+    async fn delete(&self, doc_id: &str) -> IngestResult<()> {
+        match self {
+            Self::Server { client, base, token } => {
+                let encoded = percent_encoding::utf8_percent_encode(doc_id, percent_encoding::NON_ALPHANUMERIC);
+                let response = client
+                    .delete(format!("{base}/v1/admin/documents/{encoded}"))
+                    .bearer_auth(token)
+                    .send()
+                    .await
+                    .map_err(|error| IngestError::Server(error.to_string()))?;
+                // 404: already gone on the server, which is what was asked.
+                if !(response.status().is_success() || response.status().as_u16() == 404) {
+                    return Err(IngestError::Server(refusal(response).await));
+                }
+                Ok(())
+            }
+            Self::Documents { documents, tenant, path } => {
+                match documents.change(tenant, Change::Delete { doc_id: doc_id.to_owned() }).await {
+                    Ok(_) => Ok(()),
+                    Err(DocumentsError::Retrieval(crate::retrieval::RetrievalError::Acl(
+                        crate::acl::AclError::UnknownDocument { .. },
+                    ))) => Ok(()),
+                    Err(error) => Err(IngestError::DataDir {
+                        path: (*path).to_owned(),
+                        reason: format!("{}: {error}", error.code()),
+                    }),
+                }
+            }
+        }
+    }
+}
+
 /// Uploads the new and changed files of `options.root` to `destination`, and with `sync` deletes
 /// the documents of the selection whose files are gone; see the module documentation.
 pub async fn run(options: &IngestOptions, destination: &Destination) -> IngestResult<IngestSummary> {
+    let client = crate::outbound::client(std::time::Duration::from_secs(10)).map_err(IngestError::Server)?;
+    let base = destination.server.trim_end_matches('/');
+    let target = Target::Server { client, base, token: &destination.token };
+    run_on(options, &destination.key, &target).await
+}
+
+/// The run over the folder, whatever the destination: see the module documentation.
+async fn run_on(options: &IngestOptions, key: &str, target: &Target<'_>) -> IngestResult<IngestSummary> {
     let started = Instant::now();
     let root = options.root.as_path();
     let selection = Selection::new(&options.include, &options.exclude)?;
-    let (mut state, other_destination) = State::load(root, &destination.key)?;
+    let (mut state, other_destination) = State::load(root, key)?;
     let listing = walk(root, &options.acl)?;
     let files = listing.files;
-    let client = crate::outbound::client(std::time::Duration::from_secs(10)).map_err(IngestError::Server)?;
-    let base = destination.server.trim_end_matches('/');
     let bar = if options.progress {
         indicatif::ProgressBar::new(files.len() as u64)
     } else {
@@ -282,41 +442,26 @@ pub async fn run(options: &IngestOptions, destination: &Destination) -> IngestRe
         }
         bar.set_message(doc_id.clone());
         let file_name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-        let body = bytes::Bytes::from(form(doc_id, &file_name, format, &bytes, acl));
+        let file = Sent { doc_id, file_name, format, bytes: &bytes, acl };
         let mut tries = 0;
-        let response = loop {
-            let response = client
-                .post(format!("{base}/v1/admin/files"))
-                .bearer_auth(&destination.token)
-                .header("content-type", format!("multipart/form-data; boundary={BOUNDARY}"))
-                .body(body.clone())
-                .send()
-                .await
-                .map_err(|error| IngestError::Server(error.to_string()))?;
-            // 503 `overloaded` (the tenant's admission or the extraction slots are full): the
-            // server asked to come back after Retry-After.
+        let answer = loop {
             tries += 1;
-            if response.status().as_u16() != 503 || tries >= OVERLOADED_TRIES {
-                break response;
+            match target.upload(&file).await? {
+                Answer::Busy { error, .. } if tries >= OVERLOADED_TRIES => return Err(error),
+                Answer::Busy { seconds, .. } => {
+                    tokio::time::sleep(std::time::Duration::from_secs(seconds.min(MAX_RETRY_AFTER_SECONDS))).await;
+                }
+                answer => break answer,
             }
-            let seconds = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.trim().parse::<u64>().ok())
-                .unwrap_or(1)
-                .min(MAX_RETRY_AFTER_SECONDS);
-            tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
         };
-        let status = response.status();
-        if status.is_success() {
-            state.files.insert(doc_id.clone(), print);
-            state.save(root)?;
-            summary.ingested += 1;
-        } else if status.as_u16() == 400 || status.as_u16() == 413 {
-            summary.failed.push((doc_id.clone(), refusal(response).await));
-        } else {
-            return Err(IngestError::Server(refusal(response).await));
+        match answer {
+            Answer::Acknowledged => {
+                state.files.insert(doc_id.clone(), print);
+                state.save(root)?;
+                summary.ingested += 1;
+            }
+            Answer::Refused(reason) => summary.failed.push((doc_id.clone(), reason)),
+            Answer::Busy { error, .. } => return Err(error),
         }
     }
     if options.sync {
@@ -327,17 +472,7 @@ pub async fn run(options: &IngestOptions, destination: &Destination) -> IngestRe
             .cloned()
             .collect();
         for doc_id in gone {
-            let encoded = percent_encoding::utf8_percent_encode(&doc_id, percent_encoding::NON_ALPHANUMERIC);
-            let response = client
-                .delete(format!("{base}/v1/admin/documents/{encoded}"))
-                .bearer_auth(&destination.token)
-                .send()
-                .await
-                .map_err(|error| IngestError::Server(error.to_string()))?;
-            // 404: already gone on the server, which is what was asked.
-            if !(response.status().is_success() || response.status().as_u16() == 404) {
-                return Err(IngestError::Server(refusal(response).await));
-            }
+            target.delete(&doc_id).await?;
             state.files.remove(&doc_id);
             state.save(root)?;
             summary.deleted += 1;
@@ -351,41 +486,27 @@ pub async fn run(options: &IngestOptions, destination: &Destination) -> IngestRe
     Ok(summary)
 }
 
-/// The settings of the server [`run_into_data_dir`] runs on `data_dir`: the configured engine
-/// (embedder, chunking, index, limits) on the embedded backend, on a loopback port the kernel
-/// picks, with no demo corpus, no review routing, no replication, and a secret of its own that
-/// signs only this run's token (the configured credentials are not needed nor accepted).
+/// The settings [`run_into_data_dir`] opens `data_dir` with: the configured engine (embedder,
+/// chunking, index, limits) on the embedded backend in `data_dir`; a replica's configuration is
+/// refused (a replica takes its documents from its primary).
 fn data_dir_settings(mut settings: Settings, data_dir: &Path) -> IngestResult<Settings> {
-    let refuse =
-        |reason: &str| IngestError::DataDir { path: data_dir.display().to_string(), reason: reason.to_owned() };
     if !settings.replica.follow.is_empty() {
-        return Err(refuse(
-            "the configuration is a replica's (replica.follow): a replica takes its documents from its primary; ingest into the primary",
-        ));
+        return Err(IngestError::DataDir {
+            path: data_dir.display().to_string(),
+            reason: "the configuration is a replica's (replica.follow): a replica takes its documents from its primary; ingest into the primary".into(),
+        });
     }
     settings.storage.backend = crate::config::StorageBackend::Embedded;
     settings.storage.dir = data_dir.to_string_lossy().into_owned();
-    settings.server.bind = "127.0.0.1:0".into();
-    settings.demo.load = false;
-    settings.review.enabled = false;
-    // Nothing is answered: a generator or judge the configuration names (a model server, an
-    // API key) is not needed, so it is not built. Ingestion itself (the embedder, chunking,
-    // sentence vectors) keeps the configured settings.
-    settings.generator.kind = crate::config::GeneratorKind::Extractive;
-    settings.verifier.kind = crate::config::VerifierKind::Lexical;
-    let leeway = settings.auth.leeway_seconds;
-    settings.auth = Settings::defaults().auth;
-    settings.auth.leeway_seconds = leeway;
-    settings.auth.hs256_secret = hex::encode(rand::random::<[u8; 32]>());
     Ok(settings)
 }
 
 /// Ingests into a stopped server's data directory (a new one is created): opens it in this
-/// process with `settings`' engine and embedder (a store made by another embedder is refused),
-/// serves the admin API on a loopback port for the run alone, runs [`run`] against it as
-/// `tenant`'s admin, then stops and closes the engine gracefully (the next start loads its
-/// indexes). A data directory in use by a running server is refused (the store's file lock):
-/// ingest through the server instead.
+/// process with `settings`' engine and embedder (a store made by another embedder is refused)
+/// and builds its write path, runs the same loop as [`run`] into `tenant` through it, then
+/// closes the engine gracefully (the next start loads its indexes). Nothing else is built: no
+/// answer pipeline or generator, no HTTP server, no token, no checkpointer. A data directory in
+/// use by a running server is refused (the store's file lock): ingest through the server instead.
 pub async fn run_into_data_dir(
     options: &IngestOptions,
     settings: Settings,
@@ -394,48 +515,23 @@ pub async fn run_into_data_dir(
 ) -> IngestResult<IngestSummary> {
     let shown = data_dir.display().to_string();
     let failed = |reason: String| IngestError::DataDir { path: shown.clone(), reason };
-    let settings = std::sync::Arc::new(data_dir_settings(settings, data_dir)?);
-    let providers = crate::providers::from_settings(&settings).await.map_err(|error| failed(error.to_string()))?;
-    let state =
-        crate::app::build_state(std::sync::Arc::clone(&settings), providers).await.map_err(|error| match error {
-            crate::app::StartError::Retrieval(crate::retrieval::RetrievalError::Storage(
-                crate::storage::StorageError::InUse { .. },
-            )) => failed(
-                "in use by another process (a running server?): stop it, or ingest through its admin API with --server"
-                    .into(),
-            ),
-            other => failed(other.to_string()),
-        })?;
-    state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
-    let served = state.clone();
-    let server = actix_web::HttpServer::new(move || crate::http::server::app(served.clone()))
-        .workers(1)
-        .disable_signals()
-        .bind("127.0.0.1:0")
-        .map_err(|error| failed(format!("loopback port: {error}")))?;
-    let address = server.addrs().first().copied().ok_or_else(|| failed("no loopback port".into()))?;
-    let running = server.run();
-    let handle = running.handle();
-    let serving = actix_rt::spawn(running);
-    let claims = crate::http::auth::Claims::for_settings(
-        &settings.auth,
-        (tenant, "warrant-ingest"),
-        Vec::new(),
-        &[crate::domain::Role::Admin],
-        TOKEN_TTL_SECONDS,
-    );
-    let token = crate::http::auth::mint_hs256(&settings.auth.hs256_secret, &claims)
-        .map_err(|error| failed(error.to_string()))?;
+    let settings = data_dir_settings(settings, data_dir)?;
+    let embedder = crate::providers::embedder(&settings).await.map_err(|error| failed(error.to_string()))?;
+    let backend = crate::app::start_backend(&settings, embedder).await.map_err(|error| match error {
+        crate::app::StartError::Retrieval(crate::retrieval::RetrievalError::Storage(
+            crate::storage::StorageError::InUse { .. },
+        )) => failed(
+            "in use by another process (a running server?): stop it, or ingest through its admin API with --server"
+                .into(),
+        ),
+        other => failed(other.to_string()),
+    })?;
+    let documents = crate::app::documents(&settings, &backend, None);
     let canonical = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
-    let destination = Destination {
-        server: format!("http://{address}"),
-        token,
-        key: format!("data directory {} tenant {tenant}", canonical.display()),
-    };
-    let outcome = run(options, &destination).await;
-    handle.stop(true).await;
-    let _ = serving.await;
-    if let Some(engine) = &state.engine {
+    let key = format!("data directory {} tenant {tenant}", canonical.display());
+    let target = Target::Documents { documents: &documents, tenant, path: &shown };
+    let outcome = run_on(options, &key, &target).await;
+    if let Some(engine) = &backend.engine {
         engine.close().await;
     }
     outcome
@@ -446,28 +542,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_loopback_run_accepts_only_its_own_secret_and_is_no_demo() {
+    fn a_data_directory_is_opened_on_the_embedded_backend_and_never_as_a_replica() {
         let mut configured = Settings::defaults();
-        configured.auth.rs256_public_key_file = "/etc/warrant/key.pem".into();
-        configured.auth.replica_subjects = vec!["replica-1".into()];
-        configured.review.enabled = true;
-        configured.generator.kind = crate::config::GeneratorKind::Openai;
-        configured.generator.base_url = "http://127.0.0.1:9/v1".into();
+        configured.storage.backend = crate::config::StorageBackend::Postgres;
         configured.verifier.sentence_vectors = !configured.verifier.sentence_vectors;
-        let first = data_dir_settings(configured.clone(), Path::new("/tmp/data")).expect("a primary's");
-        let second = data_dir_settings(configured, Path::new("/tmp/data")).expect("a primary's");
-        assert_eq!(first.auth.hs256_secret.len(), 64);
-        assert_ne!(first.auth.hs256_secret, second.auth.hs256_secret, "a secret per run");
-        assert_ne!(first.auth.hs256_secret, Settings::defaults().auth.hs256_secret, "never the demo key");
-        assert!(first.auth.hs256_enabled() && first.auth.rs256_public_key_file.is_empty());
-        assert!(first.auth.replica_subjects.is_empty() && !first.review.enabled && !first.demo.load);
-        assert!(!crate::http::console::DemoUsers::demo_mode(&first));
-        assert_eq!((first.server.bind.as_str(), first.storage.dir.as_str()), ("127.0.0.1:0", "/tmp/data"));
-        assert_eq!(first.generator.kind, crate::config::GeneratorKind::Extractive, "no model server is needed");
-        assert_ne!(
-            first.verifier.sentence_vectors,
-            Settings::defaults().verifier.sentence_vectors,
-            "ingestion as configured"
-        );
+        let opened = data_dir_settings(configured.clone(), Path::new("/tmp/data")).expect("a primary's");
+        assert_eq!(opened.storage.backend, crate::config::StorageBackend::Embedded);
+        assert_eq!(opened.storage.dir, "/tmp/data");
+        assert_eq!(opened.verifier.sentence_vectors, configured.verifier.sentence_vectors, "ingestion as configured");
+        configured.replica.follow = "http://127.0.0.1:9".into();
+        let refused = data_dir_settings(configured, Path::new("/tmp/data")).expect_err("a replica's");
+        assert!(matches!(&refused, IngestError::DataDir { reason, .. } if reason.contains("replica")), "{refused}");
     }
 }

@@ -2,7 +2,8 @@
 //! unchanged ones skipped, removed ones deleted with `--sync`, a refused file reported while the
 //! rest goes on, and the state file resuming a run; globs selecting files (and bounding what
 //! `--sync` deletes); a state file of another destination not trusted; and straight into a
-//! stopped server's data directory (refused while a server holds it, or for a replica).
+//! stopped server's data directory (refused while a server holds it, or for a replica), in
+//! process through the same write path, with the same refusals as through a server.
 
 use std::sync::Arc;
 
@@ -29,7 +30,12 @@ fn settings() -> warrant::config::Settings {
 
 /// A server with the demo corpus on an ephemeral loopback port: (base URL, handle).
 async fn server() -> (String, actix_web::dev::ServerHandle) {
-    let settings = Arc::new(settings());
+    server_with(settings()).await
+}
+
+/// [`server`] with `settings`.
+async fn server_with(settings: warrant::config::Settings) -> (String, actix_web::dev::ServerHandle) {
+    let settings = Arc::new(settings);
     let providers = super::support::hashed_providers(&settings, None);
     let state = super::support::demo_state(settings, providers).await;
     serve(state)
@@ -258,6 +264,72 @@ async fn ingest_into_a_stopped_servers_data_directory_is_served_when_it_starts()
     replica.replica.follow = "http://127.0.0.1:9".into();
     let refused = run_into_data_dir(&options, replica, data.path(), "folders").await.expect_err("a replica");
     assert!(matches!(&refused, IngestError::DataDir { reason, .. } if reason.contains("replica")), "{refused}");
+}
+
+/// Issue 62: `--data-dir` ran a loopback server of its own and drove it over HTTP; it now writes
+/// through the write path in process. Each file a server refuses is refused the same way in a
+/// data directory (the same code and message), the rest go in on both, and a second run finds
+/// them unchanged.
+#[actix_web::test]
+async fn a_data_directory_refuses_the_files_a_server_refuses_with_the_same_reasons() {
+    let mut limited = settings();
+    limited.server.max_file_bytes = 4 * 1024;
+    limited.server.max_acl_names_per_document = 3;
+    let folder = tempfile::tempdir().unwrap();
+    let root = folder.path();
+    for sub in ["crowded", "misnamed"] {
+        std::fs::create_dir(root.join(sub)).unwrap();
+        std::fs::write(root.join(sub).join("note.md"), "# Note\n\nA note.\n").unwrap();
+    }
+    std::fs::write(root.join("crowded").join(ACL_SIDECAR), r#"{"groups": ["a", "b", "c", "d"]}"#).unwrap();
+    let long = "n".repeat(257);
+    std::fs::write(root.join("misnamed").join(ACL_SIDECAR), format!(r#"{{"users": ["{long}"]}}"#)).unwrap();
+    std::fs::write(root.join("broken.txt"), b"caf\xe9").unwrap();
+    std::fs::write(root.join("huge.txt"), "a".repeat(5 * 1024)).unwrap();
+    std::fs::write(root.join("lying.pdf"), "plain words, not a pdf").unwrap();
+    std::fs::write(root.join("truncated.pdf"), &policy_pdf()[..200]).unwrap();
+    std::fs::write(root.join("travel.md"), "# Travel\n\nBook trains early.\n").unwrap();
+    let options = staff_sync(root);
+    let codes = |failed: &[(String, String)]| {
+        failed
+            .iter()
+            .map(|(doc_id, reason)| (doc_id.clone(), reason.split(':').next().unwrap().to_owned()))
+            .collect::<Vec<_>>()
+    };
+
+    let (base, handle) = server_with(limited.clone()).await;
+    let destination = Destination {
+        server: base.clone(),
+        token: token("folders", "ops", &[], &["admin"]),
+        key: format!("server {base} tenant folders"),
+    };
+    let served = run(&options, &destination).await.expect("through a server");
+    handle.stop(false).await;
+    std::fs::remove_file(root.join(STATE_FILE)).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let direct = run_into_data_dir(&options, limited.clone(), data.path(), "folders").await.expect("in process");
+
+    assert_eq!((served.ingested, direct.ingested), (1, 1), "{served:?} {direct:?}");
+    let expected = [
+        ("broken.txt", "invalid_utf8"),
+        ("crowded/note.md", "acl_too_large"),
+        ("huge.txt", "file_too_large"),
+        ("lying.pdf", "content_type_mismatch"),
+        ("misnamed/note.md", "invalid_acl_name"),
+        ("truncated.pdf", "malformed_document"),
+    ];
+    let expected: Vec<(String, String)> =
+        expected.iter().map(|(doc_id, code)| (doc_id.to_string(), code.to_string())).collect();
+    assert_eq!(codes(&direct.failed), expected, "{direct:?}");
+    // Through a server each reason carries the HTTP status first: the rest is the same.
+    let unstatused: Vec<(String, String)> = served
+        .failed
+        .iter()
+        .map(|(doc_id, reason)| (doc_id.clone(), reason.strip_prefix("400 ").expect("a 400").to_owned()))
+        .collect();
+    assert_eq!(unstatused, direct.failed);
+    let again = run_into_data_dir(&options, limited, data.path(), "folders").await.expect("again");
+    assert_eq!((again.ingested, again.unchanged, again.failed.len()), (0, 1, 6), "{again:?}");
 }
 
 /// A test fake of the admin API's file upload: 503 `overloaded` with `Retry-After: 0` for the

@@ -94,7 +94,7 @@ async fn node(
             let state = crate::postgres::service_state(url, settings, providers).await;
             if load {
                 let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json");
-                warrant::app::load_corpus(state.writer.as_ref(), &corpus).await.expect("demo corpus");
+                warrant::app::seed_corpus(&state.documents, &corpus).await.expect("demo corpus");
             }
             state.ready.store(true, Ordering::SeqCst);
             state

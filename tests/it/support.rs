@@ -7,7 +7,7 @@ use std::sync::Arc;
 use warrant::answer::extractive::ExtractiveGenerator;
 use warrant::answer::generator::Generator;
 use warrant::answer::lexical_verifier::LexicalSupportVerifier;
-use warrant::app::{build_state, load_corpus};
+use warrant::app::{build_state, seed_corpus};
 use warrant::config::Settings;
 use warrant::domain::{DocAcl, Principal};
 use warrant::embed::{Embedder, HashedEmbedder};
@@ -35,7 +35,7 @@ pub fn hashed_providers(settings: &Settings, generator: Option<Arc<dyn Generator
 pub async fn demo_state(settings: Arc<Settings>, providers: Providers) -> actix_web::web::Data<AppState> {
     let state = build_state(settings, providers).await.expect("state");
     let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo/corpus.json");
-    load_corpus(state.writer.as_ref(), &corpus).await.expect("demo corpus");
+    seed_corpus(&state.documents, &corpus).await.expect("demo corpus");
     state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
     state
 }

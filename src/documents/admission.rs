@@ -1,8 +1,9 @@
-//! Per-tenant admission control of the admin write endpoints: each tenant gets its own bounded
-//! number of document batches and of ACL changes in flight, so one tenant's admin can neither
+//! Per-tenant admission of writes (moved here from `http/admission.rs` with issue 62: the
+//! service admits, not the handlers): each tenant gets its own bounded number of document
+//! batches and of ACL changes in flight, so one tenant's admin can neither
 //! starve another tenant nor queue revocations behind its own uploads. Beyond the bound a request
-//! is refused at once with 503 `overloaded` and `Retry-After` (the bounded queue is the set of
-//! permits; nothing waits unboundedly).
+//! is refused at once ([`super::DocumentsError::Overloaded`]: 503 `overloaded` with
+//! `Retry-After` over HTTP; the bounded queue is the set of permits; nothing waits unboundedly).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,7 +13,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// Which pool a write draws from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WriteKind {
-    /// `PUT /v1/admin/documents` (chunking, embedding, indexing: expensive).
+    /// A document batch (extraction, chunking, embedding, indexing: expensive).
     Documents,
     /// Grant, revoke, delete (cheap; never queued behind document batches).
     Acl,
