@@ -227,8 +227,9 @@ fn a_judge_verifier_needs_its_model_and_takes_it_from_the_environment() {
 fn the_request_deadline_defaults_to_five_seconds_and_is_bounded() {
     assert_eq!(Settings::defaults().server.request_timeout_ms, 5_000);
     for wrong in ["0", "99", "600001"] {
-        let error = Settings::from_toml(DEFAULT, [("WARRANT__SERVER__REQUEST_TIMEOUT_MS".to_owned(), wrong.to_owned())])
-            .unwrap_err();
+        let error =
+            Settings::from_toml(DEFAULT, [("WARRANT__SERVER__REQUEST_TIMEOUT_MS".to_owned(), wrong.to_owned())])
+                .unwrap_err();
         assert!(error.to_string().contains("server.request_timeout_ms"), "{wrong}: {error}");
     }
 }

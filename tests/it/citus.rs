@@ -166,7 +166,7 @@ const STATEMENTS: &[(&str, &str, Option<&str>)] = &[
     ("LEXICAL_SEARCH_EXHAUSTIVE", sql::LEXICAL_SEARCH_EXHAUSTIVE, None),
     ("READABLE_VERSIONS", sql::READABLE_VERSIONS, None),
     ("DOCUMENT_READ", sql::DOCUMENT_READ, None),
-    ("HIGHEST_EPOCH", sql::HIGHEST_EPOCH, Some("/readyz: the highest epoch of all tenants")),
+    ("HIGHEST_EPOCH", sql::HIGHEST_EPOCH, Some("/readyz on a single server only (postgres::health: never on Citus)")),
     ("ANY_TENANT", sql::ANY_TENANT, Some("start-up: whether the demo corpus may be loaded")),
     ("TENANT_ENSURE", sql::TENANT_ENSURE, None),
     ("TENANT_LOCK", sql::TENANT_LOCK, None),
