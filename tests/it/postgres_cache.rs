@@ -281,6 +281,42 @@ async fn postgres_cache_off_reads_every_time_with_sql() {
     assert_eq!(node.tenant_cache().cached_tenants(), 0);
 }
 
+/// SECURITY.md "Hidden documents": a cached tenant's BM25 statistics are the caller's scope's,
+/// the SQL path's chunk count and average length the tenant's. A document the caller may not
+/// read, sharing none of the query's terms, is added: the SQL path's lexical score of the
+/// caller's document moves (the tenant's count and length changed), the cached path's does not.
+#[actix_web::test]
+async fn postgres_cache_bm25_statistics_are_the_scopes_and_the_sql_paths_the_tenants() {
+    let Some(url) = fresh_database().await else { return };
+    let writer = sql_node(&url).await;
+    let reader = cached_node(&url, 64 << 20).await;
+    let open = doc("open", "Open", "Lantern budgets for the harbour festival.", &["staff"]);
+    writer.upsert("acme", vec![open]).await.unwrap();
+    let bob = principal("acme", "bob", &["staff"]);
+    warm(&reader, &bob).await;
+    let lexical = |retrieved: Retrieved| -> f32 {
+        let candidate = retrieved.candidates.iter().find(|c| c.chunk.doc_id == "open").expect("found");
+        candidate.lexical.as_ref().expect("found by BM25").score
+    };
+    let query = "lantern budgets";
+    let (cached_before, sql_before) = (
+        lexical(reader.retrieve(&bob, query).await.unwrap()),
+        lexical(reader.retrieve_sql(&bob, query).await.unwrap()),
+    );
+    let hidden = doc(
+        "hidden",
+        "Minutes",
+        "Minutes of the board on salaries, mergers, auditors, pensions and quarterly forecasts.",
+        &["board"],
+    );
+    writer.upsert("acme", vec![hidden]).await.unwrap();
+    assert!(served_from_cache(&reader, &bob).await);
+    let cached_after = lexical(reader.retrieve(&bob, query).await.unwrap());
+    let sql_after = lexical(reader.retrieve_sql(&bob, query).await.unwrap());
+    assert_eq!(cached_before, cached_after, "the scope's statistics: the hidden document moves nothing");
+    assert_ne!(sql_before, sql_after, "the tenant's count and length: the hidden document moves the score");
+}
+
 /// One write of node A in a random interleaving.
 #[derive(Clone, Debug)]
 enum Write {
@@ -380,4 +416,125 @@ proptest! {
             }
         });
     }
+}
+
+/// CPU seconds used so far by this process, and by every `postgres` process of the machine
+/// (the test server's backends; other databases' work on the same server counts too), from
+/// `/proc` (utime + stime, at 100 ticks a second).
+fn cpu_seconds() -> (f64, f64) {
+    let ticks = |stat: &str| -> Option<(String, f64)> {
+        let (head, tail) = stat.rsplit_once(") ")?;
+        let name = head.split_once(" (")?.1.to_owned();
+        let fields: Vec<&str> = tail.split_whitespace().collect();
+        let used = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+        Some((name, used / 100.0))
+    };
+    let own =
+        std::fs::read_to_string("/proc/self/stat").ok().and_then(|stat| ticks(&stat)).map_or(0.0, |(_, used)| used);
+    let mut database = 0.0;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Some((name, used)) =
+            std::fs::read_to_string(entry.path().join("stat")).ok().and_then(|stat| ticks(&stat))
+            && name == "postgres"
+        {
+            database += used;
+        }
+    }
+    (own, database)
+}
+
+/// Measurement, not a check (`--ignored`; BENCHMARKS.md "Tenants held in memory"): one
+/// principal reading every document of the measurement corpus (`postgres.rs`,
+/// `WARRANT_PG_BENCH_CHUNKS`, 20,000 by default, hashed embedder 384), 100 queries asked in turn
+/// of the embedded engine (in memory, the same documents), the postgres backend with the tenant
+/// cached, and the postgres backend's SQL path: p50, p99 and CPU per request (warrant's
+/// process, PostgreSQL's processes), and the cold load of the tenant.
+#[actix_web::test]
+#[ignore = "measurement; run with --ignored against WARRANT_TEST_DATABASE_URL"]
+async fn postgres_cache_measure_against_sql_and_embedded() {
+    use std::time::Instant;
+    use warrant::retrieval::{Engine, EngineParams};
+    let Some((url, queries)) = crate::postgres::measurement_corpus().await else { return };
+    let settings = warrant::config::Settings::defaults();
+    let embedder = Arc::new(HashedEmbedder::new(384));
+    let node = PostgresBackend::connect_cached(
+        params(&url),
+        DatabaseLimits::default(),
+        CacheParams::from_settings(&settings),
+        embedder.clone(),
+    )
+    .await
+    .unwrap();
+    let reader = principal("acme", "nobody", &["all"]);
+    let started = Instant::now();
+    node.retrieve(&reader, "warm up").await.unwrap();
+    assert!(node.tenant_cache().settled("acme", Duration::from_secs(600)).await, "cached");
+    let loaded = started.elapsed();
+    eprintln!(
+        "cold load from the database: {:.2} s ({} MiB estimated)",
+        loaded.as_secs_f64(),
+        node.tenant_cache().bytes_held() >> 20
+    );
+    // The same documents in an embedded engine (in memory).
+    let engine = Engine::start(EngineParams::from_settings(&settings, 384), embedder.clone()).unwrap();
+    let mut offset = 0;
+    loop {
+        let rows = node
+            .read_as_tenant(
+                "acme",
+                "SELECT doc_id, body FROM chunks WHERE tenant_id = $1 ORDER BY doc_id LIMIT 1000 OFFSET $2",
+                &[&"acme", &offset],
+            )
+            .await
+            .unwrap();
+        if rows.is_empty() {
+            break;
+        }
+        offset += rows.len() as i64;
+        let batch = rows.iter().map(|row| doc(row.get(0), "", row.get(1), &["all"])).collect();
+        engine.upsert("acme", batch).await.unwrap();
+    }
+    let scope = engine.scope(&reader);
+    assert_eq!(scope.len() as i64, offset, "every document readable");
+    let ways = ["embedded", "postgres cached", "postgres SQL"];
+    let mut latencies: [Vec<Duration>; 3] = Default::default();
+    let mut cpu = [(0.0, 0.0); 3];
+    for (index, query) in queries.iter().enumerate() {
+        for way in (0..3).map(|turn| (index + turn) % 3) {
+            let (own, database) = cpu_seconds();
+            let begun = Instant::now();
+            let retrieved = match way {
+                0 => engine.read_path().retrieve(&engine.scope(&reader), query, None).await.unwrap(),
+                1 => node.retrieve(&reader, query).await.unwrap(),
+                _ => node.retrieve_sql(&reader, query).await.unwrap(),
+            };
+            latencies[way].push(begun.elapsed());
+            let (own_after, database_after) = cpu_seconds();
+            cpu[way].0 += own_after - own;
+            cpu[way].1 += database_after - database;
+            assert!(!retrieved.candidates.is_empty(), "{} found nothing", ways[way]);
+        }
+    }
+    assert!(node.tenant_cache().holds("acme"), "every cached read was the cache's");
+    let count = queries.len() as f64;
+    let mut p50s = [0.0; 3];
+    for (way, name) in ways.iter().enumerate() {
+        let (p50, p99, _) = crate::postgres::percentiles(latencies[way].clone());
+        p50s[way] = p50;
+        eprintln!(
+            "{name:<16} p50 {p50:>8.2} ms  p99 {p99:>8.2} ms  CPU per request: warrant {:>7.2} ms, PostgreSQL {:>7.2} ms",
+            cpu[way].0 * 1e3 / count,
+            cpu[way].1 * 1e3 / count
+        );
+    }
+    let total = |way: usize| (cpu[way].0 + cpu[way].1) * 1e3 / count;
+    eprintln!(
+        "cached / embedded: p50 {:.2}x, CPU {:.2}x; SQL / cached: p50 {:.1}x, CPU {:.1}x ({} chunks, {} queries)",
+        p50s[1] / p50s[0],
+        total(1) / total(0).max(1e-9),
+        p50s[2] / p50s[1],
+        total(2) / total(1).max(1e-9),
+        offset,
+        queries.len()
+    );
 }
