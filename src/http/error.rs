@@ -77,8 +77,9 @@ pub enum EngineUnavailable {
     /// `overloaded` (with `Retry-After`), `replica_stale` (a replica that cannot confirm its ACL
     /// state is fresh), `storage_unavailable` (the database failed: a read changed nothing, a
     /// write was not applied; with `Retry-After`), `storage_timeout` (a database statement ran
-    /// past its deadline, rolled back whole; with `Retry-After`), or the embedder or an index is
-    /// unavailable.
+    /// past its deadline, rolled back whole; with `Retry-After`), `request_timeout` (a read ran
+    /// past `server.request_timeout_ms` and was stopped: nothing was changed; with `Retry-After`),
+    /// or the embedder or an index is unavailable.
     #[response(status = 503, headers(("Retry-After" = u64, description = "seconds to wait (with `overloaded`)")))]
     Unavailable(ErrorBody),
 }

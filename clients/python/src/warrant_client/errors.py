@@ -213,7 +213,8 @@ _CODES_BY_CLASS: dict[type[WarrantError], tuple[str, ...]] = {
     InternalServerError: ("internal",),
     BadGatewayError: ("embedder_error",),
     ServiceUnavailableError: (
-        "overloaded", "starting", "storage_unavailable", "storage_timeout", "replica_stale", "reviews_unavailable",
+        "overloaded", "starting", "storage_unavailable", "storage_timeout", "request_timeout", "replica_stale",
+        "reviews_unavailable",
         "embedder_timeout", "shard_unavailable", "snapshot_unavailable", "unavailable",
     ),  # fmt: skip
 }
