@@ -76,8 +76,9 @@ pub(crate) fn sentences(text: &str) -> Vec<SentenceSpan> {
             None => true,
             Some(next) if next.is_whitespace() => {
                 let following = characters[after..].iter().map(|&(_, c)| c).find(|c| !c.is_whitespace());
-                !following.is_some_and(|c| c.is_lowercase() || c == '|')
-                    && !(character == '.' && abbreviation(&characters[..index], following))
+                let continued = following.is_some_and(|c| c.is_lowercase() || c == '|');
+                let abbreviated = character == '.' && abbreviation(&characters[..index], following);
+                !(continued || abbreviated)
             }
             Some(next) => {
                 character == '.'
