@@ -180,13 +180,7 @@ pub fn spawn_follower(engine: Arc<Engine>, settings: &Settings, status: Arc<Repl
     let primary = Arc::new(Primary { client, base: settings.replica.follow.clone(), token });
     let session = Arc::new(Session::default());
     let margin = Duration::from_millis(settings.replica.lease_margin_ms);
-    actix_rt::spawn(renew_leases(
-        Arc::clone(&primary),
-        Arc::clone(&engine),
-        Arc::clone(&status),
-        Arc::clone(&session),
-        margin,
-    ));
+    actix_rt::spawn(renew_leases(Arc::clone(&primary), Arc::clone(&status), Arc::clone(&session), margin));
     let interval = Duration::from_millis(settings.replica.poll_interval_ms);
     // Three missed heartbeats (at least a second) and the stream is taken for dead.
     let silence = Duration::from_millis(settings.replica.heartbeat_ms.saturating_mul(3).max(1_000));
@@ -271,6 +265,8 @@ async fn follow(
                     }
                     status.require_lease(hello.sync != crate::config::ReplicaSync::None.as_str());
                     session.set(Some((hello.session, Duration::from_millis(hello.lease_ms))));
+                    // Everything applied so far went through this loop and was recorded.
+                    status.settle(engine.acl().epoch());
                     session.acknowledge.notify_one();
                 }
                 Frame::Content { documents } => {
@@ -291,12 +287,17 @@ async fn follow(
                     // Before the acknowledgement: nothing a request it can affect computed on the
                     // state before this change may be returned once the primary acknowledged it.
                     status.removed(reaches);
+                    status.settle(reached);
                     status.record_poll(Instant::now(), reached, epoch);
                     if tracked {
                         session.acknowledge.notify_one();
                     }
                 }
-                Frame::Heartbeat { epoch } => status.record_poll(Instant::now(), engine.acl().epoch(), epoch),
+                Frame::Heartbeat { epoch } => {
+                    let applied = engine.acl().epoch();
+                    status.settle(applied);
+                    status.record_poll(Instant::now(), applied, epoch);
+                }
             }
         }
     }
@@ -316,13 +317,7 @@ struct LeaseReply {
 
 /// Renews the lease of the open session every quarter lease, and at once when the follower
 /// applied a tracked change (the renewal acknowledges the epoch applied).
-async fn renew_leases(
-    primary: Arc<Primary>,
-    engine: Arc<Engine>,
-    status: Arc<ReplicaStatus>,
-    session: Arc<Session>,
-    margin: Duration,
-) {
+async fn renew_leases(primary: Arc<Primary>, status: Arc<ReplicaStatus>, session: Arc<Session>, margin: Duration) {
     let url = crate::outbound::endpoint(&primary.base, "v1/replica/lease");
     loop {
         let period = session.get().map_or(Duration::from_millis(250), |(_, lease)| lease / 4);
@@ -332,7 +327,8 @@ async fn renew_leases(
         }
         let Some((current, lease)) = session.get() else { continue };
         let sent = Instant::now();
-        let applied = engine.acl().epoch();
+        // Only what is applied *and* recorded (never the engine's epoch read mid-change).
+        let applied = status.settled_epoch();
         let reply = primary
             .client
             .post(&url)

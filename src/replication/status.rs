@@ -47,6 +47,9 @@ pub struct ReplicaStatus {
     /// Milliseconds after `started` when the lease runs out, by this replica's count ([`NEVER`]:
     /// none held).
     lease_until_ms: AtomicU64,
+    /// The highest epoch applied whose removals are recorded: what a lease renewal may
+    /// acknowledge ([`ReplicaStatus::settle`]).
+    settled_epoch: AtomicU64,
 }
 
 /// What a request saw of a replica when it started ([`ReplicaStatus::observe`]); the default is
@@ -89,6 +92,7 @@ impl ReplicaStatus {
             removals: Removals::default(),
             leased: AtomicBool::new(true),
             lease_until_ms: AtomicU64::new(NEVER),
+            settled_epoch: AtomicU64::new(0),
         }
     }
 
@@ -109,6 +113,20 @@ impl ReplicaStatus {
     /// what a request it can affect computed on the state before it must not be returned.
     pub fn removed(&self, reaches: Vec<Reach>) {
         self.removals.record(reaches);
+    }
+
+    /// Every change up to `epoch` is applied and its removals are recorded
+    /// ([`ReplicaStatus::removed`]): the lease renewer may acknowledge it. Acknowledging the
+    /// engine's epoch instead would let the primary return a revoke whose removal this replica
+    /// applied but has not yet recorded, while a request that read the state before it could
+    /// still pass its final check.
+    pub fn settle(&self, epoch: u64) {
+        self.settled_epoch.store(epoch, Ordering::SeqCst);
+    }
+
+    /// The epoch a lease renewal acknowledges (see [`ReplicaStatus::settle`]).
+    pub fn settled_epoch(&self) -> u64 {
+        self.settled_epoch.load(Ordering::SeqCst)
     }
 
     /// The current generation (see [`ReplicaStatus::mark_stale`]).
