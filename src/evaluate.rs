@@ -206,7 +206,7 @@ pub(crate) async fn eval(command: EvalCommand) -> Result<()> {
 const AGREEMENT_SEED: u64 = 13;
 
 /// The model judge of `eval answers --judge` (the model alone, no lexical stage), if asked for.
-fn claim_judge(args: &JudgeArgs) -> Result<Option<Arc<dyn warrant::answer::verifier::SupportVerifier>>> {
+fn claim_judge(args: &JudgeArgs) -> Result<Option<Arc<dyn warrant::answer::providers::verifier::SupportVerifier>>> {
     let (true, Some(url), Some(model)) = (args.judge, &args.judge_url, &args.judge_model) else {
         return Ok(None);
     };
@@ -218,8 +218,8 @@ fn claim_judge(args: &JudgeArgs) -> Result<Option<Arc<dyn warrant::answer::verif
         ..warrant::config::JudgeSettings::default()
     };
     // The lexical stage is never used by a model-only judge; its thresholds do not matter.
-    let lexical = warrant::answer::lexical_verifier::LexicalSupportVerifier::new(1.0, 1.0, None);
-    let judge = warrant::answer::judge_verifier::JudgeSupportVerifier::from_settings(lexical, &settings)
+    let lexical = warrant::answer::providers::lexical_verifier::LexicalSupportVerifier::new(1.0, 1.0, None);
+    let judge = warrant::answer::providers::judge_verifier::JudgeSupportVerifier::from_settings(lexical, &settings)
         .map_err(anyhow::Error::msg)?
         .model_only();
     Ok(Some(Arc::new(judge)))

@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
-use crate::answer::extractive::ExtractiveGenerator;
-use crate::answer::generator::Generator;
-use crate::answer::judge_verifier::JudgeSupportVerifier;
-use crate::answer::lexical_verifier::LexicalSupportVerifier;
-use crate::answer::openai::OpenAiCompatibleGenerator;
-use crate::answer::verifier::SupportVerifier;
+use crate::answer::providers::extractive::ExtractiveGenerator;
+use crate::answer::providers::generator::Generator;
+use crate::answer::providers::judge_verifier::JudgeSupportVerifier;
+use crate::answer::providers::lexical_verifier::LexicalSupportVerifier;
+use crate::answer::providers::openai::OpenAiCompatibleGenerator;
+use crate::answer::providers::verifier::SupportVerifier;
 use crate::config::{EmbedderKind, GeneratorKind, Settings, VerifierKind};
 use crate::embed::{Embedder, HashedEmbedder, MiniLmEmbedder, OpenAiCompatibleEmbedder};
 

@@ -15,11 +15,8 @@ pub mod pipeline;
 pub mod providers;
 mod text;
 
-pub use grounding::{normalize, prompt, schema, source, validate};
+pub use pipeline::request_actor::{Admission, Answer, RequestActor, run_answer};
 pub use pipeline::{AnswerPipeline, AnswerRequest, PipelineSettings, StageEvent, StageEvents};
-pub use pipeline::{request_actor, response};
-pub use providers::{extractive, generator, judge_verifier, lexical_verifier, openai, verifier};
-pub use request_actor::{Admission, Answer, RequestActor, run_answer};
 
 use crate::retrieval::RetrievalError;
 

@@ -29,7 +29,7 @@
 //! Rates come with 95 % percentile bootstrap intervals over questions ([`super::stats`]);
 //! judge-labelled groundedness over returned claims.
 //!
-//! [`JudgeSupportVerifier::model_only`]: crate::answer::judge_verifier::JudgeSupportVerifier::model_only
+//! [`JudgeSupportVerifier::model_only`]: crate::answer::providers::judge_verifier::JudgeSupportVerifier::model_only
 //! Questions are sampled with a fixed seed, so a report is reproducible: one seeded shuffle of
 //! the judged questions, of which a run asks the window `[offset, offset + n)`. Windows of one
 //! seed never overlap, so a tuning slice (`--n 30`) and a held-out slice (`--offset 100 --n 100`)
@@ -52,10 +52,10 @@ use super::dataset::{Dataset, DatasetResult, IngestSummary, Progress, ingest, pr
 use super::judge::{JudgeAgreement, judge_claims};
 use super::retrieval::{Checkpointing, EvalError, INGEST_BATCH, save};
 use super::stats::{Interval, mean_interval};
-use crate::answer::generator::{GenerationRequest, Generator, GeneratorError};
+use crate::answer::pipeline::response::{AnswerResponse, AnswerStatus};
 use crate::answer::pipeline::{AnswerPipeline, AnswerRequest, PipelineSettings};
-use crate::answer::response::{AnswerResponse, AnswerStatus};
-use crate::answer::verifier::SupportVerifier;
+use crate::answer::providers::generator::{GenerationRequest, Generator, GeneratorError};
+use crate::answer::providers::verifier::SupportVerifier;
 use crate::config::Settings;
 use crate::retrieval::{Engine, EngineParams};
 

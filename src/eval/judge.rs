@@ -12,8 +12,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::stats::Interval;
-use crate::answer::response::AnswerResponse;
-use crate::answer::verifier::{CitedText, SupportVerifier};
+use crate::answer::pipeline::response::AnswerResponse;
+use crate::answer::providers::verifier::{CitedText, SupportVerifier};
 
 /// A judge's agreement with labeled claims (SciFact: `SUPPORT` against `CONTRADICT` and
 /// `NOT_ENOUGH_INFO`), each claim judged against its rationale sentences.

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::answer::lexical_verifier::{LexicalSupportVerifier, SupportSignals};
-use crate::answer::verifier::{CitedText, SupportVerifier};
+use crate::answer::providers::lexical_verifier::{LexicalSupportVerifier, SupportSignals};
+use crate::answer::providers::verifier::{CitedText, SupportVerifier};
 use crate::domain::ChunkId;
 use crate::embed::Embedder;
 

@@ -24,7 +24,7 @@ use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::answer::response::AnswerResponse;
+use crate::answer::pipeline::response::AnswerResponse;
 use crate::answer::{Admission, Answer, AnswerRequest, RequestActor, StageEvent};
 use crate::domain::schema::optional_integer;
 

@@ -267,7 +267,7 @@ mod tests {
     /// match has no wildcard: a new reason does not compile until it is listed).
     #[test]
     fn every_abstention_reason_can_be_routed() {
-        use crate::answer::validate::AbstentionReason as Reason;
+        use crate::answer::grounding::validate::AbstentionReason as Reason;
         let every = |reason: Reason| match reason {
             Reason::NoAuthorizedEvidence
             | Reason::InsufficientEvidence

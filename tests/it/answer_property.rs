@@ -9,10 +9,10 @@ use async_trait::async_trait;
 use proptest::prelude::*;
 use serde_json::json;
 use warrant::acl::AclMutation;
-use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
 use warrant::answer::grounding::normalize::neutralize;
-use warrant::answer::lexical_verifier::LexicalSupportVerifier;
-use warrant::answer::response::AnswerStatus;
+use warrant::answer::pipeline::response::AnswerStatus;
+use warrant::answer::providers::generator::{GenerationRequest, Generator, GeneratorError};
+use warrant::answer::providers::lexical_verifier::LexicalSupportVerifier;
 use warrant::answer::{AnswerPipeline, AnswerRequest, PipelineSettings};
 use warrant::retrieval::Engine;
 

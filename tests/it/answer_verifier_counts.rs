@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::json;
-use warrant::answer::extractive::ExtractiveGenerator;
-use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
-use warrant::answer::lexical_verifier::LexicalSupportVerifier;
-use warrant::answer::response::AnswerStatus;
+use warrant::answer::pipeline::response::AnswerStatus;
+use warrant::answer::providers::extractive::ExtractiveGenerator;
+use warrant::answer::providers::generator::{GenerationRequest, Generator, GeneratorError};
+use warrant::answer::providers::lexical_verifier::LexicalSupportVerifier;
 use warrant::answer::{AnswerPipeline, AnswerRequest, PipelineSettings};
 use warrant::config::{ClaimPolicy, Settings};
 use warrant::domain::Principal;

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use warrant::answer::response::AnswerStatus;
+use warrant::answer::pipeline::response::AnswerStatus;
 use warrant::config::Settings;
 use warrant::eval::answers::{AnswersOptions, AnswersReport, evaluate, read_gold, run, sample_queries};
 use warrant::eval::dataset::{Dataset, NoProgress};
@@ -101,15 +101,15 @@ struct StallsAfter {
 }
 
 #[async_trait::async_trait]
-impl warrant::answer::generator::Generator for StallsAfter {
+impl warrant::answer::providers::generator::Generator for StallsAfter {
     fn name(&self) -> &str {
         "stalls-after"
     }
 
     async fn generate(
         &self,
-        _request: &warrant::answer::generator::GenerationRequest,
-    ) -> Result<String, warrant::answer::generator::GeneratorError> {
+        _request: &warrant::answer::providers::generator::GenerationRequest,
+    ) -> Result<String, warrant::answer::providers::generator::GeneratorError> {
         if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= self.answers {
             std::future::pending::<()>().await;
         }
@@ -172,7 +172,7 @@ mod streaming {
 
     use async_trait::async_trait;
     use serde_json::{Value, json};
-    use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
+    use warrant::answer::providers::generator::{GenerationRequest, Generator, GeneratorError};
 
     use warrant::config::Settings;
 
@@ -538,8 +538,8 @@ async fn fake_judge() -> String {
 fn eval_answers_with_a_judge_reports_judge_labelled_groundedness_and_its_agreement() {
     use std::sync::Arc;
     use std::time::Duration;
-    use warrant::answer::judge_verifier::JudgeSupportVerifier;
-    use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+    use warrant::answer::providers::judge_verifier::JudgeSupportVerifier;
+    use warrant::answer::providers::lexical_verifier::LexicalSupportVerifier;
 
     let dir = tempfile::tempdir().unwrap();
     write_dataset(dir.path());
@@ -620,10 +620,10 @@ mod material_claims {
 
     use async_trait::async_trait;
     use serde_json::json;
-    use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
-    use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+    use warrant::answer::pipeline::response::{AnswerResponse, AnswerStatus};
     use warrant::answer::pipeline::{AnswerPipeline, AnswerRequest, PipelineSettings};
-    use warrant::answer::response::{AnswerResponse, AnswerStatus};
+    use warrant::answer::providers::generator::{GenerationRequest, Generator, GeneratorError};
+    use warrant::answer::providers::lexical_verifier::LexicalSupportVerifier;
     use warrant::config::{ClaimPolicy, Settings};
     use warrant::embed::HashedEmbedder;
 

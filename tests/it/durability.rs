@@ -342,8 +342,10 @@ async fn durable_state(directory: &Path) -> actix_web::web::Data<warrant::http::
     let embedder: Arc<dyn warrant::embed::Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
     let providers = warrant::providers::Providers {
         embedder: Arc::clone(&embedder),
-        generator: Arc::new(warrant::answer::extractive::ExtractiveGenerator::new(settings.generator.max_claims)),
-        verifier: Arc::new(warrant::answer::lexical_verifier::LexicalSupportVerifier::new(
+        generator: Arc::new(warrant::answer::providers::extractive::ExtractiveGenerator::new(
+            settings.generator.max_claims,
+        )),
+        verifier: Arc::new(warrant::answer::providers::lexical_verifier::LexicalSupportVerifier::new(
             settings.verifier.min_coverage,
             settings.verifier.min_similarity,
             Some(embedder),

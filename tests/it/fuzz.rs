@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use actix_web::test::{TestRequest, call_service, init_service, read_body};
 use proptest::prelude::*;
-use warrant::answer::extractive::ExtractiveGenerator;
-use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+use warrant::answer::providers::extractive::ExtractiveGenerator;
+use warrant::answer::providers::lexical_verifier::LexicalSupportVerifier;
 use warrant::app::build_state;
 use warrant::config::Settings;
 use warrant::embed::{Embedder, HashedEmbedder};

@@ -9,7 +9,7 @@ use crate::scripted::{ScriptStep, ScriptedGenerator};
 use base64::Engine as _;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
-use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
+use warrant::answer::providers::generator::{GenerationRequest, Generator, GeneratorError};
 use warrant::config::Settings;
 use warrant::http::auth::{Claims, mint_hs256};
 

@@ -117,6 +117,39 @@ async fn postgres_cache_enforces_what_another_node_acknowledged_on_the_next_read
     assert!(reader.tenant_cache().holds("acme"), "every read above was the cache's");
 }
 
+/// A tenant evicted between a read's scope and its search (the scope a bitmap of the cached
+/// engine, the engine gone by the search): the read does not fail because of the cache, it is
+/// the SQL path's for the principal the scope carries (groups included: carol reads by her
+/// group alone), kept inside the scope: a revoke committed since is enforced, a document made
+/// readable since is left out (as the cached engine would have left it out).
+#[actix_web::test]
+async fn postgres_cache_a_tenant_evicted_between_scope_and_search_is_read_with_sql() {
+    let Some(url) = fresh_database().await else { return };
+    let writer = sql_node(&url).await;
+    let reader = cached_node(&url, 64 << 20).await;
+    let documents = vec![
+        doc("merger", "Merger", "The merger with Initech closes in March.", &["exec"]),
+        doc("layoffs", "Layoffs", "The merger plan cuts the Initech sales team.", &["exec"]),
+        doc("budget", "Budget", "The merger budget for March is four million.", &["exec", "finance"]),
+    ];
+    writer.upsert("acme", documents).await.unwrap();
+    let carol = principal("acme", "carol", &["exec"]);
+    warm(&reader, &carol).await;
+    let scope = ReadSide::scope(reader.as_ref(), &carol).await.expect("scope");
+    assert!(!scope.evaluated_in_backend(), "a bitmap scope of the cached tenant");
+    reader.tenant_cache().evict("acme");
+    assert!(!reader.tenant_cache().holds("acme"), "evicted before the search");
+    let revoke = AclMutation::Revoke { tenant: "acme".into(), doc_id: "merger".into(), groups: None, users: None };
+    writer.mutate(revoke).await.unwrap();
+    writer.upsert("acme", vec![doc("closing", "Closing", "Initech closing memo for March.", &["exec"])]).await.unwrap();
+    let read = reader
+        .read_path()
+        .retrieve(&scope, "merger Initech March", None)
+        .await
+        .expect("a read does not fail because its tenant left the cache");
+    assert_eq!(doc_ids(&read), ["budget", "layoffs"].map(String::from).into());
+}
+
 /// The cross-node race of `postgres.rs` with the reader's cache on: reads racing a revoke that
 /// another node acknowledges; no read that started after the acknowledgement sees the document.
 #[actix_web::test]

@@ -16,7 +16,7 @@ use actix_web::http::Method;
 use actix_web::web::Data;
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
+use warrant::answer::providers::generator::{GenerationRequest, Generator, GeneratorError};
 use warrant::config::Settings;
 use warrant::http::AppState;
 use warrant::review::item::{NewItem, ReviewItem, Route, SourceRecord};
@@ -995,14 +995,14 @@ impl warrant::review::embedded::Liveness for EveryDocumentLive {
 #[actix_web::test]
 #[ignore = "reads ../shared/data/scifact-claims/train.jsonl; prints the figures of BENCHMARKS.md, \"Review verdicts\""]
 async fn scifact_claims_as_verdicts_give_the_known_figures() {
-    use warrant::answer::verifier::{CitedText, SupportVerifier};
+    use warrant::answer::providers::verifier::{CitedText, SupportVerifier};
     use warrant::eval::verifier::Evidence;
     use warrant::review::item::{AttemptRecord, ClaimRecord, ClaimText, GeneratedText, SourceText, WrittenCitation};
     use warrant::review::{AbstentionLabel, ClaimLabel};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/scifact-claims/train.jsonl");
     let rows = warrant::eval::verifier::read_rows(&path).expect("SciFact claims");
     let settings = Settings::defaults();
-    let verifier = warrant::answer::lexical_verifier::LexicalSupportVerifier::new(
+    let verifier = warrant::answer::providers::lexical_verifier::LexicalSupportVerifier::new(
         settings.verifier.min_coverage,
         settings.verifier.min_similarity,
         None,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use warrant::answer::generator::{GenerationRequest, Generator, GeneratorError};
+use warrant::answer::providers::generator::{GenerationRequest, Generator, GeneratorError};
 
 /// One canned reaction of a [`ScriptedGenerator`].
 #[derive(Clone, Debug)]

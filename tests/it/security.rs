@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use crate::scripted::{ScriptStep, ScriptedGenerator};
-use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+use warrant::answer::providers::lexical_verifier::LexicalSupportVerifier;
 use warrant::answer::{AnswerPipeline, AnswerRequest, PipelineSettings};
 
 use crate::support::{doc, engine, principal, settings};

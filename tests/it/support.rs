@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use warrant::answer::extractive::ExtractiveGenerator;
-use warrant::answer::generator::Generator;
-use warrant::answer::lexical_verifier::LexicalSupportVerifier;
+use warrant::answer::providers::extractive::ExtractiveGenerator;
+use warrant::answer::providers::generator::Generator;
+use warrant::answer::providers::lexical_verifier::LexicalSupportVerifier;
 use warrant::app::{build_state, seed_corpus};
 use warrant::config::Settings;
 use warrant::domain::{DocAcl, Principal};

@@ -182,7 +182,7 @@ mod tests {
     }
 
     fn source(label: &str, shown: &str) -> SourceForModel {
-        SourceForModel { label: label.into(), text: super::super::normalize::neutralize(shown) }
+        SourceForModel { label: label.into(), text: crate::answer::grounding::normalize::neutralize(shown) }
     }
 
     fn written(quote_choices: usize) -> OutputShape {

@@ -4,7 +4,7 @@
 //!
 //! The rule is lexical and deterministic. A text's *focus* on a question is the number of the
 //! question's distinct content terms it holds: both texts normalized as the model read them
-//! (`crate::answer::normalize`), then lowercased words minus stopwords, lightly stemmed
+//! (`crate::answer::grounding::normalize`), then lowercased words minus stopwords, lightly stemmed
 //! (`crate::answer::text::content_terms`, the terms the extractive generator and the lexical
 //! verifier match on). What a claim says is what the generator wrote for it: its text, or for a
 //! claim that is its quotes, its answer and its quotes. A withheld claim is **material** when its
@@ -20,9 +20,9 @@
 use std::collections::{BTreeSet, HashSet};
 
 use super::trace::written_claims;
-use crate::answer::normalize::normalize;
+use crate::answer::grounding::normalize::normalize;
+use crate::answer::grounding::validate::{Problem, ValidClaim};
 use crate::answer::text::content_terms;
-use crate::answer::validate::{Problem, ValidClaim};
 use crate::review::item::ClaimText;
 
 /// The distinct content terms of `text`, normalized first.
@@ -72,7 +72,7 @@ pub(super) fn material_withheld(question: &str, raw: &str, claims: &[ValidClaim]
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::answer::validate::Rejection;
+    use crate::answer::grounding::validate::Rejection;
 
     const QUESTION: &str = "How much are hotel stays reimbursed per night in London?";
     const RATE: &str = "Hotel stays are reimbursed up to 250 euros per night in London, Paris and New York.";

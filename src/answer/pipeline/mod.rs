@@ -11,7 +11,7 @@
 //!
 //! The stages are methods of one `Run` (the request's deadline, limits and state; `run.rs`),
 //! each ending the run early through `?` with an abstention or a fault; the repair rule is the
-//! pure [`repair_decision`](run::repair_decision). The request actor (`super::request_actor`) owns a run's admission slot
+//! pure [`repair_decision`](run::repair_decision). The request actor (`crate::answer::pipeline::request_actor`) owns a run's admission slot
 //! and cancellation.
 //!
 //! Progress: a caller may pass a channel that receives a [`StageEvent`] as each stage ends (for
@@ -34,10 +34,10 @@ use self::response::{
     RetrieveResponse, RetrievedChunk, Withheld,
 };
 use super::AnswerResult;
-use super::generator::Generator;
-use super::schema::OutputShape;
-use super::validate::{AbstentionReason, Problem, ValidClaim};
-use super::verifier::SupportVerifier;
+use crate::answer::grounding::schema::OutputShape;
+use crate::answer::grounding::validate::{AbstentionReason, Problem, ValidClaim};
+use crate::answer::providers::generator::Generator;
+use crate::answer::providers::verifier::SupportVerifier;
 
 mod materiality;
 pub mod request_actor;

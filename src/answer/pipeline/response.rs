@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::domain::{Chunk, Location};
 
-use crate::answer::validate::AbstentionReason;
+use crate::answer::grounding::validate::AbstentionReason;
 
 /// `answered` or `abstained`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -13,14 +13,14 @@ use super::response::AnswerMetrics;
 use super::{AnswerPipeline, AnswerRequest, RequestState, StageClock, StageEvents};
 use crate::acl::AuthorizationScope;
 use crate::answer::AnswerError;
-use crate::answer::generator::{GenerationRequest, GeneratorError, MAX_PREVIOUS_CHARS, SourceForModel};
-use crate::answer::prompt::{Prompt, build_prompt, render_user};
-use crate::answer::schema::output_schema_for;
-use crate::answer::source::Source;
-use crate::answer::validate::{
+use crate::answer::grounding::prompt::{Prompt, build_prompt, render_user};
+use crate::answer::grounding::schema::output_schema_for;
+use crate::answer::grounding::source::Source;
+use crate::answer::grounding::validate::{
     AbstentionReason, Problem, ValidClaim, ValidationContext, Verdict, recheck_authorization, repair_instruction,
     validate,
 };
+use crate::answer::providers::generator::{GenerationRequest, GeneratorError, MAX_PREVIOUS_CHARS, SourceForModel};
 use crate::domain::{Chunk, Principal};
 use crate::retrieval::{Authorization, ContextBudget, Retrieved, SelectionLimits};
 

@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::answer::response::{AnswerResponse, ReviewTicket};
-use crate::answer::source::Source;
-use crate::answer::validate::{Problem, ValidClaim, Verdict};
+use crate::answer::grounding::source::Source;
+use crate::answer::grounding::validate::{Problem, ValidClaim, Verdict};
+use crate::answer::pipeline::response::{AnswerResponse, ReviewTicket};
 use crate::domain::{Chunk, Principal};
 use crate::review::item::{
     AbstentionRecord, AttemptOutcome, AttemptRecord, CitationRecord, ClaimRecord, ClaimText, GeneratedText,

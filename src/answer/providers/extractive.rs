@@ -302,8 +302,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::answer::generator::SourceForModel;
-    use crate::answer::schema::output_schema;
+    use crate::answer::grounding::schema::output_schema;
+    use crate::answer::providers::generator::SourceForModel;
 
     fn request(question: &str, sources: &[&str]) -> GenerationRequest {
         GenerationRequest {

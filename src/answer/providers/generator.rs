@@ -1,5 +1,5 @@
 //! The [`Generator`] trait and its request type. Implementations live beside it; the schema a
-//! generator decodes under is grounding's (`super::schema`).
+//! generator decodes under is grounding's (`crate::answer::grounding::schema`).
 
 use std::time::Duration;
 

@@ -21,7 +21,7 @@
 //! Sentences without a stored vector (chunks ingested without them, a truncated last sentence)
 //! are kept across requests in a bounded LRU keyed by (cited chunk id, SHA-256
 //! of the sentence's exact text): a chunk id is tenant-bound, and a lookup happens only while a
-//! citation of that chunk is verified, which `super::validate` does only for chunks of the
+//! citation of that chunk is verified, which `crate::answer::grounding::validate` does only for chunks of the
 //! caller's final context that the ACL still allows, so an entry is only ever served to a caller
 //! who may read its sentence. Claim vectors are never kept across calls: a claim's text can be
 //! steered by the asker, and a cache of arbitrary text would let hit timing reveal what other

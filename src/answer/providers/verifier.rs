@@ -10,7 +10,7 @@
 //! keep per-chunk work (sentence vectors) across requests. A chunk id is derived from the tenant,
 //! document, version, offsets and text (see [`ChunkId`]), so such work is never shared across
 //! tenants; callers verify only citations the caller may read right now (see
-//! `super::validate`), which is what makes a cross-request cache under chunk ids safe.
+//! `crate::answer::grounding::validate`), which is what makes a cross-request cache under chunk ids safe.
 
 use async_trait::async_trait;
 

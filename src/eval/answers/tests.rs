@@ -18,7 +18,7 @@ fn request_showing(texts: &[&str]) -> GenerationRequest {
         sources: texts
             .iter()
             .enumerate()
-            .map(|(index, text)| crate::answer::generator::SourceForModel {
+            .map(|(index, text)| crate::answer::providers::generator::SourceForModel {
                 label: format!("S{}", index + 1),
                 text: (*text).into(),
             })
@@ -32,7 +32,7 @@ fn request_showing(texts: &[&str]) -> GenerationRequest {
 
 #[test]
 fn the_recorder_keeps_the_first_attempts_sources_until_taken() {
-    let recorder = ContextRecorder::new(Arc::new(crate::answer::extractive::ExtractiveGenerator::new(1)));
+    let recorder = ContextRecorder::new(Arc::new(crate::answer::providers::extractive::ExtractiveGenerator::new(1)));
     assert_eq!(recorder.name(), "extractive");
     assert_eq!(recorder.take(), None, "no call, no context");
     futures::executor::block_on(async {
@@ -48,8 +48,8 @@ fn the_recorder_keeps_the_first_attempts_sources_until_taken() {
             request_id: "q".into(),
             status: AnswerStatus::Abstained,
             answer: None,
-            abstention: Some(crate::answer::response::Abstention {
-                reason: crate::answer::validate::AbstentionReason::InsufficientEvidence,
+            abstention: Some(crate::answer::pipeline::response::Abstention {
+                reason: crate::answer::grounding::validate::AbstentionReason::InsufficientEvidence,
                 diagnostics: Vec::new(),
             }),
             acl_epoch: 0,
@@ -127,8 +127,8 @@ fn percentiles_are_nearest_rank() {
 /// claim's abstention is counted by its reason.
 #[test]
 fn the_report_counts_partial_answers_and_material_abstentions() {
-    use crate::answer::response::{Abstention, AnswerBody, Withheld};
-    use crate::answer::validate::AbstentionReason;
+    use crate::answer::grounding::validate::AbstentionReason;
+    use crate::answer::pipeline::response::{Abstention, AnswerBody, Withheld};
     let response = |answer: Option<AnswerBody>, reason: Option<AbstentionReason>| AnswerResponse {
         request_id: "q".into(),
         status: if answer.is_some() { AnswerStatus::Answered } else { AnswerStatus::Abstained },

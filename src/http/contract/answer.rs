@@ -1,5 +1,5 @@
 //! Wire types of `/v1/answer` and `/v1/retrieve` responses (see the HTTP contract): mirrors of
-//! [`crate::answer::response`] and [`crate::answer::validate::AbstentionReason`] that carry the
+//! [`crate::answer::pipeline::response`] and [`crate::answer::grounding::validate::AbstentionReason`] that carry the
 //! OpenAPI schema, built from them with `From`.
 //!
 //! Invariant: each type serializes exactly as the answer-layer type it mirrors (same fields, same
@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::answer::response as layer;
-use crate::answer::validate;
+use crate::answer::grounding::validate;
+use crate::answer::pipeline::response as layer;
 
 /// `answered` or `abstained`.
 #[derive(Clone, Copy, Debug, Serialize, ToSchema)]

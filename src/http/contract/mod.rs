@@ -26,11 +26,11 @@ mod tests {
     use serde::Serialize;
     use serde_json::json;
 
-    use crate::answer::response::{
+    use crate::answer::grounding::validate::AbstentionReason;
+    use crate::answer::pipeline::response::{
         Abstention, AnswerBody, AnswerMetrics, AnswerResponse, AnswerStatus, ChunkRef, CitationOut, ClaimOut,
         RetrieveResponse, RetrievedChunk, ReviewTicket, Withheld,
     };
-    use crate::answer::validate::AbstentionReason;
 
     use super::{admin, answer};
 

@@ -6,9 +6,9 @@ use futures::executor::block_on;
 use super::*;
 use crate::acl::AclSnapshot;
 use crate::answer::grounding::quote::char_slice;
+use crate::answer::grounding::source::Source;
 use crate::answer::providers::verifier::CitedText;
-use crate::answer::source::Source;
-use crate::answer::verifier::ClaimSupport;
+use crate::answer::providers::verifier::ClaimSupport;
 use crate::config::ClaimText;
 
 /// FAKE verifier: every claim is supported.
@@ -125,7 +125,7 @@ fn verdict_with(raw: &str, revoke_s2: bool, anchor_answers: bool, min_question_t
     }
     let acl = store.load();
     let principal = Principal::new("t", "user", ["group"]);
-    let verifier = crate::answer::lexical_verifier::LexicalSupportVerifier::new(0.6, 0.0, None);
+    let verifier = crate::answer::providers::lexical_verifier::LexicalSupportVerifier::new(0.6, 0.0, None);
     let retrieved: Vec<Arc<Chunk>> =
         sources.iter().chain(std::iter::once(&excluded)).map(|source| Arc::clone(source.chunk())).collect();
     let context = ValidationContext {

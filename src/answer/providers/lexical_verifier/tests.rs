@@ -4,7 +4,7 @@ use futures::executor::block_on;
 use proptest::prelude::*;
 
 use super::*;
-use crate::answer::extractive::ExtractiveGenerator;
+use crate::answer::providers::extractive::ExtractiveGenerator;
 use crate::embed::{EmbedError, EmbedResult, HashedEmbedder};
 
 /// How [`FakeCountingEmbedder`] answers.
