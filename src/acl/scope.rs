@@ -40,7 +40,28 @@ impl AuthorizationScope {
         }
     }
 
-    /// The principal's groups (set only by [`Self::for_principal`]).
+    /// This scope carrying `groups`, the principal's, besides its bitmap (which alone still decides
+    /// what it admits): a cached postgres tenant's scope, so that a search whose tenant left the
+    /// cache can be answered by the database for the same principal ([`Self::in_backend`]).
+    pub fn with_groups<'a>(mut self, groups: impl IntoIterator<Item = &'a String>) -> Self {
+        self.groups = groups.into_iter().cloned().collect();
+        self
+    }
+
+    /// The scope of the principal this scope carries (tenant, user, groups), at its epoch, for a
+    /// backend that evaluates the ACL itself, as [`Self::for_principal`] builds it.
+    pub fn in_backend(&self) -> Self {
+        Self {
+            tenant: self.tenant.clone(),
+            user: self.user.clone(),
+            epoch: self.epoch,
+            allowed: Arc::new(RoaringBitmap::new()),
+            groups: Arc::clone(&self.groups),
+            in_backend: true,
+        }
+    }
+
+    /// The principal's groups (set by [`Self::for_principal`] and [`Self::with_groups`]).
     pub fn groups(&self) -> &[String] {
         &self.groups
     }

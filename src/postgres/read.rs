@@ -149,8 +149,10 @@ impl PostgresSearch {
 }
 
 /// The backend's [`CandidateSearch`]: a bitmap scope (built by a cached tenant's engine,
-/// [`cache`]) is searched by that tenant's in-memory shards; a scope the database evaluates
-/// (the principal itself) by the SQL statements.
+/// [`cache`]) is searched by that tenant's in-memory shards, or, when the tenant left the cache
+/// since the scope was built, by the SQL statements kept inside the scope (never a failed read;
+/// counted as the fallback `evicted_in_flight`); a scope the database evaluates (the principal
+/// itself) by the SQL statements.
 pub(super) struct Dispatch {
     pub(super) sql: PostgresSearch,
     pub(super) cache: Arc<cache::TenantCache>,
@@ -167,12 +169,28 @@ impl CandidateSearch for Dispatch {
             return self.sql.search(scope, query).await;
         }
         // Ordinals are the database's: any engine holding the tenant holds the scope's chunks.
-        // One that left the cache since the scope was built (evicted, reloading) fails the read.
+        // One that left the cache since the scope was built (evicted, reloading): SQL.
         let Some(search) = self.cache.search_of(scope.tenant()) else {
             cache::count_fallback("evicted_in_flight");
-            return Err(crate::index::IndexError::Unavailable.into());
+            return self.sql_inside(scope, query).await;
         };
         search.search(scope, query).await
+    }
+}
+
+impl Dispatch {
+    /// The SQL search for a bitmap scope whose tenant left the cache after the scope was built:
+    /// the database evaluates the principal the scope carries (tenant, user, groups:
+    /// [`AuthorizationScope::in_backend`]) at its current state, and only the hits the scope
+    /// admits are kept. So the read sees no more than its scope: a revoke committed since is
+    /// enforced by the statements, a version made live since is left out, as the cached engine
+    /// would have left it out.
+    async fn sql_inside(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<RankedLists> {
+        let RankedLists { lexical, vector, vector_reports } = self.sql.search(&scope.in_backend(), query).await?;
+        let admitted = |hits: Option<Vec<ScoredChunk>>| {
+            hits.map(|hits| hits.into_iter().filter(|hit| scope.admits(&hit.chunk)).collect())
+        };
+        Ok(RankedLists { lexical: admitted(lexical), vector: admitted(vector), vector_reports })
     }
 }
 

@@ -31,6 +31,9 @@
 //! - Memory is bounded by `storage.postgres.cache_mb` ([`estimated_bytes`]): whole tenants are
 //!   evicted least recently used past it; a tenant estimated larger than the budget is never
 //!   cached (SQL path).
+//! - A read never fails because of the cache: a tenant evicted or reloaded between a read's
+//!   scope and its search is searched by SQL for the principal the scope carries (its groups
+//!   included), the hits kept inside the scope (`read::Dispatch`; fallback `evicted_in_flight`).
 
 mod catch_up;
 mod load;
@@ -406,7 +409,8 @@ impl super::PostgresBackend {
             }
         }
         metrics::counter!("warrant_tenant_cache_hits_total").increment(1);
-        Some(cached.engine.scope(principal))
+        // The groups too: a search whose tenant left the cache meanwhile is SQL's for this principal.
+        Some(cached.engine.scope(principal).with_groups(&principal.groups))
     }
 
     /// This node's tenant cache.
