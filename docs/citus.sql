@@ -7,7 +7,7 @@
 --   psql "$WARRANT_DATABASE_URL" -f docs/citus.sql
 --
 -- Why it fits: every tenant table keys on tenant_id first, and every statement warrant runs
--- (src/postgres/sql.rs) filters on `tenant_id = $1`, so each statement routes to the one shard
+-- (src/postgres/sql/) filters on `tenant_id = $1`, so each statement routes to the one shard
 -- group holding the tenant: a retrieval's vector search, lexical search and ACL check, and a
 -- write's tenant lock, versions, chunks, readers and change log all run on one worker, and a
 -- write stays a single-shard-group transaction.
@@ -17,7 +17,7 @@
 -- database is distributed as an operator would: Citus and pgvector created on every node, the
 -- workers registered (citus_add_node), `warrant db migrate`'s migrator, then this file
 -- (tests/it/citus.rs, `distributed_database`). What each former open point became:
---   * Routing: every tenant statement of src/postgres/sql.rs is a single-shard router plan (one
+--   * Routing: every tenant statement of src/postgres/sql/ is a single-shard router plan (one
 --     task on one worker), checked by EXPLAIN with real parameters in
 --     `citus::citus_every_tenant_statement_is_a_single_shard_router_plan`. It found three that
 --     were not: the INSERT ... SELECT FROM unnest(...) statements (READER_COUNTS_ADD,
