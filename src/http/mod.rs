@@ -160,7 +160,6 @@ impl AppState {
             )
         })
     }
-
 }
 
 fn stale() -> ApiError {
