@@ -5,7 +5,7 @@
 //! applied by its own migrator, then `docs/citus.sql`. The tests skip with a loud message
 //! without a cluster.
 //!
-//! - Routing: `EXPLAIN` of every statement of `src/postgres/sql.rs` with real parameters; every
+//! - Routing: `EXPLAIN` of every statement of `src/postgres/sql/` with real parameters; every
 //!   tenant statement must be one task on one worker (a single-shard router plan), never a
 //!   fan-out to every worker per request.
 //! - Row-level security (migration 0007) on every shard of every tenant table, whether the tables
@@ -143,7 +143,7 @@ pub(crate) async fn distributed_database(url: &str, name: &str, workers: &[Strin
     application_url
 }
 
-/// Every statement of `sql.rs`, and whether it is a tenant statement (must route to one shard)
+/// Every statement of `sql/`, and whether it is a tenant statement (must route to one shard)
 /// or database-wide by design (and why).
 const STATEMENTS: &[(&str, &str, Option<&str>)] = &[
     ("CREATE_MIGRATIONS", sql::CREATE_MIGRATIONS, Some("migrations: DDL, run once per database")),
