@@ -22,7 +22,14 @@
 //! its rows leaves the connection to the pool as usual; one that failed (the statement or its
 //! transaction) takes it out as well, so no connection returns in an unknown transaction state.
 //!
+//! A read also gives up on its own at its bound ([`DatabaseLimits::read_bound`]: the statement
+//! timeout and a small margin) when no answer came: cancelled and taken out of the pool as
+//! above, it fails with `storage_timeout`. The server's own timeout cannot end a statement on a
+//! frozen server, nor (seen on Citus) a coordinator's wait on a frozen worker.
+//!
 //! Counted in `warrant_postgres_statements_cancelled_total`.
+//!
+//! [`DatabaseLimits::read_bound`]: super::DatabaseLimits::read_bound
 //!
 //! A read that Citus refused because the shard it was planned against moved meanwhile (a
 //! rebalance or a tenant isolation finishing) is run once more on the same connection
@@ -56,6 +63,8 @@ pub(super) struct Reader {
     entered: Entered,
     /// Whether a statement was sent and its result not yet received.
     in_flight: bool,
+    /// How long a statement's answer is waited for ([`super::DatabaseLimits::read_bound`]).
+    bound: Option<std::time::Duration>,
     /// The tenant's share of the pool this connection counts against (none for the
     /// database-wide reads); released with the reader.
     _permit: Option<TenantPermit>,
@@ -67,18 +76,20 @@ impl Reader {
     /// needed.
     /// `limiter` is `None` when the caller holds the tenant's permits already
     /// ([`TenantLimiter::admit_many`]).
+    /// `bound`: how long each statement's answer is waited for (`None`: as long as it takes).
     pub(super) async fn checkout(
         pool: &Pool,
         tls: &MakeRustlsConnect,
         limiter: Option<&TenantLimiter>,
         entered: Entered,
+        bound: Option<std::time::Duration>,
     ) -> RetrievalResult<Self> {
         let permit = match (&entered, limiter) {
             (Entered::Tenant(tenant), Some(limiter)) => Some(limiter.admit(tenant, DatabaseOperation::Read).await?),
             (Entered::Tenant(_), None) | (Entered::Database, _) => None,
         };
         let client = pooled(pool, DatabaseOperation::Read).await?;
-        Ok(Self { client: Some(client), tls: tls.clone(), entered, in_flight: false, _permit: permit })
+        Ok(Self { client: Some(client), tls: tls.clone(), entered, in_flight: false, bound, _permit: permit })
     }
 
     /// Runs `statement` (read-only) in a transaction of its own that entered this reader's
@@ -88,12 +99,27 @@ impl Reader {
             return Err(read_failure("a reader whose statement failed was used again"));
         };
         self.in_flight = true;
-        let mut rows = entered_transaction(client, &self.entered, statement, params).await;
-        if rows.as_ref().is_err_and(shard_moved) {
-            // Read-only and in a transaction of its own that rolled back: run it once more.
-            metrics::counter!("warrant_postgres_reads_retried_total", "reason" => "shard_moved").increment(1);
-            rows = entered_transaction(client, &self.entered, statement, params).await;
-        }
+        let entered = &self.entered;
+        let attempt = async {
+            let rows = entered_transaction(client, entered, statement, params).await;
+            if rows.as_ref().is_err_and(shard_moved) {
+                // Read-only and in a transaction of its own that rolled back: run it once more.
+                metrics::counter!("warrant_postgres_reads_retried_total", "reason" => "shard_moved").increment(1);
+                return entered_transaction(client, entered, statement, params).await;
+            }
+            rows
+        };
+        let rows = match self.bound {
+            None => attempt.await,
+            Some(bound) => match tokio::time::timeout(bound, attempt).await {
+                Ok(rows) => rows,
+                Err(_) => {
+                    // No answer within the bound: cancelled and out of the pool, as if abandoned.
+                    self.abandon();
+                    return Err(read_failure(GaveUp(bound)));
+                }
+            },
+        };
         self.in_flight = false;
         if rows.is_err()
             && let Some(client) = self.client.take()
@@ -151,9 +177,28 @@ async fn entered_transaction(
     Ok(rows)
 }
 
-impl Drop for Reader {
-    fn drop(&mut self) {
-        if !self.in_flight {
+/// A read that got no answer within its bound (a timeout, as the server's own would be).
+struct GaveUp(std::time::Duration);
+
+impl super::fault::Fault for GaveUp {
+    fn cause(&self) -> crate::retrieval::DatabaseCause {
+        crate::retrieval::DatabaseCause::Timeout
+    }
+
+    fn sqlstate(&self) -> Option<&str> {
+        None
+    }
+
+    fn describe(&self) -> String {
+        format!("no answer within the read's bound of {} ms; cancelled", self.0.as_millis())
+    }
+}
+
+impl Reader {
+    /// Cancels the statement in flight (PostgreSQL's cancel request) and takes the connection
+    /// out of the pool; nothing when no statement is in flight.
+    fn abandon(&mut self) {
+        if !std::mem::take(&mut self.in_flight) {
             return;
         }
         let Some(client) = self.client.take() else { return };
@@ -172,5 +217,11 @@ impl Drop for Reader {
             }
             drop(detached);
         });
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.abandon();
     }
 }

@@ -62,6 +62,22 @@ pub struct DatabaseLimits {
     pub tenant_connections: usize,
 }
 
+impl DatabaseLimits {
+    /// How long a read waits for its statement's answer before it gives up on its own (the
+    /// statement timeout plus [`READ_BOUND_MARGIN`]; `None` without a statement timeout). The
+    /// server's timeout normally ends a statement first; this bound holds when it cannot: a
+    /// frozen server (its kernel acknowledges every byte, so neither keepalives nor
+    /// `tcp_user_timeout` fire), or a Citus coordinator waiting on a frozen worker past its own
+    /// timeout. See [`super::cancel::Reader`].
+    pub fn read_bound(&self) -> Option<std::time::Duration> {
+        (!self.statement_timeout.is_zero()).then(|| self.statement_timeout + READ_BOUND_MARGIN)
+    }
+}
+
+/// What a read's own bound adds to the statement timeout, so that the server's timeout (a clean
+/// SQLSTATE 57014, the connection kept) wins when the server can still act.
+pub const READ_BOUND_MARGIN: std::time::Duration = std::time::Duration::from_millis(200);
+
 impl Default for DatabaseLimits {
     fn default() -> Self {
         let defaults = crate::config::PostgresSettings::default();

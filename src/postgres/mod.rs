@@ -243,6 +243,7 @@ impl PostgresBackend {
             span: tracing::info_span!("postgres", server = %server),
             dimension: embedder.dimension(),
             exact_scan_chunks: params.exact_scan_chunks,
+            read_bound: limits.read_bound(),
         };
         let read_path = Arc::new(ReadPath::start(
             Arc::new(QueryEmbedder::new(Arc::clone(&embedder), params.query_cache)),

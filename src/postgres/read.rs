@@ -66,13 +66,16 @@ pub(super) struct PostgresSearch {
     pub(super) dimension: usize,
     /// `storage.postgres.exact_scan_chunks`.
     pub(super) exact_scan_chunks: usize,
+    /// How long a statement's answer is waited for ([`super::DatabaseLimits::read_bound`]).
+    pub(super) read_bound: Option<std::time::Duration>,
 }
 
 impl PostgresSearch {
     /// A reader whose statements see the scope's tenant alone, within the tenant's permits the
     /// search took for all its readers at once ([`CandidateSearch::search`]).
     async fn reader(&self, scope: &AuthorizationScope) -> RetrievalResult<cancel::Reader> {
-        cancel::Reader::checkout(&self.pool, &self.tls, None, cancel::Entered::Tenant(scope.tenant().to_owned())).await
+        let entered = cancel::Entered::Tenant(scope.tenant().to_owned());
+        cancel::Reader::checkout(&self.pool, &self.tls, None, entered, self.read_bound).await
     }
 
     /// The scope's `limit` nearest chunks to `vector`: read exactly when the scope is small, else

@@ -21,7 +21,8 @@ use super::{PostgresBackend, sql};
 impl PostgresBackend {
     /// A reader whose statements see `tenant`'s rows alone.
     pub(super) async fn tenant_reader(&self, tenant: &str) -> RetrievalResult<Reader> {
-        Reader::checkout(&self.pool, &self.tls, Some(&self.limiter), Entered::Tenant(tenant.to_owned())).await
+        let entered = Entered::Tenant(tenant.to_owned());
+        Reader::checkout(&self.pool, &self.tls, Some(&self.limiter), entered, self.limits.read_bound()).await
     }
 
     /// The tenant's current ACL epoch (0 for a tenant never written).
@@ -33,7 +34,9 @@ impl PostgresBackend {
     /// Whether no tenant has written to the database yet (the demo corpus goes only into an
     /// empty one): database-wide ([`sql::ANY_TENANT`]).
     pub async fn is_empty(&self) -> RetrievalResult<bool> {
-        let mut reader = Reader::checkout(&self.pool, &self.tls, Some(&self.limiter), Entered::Database).await?;
+        let mut reader =
+            Reader::checkout(&self.pool, &self.tls, Some(&self.limiter), Entered::Database, self.limits.read_bound())
+                .await?;
         let any: bool = reader.query_one(sql::ANY_TENANT, &[]).await?.get(0);
         Ok(!any)
     }
@@ -113,7 +116,9 @@ impl ReadSide for PostgresBackend {
     }
 
     async fn acl_state(&self) -> RetrievalResult<(u64, String)> {
-        let mut reader = Reader::checkout(&self.pool, &self.tls, Some(&self.limiter), Entered::Database).await?;
+        let mut reader =
+            Reader::checkout(&self.pool, &self.tls, Some(&self.limiter), Entered::Database, self.limits.read_bound())
+                .await?;
         let epoch: i64 = reader.query_one(sql::HIGHEST_EPOCH, &[]).await?.get(0);
         Ok((epoch as u64, self.lineage.clone()))
     }

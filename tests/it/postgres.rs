@@ -298,6 +298,96 @@ async fn postgres_a_read_past_the_statement_timeout_fails_with_storage_timeout()
     );
 }
 
+/// A TCP relay in front of the test server that can stop relaying ([`FreezingRelay::freeze`]):
+/// what a frozen server looks like from a client (its kernel still acknowledges every byte, so
+/// neither TCP keepalives nor `tcp_user_timeout` ever fire), or a Citus coordinator that waits
+/// on a frozen worker past its own `statement_timeout`.
+struct FreezingRelay {
+    /// `url` with the relay's address in place of the server's.
+    url: String,
+    frozen: Arc<AtomicBool>,
+}
+
+impl FreezingRelay {
+    async fn start(url: &str) -> Self {
+        let (head, rest) = url.split_once('@').expect("postgres://role@host:port/db");
+        let (server, database) = rest.split_once('/').expect("host:port/db");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("relay binds");
+        let relay = listener.local_addr().expect("relay address");
+        let frozen = Arc::new(AtomicBool::new(false));
+        let (server, flag) = (server.to_owned(), Arc::clone(&frozen));
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(upstream) = tokio::net::TcpStream::connect(&server).await else { continue };
+                let (client_read, client_write) = client.into_split();
+                let (upstream_read, upstream_write) = upstream.into_split();
+                tokio::spawn(Self::pump(client_read, upstream_write, Arc::clone(&flag)));
+                tokio::spawn(Self::pump(upstream_read, client_write, Arc::clone(&flag)));
+            }
+        });
+        Self { url: format!("{head}@{relay}/{database}"), frozen }
+    }
+
+    /// Copies `from` to `to`, holding what it read while the relay is frozen.
+    async fn pump(
+        mut from: tokio::net::tcp::OwnedReadHalf,
+        mut to: tokio::net::tcp::OwnedWriteHalf,
+        frozen: Arc<AtomicBool>,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut buffer = vec![0u8; 16 * 1024];
+        loop {
+            let Ok(read) = from.read(&mut buffer).await else { return };
+            if read == 0 {
+                return;
+            }
+            while frozen.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            if to.write_all(&buffer[..read]).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn freeze(&self, frozen: bool) {
+        self.frozen.store(frozen, Ordering::SeqCst);
+    }
+}
+
+/// Issue 59: on Citus, a quarter of a frozen worker's reads outlived the 2 s statement_timeout
+/// (the coordinator kept waiting on the worker) and were ended only by the 5 s request deadline;
+/// a frozen server is never interrupted by its own timeout at all. A read now gives up on its
+/// own at the statement timeout (plus a small margin), cancels, and fails with
+/// `storage_timeout` as a read; the connection is not reused.
+#[actix_web::test]
+async fn postgres_a_read_on_a_frozen_server_fails_at_its_deadline() {
+    let Some(url) = fresh_database().await else { return };
+    let relay = FreezingRelay::start(&url).await;
+    let limits = DatabaseLimits { statement_timeout: Duration::from_millis(300), ..DatabaseLimits::default() };
+    let backend = limited(params(&relay.url), limits).await;
+    backend.upsert("acme", vec![doc("plan", "Plan", "The travel plan covers trains.", &["all"])]).await.unwrap();
+    let reader = principal("acme", "eve", &["all"]);
+    assert_eq!(backend.retrieve_sql(&reader, "travel plan").await.expect("served").candidates.len(), 1);
+    relay.freeze(true);
+    let started = Instant::now();
+    let read = tokio::time::timeout(Duration::from_secs(10), backend.retrieve_sql(&reader, "travel plan")).await;
+    let took = started.elapsed();
+    relay.freeze(false);
+    let error = read.expect("the read ends at its deadline, not when the server thaws").expect_err("timed out");
+    assert_eq!(error.code(), "storage_timeout", "{error:?}");
+    assert!(
+        matches!(
+            error,
+            warrant::retrieval::RetrievalError::Database { operation: warrant::retrieval::DatabaseOperation::Read, .. }
+        ),
+        "{error:?}"
+    );
+    assert!(took < Duration::from_secs(3), "gave up after {took:?}");
+    // Thawed, the backend serves again (the abandoned connection was not returned to the pool).
+    assert_eq!(backend.retrieve_sql(&reader, "travel plan").await.expect("served again").candidates.len(), 1);
+}
+
 /// A write whose statement waits past the deadline (its tenant row locked by another
 /// connection) fails with `storage_timeout` and is rolled back: nothing of it is applied, the
 /// epoch is unchanged; another tenant's write meanwhile commits.
