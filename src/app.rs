@@ -18,10 +18,11 @@ use tokio::sync::Semaphore;
 use crate::answer::{AnswerPipeline, PipelineSettings};
 use crate::config::{Settings, StorageBackend};
 use crate::documents::{Documents, NoReplicas, Settle};
+use crate::embedded::{Engine, EngineParams};
 use crate::http::AppState;
 use crate::http::auth::Authenticator;
 use crate::providers::Providers;
-use crate::retrieval::{DocumentInput, Engine, EngineParams, ReadSide, WriteSide};
+use crate::retrieval::{DocumentInput, ReadSide, WriteSide};
 use crate::review::{PurgeOnDelete, ReviewStore};
 
 /// Errors that stop the server from starting.
@@ -407,7 +408,7 @@ pub fn build_state_on(
                 std::time::Duration::from_millis(replica.lease_ms),
                 std::time::Duration::from_millis(replica.heartbeat_ms),
             ));
-            engine.attach_sink(Arc::clone(&log) as Arc<dyn crate::retrieval::ChangeSink>);
+            engine.attach_sink(Arc::clone(&log) as Arc<dyn crate::embedded::ChangeSink>);
             Some(log)
         }
         _ => None,

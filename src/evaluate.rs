@@ -30,8 +30,8 @@ pub(crate) async fn ingest(
         embedder = Arc::clone(&cached) as Arc<dyn warrant::embed::Embedder>;
         cache = Some(cached);
     }
-    let params = warrant::retrieval::EngineParams::from_settings(&settings, embedder.dimension());
-    let engine = warrant::retrieval::Engine::start(params, embedder)?;
+    let params = warrant::embedded::EngineParams::from_settings(&settings, embedder.dimension());
+    let engine = warrant::embedded::Engine::start(params, embedder)?;
     let progress = BarProgress::new("ingest");
     let batch = warrant::eval::retrieval::INGEST_BATCH;
     let summary = warrant::eval::dataset::ingest(&engine, &dataset, batch, &progress).await?;

@@ -13,6 +13,7 @@ pub mod config;
 pub mod documents;
 pub mod domain;
 pub mod embed;
+pub mod embedded;
 pub mod eval;
 pub mod extract;
 pub mod http;

@@ -212,8 +212,8 @@ async fn snapshot_create(config: Option<PathBuf>, corpus: Option<PathBuf>, dir: 
     let settings = Settings::load(config.as_deref()).context("loading configuration")?;
     warrant::telemetry::init_tracing(settings.server.log_format == warrant::config::LogFormat::Json);
     let providers = warrant::providers::from_settings(&settings).await.context("building providers")?;
-    let params = warrant::retrieval::EngineParams::from_settings(&settings, providers.embedder.dimension());
-    let engine = warrant::retrieval::Engine::start(params, providers.embedder).context("starting the engine")?;
+    let params = warrant::embedded::EngineParams::from_settings(&settings, providers.embedder.dimension());
+    let engine = warrant::embedded::Engine::start(params, providers.embedder).context("starting the engine")?;
     let corpus = corpus.unwrap_or_else(|| PathBuf::from(&settings.demo.corpus));
     let documents = warrant::app::load_corpus(engine.as_ref(), &corpus).await.context("loading the corpus")?;
     let root = dir.unwrap_or_else(|| PathBuf::from(&settings.snapshots.dir));

@@ -19,7 +19,8 @@ use serde::Serialize;
 use crate::acl::AclMutation;
 use crate::config::Settings;
 use crate::embed::{Embedder, HashedEmbedder};
-use crate::retrieval::{DocumentInput, Engine, EngineParams};
+use crate::embedded::{Engine, EngineParams};
+use crate::retrieval::DocumentInput;
 
 use super::snapshot::{SnapshotBenchConfig, corpus};
 

@@ -14,7 +14,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use crate::retrieval::{Engine, RetrievalResult};
+use crate::embedded::Engine;
+use crate::retrieval::RetrievalResult;
 
 /// A small English vocabulary, enough for realistic WordPiece lengths.
 const WORDS: &[&str] = &[

@@ -19,7 +19,8 @@ use serde::Serialize;
 use crate::config::Settings;
 use crate::domain::DocAcl;
 use crate::embed::{Embedder, HashedEmbedder};
-use crate::retrieval::{DocumentInput, Engine, EngineParams};
+use crate::embedded::{Engine, EngineParams};
+use crate::retrieval::DocumentInput;
 
 /// What to build.
 #[derive(Clone, Debug)]

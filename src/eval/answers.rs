@@ -57,7 +57,7 @@ use crate::answer::pipeline::{AnswerPipeline, AnswerRequest, PipelineSettings};
 use crate::answer::providers::generator::{GenerationRequest, Generator, GeneratorError};
 use crate::answer::providers::verifier::SupportVerifier;
 use crate::config::Settings;
-use crate::retrieval::{Engine, EngineParams};
+use crate::embedded::{Engine, EngineParams};
 
 /// Gold answers of one question (a line of `answers.jsonl`).
 #[derive(Clone, Debug, Deserialize)]

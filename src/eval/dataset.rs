@@ -21,7 +21,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::domain::{DocAcl, Principal};
-use crate::retrieval::{DocumentInput, Engine, RetrievalError, RetrievalResult, UpsertOutcome};
+use crate::embedded::Engine;
+use crate::retrieval::{DocumentInput, RetrievalError, RetrievalResult, UpsertOutcome};
 
 /// Tenant of documents and queries that name none.
 pub const DEFAULT_TENANT: &str = "eval";

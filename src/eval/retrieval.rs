@@ -32,9 +32,10 @@ use crate::acl::AuthorizationScope;
 use crate::config::{ConfigError, Settings, StorageBackend};
 use crate::domain::Principal;
 use crate::embed::Embedder;
+use crate::embedded::{Engine, EngineParams};
 use crate::postgres::{PostgresBackend, PostgresParams};
 use crate::providers::ProviderError;
-use crate::retrieval::{Candidate, Engine, EngineParams, ReadPath, RetrievalError, RetrievalQuery, RetrievalResult};
+use crate::retrieval::{Candidate, ReadPath, RetrievalError, RetrievalQuery, RetrievalResult};
 
 /// Documents per upsert when ingesting a dataset.
 pub const INGEST_BATCH: usize = 128;

@@ -41,7 +41,8 @@ use tokio::sync::Semaphore;
 
 use crate::answer::AnswerPipeline;
 use crate::config::Settings;
-use crate::retrieval::{Engine, ReadSide};
+use crate::embedded::Engine;
+use crate::retrieval::ReadSide;
 
 use auth::Authenticator;
 use error::ApiError;

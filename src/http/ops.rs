@@ -283,8 +283,8 @@ pub struct RecoveryReport {
     pub seconds: f64,
 }
 
-impl From<&crate::retrieval::Recovery> for RecoveryReport {
-    fn from(recovery: &crate::retrieval::Recovery) -> Self {
+impl From<&crate::embedded::Recovery> for RecoveryReport {
+    fn from(recovery: &crate::embedded::Recovery) -> Self {
         use crate::storage::indexes::IndexSetOutcome;
         let (indexes, journaled_chunks, reindexed_chunks, journals_refused) = match &recovery.indexes {
             IndexSetOutcome::Loaded { journaled, indexed_after, journal_stopped, .. } => {

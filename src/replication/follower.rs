@@ -23,7 +23,7 @@
 //! old state are never returned) and re-synchronizes by itself: it downloads the primary's latest
 //! snapshot (`GET /v1/replica/snapshot`, then every file it lists, streamed to a temporary
 //! directory), verifies every file's size and sha256 before decoding anything, swaps its whole
-//! state to it ([`crate::retrieval::Engine::replace_core`]), and streams again.
+//! state to it ([`crate::embedded::Engine::replace_core`]), and streams again.
 //!
 //! Fail closed: the replica is *fresh* only while it holds a lease (when leases are on) and the
 //! stream brought it to the primary's epoch within `replica.max_lag_ms` (a change or a
@@ -39,7 +39,7 @@ use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
 use crate::config::Settings;
-use crate::retrieval::Engine;
+use crate::embedded::Engine;
 use crate::snapshot::Manifest;
 
 use super::removals::reach_of;

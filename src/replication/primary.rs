@@ -26,7 +26,7 @@ use bytes::Bytes;
 
 use crate::acl::AclMutation;
 use crate::config::ReplicaSync;
-use crate::retrieval::{ChangeSink, Committed};
+use crate::embedded::{ChangeSink, Committed};
 use crate::storage::EncodedDocument;
 
 use super::leases::Leases;

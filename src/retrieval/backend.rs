@@ -1,13 +1,13 @@
 //! The sides of a retrieval backend, as the layers above see them: [`ReadSide`] (scope, the
-//! shared [`ReadPath`] over the backend's [`CandidateSearch`], the current authorization of cited
+//! shared [`ReadPath`] over the backend's [`CandidateSearch`](super::CandidateSearch), the current authorization of cited
 //! chunks, one readable document) and [`WriteSide`] (document batches and ACL changes). The
-//! application state holds one of each; the embedded [`Engine`](super::Engine) and the
+//! application state holds one of each; the embedded engine (`crate::embedded::Engine`) and the
 //! PostgreSQL backend implement them, so the answer pipeline and the HTTP handlers never name a
 //! backend.
 //!
 //! Invariants every implementation keeps:
-//! - [`CandidateSearch::search`] applies the scope inside every search it runs and never returns
-//!   a chunk outside it (the coordinator also drops, and counts, any hit of another tenant).
+//! - The backend's [`CandidateSearch`](super::CandidateSearch) applies the scope inside every
+//!   search it runs (`retrieval::search`).
 //! - [`ReadSide::authorization`] reflects every change acknowledged before it was called: the
 //!   pipeline calls it after its last await, so a revoke acknowledged while a request was in
 //!   flight drops the revoked sources at validation.
@@ -22,32 +22,8 @@ use crate::acl::{AclMutation, AclSnapshot, AuthorizationScope};
 use crate::domain::{Chunk, DocOrdinal, Principal};
 
 use super::coordinator::ContextBudget;
-use super::fusion::ScoredChunk;
 use super::read::ReadPath;
-use super::{DocumentInput, RetrievalQuery, RetrievalResult, Retrieved, ShardVectorReport, UpsertOutcome};
-
-/// Per-retriever ranked candidates of one query inside one scope, before fusion.
-#[derive(Debug, Default)]
-pub struct RankedLists {
-    /// Lexical hits (every shard's, for the embedded backend), when BM25 ran.
-    pub lexical: Option<Vec<ScoredChunk>>,
-    /// Vector hits, when vector search ran.
-    pub vector: Option<Vec<ScoredChunk>>,
-    /// One report per shard that ran a vector search (the embedded backend's).
-    pub vector_reports: Vec<ShardVectorReport>,
-}
-
-/// What a backend supplies to the coordinator: the ranked candidates of each retriever inside a
-/// scope. BM25 statistics are the backend's business (summed over shards, or kept per tenant in
-/// the database); merging, fusion, reranking and budgeting are not.
-#[async_trait]
-pub trait CandidateSearch: Send + Sync {
-    /// The dimension a query vector must have.
-    fn dimension(&self) -> usize;
-    /// Runs BM25 (when `query.lexical_candidates` > 0) and vector search (when `query.vector` is
-    /// set) inside `scope`, each returning at most its candidate count (per shard, for shards).
-    async fn search(&self, scope: &AuthorizationScope, query: &RetrievalQuery) -> RetrievalResult<RankedLists>;
-}
+use super::{DocumentInput, RetrievalResult, Retrieved};
 
 /// What one principal may read right now, asked only of chunks the pipeline may cite. Never
 /// awaits: it is a snapshot taken by [`ReadSide::authorization`].
@@ -156,4 +132,15 @@ pub trait WriteSide: Send + Sync {
     async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome>;
     /// Applies one ACL change (delete, grant, revoke); returns the epoch once it is enforced.
     async fn mutate(&self, mutation: AclMutation) -> RetrievalResult<u64>;
+}
+
+/// Result of an upsert batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct UpsertOutcome {
+    /// Epoch that made the batch readable.
+    pub acl_epoch: u64,
+    /// Documents written.
+    pub documents: usize,
+    /// Chunks written.
+    pub chunks: usize,
 }

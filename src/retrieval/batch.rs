@@ -67,7 +67,7 @@ pub(crate) fn embedding_text(chunk: &Chunk) -> String {
 }
 
 /// The sentence vectors of a batch's chunks, in chunk order (empty when none are made).
-pub(super) type BatchSentences = Vec<Option<Arc<SentenceVectors>>>;
+pub(crate) type BatchSentences = Vec<Option<Arc<SentenceVectors>>>;
 
 /// The distinct sentences of a batch's chunks (overlapping chunks share sentences, so each is
 /// embedded once), for the sentence vectors both backends store with their chunks.
@@ -119,7 +119,7 @@ const OFF_THREAD_DOCUMENTS: usize = 8;
 /// Runs the CPU work of a write (chunking, encoding: milliseconds per hundred documents) on the
 /// blocking pool, so the async thread stays free for other requests — a revoke among them.
 /// Small batches, and callers outside a tokio runtime, run it inline.
-pub(super) async fn off_thread<T: Send + 'static>(documents: usize, work: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) async fn off_thread<T: Send + 'static>(documents: usize, work: impl FnOnce() -> T + Send + 'static) -> T {
     if documents < OFF_THREAD_DOCUMENTS || tokio::runtime::Handle::try_current().is_err() {
         return work();
     }
@@ -131,16 +131,16 @@ pub(super) async fn off_thread<T: Send + 'static>(documents: usize, work: impl F
 
 /// A batch's rows: each document's chunks with their vectors, the encoded store rows (durable
 /// engines), and the chunk count.
-pub(super) struct BatchRows {
-    pub(super) items: Vec<Vec<(Chunk, Vec<f32>)>>,
-    pub(super) encoded: Vec<EncodedDocument>,
-    pub(super) chunk_count: usize,
+pub(crate) struct BatchRows {
+    pub(crate) items: Vec<Vec<(Chunk, Vec<f32>)>>,
+    pub(crate) encoded: Vec<EncodedDocument>,
+    pub(crate) chunk_count: usize,
 }
 
 /// Chunks `documents` under `ordinals`, checks the cut is the one that was embedded
 /// (`provisional`), pairs chunks with `vectors` (and `sentences`, when made) and encodes the
 /// store rows when `encode`.
-pub(super) fn batch_rows(
+pub(crate) fn batch_rows(
     documents: &[Document],
     ordinals: std::ops::Range<crate::domain::DocOrdinal>,
     provisional: &[Vec<Chunk>],
@@ -190,7 +190,7 @@ pub(super) fn batch_rows(
     Ok(BatchRows { items, encoded, chunk_count })
 }
 
-pub(super) fn invalid(doc_id: &str, reason: &str) -> RetrievalError {
+pub(crate) fn invalid(doc_id: &str, reason: &str) -> RetrievalError {
     RetrievalError::InvalidDocument {
         doc_id: doc_id.chars().take(MAX_DOC_ID_CHARS).collect(),
         reason: reason.to_owned(),

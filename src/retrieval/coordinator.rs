@@ -18,8 +18,8 @@ use tokio::sync::oneshot;
 
 use crate::acl::AuthorizationScope;
 
-use super::backend::{CandidateSearch, RankedLists};
 use super::fusion::{Candidate, Retriever, ScoredChunk, reciprocal_rank_fusion};
+use super::search::{CandidateSearch, RankedLists};
 use super::select::{SelectionLimits, select_context};
 use super::{RerankQuery, Reranker, RetrievalQuery, RetrievalResult, Retrieved};
 

@@ -1,36 +1,31 @@
 //! Retrieval: one read path for both backends. A backend supplies per-retriever ranked lists
-//! inside a scope through [`CandidateSearch`] (the embedded shard actors, or PostgreSQL's two
-//! statements); the [`ReadPath`] embeds the question (per-principal cache) and hands it to a
-//! [`Coordinator`] actor, which merges under the tenant check, fuses (reciprocal rank fusion),
-//! reranks and budgets the final context. Also the [`Engine`] facade that owns the embedded
-//! write path (chunk, embed, index, publish ACL).
+//! inside a scope through [`CandidateSearch`] (the embedded shard actors of `crate::embedded`,
+//! or PostgreSQL's two statements); the [`ReadPath`] embeds the question (per-principal cache)
+//! and hands it to a [`Coordinator`] actor, which merges under the tenant check, fuses
+//! (reciprocal rank fusion), reranks and budgets the final context. Also the sides every backend
+//! implements ([`ReadSide`], [`WriteSide`]) and the validation of a document batch on its way
+//! in ([`validate_batch`]), which both backends' write paths share.
 //!
-//! Nothing above this module knows about shards, tantivy or the HNSW graphs.
+//! Backend-neutral: nothing here knows about shards, tantivy, the HNSW graphs or SQL.
 
 pub mod backend;
-mod batch;
+pub(crate) mod batch;
 mod coordinator;
-mod engine;
 pub mod fusion;
 mod read;
 mod rerank;
+pub mod search;
 pub mod select;
-mod shards;
-mod write;
-#[cfg(test)]
-mod write_tests;
 
-pub use backend::{Authorization, CandidateSearch, DocumentView, RankedLists, ReadSide, ReadableVersions, WriteSide};
+pub use backend::{Authorization, DocumentView, ReadSide, ReadableVersions, UpsertOutcome, WriteSide};
 pub(crate) use batch::{BatchSentenceTexts, embedding_text, to_document, validate_batch};
 pub use batch::{DocumentInput, MAX_DOC_ID_CHARS, MAX_TEXT_CHARS};
 pub use coordinator::{ContextBudget, Coordinator, Retrieve};
-pub use engine::{ChangeSink, Committed, Engine, EngineParams, Recovery, reranker, shard_of};
 pub use fusion::{Candidate, Placement, Retriever, ScoredChunk};
 pub use read::{CandidateCounts, QueryEmbedder, ReadPath};
-pub use rerank::{IdentityReranker, RerankQuery, Reranker, SENTENCE_LIST_WEIGHT, SentenceReranker};
+pub use rerank::{IdentityReranker, RerankQuery, Reranker, SENTENCE_LIST_WEIGHT, SentenceReranker, reranker};
+pub use search::{CandidateSearch, RankedLists};
 pub use select::{Selection, SelectionLimits, select_context};
-pub use shards::ShardSearch;
-pub use write::{FaultHook, UpsertOutcome};
 
 use crate::acl::AclError;
 use crate::embed::EmbedError;

@@ -1,25 +1,22 @@
 //! The read path both backends share: [`ReadPath`] embeds a question through the per-principal
 //! query-vector cache ([`QueryEmbedder`]) and hands scope, query and budget to one of its
 //! [`Coordinator`] actors, each on an arbiter of its own, over the backend's
-//! [`CandidateSearch`]. Also the embedded [`Engine`]'s [`ReadSide`].
+//! [`CandidateSearch`].
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use actix::{Actor, Addr, Arbiter};
-use async_trait::async_trait;
 use lru::LruCache;
 use tokio::sync::oneshot;
 
 use crate::acl::AuthorizationScope;
-use crate::domain::{Chunk, Principal};
 use crate::embed::{EmbedError, Embedder};
 use crate::index::IndexError;
 
-use super::backend::{Authorization, CandidateSearch, DocumentView, ReadSide};
 use super::coordinator::{ContextBudget, Coordinator, Retrieve};
-use super::engine::Engine;
+use super::search::CandidateSearch;
 use super::{Reranker, RetrievalQuery, RetrievalResult, Retrieved};
 
 /// Query-cache key: the asking principal (tenant and user) and the normalized text. Keyed per
@@ -169,76 +166,14 @@ impl Drop for ReadPath {
     }
 }
 
-impl Engine {
-    /// The scope of `principal` under the current ACL snapshot.
-    pub fn scope(&self, principal: &Principal) -> AuthorizationScope {
-        self.core.load().acl.load().scope_for(principal)
-    }
-
-    /// Embeds a question of (`tenant`, `user`) through the query cache ([`QueryEmbedder`]).
-    pub async fn embed_query(&self, tenant: &str, user: &str, text: &str) -> RetrievalResult<Arc<Vec<f32>>> {
-        self.queries.embed(tenant, user, text).await
-    }
-
-    /// Hybrid retrieval of `text` inside `scope` (candidates only, no budget).
-    pub async fn retrieve(&self, scope: &AuthorizationScope, text: &str) -> RetrievalResult<Retrieved> {
-        self.read_path().retrieve(scope, text, None).await
-    }
-}
-
-#[async_trait]
-impl ReadSide for Engine {
-    async fn scope(&self, principal: &Principal) -> RetrievalResult<AuthorizationScope> {
-        Ok(Engine::scope(self, principal))
-    }
-
-    fn read_path(&self) -> Arc<ReadPath> {
-        Engine::read_path(self)
-    }
-
-    /// The current ACL snapshot: it answers for every chunk, not only `_chunks`.
-    async fn authorization(
-        &self,
-        _principal: &Principal,
-        _chunks: &[Arc<Chunk>],
-    ) -> RetrievalResult<Arc<dyn Authorization>> {
-        Ok(self.acl().load())
-    }
-
-    async fn document(&self, principal: &Principal, doc_id: &str) -> RetrievalResult<Option<DocumentView>> {
-        let core = self.core.load();
-        let snapshot = core.acl.load();
-        let Some(entry) =
-            snapshot.entry(&principal.tenant, doc_id).filter(|entry| snapshot.allows(principal, entry.ordinal))
-        else {
-            return Ok(None);
-        };
-        let shard = super::shard_of(&principal.tenant, doc_id, core.shards.len());
-        let chunks = core.shards.get(shard).map(|shard| shard.chunks_of(entry.ordinal)).unwrap_or_default();
-        Ok(Some(DocumentView {
-            doc_id: entry.doc_id.to_string(),
-            version: entry.version,
-            title: entry.title.clone(),
-            acl_epoch: snapshot.epoch(),
-            chunks,
-        }))
-    }
-
-    fn embedder_name(&self) -> &str {
-        self.embedder.name()
-    }
-
-    async fn acl_state(&self) -> RetrievalResult<(u64, String)> {
-        let acl = self.acl();
-        Ok((acl.epoch(), acl.lineage().to_owned()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
 
+    use async_trait::async_trait;
+
     use super::*;
+    use crate::domain::Principal;
     use crate::embed::HashedEmbedder;
     use crate::retrieval::{IdentityReranker, RankedLists};
 

@@ -12,6 +12,10 @@
 //! candidate added or dropped, so it can never widen a scope); the order is a pure function of
 //! the candidates and the query (ties keep the fused order).
 
+use std::sync::Arc;
+
+use crate::config::RerankerKind;
+
 use super::fusion::Candidate;
 
 /// Weight of the best-sentence list against the lexical and vector lists (1 each). Chosen on
@@ -86,6 +90,14 @@ impl Reranker for SentenceReranker {
             right.score.total_cmp(&left.score).then(left_position.cmp(right_position))
         });
         order.into_iter().map(|(_, candidate)| candidate).collect()
+    }
+}
+
+/// The reranker `retrieval.reranker` names, fusing with the constant `rrf_k`.
+pub fn reranker(kind: RerankerKind, rrf_k: f64) -> Arc<dyn Reranker> {
+    match kind {
+        RerankerKind::Identity => Arc::new(IdentityReranker),
+        RerankerKind::Sentences => Arc::new(SentenceReranker { rrf_k }),
     }
 }
 

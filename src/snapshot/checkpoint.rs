@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::Settings;
-use crate::retrieval::Engine;
+use crate::embedded::Engine;
 
 /// How often the checkpointer looks at the epoch.
 const TICK: Duration = Duration::from_millis(500);

@@ -14,9 +14,9 @@ use crate::acl::{AclChange, AclSnapshot, AclStore};
 use crate::config::Settings;
 use crate::domain::{Chunk, Layout, SentenceVectors};
 use crate::embed::Embedder;
+use crate::embedded::{Engine, EngineParams};
 use crate::index::shard::{Shard, ShardImageError};
 use crate::index::vector::VectorParams;
-use crate::retrieval::{Engine, EngineParams};
 
 use super::{
     ACL_FILE, CHANGES_FILE, FORMAT_VERSION, MANIFEST, Manifest, OLDEST_FORMAT_VERSION, SnapshotError, SnapshotResult,

@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 
 use crate::acl::{AclChange, AclSnapshot};
 use crate::domain::{Chunk, ChunkingConfig, Layout, SentenceVectors};
+use crate::embedded::Engine;
 use crate::index::shard::{ChunkPositions, ShardImage};
-use crate::retrieval::Engine;
 
 use super::{
     ACL_FILE, CHANGES_FILE, EmbedderInfo, FORMAT_VERSION, FileEntry, MANIFEST, Manifest, SnapshotError, SnapshotResult,

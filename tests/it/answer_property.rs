@@ -14,7 +14,7 @@ use warrant::answer::pipeline::response::AnswerStatus;
 use warrant::answer::providers::generator::{GenerationRequest, Generator, GeneratorError};
 use warrant::answer::providers::lexical_verifier::LexicalSupportVerifier;
 use warrant::answer::{AnswerPipeline, AnswerRequest, PipelineSettings};
-use warrant::retrieval::Engine;
+use warrant::embedded::Engine;
 
 use crate::support::{doc, engine, principal, settings};
 

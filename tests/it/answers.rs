@@ -124,7 +124,7 @@ impl warrant::answer::providers::generator::Generator for StallsAfter {
 fn a_stopped_eval_answers_run_keeps_the_scores_of_the_questions_it_asked() {
     use std::sync::Arc;
     use warrant::answer::pipeline::{AnswerPipeline, PipelineSettings};
-    use warrant::retrieval::{Engine, EngineParams};
+    use warrant::embedded::{Engine, EngineParams};
 
     let dir = tempfile::tempdir().unwrap();
     write_dataset(dir.path());

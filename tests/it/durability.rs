@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use warrant::acl::{AclMutation, AuthorizationScope};
 use warrant::config::Settings;
 use warrant::embed::HashedEmbedder;
-use warrant::retrieval::{Engine, EngineParams, FaultHook, RetrievalQuery};
+use warrant::embedded::{Engine, EngineParams, FaultHook};
+use warrant::retrieval::RetrievalQuery;
 use warrant::storage::WriteStep;
 
 use super::snapshots::{Process, call, command, spawn_command, token};

@@ -12,11 +12,12 @@ use serde_json::{Value, json};
 use warrant::config::Settings;
 use warrant::domain::{ChunkingConfig, DocAcl, Document, Layout, Location, chunk_document};
 use warrant::embed::{Embedder, HashedEmbedder};
+use warrant::embedded::{Engine, EngineParams};
 use warrant::extract::samples::{self, Block};
 use warrant::extract::{DOCX_TYPE, ExtractLimits, extract};
 use warrant::http::auth::{Claims, mint_hs256};
 use warrant::http::server::app;
-use warrant::retrieval::{DocumentInput, Engine, EngineParams, ReadSide};
+use warrant::retrieval::{DocumentInput, ReadSide};
 
 use super::extract::policy_pdf;
 use super::support::principal;

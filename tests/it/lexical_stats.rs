@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use warrant::acl::AclMutation;
-use warrant::retrieval::Engine;
+use warrant::embedded::Engine;
 
 use crate::support::{doc, engine, principal, settings};
 

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use warrant::acl::AclMutation;
 use warrant::config::Settings;
 use warrant::embed::{Embedder, HashedEmbedder};
-use warrant::retrieval::Engine;
+use warrant::embedded::Engine;
 use warrant::snapshot::{self, SnapshotError};
 
 use super::snapshots::{demo_engine_with_history, principals, restore_error, retrieve_all, settings};
@@ -155,9 +155,9 @@ async fn a_checksummed_but_undecodable_index_file_is_refused_naming_it() {
 
 // ---- durable restart: index sets next to the store ----
 
-pub(crate) async fn open_durable(settings: &Settings, directory: &Path) -> (Arc<Engine>, warrant::retrieval::Recovery) {
+pub(crate) async fn open_durable(settings: &Settings, directory: &Path) -> (Arc<Engine>, warrant::embedded::Recovery) {
     let embedder: Arc<dyn Embedder> = Arc::new(HashedEmbedder::new(settings.embedder.dim));
-    let params = warrant::retrieval::EngineParams::from_settings(settings, settings.embedder.dim);
+    let params = warrant::embedded::EngineParams::from_settings(settings, settings.embedder.dim);
     Engine::open(params, embedder, directory).await.expect("data directory opens")
 }
 

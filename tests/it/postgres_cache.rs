@@ -486,7 +486,7 @@ fn cpu_seconds() -> (f64, f64) {
 #[ignore = "measurement; run with --ignored against WARRANT_TEST_DATABASE_URL"]
 async fn postgres_cache_measure_against_sql_and_embedded() {
     use std::time::Instant;
-    use warrant::retrieval::{Engine, EngineParams};
+    use warrant::embedded::{Engine, EngineParams};
     let Some((url, queries)) = crate::postgres::measurement_corpus().await else { return };
     let settings = warrant::config::Settings::defaults();
     let embedder = Arc::new(HashedEmbedder::new(384));

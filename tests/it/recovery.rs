@@ -17,8 +17,9 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use warrant::acl::AclMutation;
 use warrant::config::Settings;
+use warrant::embedded::Engine;
 use warrant::index::shard::ChunkPositions;
-use warrant::retrieval::{DocumentInput, Engine};
+use warrant::retrieval::DocumentInput;
 use warrant::storage::indexes::IndexSetOutcome;
 
 use super::persisted_indexes::{bits, open_durable};

@@ -182,8 +182,8 @@ proptest! {
 async fn the_query_cache_is_never_shared_across_tenants() {
     let settings = settings(2);
     let embedder = FakeCountingEmbedder::new(settings.embedder.dim);
-    let engine = warrant::retrieval::Engine::start(
-        warrant::retrieval::EngineParams::from_settings(&settings, settings.embedder.dim),
+    let engine = warrant::embedded::Engine::start(
+        warrant::embedded::EngineParams::from_settings(&settings, settings.embedder.dim),
         embedder.clone(),
     )
     .unwrap();
@@ -214,8 +214,8 @@ async fn the_query_cache_is_never_shared_across_tenants() {
 async fn the_query_cache_is_never_shared_between_users_of_one_tenant() {
     let settings = settings(2);
     let embedder = FakeCountingEmbedder::new(settings.embedder.dim);
-    let engine = warrant::retrieval::Engine::start(
-        warrant::retrieval::EngineParams::from_settings(&settings, settings.embedder.dim),
+    let engine = warrant::embedded::Engine::start(
+        warrant::embedded::EngineParams::from_settings(&settings, settings.embedder.dim),
         embedder.clone(),
     )
     .unwrap();
@@ -273,8 +273,8 @@ async fn a_revoke_never_waits_for_another_requests_embedding() {
         entered: tokio::sync::Notify::new(),
         open: tokio::sync::Notify::new(),
     });
-    let engine = warrant::retrieval::Engine::start(
-        warrant::retrieval::EngineParams::from_settings(&settings, settings.embedder.dim),
+    let engine = warrant::embedded::Engine::start(
+        warrant::embedded::EngineParams::from_settings(&settings, settings.embedder.dim),
         embedder.clone(),
     )
     .unwrap();
@@ -306,7 +306,7 @@ async fn a_revoke_never_waits_for_another_requests_embedding() {
 #[actix_web::test]
 async fn the_sentence_reranker_adds_one_best_sentence_share_to_every_candidate() {
     use warrant::config::RerankerKind;
-    use warrant::retrieval::{Engine, EngineParams};
+    use warrant::embedded::{Engine, EngineParams};
     let documents = vec![
         doc("hotel", "Travel", "Hotel stays are reimbursed up to 180 euros per night. Taxis need a receipt.", &["all"]),
         doc("taxi", "Taxis", "Taxi receipts are reimbursed within a month. Keep every receipt.", &["all"]),

@@ -12,8 +12,8 @@ use warrant::app::load_corpus;
 use warrant::config::Settings;
 use warrant::domain::Principal;
 use warrant::embed::{Embedder, HashedEmbedder};
+use warrant::embedded::{Engine, EngineParams};
 use warrant::http::auth::{Claims, mint_hs256};
-use warrant::retrieval::{Engine, EngineParams};
 use warrant::snapshot::{self, SnapshotError};
 
 use super::support::{doc, principal};

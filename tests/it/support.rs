@@ -11,9 +11,10 @@ use warrant::app::{build_state, seed_corpus};
 use warrant::config::Settings;
 use warrant::domain::{DocAcl, Principal};
 use warrant::embed::{Embedder, HashedEmbedder};
+use warrant::embedded::{Engine, EngineParams};
 use warrant::http::AppState;
 use warrant::providers::Providers;
-use warrant::retrieval::{DocumentInput, Engine, EngineParams};
+use warrant::retrieval::DocumentInput;
 
 /// Providers of an in-process service: the hashed embedder of `settings.embedder.dim`,
 /// `generator` (the extractive one when `None`) and the lexical verifier at the settings'

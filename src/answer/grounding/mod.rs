@@ -5,7 +5,7 @@
 pub mod normalize;
 pub mod prompt;
 pub mod quote;
-mod repair;
+pub mod repair;
 pub mod schema;
 pub mod source;
 mod strict_json;

@@ -37,7 +37,6 @@ mod anchor;
 mod claim;
 mod codes;
 
-pub use super::repair::repair_instruction;
 use claim::{Labels, check_claim};
 pub use codes::{AbstentionReason, Rejection};
 

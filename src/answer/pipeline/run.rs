@@ -14,11 +14,11 @@ use super::{AnswerPipeline, AnswerRequest, RequestState, StageClock, StageEvents
 use crate::acl::AuthorizationScope;
 use crate::answer::AnswerError;
 use crate::answer::grounding::prompt::{Prompt, build_prompt, render_user};
+use crate::answer::grounding::repair::repair_instruction;
 use crate::answer::grounding::schema::output_schema_for;
 use crate::answer::grounding::source::Source;
 use crate::answer::grounding::validate::{
-    AbstentionReason, Problem, ValidClaim, ValidationContext, Verdict, recheck_authorization, repair_instruction,
-    validate,
+    AbstentionReason, Problem, ValidClaim, ValidationContext, Verdict, recheck_authorization, validate,
 };
 use crate::answer::providers::generator::{GenerationRequest, GeneratorError, MAX_PREVIOUS_CHARS, SourceForModel};
 use crate::domain::{Chunk, Principal};

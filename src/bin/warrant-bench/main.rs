@@ -65,7 +65,7 @@ async fn run(command: Command) -> Result<()> {
         } => {
             use warrant::bench::filtered::{self, PeerData};
             let settings = Settings::load(config.as_deref())?;
-            let params = warrant::retrieval::EngineParams::from_settings(&settings, dim).vector;
+            let params = warrant::embedded::EngineParams::from_settings(&settings, dim).vector;
             let resident_before = filtered::resident_bytes();
             let started = std::time::Instant::now();
             let (rows, index_len, own_bytes) = if let Some(directory) = vectors_file {
@@ -131,8 +131,8 @@ async fn run(command: Command) -> Result<()> {
             let config = warrant::bench::embed::EmbedBenchConfig { passages, rounds, queries, ..Default::default() };
             (async move {
                 let embedder = warrant::providers::embedder(&settings).await?;
-                let params = warrant::retrieval::EngineParams::from_settings(&settings, embedder.dimension());
-                let engine = warrant::retrieval::Engine::start(params, embedder)?;
+                let params = warrant::embedded::EngineParams::from_settings(&settings, embedder.dimension());
+                let engine = warrant::embedded::Engine::start(params, embedder)?;
                 let report = warrant::bench::embed::run(&engine, config).await?;
                 println!("{}", serde_json::to_string(&report)?);
                 anyhow::Ok(())

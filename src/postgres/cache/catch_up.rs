@@ -2,7 +2,7 @@
 //! entered into the tenant, the change log from the cached epoch on ([`sql::CHANGES_SINCE`]) and
 //! the chunks, with their embeddings, of the versions its upserts made live
 //! ([`sql::VERSION_CHUNKS`]); then each epoch's changes are applied in order as a replica applies
-//! its primary's ([`crate::retrieval::Engine::apply_replicated`]: the versions' chunks indexed
+//! its primary's ([`crate::embedded::Engine::apply_replicated`]: the versions' chunks indexed
 //! under the database's ordinals, then the ACL change published). Nothing is re-embedded.
 //!
 //! A version whose chunks are gone in the snapshot was superseded or deleted by a later change

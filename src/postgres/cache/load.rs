@@ -14,8 +14,9 @@ use tokio_postgres::IsolationLevel;
 
 use crate::acl::{AclChange, AclMutation, AclSnapshot, AclStore};
 use crate::domain::{Chunk, ChunkId, ChunkingConfig, DocAcl};
+use crate::embedded::{Engine, EngineParams, shard_of};
 use crate::index::shard::Shard;
-use crate::retrieval::{Engine, EngineParams, RetrievalError, RetrievalResult, shard_of};
+use crate::retrieval::{RetrievalError, RetrievalResult};
 
 use super::super::fault::{pooled, read_failure};
 use super::super::{decode_layout, decode_sentence_vectors, sql as backend_sql};

@@ -13,7 +13,7 @@
 //!   reads the epoch, the live documents with their readers and all chunks with their
 //!   embeddings in one REPEATABLE READ transaction; a catch-up reads the change log above the
 //!   cached epoch and the chunks of the versions it made live in another, and applies them epoch
-//!   by epoch ([`crate::retrieval::Engine::apply_replicated`]). Document ordinals are the
+//!   by epoch ([`crate::embedded::Engine::apply_replicated`]). Document ordinals are the
 //!   database's (`document_versions.doc_ordinal`, global), so a chunk has one ordinal on every
 //!   node and in the SQL path's answers.
 //! - Never stale: every read first reads the tenant's epoch from the database (one router
@@ -48,8 +48,8 @@ use lru::LruCache;
 use crate::acl::AuthorizationScope;
 use crate::domain::Principal;
 use crate::embed::Embedder;
+use crate::embedded::{Engine, ShardSearch};
 use crate::index::vector::VectorParams;
-use crate::retrieval::{Engine, ShardSearch};
 
 use super::limit::TenantLimiter;
 

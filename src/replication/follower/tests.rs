@@ -39,8 +39,8 @@ struct Capture {
     committed: std::sync::Mutex<Vec<(Vec<crate::acl::AclChange>, Vec<crate::storage::EncodedDocument>)>>,
 }
 
-impl crate::retrieval::ChangeSink for Capture {
-    fn committed(&self, committed: crate::retrieval::Committed<'_>) {
+impl crate::embedded::ChangeSink for Capture {
+    fn committed(&self, committed: crate::embedded::Committed<'_>) {
         let entry = (committed.changes.to_vec(), committed.documents.to_vec());
         self.committed.lock().unwrap().push(entry);
     }
@@ -53,7 +53,7 @@ impl crate::retrieval::ChangeSink for Capture {
 fn engine() -> Arc<Engine> {
     let mut settings = Settings::defaults();
     settings.embedder.dim = 16;
-    let params = crate::retrieval::EngineParams::from_settings(&settings, 16);
+    let params = crate::embedded::EngineParams::from_settings(&settings, 16);
     Engine::start(params, Arc::new(crate::embed::HashedEmbedder::new(16))).unwrap()
 }
 
@@ -69,7 +69,7 @@ fn chunks_of(engine: &Engine, ordinals: &RoaringBitmap) -> usize {
 async fn a_batch_indexed_ahead_is_published_once_and_a_late_hint_is_never_indexed_again() {
     let (primary, replica) = (engine(), engine());
     let capture = Arc::new(Capture::default());
-    primary.attach_sink(Arc::clone(&capture) as Arc<dyn crate::retrieval::ChangeSink>);
+    primary.attach_sink(Arc::clone(&capture) as Arc<dyn crate::embedded::ChangeSink>);
     let input = |doc_id: &str| crate::retrieval::DocumentInput {
         doc_id: doc_id.into(),
         title: String::new(),

@@ -60,7 +60,7 @@ pub trait Liveness: Send + Sync {
     fn live_version(&self, tenant: &str, doc_id: &str) -> Option<u64>;
 }
 
-impl Liveness for crate::retrieval::Engine {
+impl Liveness for crate::embedded::Engine {
     fn live_version(&self, tenant: &str, doc_id: &str) -> Option<u64> {
         self.acl().load().entry(tenant, doc_id).map(|entry| entry.version)
     }

@@ -6,6 +6,7 @@ use futures::executor::block_on;
 use super::*;
 use crate::acl::AclSnapshot;
 use crate::answer::grounding::quote::char_slice;
+use crate::answer::grounding::repair::repair_instruction;
 use crate::answer::grounding::source::Source;
 use crate::answer::providers::verifier::CitedText;
 use crate::answer::providers::verifier::ClaimSupport;

@@ -19,9 +19,7 @@ use crate::index::IndexError;
 use crate::index::lexical::LexicalStatistics;
 use crate::index::shard::{LexicalStatisticsRequest, SearchLexical, SearchVector, ShardActor, ShardHit};
 
-use super::backend::{CandidateSearch, RankedLists};
-use super::fusion::ScoredChunk;
-use super::{RetrievalQuery, RetrievalResult, ShardVectorReport};
+use crate::retrieval::{CandidateSearch, RankedLists, RetrievalQuery, RetrievalResult, ScoredChunk, ShardVectorReport};
 
 /// The in-memory shards' searches, through their actors.
 pub struct ShardSearch {

@@ -9,7 +9,8 @@ use crate::domain::{DocAcl, Principal};
 use crate::embed::HashedEmbedder;
 use crate::storage::WriteStep;
 
-use super::{DocumentInput, Engine, EngineParams, FaultHook};
+use super::{Engine, EngineParams, FaultHook};
+use crate::retrieval::DocumentInput;
 
 fn engine() -> Arc<Engine> {
     let mut settings = Settings::defaults();

@@ -16,23 +16,13 @@ use crate::index::IndexError;
 use crate::index::shard::{IndexChunks, PurgeOrdinals, Shard};
 use crate::storage::{Commit, EncodedDocument, STORE_FILE, StorageError, Store, WriteStep};
 
-use super::batch::{
+use crate::retrieval::batch::{
     BatchRows, BatchSentenceTexts, BatchSentences, DocumentInput, batch_rows, embedding_text, invalid, off_thread,
     to_document, validate_batch,
 };
-use super::engine::{Engine, shard_of};
-use super::{RetrievalError, RetrievalResult};
+use crate::retrieval::{RetrievalError, RetrievalResult, UpsertOutcome, WriteSide};
 
-/// Result of an upsert batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct UpsertOutcome {
-    /// Epoch that made the batch readable.
-    pub acl_epoch: u64,
-    /// Documents written.
-    pub documents: usize,
-    /// Chunks written.
-    pub chunks: usize,
-}
+use super::engine::{Engine, shard_of};
 
 /// A test hook that can fail the write path before any [`WriteStep`] (deterministic crash and
 /// I/O-failure tests). Returns `true` to fail at that step.
@@ -566,7 +556,7 @@ impl Engine {
 }
 
 #[async_trait::async_trait]
-impl super::backend::WriteSide for Engine {
+impl WriteSide for Engine {
     async fn upsert(&self, tenant: &str, inputs: Vec<DocumentInput>) -> RetrievalResult<UpsertOutcome> {
         Engine::upsert(self, tenant, inputs).await
     }

@@ -2,8 +2,8 @@
 //! starts them (empty, from a data directory, or from restored state). Its two sides live in
 //! their own files: `write.rs` (validate → chunk → embed → index → stage → commit → publish, and
 //! the one publish-and-purge step that local writes and a replica's remote changes share) and
-//! `read.rs` (scope, and the read path shared with the PostgreSQL backend: the per-principal
-//! query-vector cache and the coordinator actors over the shards' searches, `shards.rs`).
+//! `read.rs` (scope, and the engine's side of the read path shared with the PostgreSQL backend,
+//! `crate::retrieval::ReadPath`, over the shards' searches, `shards.rs`).
 //!
 //! Write-path invariant: chunks are embedded and indexed under fresh ordinals *before* the ACL
 //! snapshot that makes them readable is published — outside the writer lock, since no scope
@@ -22,7 +22,7 @@ use actix::{Addr, SyncArbiter};
 use arc_swap::ArcSwap;
 
 use crate::acl::AclStore;
-use crate::config::Settings;
+use crate::config::{RerankerKind, Settings};
 use crate::domain::ChunkingConfig;
 use crate::embed::Embedder;
 use crate::index::IndexError;
@@ -30,11 +30,10 @@ use crate::index::shard::{Shard, ShardActor, ShardStats};
 use crate::index::vector::VectorParams;
 use crate::storage::{StorageError, Store};
 
-use super::read::{CandidateCounts, QueryEmbedder, ReadPath};
+use crate::retrieval::{CandidateCounts, QueryEmbedder, ReadPath, RetrievalError, RetrievalResult, reranker};
+
 use super::shards::ShardSearch;
 use super::write::FaultHook;
-use super::{IdentityReranker, Reranker, RetrievalError, RetrievalResult, SentenceReranker};
-use crate::config::RerankerKind;
 
 /// Engine parameters (a slice of [`Settings`]).
 #[derive(Clone, Debug)]
@@ -507,12 +506,4 @@ pub struct Recovery {
     pub indexes: crate::storage::indexes::IndexSetOutcome,
     /// Seconds the open took (store, indexes, journals).
     pub seconds: f64,
-}
-
-/// The reranker `retrieval.reranker` names, fusing with the constant `rrf_k`.
-pub fn reranker(kind: RerankerKind, rrf_k: f64) -> Arc<dyn Reranker> {
-    match kind {
-        RerankerKind::Identity => Arc::new(IdentityReranker),
-        RerankerKind::Sentences => Arc::new(SentenceReranker { rrf_k }),
-    }
 }
