@@ -2,8 +2,9 @@
 # `warrant ingest` end to end on the corpus benches/extract_corpus.sh builds (issue 49; BENCHMARKS.md
 # "Extraction of uploaded files"): for each embedder, a release `warrant serve` on a throwaway data
 # directory and port, then `warrant ingest` of a folder twice (the second run finds every file
-# unchanged); prints files/s, MB/s of input, the server's peak resident set (VmHWM) and the
-# summaries.
+# unchanged); prints files/s, MB/s of input, the server's peak resident set (VmHWM), the CPU
+# seconds (user + system) of the server over the first run or of the `--data-dir` ingest process,
+# and the summaries. BIN is the warrant binary (default: the release build of this checkout).
 #
 #   benches/ingest_corpus.sh /work/corpus
 #
@@ -77,8 +78,9 @@ for run in $RUNS; do
   data="$WORK/data-${run//[:\/]/-}"
   if [ "$mode" = data-dir ]; then
     export WARRANT__EMBEDDER__KIND="$embedder"
-    /usr/bin/time -f '%M' -o "$WORK/rss" bash -c "$(declare -f run_ingest); BIN='$BIN' WORK='$WORK' run_ingest '$folder' '$run first' --data-dir '$data'"
-    echo "{\"run\": \"$run first\", \"ingest_peak_rss_mib\": $(($(tail -n 1 "$WORK/rss") / 1024))}"
+    /usr/bin/time -f '%M %U %S' -o "$WORK/rss" bash -c "$(declare -f run_ingest); BIN='$BIN' WORK='$WORK' run_ingest '$folder' '$run first' --data-dir '$data'"
+    read -r rss user system < <(tail -n 1 "$WORK/rss")
+    echo "{\"run\": \"$run first\", \"ingest_peak_rss_mib\": $((rss / 1024)), \"ingest_cpu_s\": $(awk "BEGIN {printf \"%.2f\", $user + $system}")}"
     run_ingest "$folder" "$run second (unchanged)" --data-dir "$data"
     unset WARRANT__EMBEDDER__KIND
     tail -3 "$WORK/ingest.err" >&2 || true
@@ -93,10 +95,13 @@ for run in $RUNS; do
   done
   echo "$embedder: $(curl -s "$URL/readyz")"
   rss_ready=$(awk '$1 == "VmRSS:" {print int($2 / 1024)}' "/proc/$PID/status")
+  ticks=$(awk '{print $14 + $15}' "/proc/$PID/stat")
   run_ingest "$folder" "$run first" --server "$URL"
+  ticks=$(( $(awk '{print $14 + $15}' "/proc/$PID/stat") - ticks ))
   run_ingest "$folder" "$run second (unchanged)" --server "$URL"
   echo "{\"run\": \"$run\", \"server_rss_ready_mib\": $rss_ready," \
-    "\"server_peak_rss_mib\": $(awk '$1 == "VmHWM:" {print int($2 / 1024)}' "/proc/$PID/status")}"
+    "\"server_peak_rss_mib\": $(awk '$1 == "VmHWM:" {print int($2 / 1024)}' "/proc/$PID/status")," \
+    "\"server_cpu_s_first\": $(awk "BEGIN {printf \"%.2f\", $ticks / $(getconf CLK_TCK)}")}"
   kill -TERM "$PID"
   wait "$PID" || true
   PID=""
