@@ -150,25 +150,87 @@ async fn postgres_cache_a_tenant_evicted_between_scope_and_search_is_read_with_s
     assert_eq!(doc_ids(&read), ["budget", "layoffs"].map(String::from).into());
 }
 
-/// The cross-node race of `postgres.rs` with the reader's cache on: reads racing a revoke that
-/// another node acknowledges; no read that started after the acknowledgement sees the document.
+/// How node A takes a document away from a reader in the race below.
+#[derive(Clone, Copy, Debug)]
+enum Withdrawal {
+    /// Revokes every reader of the document.
+    Revoke,
+    /// Deletes the document.
+    Delete,
+    /// Upserts a new version readable by `board` alone (the readers' `exec` dropped).
+    Narrow,
+}
+
+impl Withdrawal {
+    /// Applies this withdrawal of `doc_id` in `tenant` through `writer`, acknowledged on return.
+    async fn apply(self, writer: &PostgresBackend, tenant: &str, doc_id: &str) {
+        let (tenant, doc_id) = (tenant.to_owned(), doc_id.to_owned());
+        match self {
+            Self::Revoke => {
+                writer.mutate(AclMutation::Revoke { tenant, doc_id, groups: None, users: None }).await.unwrap();
+            }
+            Self::Delete => {
+                writer.mutate(AclMutation::Delete { tenant, doc_id }).await.unwrap();
+            }
+            Self::Narrow => {
+                let narrowed = doc(&doc_id, "Merger", "The merger with Initech closes in April.", &["board"]);
+                writer.upsert(&tenant, vec![narrowed]).await.unwrap();
+            }
+        }
+    }
+}
+
+/// The cross-node race of `postgres.rs` with the reader's cache on, for each way a document is
+/// taken away from a reader (a revoke; a delete; an upsert of a new version whose access list
+/// drops the reader's group): four tasks read on node B while node A withdraws the document; no
+/// read that started after A acknowledged it sees the document (0 late reads each).
 #[actix_web::test]
 async fn postgres_cache_revocation_race_has_no_late_read() {
     let Some(url) = fresh_database().await else { return };
     let writer = sql_node(&url).await;
-    let reader = cached_node(&url, 64 << 20).await;
+    for withdrawal in [Withdrawal::Revoke, Withdrawal::Delete, Withdrawal::Narrow] {
+        let tenant = format!("{withdrawal:?}").to_lowercase();
+        let reader = cached_node(&url, 64 << 20).await;
+        let Race { saw_before, after, late } = race_reads_against(&writer, &reader, &tenant, withdrawal).await;
+        assert!(saw_before > 0, "{withdrawal:?}: reads that started before the withdrawal saw the document");
+        assert!(after > 0, "{withdrawal:?}: reads ran after the acknowledgement");
+        assert_eq!(late, 0, "{withdrawal:?}: reads that started after the acknowledgement saw the document");
+        assert!(reader.tenant_cache().holds(&tenant), "{withdrawal:?}: the reads were the cache's");
+        assert!(served_from_cache(&reader, &principal(&tenant, "carol", &["exec"])).await);
+    }
+}
+
+/// What the readers of one race saw.
+struct Race {
+    /// Reads that started before the withdrawal did and saw the document (the check sees it).
+    saw_before: usize,
+    /// Reads that started after the withdrawal was acknowledged.
+    after: usize,
+    /// Of those, the ones that saw the document.
+    late: usize,
+}
+
+/// One race of [`postgres_cache_revocation_race_has_no_late_read`] in `tenant`: four tasks read
+/// on `reader` while `writer` applies `withdrawal` to the document `secret`.
+async fn race_reads_against(
+    writer: &PostgresBackend,
+    reader: &Arc<PostgresBackend>,
+    tenant: &str,
+    withdrawal: Withdrawal,
+) -> Race {
     let mut documents = vec![doc("secret", "Merger", "The merger with Initech closes in March.", &["exec"])];
     for i in 0..20 {
         documents.push(doc(&format!("filler{i}"), "Notes", &format!("Meeting notes {i} about the merger."), &["exec"]));
     }
-    writer.upsert("acme", documents).await.unwrap();
-    let exec = principal("acme", "carol", &["exec"]);
-    warm(&reader, &exec).await;
+    writer.upsert(tenant, documents).await.unwrap();
+    let exec = principal(tenant, "carol", &["exec"]);
+    warm(reader, &exec).await;
+    assert!(doc_ids(&reader.retrieve(&exec, "merger Initech March").await.unwrap()).contains("secret"));
     let origin = std::time::Instant::now();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut load = Vec::new();
     for _ in 0..4 {
-        let (reader, exec, stop) = (Arc::clone(&reader), exec.clone(), Arc::clone(&stop));
+        let (reader, exec, stop) = (Arc::clone(reader), exec.clone(), Arc::clone(&stop));
         load.push(actix_rt::spawn(async move {
             let mut seen = Vec::new();
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
@@ -180,23 +242,30 @@ async fn postgres_cache_revocation_race_has_no_late_read() {
         }));
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let revoke = AclMutation::Revoke { tenant: "acme".into(), doc_id: "secret".into(), groups: None, users: None };
-    writer.mutate(revoke).await.unwrap();
+    let withdrawing = origin.elapsed();
+    withdrawal.apply(writer, tenant, "secret").await;
     let acknowledged = origin.elapsed();
     tokio::time::sleep(Duration::from_millis(100)).await;
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let (mut after, mut late) = (0, 0);
+    let mut race = Race { saw_before: 0, after: 0, late: 0 };
     for task in load {
         for (started, secret) in task.await.unwrap() {
-            if started > acknowledged {
-                after += 1;
-                late += usize::from(secret);
+            if started < withdrawing {
+                race.saw_before += usize::from(secret);
+            } else if started > acknowledged {
+                race.after += 1;
+                race.late += usize::from(secret);
             }
         }
     }
-    assert!(after > 0, "reads ran after the acknowledgement");
-    assert_eq!(late, 0, "reads that started after the revoke was acknowledged saw the document");
-    assert!(reader.tenant_cache().holds("acme"));
+    eprintln!(
+        "{withdrawal:?}: acknowledged in {:?}; {} reads before it saw the document, {} reads after it, {} late",
+        acknowledged - withdrawing,
+        race.saw_before,
+        race.after,
+        race.late
+    );
+    race
 }
 
 /// Two tenants cached on one node: a near-duplicate of the other tenant never reaches fusion.
