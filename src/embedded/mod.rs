@@ -6,10 +6,11 @@
 //! cache holds tenants as engines too (`crate::postgres::TenantCache`).
 //!
 //! Files: `engine.rs` (the engine, its start and recovery), `write.rs` (the write path and the
-//! publish step replicas share), `read.rs` (the read side), `shards.rs` (the shards'
+//! publish step replicas share), `batch.rs` (a batch's chunks, vectors and store rows), `read.rs` (the read side), `shards.rs` (the shards'
 //! [`CandidateSearch`](crate::retrieval::CandidateSearch): two-phase BM25 statistics, concurrent
 //! vector search).
 
+mod batch;
 mod engine;
 mod read;
 mod shards;

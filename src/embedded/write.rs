@@ -17,11 +17,11 @@ use crate::index::shard::{IndexChunks, PurgeOrdinals, Shard};
 use crate::storage::{Commit, EncodedDocument, STORE_FILE, StorageError, Store, WriteStep};
 
 use crate::retrieval::batch::{
-    BatchRows, BatchSentenceTexts, BatchSentences, DocumentInput, batch_rows, embedding_text, invalid, off_thread,
-    to_document, validate_batch,
+    BatchSentenceTexts, BatchSentences, DocumentInput, embedding_text, invalid, to_document, validate_batch,
 };
 use crate::retrieval::{RetrievalError, RetrievalResult, UpsertOutcome, WriteSide};
 
+use super::batch::{BatchRows, batch_rows, off_thread};
 use super::engine::{Engine, shard_of};
 
 /// A test hook that can fail the write path before any [`WriteStep`] (deterministic crash and
