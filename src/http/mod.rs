@@ -259,7 +259,8 @@ async fn method_not_allowed(request: actix_web::HttpRequest) -> HttpResponse {
 }
 
 /// Middleware: assigns a request id (kept from a sane incoming `x-request-id`), logs one line
-/// per request with the route pattern (not the raw path) and echoes the id in the response.
+/// per request with the route pattern (not the raw path) and echoes the id in the response, an
+/// error's response included (a read cut at its deadline).
 pub async fn request_id(
     request: ServiceRequest,
     next: Next<impl MessageBody>,
@@ -277,12 +278,30 @@ pub async fn request_id(
     let method = request.method().to_string();
     let route = request.match_pattern().unwrap_or_else(|| "unmatched".to_owned());
     let started = Instant::now();
-    let mut response = next.call(request).await?;
-    tracing::info!(request_id = %id, %method, %route, status = response.status().as_u16(), elapsed_ms = started.elapsed().as_secs_f64() * 1000.0, "request");
-    if let Ok(value) = HeaderValue::from_str(&id) {
-        response.headers_mut().insert(HeaderName::from_static("x-request-id"), value);
+    let called = next.call(request).await;
+    let status = match &called {
+        Ok(response) => response.status(),
+        Err(error) => error.as_response_error().status_code(),
+    };
+    tracing::info!(request_id = %id, %method, %route, status = status.as_u16(), elapsed_ms = started.elapsed().as_secs_f64() * 1000.0, "request");
+    let header = HeaderValue::from_str(&id).ok().map(|value| (HeaderName::from_static("x-request-id"), value));
+    match called {
+        Ok(mut response) => {
+            if let Some((name, value)) = header {
+                response.headers_mut().insert(name, value);
+            }
+            Ok(response)
+        }
+        // An error a middleware inside answered with (the request deadline's 503
+        // `request_timeout`): rendered here, so its response carries the id too.
+        Err(error) => {
+            let mut rendered = error.as_response_error().error_response();
+            if let Some((name, value)) = header {
+                rendered.headers_mut().insert(name, value);
+            }
+            Err(actix_web::error::InternalError::from_response(error, rendered).into())
+        }
     }
-    Ok(response)
 }
 
 /// The `{doc_id}` of a route that ends with it: the raw last path segment, percent-decoded;

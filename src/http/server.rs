@@ -64,8 +64,9 @@ pub fn deadline_applies(method: &Method, pattern: &str) -> bool {
 /// [`RequestDeadline`] of the app's data answers 503 `request_timeout` with `Retry-After`, and its
 /// handler is dropped. Counted in `warrant_http_request_timeouts_total{route}`.
 ///
-/// The answer is an error the server renders ([`ApiError`]'s response): building a response
-/// here would need a clone of the request, and a request cloned before routing cannot be routed.
+/// The answer is an error ([`ApiError`]'s response), which the request-id middleware around it
+/// renders with the request's `x-request-id` ([`super::request_id`]): building a response here
+/// would need a clone of the request, and a request cloned before routing cannot be routed.
 pub async fn request_deadline(
     request: ServiceRequest,
     next: Next<impl MessageBody>,
@@ -190,6 +191,37 @@ mod tests {
         }
         let write = try_call_service(&app, TestRequest::put().uri("/v1/admin/documents").to_request()).await;
         assert_eq!(write.map(|response| response.status()).ok(), Some(actix_web::http::StatusCode::OK), "never cut");
+    }
+
+    /// Regression (issue 59): a read cut at its deadline answered 503 without `x-request-id`
+    /// (every other response carries one) and left no request line in the log: the deadline's
+    /// answer is an error, and the request-id middleware passed errors through untouched.
+    #[actix_web::test]
+    async fn a_read_cut_at_its_deadline_carries_its_request_id() {
+        let deadline = RequestDeadline { timeout: Duration::from_millis(50), retry_after_seconds: 2 };
+        let slow = || async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            actix_web::HttpResponse::Ok().finish()
+        };
+        // The order of `app`: the deadline innermost, the request id around it.
+        let app = init_service(
+            App::new()
+                .app_data(web::Data::new(deadline))
+                .wrap(middleware::from_fn(request_deadline))
+                .wrap(middleware::from_fn(super::super::request_id))
+                .route("/v1/retrieve", web::post().to(slow)),
+        )
+        .await;
+        let request = TestRequest::post().uri("/v1/retrieve").insert_header(("x-request-id", "cut-read-1"));
+        let error = try_call_service(&app, request.to_request()).await.err().expect("cut at the deadline");
+        let response = error.as_response_error().error_response();
+        assert_eq!(response.status(), 503);
+        assert_eq!(
+            response.headers().get("x-request-id").and_then(|value| value.to_str().ok()),
+            Some("cut-read-1"),
+            "the 503 request_timeout names its request"
+        );
+        assert_eq!(response.headers().get("retry-after").and_then(|value| value.to_str().ok()), Some("2"));
     }
 
     #[test]
