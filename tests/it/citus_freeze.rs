@@ -2,7 +2,10 @@
 //! postmaster and every child, `tests/citus.sh freeze`), as a hung or partitioned machine is.
 //! The node must keep serving the tenant of the healthy worker, fail the frozen worker's tenant
 //! fast with a code, answer `/readyz` within a second throughout (ready, naming the frozen worker),
-//! and serve the frozen tenant again soon after the thaw.
+//! and serve the frozen tenant again soon after the thaw. It runs twice, in turn (one freezable
+//! node): with the tenant cache off (every read SQL, the fallback) and on (`warrant serve`'s
+//! default: both tenants cached before the freeze, every read still starting with the tenant's
+//! epoch statement on its worker).
 //!
 //! The frozen node is `WARRANT_TEST_CITUS_FREEZABLE` (`tests/citus.sh start` prints it): a node
 //! only this test registers, as a worker of its own database, so no other test running beside it
@@ -113,9 +116,10 @@ macro_rules! timed {
 /// hung statements) and `/readyz` did not answer at all. Now: the healthy worker's tenant gets 0
 /// errors, the frozen worker's tenant fails within its deadline with a code, `/readyz` answers
 /// 200 within a second throughout and names the frozen worker, a write to the frozen tenant is
-/// rolled back whole, and the frozen tenant is served again soon after the thaw. Seen failing
-/// before the coordinator-only probe: `/readyz` answered 503 `backend_unavailable` (its epoch
-/// statement read a shard on the frozen worker).
+/// rolled back whole, and the frozen tenant is served again soon after the thaw; with the
+/// tenant cache off and on ([`frozen_worker`]). Seen failing before the coordinator-only probe:
+/// `/readyz` answered 503 `backend_unavailable` (its epoch statement read a shard on the frozen
+/// worker).
 #[actix_web::test]
 async fn citus_a_frozen_worker_fails_its_tenants_fast_and_the_rest_keeps_serving() {
     let Some((url, workers)) = cluster() else { return };
@@ -124,24 +128,46 @@ async fn citus_a_frozen_worker_fails_its_tenants_fast_and_the_rest_keeps_serving
         let _ = std::io::Write::write_all(&mut std::io::stderr(), notice.as_bytes());
         return;
     };
-    let nodes = vec![workers[0].clone(), freezable.clone()];
-    ensure_app_role(&url, &nodes).await;
+    // In turn, never at once: both would freeze the one freezable node.
+    for cached in [false, true] {
+        frozen_worker(&url, &workers[0], &freezable, cached).await;
+    }
+}
+
+/// One run of [`citus_a_frozen_worker_fails_its_tenants_fast_and_the_rest_keeps_serving`] in a
+/// database of its own on `healthy_worker` and `freezable`, the node's tenant cache on when
+/// `cached` (`storage.postgres.cache_mb` at its default) else off (0).
+async fn frozen_worker(url: &str, healthy_worker: &str, freezable: &str, cached: bool) {
+    let nodes = vec![healthy_worker.to_owned(), freezable.to_owned()];
+    ensure_app_role(url, &nodes).await;
     let name = format!("warrant_freeze_{}", uuid::Uuid::new_v4().simple());
     // Test-only DDL: the name is generated here, never input.
-    connect(&url)
+    connect(url)
         .await
         .batch_execute(&format!("CREATE DATABASE {name} OWNER {}", super::APP_ROLE))
         .await
         .expect("database");
-    let database = distributed_database(&url, &name, &nodes, 64).await;
-    let superuser = connect(&with_user(&database, user_of(&url))).await;
+    let database = distributed_database(url, &name, &nodes, 64).await;
+    let superuser = connect(&with_user(&database, user_of(url))).await;
     let port = |address: &str| address.rsplit(':').next().and_then(|port| port.parse::<i32>().ok()).expect("port");
-    let healthy = tenant_on(&superuser, port(&workers[0]), "healthy").await;
-    let frozen = tenant_on(&superuser, port(&freezable), "frozen").await;
+    let healthy = tenant_on(&superuser, port(healthy_worker), "healthy").await;
+    let frozen = tenant_on(&superuser, port(freezable), "frozen").await;
+    // `/readyz` names a worker by its `pg_dist_node` id, never its address.
+    let mut node_ids = std::collections::BTreeMap::new();
+    for address in [healthy_worker, freezable] {
+        let sql = "SELECT nodeid FROM pg_dist_node WHERE nodeport = $1";
+        let node_id: i32 = superuser.query_one(sql, &[&port(address)]).await.expect("a worker").get(0);
+        node_ids.insert(i64::from(node_id), address);
+    }
 
     let mut settings = crate::support::settings(1);
     settings.storage.backend = warrant::config::StorageBackend::Postgres;
     settings.server.request_timeout_ms = REQUEST_TIMEOUT.as_millis() as u64;
+    if !cached {
+        settings.storage.postgres.cache_mb = 0;
+    }
+    let cache = warrant::postgres::CacheParams::from_settings(&settings);
+    assert_eq!(cache.enabled(), cached);
     let providers = crate::support::hashed_providers(&settings, None);
     let mut params = crate::postgres::params(&database);
     params.acquire_timeout = Duration::from_millis(500);
@@ -149,19 +175,14 @@ async fn citus_a_frozen_worker_fails_its_tenants_fast_and_the_rest_keeps_serving
         statement_timeout: STATEMENT_TIMEOUT,
         ..warrant::postgres::DatabaseLimits::default()
     };
-    let postgres = warrant::postgres::PostgresBackend::connect_limited(params, limits, Arc::clone(&providers.embedder))
-        .await
-        .expect("connects");
-    let backend = warrant::app::Backend {
-        reader: postgres.clone(),
-        writer: postgres.clone(),
-        reviews: postgres,
-        engine: None,
-        fresh: true,
-    };
-    let state = warrant::app::build_state_on(Arc::new(settings), providers, backend).expect("state");
+    let postgres =
+        warrant::postgres::PostgresBackend::connect_cached(params, limits, cache, Arc::clone(&providers.embedder))
+            .await
+            .expect("connects");
+    let state = crate::postgres::service_state_on(Arc::clone(&postgres), Arc::new(settings), providers);
     state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
     let node = actix_web::test::init_service(warrant::http::server::app(state)).await;
+    let mode = if cached { "cache on" } else { "cache off" };
 
     let token = crate::snapshots::token;
     let admin = |tenant: &str| token(tenant, "root", &[], "admin");
@@ -176,17 +197,26 @@ async fn citus_a_frozen_worker_fails_its_tenants_fast_and_the_rest_keeps_serving
         assert_eq!(status, 200, "{tenant}: {body}");
     }
     let retrieve = || Some(json!({"query": "hotel stays per night"}));
-    let (status, body, _) = timed!(&node, Method::POST, "/v1/retrieve", &reader(&frozen), retrieve());
-    assert_eq!(status, 200, "before the freeze: {body}");
+    for tenant in [&healthy, &frozen] {
+        let (status, body, _) = timed!(&node, Method::POST, "/v1/retrieve", &reader(tenant), retrieve());
+        assert_eq!(status, 200, "{mode}, before the freeze: {body}");
+        // The read started the tenant's load: the freeze finds it cached, not loading.
+        let settled = postgres.tenant_cache().settled(tenant, Duration::from_secs(30)).await;
+        assert_eq!(settled, cached, "{mode}: {tenant} cached before the freeze");
+    }
     let (status, body, _) = timed!(&node, Method::GET, "/readyz", "", None);
     assert_eq!(status, 200, "{body}");
 
-    let guard = Frozen::node(&freezable);
+    let guard = Frozen::node(freezable);
     let frozen_since = Instant::now();
     // A write to the frozen worker's tenant: rolled back whole by its statement deadline.
     let (status, body, took) =
         timed!(&node, Method::PUT, "/v1/admin/documents", &admin(&frozen), Some(upload("taxis")));
-    assert_eq!((status, body["code"].as_str()), (503, Some("storage_timeout")), "a write to the frozen worker: {body}");
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (503, Some("storage_timeout")),
+        "{mode}: a write to the frozen worker: {body}"
+    );
     assert!(took <= STATEMENT_TIMEOUT + MARGIN, "the write fails fast: {took:?}");
     let healthy_reads = async {
         let mut errors = Vec::new();
@@ -223,21 +253,25 @@ async fn citus_a_frozen_worker_fails_its_tenants_fast_and_the_rest_keeps_serving
 
     assert!(
         reads > 0 && errors.is_empty(),
-        "the healthy worker's tenant: {} errors in {reads} reads: {errors:?}",
+        "{mode}: the healthy worker's tenant: {} errors in {reads} reads: {errors:?}",
         errors.len()
     );
     assert!(!answers.is_empty());
     for (status, body, took) in &answers {
-        assert_eq!(*status, 200, "one worker frozen leaves the node ready: {body}");
+        assert_eq!(*status, 200, "{mode}: one worker frozen leaves the node ready: {body}");
         assert!(*took < Duration::from_secs(1), "/readyz answers within a second: {took:?}");
     }
     let (_, last, _) = answers.last().expect("an answer");
     let reported = last["backend"]["workers"].as_array().expect("workers listed");
-    let worker = |address: &str| reported.iter().find(|worker| worker["address"] == address).expect("listed").clone();
-    assert_eq!(worker(&workers[0])["outcome"], "ok", "{last}");
-    assert_eq!(worker(&freezable)["outcome"], "timeout", "{last}");
-    assert_eq!(worker(&freezable)["code"], "storage_timeout", "{last}");
-    assert!(worker(&freezable)["failing_seconds"].as_u64().is_some(), "{last}");
+    let worker = |address: &str| {
+        let listed = |worker: &&Value| worker["node_id"].as_i64().and_then(|id| node_ids.get(&id)) == Some(&address);
+        reported.iter().find(listed).expect("listed").clone()
+    };
+    assert!(!last.to_string().contains(&format!(":{}", port(freezable))), "/readyz names no address: {last}");
+    assert_eq!(worker(healthy_worker)["outcome"], "ok", "{last}");
+    assert_eq!(worker(freezable)["outcome"], "timeout", "{last}");
+    assert_eq!(worker(freezable)["code"], "storage_timeout", "{last}");
+    assert!(worker(freezable)["failing_seconds"].as_u64().is_some(), "{last}");
 
     let frozen_reads: Vec<_> = frozen_reads.into_iter().flatten().collect();
     assert!(!frozen_reads.is_empty());
@@ -246,9 +280,9 @@ async fn citus_a_frozen_worker_fails_its_tenants_fast_and_the_rest_keeps_serving
         assert!(
             *status == 503
                 && ["storage_timeout", "storage_unavailable", "overloaded", "request_timeout"].contains(&code),
-            "the frozen worker's tenant fails with a code: {status} {body}"
+            "{mode}: the frozen worker's tenant fails with a code: {status} {body}"
         );
-        assert!(*took <= REQUEST_TIMEOUT + MARGIN, "the frozen worker's tenant fails fast: {took:?} ({body})");
+        assert!(*took <= REQUEST_TIMEOUT + MARGIN, "{mode}: the frozen worker's tenant fails fast: {took:?} ({body})");
     }
     // After the thaw the frozen tenant is served again, and its write was rolled back whole.
     let recovered = loop {
@@ -256,22 +290,25 @@ async fn citus_a_frozen_worker_fails_its_tenants_fast_and_the_rest_keeps_serving
         if status == 200 {
             break thawed.elapsed();
         }
-        assert!(thawed.elapsed() < Duration::from_secs(20), "not served 20 s after the thaw: {status} {body}");
+        assert!(thawed.elapsed() < Duration::from_secs(20), "{mode}: not served 20 s after the thaw: {status} {body}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let (status, _, _) = timed!(&node, Method::GET, "/v1/documents/taxis", &reader(&frozen), None);
-    assert_eq!(status, 404, "the write past its deadline left nothing behind");
+    assert_eq!(status, 404, "{mode}: the write past its deadline left nothing behind");
+    // Cached, the healthy tenant was held throughout: its reads were the cache's, each after
+    // its epoch statement on the healthy worker.
+    assert_eq!(postgres.tenant_cache().holds(&healthy), cached, "{mode}: the healthy tenant stayed cached");
     let (status, body, _) = timed!(&node, Method::GET, "/readyz", "", None);
     assert_eq!(status, 200, "{body}");
     let listed: Vec<(&str, &str)> = body["backend"]["workers"]
         .as_array()
         .expect("workers listed")
         .iter()
-        .filter_map(|worker| Some((worker["address"].as_str()?, worker["outcome"].as_str()?)))
+        .filter_map(|worker| Some((*node_ids.get(&worker["node_id"].as_i64()?)?, worker["outcome"].as_str()?)))
         .collect();
-    assert_eq!(listed, [(workers[0].as_str(), "ok"), (freezable.as_str(), "ok")], "after the thaw: {body}");
+    assert_eq!(listed, [(healthy_worker, "ok"), (freezable, "ok")], "after the thaw: {body}");
     let notice = format!(
-        "citus freeze: healthy tenant {reads} reads, 0 errors; frozen tenant {} failures, slowest {:?}; \
+        "citus freeze, {mode}: healthy tenant {reads} reads, 0 errors; frozen tenant {} failures, slowest {:?}; \
          /readyz slowest {:?}; served again {recovered:?} after the thaw\n",
         frozen_reads.len(),
         frozen_reads.iter().map(|(_, _, took)| *took).max().unwrap_or_default(),

@@ -1974,13 +1974,27 @@ async fn postgres_every_answer_fixture_holds() {
 }
 
 /// The HTTP service's state on the postgres backend at `url` with `settings` and `providers`
-/// (what `warrant serve` builds with `storage.backend = "postgres"`), not yet ready.
+/// (what `warrant serve` builds with `storage.backend = "postgres"`: the tenant cache as
+/// `storage.postgres.cache_mb` says, on by default), not yet ready.
 pub(crate) async fn service_state(
     url: &str,
     settings: Arc<warrant::config::Settings>,
     providers: warrant::providers::Providers,
 ) -> actix_web::web::Data<warrant::http::AppState> {
-    let postgres = PostgresBackend::connect(params(url), Arc::clone(&providers.embedder)).await.expect("connects");
+    let cache = warrant::postgres::CacheParams::from_settings(&settings);
+    let postgres =
+        PostgresBackend::connect_cached(params(url), DatabaseLimits::default(), cache, Arc::clone(&providers.embedder))
+            .await
+            .expect("connects");
+    service_state_on(postgres, settings, providers)
+}
+
+/// The HTTP service's state on `postgres` (its reader, writer and review store), not yet ready.
+pub(crate) fn service_state_on(
+    postgres: Arc<PostgresBackend>,
+    settings: Arc<warrant::config::Settings>,
+    providers: warrant::providers::Providers,
+) -> actix_web::web::Data<warrant::http::AppState> {
     let backend = warrant::app::Backend {
         reader: postgres.clone(),
         writer: postgres.clone(),
