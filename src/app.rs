@@ -295,6 +295,9 @@ pub struct Backend {
     pub reviews: Arc<dyn ReviewStore>,
     /// The embedded engine (`None` on PostgreSQL).
     pub engine: Option<Arc<Engine>>,
+    /// The PostgreSQL backend (`None` on the embedded engine), whose database's parts `/readyz`
+    /// probes ([`crate::postgres::health`]).
+    pub database: Option<Arc<crate::postgres::PostgresBackend>>,
     /// Whether it is new.
     pub fresh: bool,
 }
@@ -323,7 +326,14 @@ pub async fn start_backend(
         StorageBackend::Embedded => {
             let (engine, fresh) = start_engine(settings, embedder).await?;
             let reviews = embedded_reviews(settings, &engine).await?;
-            Ok(Backend { reader: engine.clone(), writer: engine.clone(), reviews, engine: Some(engine), fresh })
+            Ok(Backend {
+                reader: engine.clone(),
+                writer: engine.clone(),
+                reviews,
+                engine: Some(engine),
+                database: None,
+                fresh,
+            })
         }
         StorageBackend::Postgres => {
             let params = crate::postgres::PostgresParams::from_settings(settings)?;
@@ -332,7 +342,14 @@ pub async fn start_backend(
             let backend = crate::postgres::PostgresBackend::connect_cached(params, limits, cache, embedder).await?;
             let fresh = backend.is_empty().await?;
             tracing::info!(lineage = %backend.lineage(), empty = fresh, "postgres backend connected");
-            Ok(Backend { reader: backend.clone(), writer: backend.clone(), reviews: backend, engine: None, fresh })
+            Ok(Backend {
+                reader: backend.clone(),
+                writer: backend.clone(),
+                reviews: backend.clone(),
+                engine: None,
+                database: Some(backend),
+                fresh,
+            })
         }
     }
 }
@@ -431,6 +448,7 @@ pub fn build_state_on(
         reader,
         documents,
         engine,
+        database: backend.database,
         pipeline,
         authenticator,
         in_flight: Arc::new(Semaphore::new(settings.server.max_in_flight)),

@@ -100,6 +100,8 @@ pub struct AppState {
     pub documents: Arc<crate::documents::Documents>,
     /// The embedded engine, when it is the backend: snapshots, the replica feed, index sizes.
     pub engine: Option<Arc<Engine>>,
+    /// The PostgreSQL backend, when it is the backend: `/readyz` probes its database's parts.
+    pub database: Option<Arc<crate::postgres::PostgresBackend>>,
     /// The answer pipeline (the read side, the generator and the verifier).
     pub pipeline: Arc<AnswerPipeline>,
     /// Token verifier.

@@ -332,8 +332,11 @@ pub async fn livez() -> HttpResponse {
 /// The backend's readiness probe, bounded by [`READINESS_PROBE_BOUND`]: on PostgreSQL the
 /// database's parts ([`crate::postgres::health`]; the coordinator decides), else the backend's
 /// ACL state. Returns the ACL epoch and lineage when the backend can serve.
-async fn probe_readiness(reader: &dyn crate::retrieval::ReadSide) -> (Option<(u64, String)>, BackendReport) {
-    let Some(postgres) = reader.postgres() else {
+async fn probe_readiness(
+    reader: &dyn crate::retrieval::ReadSide,
+    database: Option<&crate::postgres::PostgresBackend>,
+) -> (Option<(u64, String)>, BackendReport) {
+    let Some(postgres) = database else {
         return probe_backend(reader.acl_state(), READINESS_PROBE_BOUND, &PROBE_FAILING_SINCE).await;
     };
     let health = postgres.health(READINESS_PROBE_BOUND).await;
@@ -349,7 +352,7 @@ async fn probe_readiness(reader: &dyn crate::retrieval::ReadSide) -> (Option<(u6
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     let replica = state.replica.as_ref().map(|status| super::contract::replica::ReplicaReport::from(status.report()));
     let stale = replica.as_ref().is_some_and(|report| !report.fresh);
-    let (acl_state, backend) = probe_readiness(state.reader.as_ref()).await;
+    let (acl_state, backend) = probe_readiness(state.reader.as_ref(), state.database.as_deref()).await;
     let reachable = acl_state.is_some();
     let oidc = state.authenticator.provider().map(|provider| OidcReport::from(provider.status()));
     let keys_unavailable = oidc.as_ref().is_some_and(|report| !report.usable);

@@ -122,10 +122,6 @@ impl ReadSide for PostgresBackend {
         let epoch: i64 = reader.query_one(sql::HIGHEST_EPOCH, &[]).await?.get(0);
         Ok((epoch as u64, self.lineage.clone()))
     }
-
-    fn postgres(&self) -> Option<&PostgresBackend> {
-        Some(self)
-    }
 }
 
 #[async_trait]

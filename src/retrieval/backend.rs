@@ -118,11 +118,6 @@ pub trait ReadSide: Send + Sync {
     /// The ACL epoch and lineage to report at readiness (a backend with an epoch per tenant
     /// reports the highest).
     async fn acl_state(&self) -> RetrievalResult<(u64, String)>;
-    /// The PostgreSQL backend this is, whose database's parts `/readyz` probes instead of
-    /// [`Self::acl_state`] (`crate::postgres::health`); `None` for a backend in this process.
-    fn postgres(&self) -> Option<&crate::postgres::PostgresBackend> {
-        None
-    }
 }
 
 /// The write side of a backend.

@@ -1998,8 +1998,9 @@ pub(crate) fn service_state_on(
     let backend = warrant::app::Backend {
         reader: postgres.clone(),
         writer: postgres.clone(),
-        reviews: postgres,
+        reviews: postgres.clone(),
         engine: None,
+        database: Some(postgres),
         fresh: true,
     };
     warrant::app::build_state_on(settings, providers, backend).expect("state")
