@@ -9,7 +9,8 @@
 //! connection outside the pool by a statement that reaches no worker
 //! ([`crate::postgres::health`]); each Citus worker is probed from the coordinator and reported
 //! in `backend.workers`, and one worker down or frozen does not make the node unready (it still
-//! serves the tenants of the other workers).
+//! serves the tenants of the other workers). `/readyz` is unauthenticated: it names the
+//! database's parts by role and `pg_dist_node` id, never by host or port (those are logged).
 
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
@@ -57,7 +58,8 @@ pub struct Readiness {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oidc: Option<OidcReport>,
     /// The backend's probe: what was asked, how it went, since when it fails; on PostgreSQL the
-    /// database's server and, on Citus, each worker (absent while the state loads).
+    /// database's server by its role and, on Citus, each worker by its `pg_dist_node` id (never
+    /// a host or port); absent while the state loads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backend: Option<BackendReport>,
 }
@@ -67,19 +69,17 @@ pub struct Readiness {
 /// within about a second.
 pub const READINESS_PROBE_BOUND: Duration = Duration::from_millis(800);
 
-/// The backend part of `/readyz`.
+/// How one probed part answered: the backend's probe and each Citus worker's share it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct BackendReport {
-    /// What was probed: `acl_state` (the embedded engine's ACL epoch and lineage) or `database`
-    /// (on PostgreSQL: the server warrant connects to, the Citus coordinator, on a connection of
-    /// its own; its catalog and `warrant_meta`, never a tenant table or a worker). It alone
-    /// decides readiness.
-    pub probe: &'static str,
-    /// `ok`, `timeout` (no answer within the bound; the probe was abandoned), `error` (on
-    /// PostgreSQL also: a schema or database that is not this node's) or `unreachable` (on
-    /// PostgreSQL: the server refused or dropped the connection).
+pub struct ProbeReport {
+    /// `ok`, `timeout` (no answer within the bound; the probe was abandoned: frozen,
+    /// partitioned, overloaded), `error` (on PostgreSQL also: a schema or database that is not
+    /// this node's), `unreachable` (on PostgreSQL: the part refused or dropped the connection:
+    /// down, restarting); for a Citus worker also `inactive` (marked so in `pg_dist_node`; not
+    /// probed) or `unknown` (not probed: the coordinator's probe failed).
     pub outcome: &'static str,
-    /// The failed probe's error code (`storage_timeout`, `storage_unavailable`, ...).
+    /// The code a request reaching this part gets now (`storage_timeout`,
+    /// `storage_unavailable`, ...); absent when it answers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<&'static str>,
     /// Milliseconds the probe took (at most the bound).
@@ -88,9 +88,35 @@ pub struct BackendReport {
     /// succeeds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failing_seconds: Option<u64>,
-    /// On PostgreSQL: `host:port` of the server probed (the Citus coordinator).
+}
+
+impl ProbeReport {
+    fn of_part(part: &crate::postgres::health::PartHealth) -> Self {
+        Self {
+            outcome: part.outcome.as_str(),
+            code: part.outcome.code(),
+            elapsed_ms: part.elapsed.as_millis() as u64,
+            failing_seconds: part.failing_for.map(|failing| failing.as_secs()),
+        }
+    }
+}
+
+/// The backend part of `/readyz`. It names no host or port (the endpoint is unauthenticated):
+/// a failing part's address is in the log, at warn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct BackendReport {
+    /// What was probed: `acl_state` (the embedded engine's ACL epoch and lineage) or `database`
+    /// (on PostgreSQL: the server warrant connects to, the Citus coordinator, on a connection of
+    /// its own; its catalog and `warrant_meta`, never a tenant table or a worker). It alone
+    /// decides readiness.
+    pub probe: &'static str,
+    /// On PostgreSQL, which server that is: `server` (a single PostgreSQL server) or
+    /// `coordinator` (a Citus coordinator); absent while it does not answer.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub server: Option<String>,
+    pub role: Option<&'static str>,
+    /// How the probe went.
+    #[serde(flatten)]
+    pub probed: ProbeReport,
     /// On PostgreSQL: the highest migration the database holds (when it answered).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schema_version: Option<u32>,
@@ -101,48 +127,37 @@ pub struct BackendReport {
     pub workers: Option<Vec<WorkerReport>>,
 }
 
-/// One Citus worker in `/readyz`.
+/// One Citus worker in `/readyz`, named as the coordinator's `pg_dist_node` names it (`SELECT
+/// nodename, nodeport FROM pg_dist_node WHERE nodeid = ...` on the coordinator gives its address).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct WorkerReport {
-    /// `host:port`, as the coordinator's metadata names it.
-    pub address: String,
-    /// `ok`, `timeout` (the coordinator got no answer from it within the bound: frozen,
-    /// partitioned, overloaded), `unreachable` (it refused or dropped the coordinator's
-    /// connection: down, restarting), `error`, `inactive` (marked so in `pg_dist_node`; not
-    /// probed) or `unknown` (not probed: the coordinator's probe failed).
-    pub outcome: &'static str,
-    /// The code a request reaching this worker gets now (`storage_timeout`,
-    /// `storage_unavailable`); absent when it answers.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<&'static str>,
-    /// Milliseconds its probe took (at most the bound).
-    pub elapsed_ms: u64,
-    /// Seconds since its first failed probe after its last success (absent while it answers).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failing_seconds: Option<u64>,
+    /// `pg_dist_node.nodeid`.
+    pub node_id: i32,
+    /// `pg_dist_node.groupid`: the shard group it holds.
+    pub group_id: i32,
+    /// How its probe from the coordinator went.
+    #[serde(flatten)]
+    pub probed: ProbeReport,
 }
 
 impl BackendReport {
     /// The report of a PostgreSQL backend's database probe.
     pub fn of_database(health: &crate::postgres::health::DatabaseHealth) -> Self {
-        let coordinator = &health.coordinator;
         Self {
             probe: "database",
-            outcome: coordinator.outcome.as_str(),
-            code: coordinator.outcome.code(),
-            elapsed_ms: coordinator.elapsed.as_millis() as u64,
-            failing_seconds: coordinator.failing_for.map(|failing| failing.as_secs()),
-            server: Some(coordinator.address.clone()),
+            role: health.citus.map(|citus| if citus { "coordinator" } else { "server" }),
+            probed: ProbeReport::of_part(&health.coordinator),
             schema_version: health.schema_version,
             workers: health.workers.as_ref().map(|workers| {
                 workers
                     .iter()
-                    .map(|worker| WorkerReport {
-                        address: worker.address.clone(),
-                        outcome: worker.outcome.as_str(),
-                        code: worker.outcome.code(),
-                        elapsed_ms: worker.elapsed.as_millis() as u64,
-                        failing_seconds: worker.failing_for.map(|failing| failing.as_secs()),
+                    .filter_map(|worker| {
+                        let identity = worker.worker?;
+                        Some(WorkerReport {
+                            node_id: identity.node_id,
+                            group_id: identity.group_id,
+                            probed: ProbeReport::of_part(worker),
+                        })
                     })
                     .collect()
             }),
@@ -186,11 +201,8 @@ pub async fn probe_backend<T>(
     };
     let report = BackendReport {
         probe: "acl_state",
-        outcome,
-        code,
-        elapsed_ms,
-        failing_seconds,
-        server: None,
+        role: None,
+        probed: ProbeReport { outcome, code, elapsed_ms, failing_seconds },
         schema_version: None,
         workers: None,
     };
@@ -486,7 +498,8 @@ mod tests {
         )
         .await;
         let (value, report) = waited.expect("the probe is bounded");
-        assert_eq!((value, report.outcome, report.code, report.failing_seconds), (None, "timeout", None, Some(0)));
+        let probed = &report.probed;
+        assert_eq!((value, probed.outcome, probed.code, probed.failing_seconds), (None, "timeout", None, Some(0)));
         let failed = async {
             Err::<u64, _>(RetrievalError::Database {
                 operation: DatabaseOperation::Read,
@@ -494,10 +507,62 @@ mod tests {
             })
         };
         let (_, report) = probe_backend(failed, Duration::from_millis(50), &failing_since).await;
-        assert_eq!((report.outcome, report.code), ("error", Some("storage_unavailable")));
+        assert_eq!((report.probed.outcome, report.probed.code), ("error", Some("storage_unavailable")));
         assert!(failing_since.lock().unwrap().is_some(), "the first failure's time is kept");
         let (value, report) = probe_backend(async { Ok(7_u64) }, Duration::from_millis(50), &failing_since).await;
-        assert_eq!((value, report.outcome, report.failing_seconds), (Some(7), "ok", None));
+        assert_eq!((value, report.probed.outcome, report.probed.failing_seconds), (Some(7), "ok", None));
         assert!(failing_since.lock().unwrap().is_none(), "a success clears the failure");
+    }
+
+    /// The readiness body's schema (served at `/openapi.json`) is the body served: parts named
+    /// by role and `pg_dist_node` id, their probe's fields shared ([`ProbeReport`]).
+    #[test]
+    fn the_readiness_schema_describes_parts_without_addresses() {
+        use utoipa::PartialSchema;
+        let backend = serde_json::to_string(&BackendReport::schema()).unwrap();
+        let worker = serde_json::to_string(&WorkerReport::schema()).unwrap();
+        for (schema, field) in
+            [(&backend, "role"), (&backend, "ProbeReport"), (&worker, "node_id"), (&worker, "ProbeReport")]
+        {
+            assert!(schema.contains(field), "{field} missing: {schema}");
+        }
+        assert!(!backend.contains("\"server\"") && !worker.contains("address"), "{backend} {worker}");
+        let probe = serde_json::to_string(&ProbeReport::schema()).unwrap();
+        for field in ["outcome", "code", "elapsed_ms", "failing_seconds"] {
+            assert!(probe.contains(field), "{field} missing: {probe}");
+        }
+    }
+
+    /// Issue 59: the unauthenticated `/readyz` named the database's and each Citus worker's
+    /// `host:port`. It names the parts by role and by their `pg_dist_node` identity instead (the
+    /// log, the operator's, has the addresses).
+    #[test]
+    fn the_database_report_names_no_host_or_port() {
+        use crate::postgres::health::{DatabaseHealth, PartHealth, PartOutcome, WorkerIdentity};
+        let part = |address: &str, worker, outcome| PartHealth {
+            address: address.to_owned(),
+            worker,
+            outcome,
+            elapsed: Duration::from_millis(3),
+            failing_for: None,
+        };
+        let health = DatabaseHealth {
+            coordinator: part("coordinator.internal:5432", None, PartOutcome::Ok),
+            citus: Some(true),
+            schema_version: Some(9),
+            acl_epoch: None,
+            workers: Some(vec![
+                part("worker-a.internal:5433", Some(WorkerIdentity { node_id: 2, group_id: 1 }), PartOutcome::Ok),
+                part("10.1.2.3:5434", Some(WorkerIdentity { node_id: 7, group_id: 3 }), PartOutcome::Timeout),
+            ]),
+        };
+        let body = serde_json::to_value(BackendReport::of_database(&health)).unwrap();
+        let text = body.to_string();
+        for named in ["internal", "10.1.2.3", "5432", "5433", "5434"] {
+            assert!(!text.contains(named), "/readyz names {named}: {text}");
+        }
+        assert_eq!(body["role"], "coordinator", "{body}");
+        let frozen = serde_json::json!({"node_id": 7, "group_id": 3, "outcome": "timeout", "code": "storage_timeout", "elapsed_ms": 3});
+        assert_eq!(body["workers"][1], frozen, "{body}");
     }
 }

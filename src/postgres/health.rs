@@ -17,6 +17,13 @@
 //!   [`PostgresBackend::health`] returns within its bound whatever the database does.
 //! - When a part started failing is kept per database (its lineage) and part, process-wide, and
 //!   cleared by the part's next success.
+//! - What the unauthenticated `/readyz` shows of a part names no network: the server by its role
+//!   (a single server or a Citus coordinator), a worker by its `pg_dist_node` `nodeid` and
+//!   `groupid` ([`WorkerIdentity`]). A part's `host:port` goes to the log alone, at warn, with
+//!   each failed probe of it.
+//! - The highest tenant epoch is read on a single server only: on Citus `warrant_tenants` is
+//!   distributed, so that statement would wait on every worker (one frozen worker would hold the
+//!   probe, as issue 59's first `/readyz` did); `/readyz` then reports epoch 0.
 //! - The probes' statements are here, beside the probe: they read catalogs and the two reference
 //!   tables only, never a tenant table, and bind every value.
 
@@ -35,8 +42,9 @@ pub const PROBE_COORDINATOR: &str = "SELECT (SELECT value FROM warrant_meta WHER
      (SELECT coalesce(max(version), 0) FROM warrant_migrations), \
      to_regclass('pg_catalog.pg_dist_node') IS NOT NULL";
 
-/// The workers of a Citus coordinator (its own catalog): primaries, in the order they joined.
-pub const PROBE_WORKERS: &str = "SELECT nodename, nodeport, isactive FROM pg_dist_node \
+/// The workers of a Citus coordinator (its own catalog): primaries, in the order they joined,
+/// with their `nodeid` and `groupid`.
+pub const PROBE_WORKERS: &str = "SELECT nodename, nodeport, isactive, nodeid, groupid FROM pg_dist_node \
      WHERE groupid <> 0 AND noderole = 'primary' ORDER BY nodeid";
 
 /// One worker's probe, run on the coordinator: a connection to the worker ($1 host, $2 port) and
@@ -96,11 +104,24 @@ impl PartOutcome {
     }
 }
 
+/// A Citus worker as the coordinator's `pg_dist_node` names it: what `/readyz` shows of it
+/// instead of its address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerIdentity {
+    /// `pg_dist_node.nodeid`.
+    pub node_id: i32,
+    /// `pg_dist_node.groupid` (the shard group the worker holds; its replica, if any, shares it).
+    pub group_id: i32,
+}
+
 /// One part of the database and how its probe went.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartHealth {
-    /// `host:port` (the coordinator's from the backend's URL, a worker's from `pg_dist_node`).
+    /// `host:port` (the coordinator's from the backend's URL, a worker's from `pg_dist_node`):
+    /// logged when the part fails, never shown on `/readyz`.
     pub address: String,
+    /// A worker's identity in `pg_dist_node` (`None` for the server warrant connects to).
+    pub worker: Option<WorkerIdentity>,
     /// How it answered.
     pub outcome: PartOutcome,
     /// How long its probe took (at most the bound).
@@ -115,6 +136,8 @@ pub struct PartHealth {
 pub struct DatabaseHealth {
     /// The server the backend connects to (on Citus the coordinator).
     pub coordinator: PartHealth,
+    /// Whether that server is a Citus coordinator (`None` when it did not answer).
+    pub citus: Option<bool>,
     /// The highest migration the database holds (`None` when the coordinator did not answer).
     pub schema_version: Option<u32>,
     /// The highest tenant epoch, on a single PostgreSQL server only (`None` on Citus or when the
@@ -163,7 +186,14 @@ struct CoordinatorState {
     schema_version: u32,
     citus: bool,
     acl_epoch: Option<u64>,
-    workers: Vec<(String, bool)>,
+    workers: Vec<WorkerNode>,
+}
+
+/// A primary worker as `pg_dist_node` lists it.
+struct WorkerNode {
+    address: String,
+    active: bool,
+    identity: WorkerIdentity,
 }
 
 impl PostgresBackend {
@@ -177,6 +207,7 @@ impl PostgresBackend {
         let (outcome, state) = match probed {
             Ok(Ok(state)) if Some(state.schema_version) != expected_schema_version() => {
                 tracing::warn!(
+                    server = %self.server,
                     schema_version = state.schema_version,
                     expected = expected_schema_version().unwrap_or(0),
                     "readiness: the database's schema is not this binary's"
@@ -187,6 +218,7 @@ impl PostgresBackend {
             Ok(Err(outcome)) => (outcome, None),
             Err(_) => {
                 tracing::warn!(
+                    server = %self.server,
                     bound_ms = bound.as_millis() as u64,
                     "readiness: the coordinator did not answer in time"
                 );
@@ -196,22 +228,29 @@ impl PostgresBackend {
         let now = Instant::now();
         let coordinator = PartHealth {
             address: self.server.to_string(),
+            worker: None,
             outcome,
             elapsed: now - started,
             failing_for: failing_for(&self.lineage, &format!("coordinator {}", self.server), outcome, now),
         };
         let Some(state) = state else {
-            return DatabaseHealth { coordinator, schema_version: None, acl_epoch: None, workers: None };
+            return DatabaseHealth { coordinator, citus: None, schema_version: None, acl_epoch: None, workers: None };
         };
         let workers = if state.citus {
             // Three quarters of the bound: the answer keeps a margin under a loaded machine.
             let deadline = tokio::time::Instant::from_std(started + bound * 3 / 4).max(tokio::time::Instant::now());
-            let probes = state.workers.iter().map(|(address, active)| self.probe_worker(address, *active, deadline));
+            let probes = state.workers.iter().map(|worker| self.probe_worker(worker, deadline));
             Some(futures::future::join_all(probes).await)
         } else {
             None
         };
-        DatabaseHealth { coordinator, schema_version: Some(state.schema_version), acl_epoch: state.acl_epoch, workers }
+        DatabaseHealth {
+            coordinator,
+            citus: Some(state.citus),
+            schema_version: Some(state.schema_version),
+            acl_epoch: state.acl_epoch,
+            workers,
+        }
     }
 
     /// A connection of its own to the backend's server, whose statements the server cancels
@@ -250,7 +289,11 @@ impl PostgresBackend {
             let rows = client.query(PROBE_WORKERS, &[]).await.map_err(|error| self.failed(&error))?;
             let workers = rows
                 .iter()
-                .map(|row| (format!("{}:{}", row.get::<_, String>(0), row.get::<_, i32>(1)), row.get::<_, bool>(2)))
+                .map(|row| WorkerNode {
+                    address: format!("{}:{}", row.get::<_, String>(0), row.get::<_, i32>(1)),
+                    active: row.get(2),
+                    identity: WorkerIdentity { node_id: row.get(3), group_id: row.get(4) },
+                })
                 .collect();
             (None, workers)
         } else {
@@ -269,10 +312,11 @@ impl PostgresBackend {
     }
 
     /// One worker's probe from the coordinator, on a connection of its own, answered by
-    /// `deadline`.
-    async fn probe_worker(&self, address: &str, active: bool, deadline: tokio::time::Instant) -> PartHealth {
+    /// `deadline`; a failure is logged with the worker's address.
+    async fn probe_worker(&self, worker: &WorkerNode, deadline: tokio::time::Instant) -> PartHealth {
         let started = Instant::now();
-        let outcome = if !active {
+        let address = worker.address.as_str();
+        let outcome = if !worker.active {
             PartOutcome::Inactive
         } else {
             // The server's own timeout fires a little before the caller's, so the coordinator
@@ -289,17 +333,24 @@ impl PostgresBackend {
             };
             match tokio::time::timeout_at(deadline, probe).await {
                 Ok(Ok(true)) => PartOutcome::Ok,
-                Ok(Ok(false)) => {
-                    tracing::warn!(worker = address, "readiness: the coordinator could not reach a worker");
-                    PartOutcome::Unreachable
-                }
+                Ok(Ok(false)) => PartOutcome::Unreachable,
                 Ok(Err(outcome)) => outcome,
                 Err(_) => PartOutcome::Timeout,
             }
         };
+        if outcome != PartOutcome::Ok {
+            tracing::warn!(
+                worker = address,
+                node_id = worker.identity.node_id,
+                group_id = worker.identity.group_id,
+                outcome = outcome.as_str(),
+                "readiness: a citus worker failed its probe"
+            );
+        }
         let now = Instant::now();
         PartHealth {
             address: address.to_owned(),
+            worker: Some(worker.identity),
             outcome,
             elapsed: now - started,
             failing_for: failing_for(&self.lineage, &format!("worker {address}"), outcome, now),
