@@ -66,6 +66,16 @@ impl PostgresSettings {
         check(self.cache_mb <= 1 << 20, "storage.postgres.cache_mb must be in 0..=1048576 (0: off)");
         check((1..=64).contains(&self.cache_shards), "storage.postgres.cache_shards must be in 1..=64");
         check(
+            self.cache_dir.trim() == self.cache_dir,
+            "storage.postgres.cache_dir must not begin or end with whitespace",
+        );
+        check(
+            self.cache_dir.is_empty()
+                || !std::path::Path::new(&self.cache_dir).exists()
+                || std::path::Path::new(&self.cache_dir).is_dir(),
+            "storage.postgres.cache_dir must be a directory (created when absent; empty: off)",
+        );
+        check(
             self.tenant_connections <= self.pool_size,
             "storage.postgres.tenant_connections must be at most storage.postgres.pool_size (0: half of it)",
         );
@@ -147,6 +157,13 @@ pub struct PostgresSettings {
     pub cache_mb: usize,
     /// Shards of each cached tenant (1..=64; each an actor with up to 4 threads).
     pub cache_shards: usize,
+    /// Local index cache of this node (`src/postgres/cache/local.rs`): a directory where each
+    /// cached tenant's state (chunks, vector and lexical index images, ACL state, in the
+    /// snapshot format) is written after its load, so that after a restart the tenant loads
+    /// from it and catches up with the database instead of reading every chunk again. It holds
+    /// tenant content: created 0700, files 0600. Empty: off (a restart loads from the database).
+    #[serde(default)]
+    pub cache_dir: String,
 }
 
 impl Default for PostgresSettings {
@@ -167,6 +184,7 @@ impl Default for PostgresSettings {
             ca_file: String::new(),
             cache_mb: 1_024,
             cache_shards: 1,
+            cache_dir: String::new(),
         }
     }
 }
@@ -276,6 +294,11 @@ mod tests {
             ..PostgresSettings::default()
         };
         let problems = wrong.problems().join("; ");
+        assert!(!problems.contains("storage.postgres.cache_dir"), "{problems}");
+        let file = PostgresSettings { cache_dir: "Cargo.toml".into(), ..PostgresSettings::default() };
+        assert!(file.problems().join("; ").contains("storage.postgres.cache_dir must be a directory"));
+        let spaced = PostgresSettings { cache_dir: " /var/cache/warrant".into(), ..PostgresSettings::default() };
+        assert!(spaced.problems().join("; ").contains("storage.postgres.cache_dir must not begin"));
         assert!(problems.contains("storage.postgres.cache_shards"), "{problems}");
         assert!(problems.contains("storage.postgres.cache_mb"), "{problems}");
         assert!(problems.contains("storage.postgres.statement_timeout_ms"), "{problems}");

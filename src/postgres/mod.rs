@@ -56,7 +56,7 @@ use crate::embed::Embedder;
 use crate::retrieval::{CandidateCounts, DatabaseOperation, QueryEmbedder, ReadPath, RetrievalError, RetrievalResult};
 use crate::storage::StorageError;
 
-pub use cache::{CacheParams, TenantCache};
+pub use cache::{CacheParams, LoadSources, TenantCache};
 pub use connect::{DatabaseLimits, tls_connector};
 use connect::{build_pool, server_label};
 use fault::{as_read, database, pooled, read_failure};

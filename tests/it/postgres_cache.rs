@@ -640,3 +640,321 @@ async fn postgres_cache_measure_against_sql_and_embedded() {
         queries.len()
     );
 }
+
+// ---- the local index cache (`storage.postgres.cache_dir`) ----
+
+use warrant::postgres::LoadSources;
+
+/// A node whose tenant cache (64 MiB) writes its tenants under `cache_dir` and loads them from
+/// there after a restart.
+async fn local_node(url: &str, cache_dir: &std::path::Path) -> Arc<PostgresBackend> {
+    let cache = CacheParams { local_dir: Some(cache_dir.to_owned()), ..CacheParams::with_budget_mb(64) };
+    PostgresBackend::connect_cached(
+        params(url),
+        DatabaseLimits::default(),
+        cache,
+        Arc::new(HashedEmbedder::new(DIMENSION)),
+    )
+    .await
+    .expect("cached node connects")
+}
+
+/// Waits until `node`'s local set of `tenant` is at `epoch` (written in the background).
+async fn local_set_written(node: &PostgresBackend, tenant: &str, epoch: u64) {
+    let started = std::time::Instant::now();
+    while node.tenant_cache().local_set_epoch(tenant) != Some(epoch) {
+        assert!(started.elapsed() < Duration::from_secs(30), "the local set was written at epoch {epoch}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The merger corpus of the tests above: three documents `exec` reads, one `finance` too.
+fn merger_documents() -> Vec<DocumentInput> {
+    vec![
+        doc("merger", "Merger", "The merger with Initech closes in March.", &["exec"]),
+        doc("layoffs", "Layoffs", "The merger plan cuts the Initech sales team.", &["exec"]),
+        doc("budget", "Budget", "The merger budget for March is four million.", &["exec", "finance"]),
+    ]
+}
+
+const LOCAL_QUERIES: [&str; 3] = ["merger Initech March", "sales team", "budget million"];
+
+/// `node`'s answers to [`LOCAL_QUERIES`] for `asking` equal the SQL path's (`reference`), chunk
+/// for chunk; returns the documents found.
+async fn answers_as_sql(node: &PostgresBackend, reference: &PostgresBackend, asking: &Principal) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for query in LOCAL_QUERIES {
+        let cached = node.retrieve(asking, query).await.expect("cached read");
+        let sql = reference.retrieve(asking, query).await.expect("sql read");
+        assert_eq!(chunk_keys(&cached), chunk_keys(&sql), "{query}: the cache answers as the SQL path");
+        found.extend(doc_ids(&cached));
+    }
+    found
+}
+
+/// A node restarted with a `cache_dir` loads the tenant from its local set (not the database),
+/// catches it up, and answers as the SQL path; a revoke, a delete and an upsert that narrows an
+/// access list, all made while it was down, are enforced from its first cached read: a local
+/// set never widens access.
+#[actix_web::test]
+async fn postgres_cache_a_restarted_node_loads_its_local_set_and_enforces_what_changed_while_down() {
+    let Some(url) = fresh_database().await else { return };
+    let directory = tempfile::tempdir().unwrap();
+    let writer = sql_node(&url).await;
+    writer.upsert("acme", merger_documents()).await.unwrap();
+    writer.upsert("acme", vec![doc("memo", "Memo", "Initech sales memo for March.", &["exec"])]).await.unwrap();
+    let carol = principal("acme", "carol", &["exec"]);
+    let first = local_node(&url, directory.path()).await;
+    warm(&first, &carol).await;
+    let epoch = first.tenant_cache().cached_epoch("acme").expect("cached");
+    local_set_written(&first, "acme", epoch).await;
+    assert_eq!(first.tenant_cache().loads_by_source(), LoadSources { local: 0, database: 1 });
+    assert_eq!(
+        answers_as_sql(&first, &writer, &carol).await,
+        ["budget", "layoffs", "memo", "merger"].map(String::from).into()
+    );
+    drop(first);
+
+    // While the node is down: a revoke, a delete, and a new version readable by finance alone.
+    let revoke = AclMutation::Revoke { tenant: "acme".into(), doc_id: "merger".into(), groups: None, users: None };
+    writer.mutate(revoke).await.unwrap();
+    writer.mutate(AclMutation::Delete { tenant: "acme".into(), doc_id: "layoffs".into() }).await.unwrap();
+    let narrowed = doc("budget", "Budget", "The merger budget for March is five million.", &["finance"]);
+    writer.upsert("acme", vec![narrowed]).await.unwrap();
+
+    let restarted = local_node(&url, directory.path()).await;
+    warm(&restarted, &carol).await;
+    assert_eq!(restarted.tenant_cache().loads_by_source(), LoadSources { local: 1, database: 0 }, "the local set");
+    assert!(served_from_cache(&restarted, &carol).await, "caught up to the database's epoch");
+    assert_eq!(
+        answers_as_sql(&restarted, &writer, &carol).await,
+        ["memo".to_owned()].into(),
+        "revoked, deleted, narrowed"
+    );
+    let frank = principal("acme", "frank", &["finance"]);
+    let seen = restarted.retrieve(&frank, "merger budget March").await.unwrap();
+    assert_eq!(doc_ids(&seen), ["budget".to_owned()].into());
+    assert!(seen.candidates.iter().all(|candidate| candidate.chunk.text.contains("five million")), "the new version");
+    assert!(restarted.tenant_cache().holds("acme"), "every read above was the cache's");
+}
+
+/// A local set is used only for its own database: a node on another database (another lineage,
+/// the same tenant id, the same commit at the set's epoch) ignores it and loads from its database, answering its database's content;
+/// a set with a corrupted file is ignored too (database load, the same answers as SQL).
+#[actix_web::test]
+async fn postgres_cache_a_local_set_of_another_database_or_corrupted_is_ignored() {
+    let (Some(one), Some(other)) = (fresh_database().await, fresh_database().await) else { return };
+    let directory = tempfile::tempdir().unwrap();
+    let carol = principal("acme", "carol", &["exec"]);
+    let writer_one = sql_node(&one).await;
+    writer_one.upsert("acme", merger_documents()).await.unwrap();
+    let writer_other = sql_node(&other).await;
+    let lookalike = doc("merger", "Merger", "The merger with Initech was called off in March.", &["exec"]);
+    writer_other.upsert("acme", vec![lookalike]).await.unwrap();
+    writer_other.upsert("acme", vec![doc("memo", "Memo", "Initech sales memo.", &["exec"])]).await.unwrap();
+    // Test-only: epoch 1 committed at the same instant in both, so the catch-up's history check
+    // (the commit at the set's epoch) cannot tell the databases apart: only their lineage does.
+    for url in [&one, &other] {
+        let superuser = plain_client(&as_superuser(url)).await;
+        let same = "UPDATE acl_changes SET committed_at = timestamptz '2000-01-01 00:00:00+00' \
+                    WHERE tenant_id = 'acme' AND epoch = 1";
+        assert!(superuser.execute(same, &[]).await.unwrap() > 0, "epoch 1's changes");
+    }
+
+    let node_one = local_node(&one, directory.path()).await;
+    warm(&node_one, &carol).await;
+    local_set_written(&node_one, "acme", node_one.tenant_cache().cached_epoch("acme").unwrap()).await;
+    drop(node_one);
+
+    let node_other = local_node(&other, directory.path()).await;
+    warm(&node_other, &carol).await;
+    assert_eq!(node_other.tenant_cache().loads_by_source(), LoadSources { local: 0, database: 1 }, "another database");
+    assert_eq!(answers_as_sql(&node_other, &writer_other, &carol).await, ["memo", "merger"].map(String::from).into());
+    let called_off = node_other.retrieve(&carol, "merger Initech March").await.unwrap();
+    assert!(called_off.candidates.iter().all(|candidate| !candidate.chunk.text.contains("closes")), "never one's text");
+    let epoch = node_other.tenant_cache().cached_epoch("acme").unwrap();
+    local_set_written(&node_other, "acme", epoch).await;
+    drop(node_other);
+
+    // One byte of a shard's vector index image flipped: its checksum no longer holds.
+    let tenant_directory = std::fs::read_dir(directory.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|entry| entry.path().join("cache.json").is_file())
+        .expect("a tenant directory")
+        .path();
+    let snapshot = std::fs::read_dir(&tenant_directory)
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|entry| entry.path().is_dir())
+        .expect("the snapshot")
+        .path();
+    let graph = snapshot.join("shard-0000.graph.bin");
+    let mut bytes = std::fs::read(&graph).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x5a;
+    std::fs::write(&graph, bytes).unwrap();
+    let corrupted = local_node(&other, directory.path()).await;
+    warm(&corrupted, &carol).await;
+    assert_eq!(corrupted.tenant_cache().loads_by_source(), LoadSources { local: 0, database: 1 }, "corrupted");
+    assert_eq!(answers_as_sql(&corrupted, &writer_other, &carol).await, ["memo", "merger"].map(String::from).into());
+}
+
+/// A crash between the temporary write of a local set and its rename leaves a torn `.tmp-*`
+/// snapshot directory and a torn `cache.json.tmp` beside the last complete set: the next start
+/// ignores them (loads from the complete set) and removes them.
+#[actix_web::test]
+async fn postgres_cache_a_torn_local_set_write_is_ignored_and_removed() {
+    let Some(url) = fresh_database().await else { return };
+    let directory = tempfile::tempdir().unwrap();
+    let writer = sql_node(&url).await;
+    writer.upsert("acme", merger_documents()).await.unwrap();
+    let carol = principal("acme", "carol", &["exec"]);
+    let first = local_node(&url, directory.path()).await;
+    warm(&first, &carol).await;
+    local_set_written(&first, "acme", first.tenant_cache().cached_epoch("acme").unwrap()).await;
+    let tenant_directory = first.tenant_cache().local_set_directory("acme").expect("on");
+    drop(first);
+    let torn = tenant_directory.join(".tmp-0000000000001-e9");
+    std::fs::create_dir(&torn).unwrap();
+    std::fs::write(torn.join("shard-0000.graph.bin"), b"WRNTHNSW torn").unwrap();
+    std::fs::write(tenant_directory.join("cache.json.tmp"), b"{\"format\": 1, \"ten").unwrap();
+
+    let restarted = local_node(&url, directory.path()).await;
+    warm(&restarted, &carol).await;
+    assert_eq!(restarted.tenant_cache().loads_by_source(), LoadSources { local: 1, database: 0 });
+    assert!(!torn.exists() && !tenant_directory.join("cache.json.tmp").exists(), "the torn write was removed");
+    assert_eq!(
+        answers_as_sql(&restarted, &writer, &carol).await,
+        ["budget", "layoffs", "merger"].map(String::from).into()
+    );
+}
+
+/// A `warrant serve` process on `url` with the postgres backend, its tenant cache on and its
+/// local index cache in `cache_dir`.
+fn local_cache_server(url: &str, cache_dir: &std::path::Path, scratch: &std::path::Path) -> crate::snapshots::Process {
+    let mut command = crate::snapshots::command(scratch, &[]);
+    command
+        .env("WARRANT__DEMO__LOAD", "false")
+        .env("WARRANT__STORAGE__BACKEND", "postgres")
+        .env("WARRANT__STORAGE__POSTGRES__URL_ENV", "WARRANT_IT_LOCAL_CACHE_URL")
+        .env("WARRANT_IT_LOCAL_CACHE_URL", url)
+        .env("WARRANT__STORAGE__POSTGRES__CACHE_MB", "64")
+        .env("WARRANT__STORAGE__POSTGRES__CACHE_DIR", cache_dir);
+    if let Some(ca) = crate::postgres::test_database_ca() {
+        command.env("WARRANT__STORAGE__POSTGRES__CA_FILE", ca);
+    }
+    crate::snapshots::spawn_command(command)
+}
+
+/// Chunk ids the reader retrieves for each query, over HTTP.
+async fn chunk_ids_over_http(http: &reqwest::Client, base: &str, queries: &[String]) -> Vec<BTreeSet<String>> {
+    let reader = crate::snapshots::token("acme", "reader", &["all"], "");
+    let mut all = Vec::new();
+    for query in queries {
+        let body = serde_json::json!({"query": query, "k": 10});
+        let (status, answer) =
+            crate::snapshots::call(http, base, reqwest::Method::POST, "/v1/retrieve", &reader, Some(body)).await;
+        assert_eq!(status, 200, "{answer}");
+        let chunks = answer["chunks"].as_array().expect("chunks");
+        all.push(chunks.iter().map(|chunk| chunk["chunk_id"].as_str().unwrap_or_default().to_owned()).collect());
+    }
+    all
+}
+
+/// The value of the first `/metrics` line that starts with `name` and contains every label of
+/// `labels` (0 when none does).
+async fn metric(http: &reqwest::Client, base: &str, name: &str, labels: &[&str]) -> f64 {
+    let text = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .filter(|line| line.starts_with(name) && labels.iter().all(|label| line.contains(label)))
+        .find_map(|line| line.rsplit_once(' ').and_then(|(_, value)| value.parse().ok()))
+        .unwrap_or(0.0)
+}
+
+/// Kill -9 a node mid-load (its first read starts the tenant's load from the database, then the
+/// write of its local set; the kill lands at seeded delays inside them, then once the set is
+/// written): every start comes back from its local set or the database and serves exactly the
+/// chunks the SQL path serves, before and after its load; the last start loads from the local
+/// set, and no torn write is left behind.
+#[actix_web::test]
+async fn postgres_cache_kill_9_mid_load_comes_back_from_its_cache_or_the_database_and_serves_identically() {
+    let Some(url) = fresh_database().await else { return };
+    let (cache_dir, scratch) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let writer = sql_node(&url).await;
+    let documents: Vec<DocumentInput> = (0..600)
+        .map(|index| {
+            let text =
+                format!("Lantern report {index} on harbour {} budgets and ferry {} timetables.", index % 7, index % 11);
+            doc(&format!("d{index}"), "Report", &text, &["all"])
+        })
+        .collect();
+    for batch in documents.chunks(200) {
+        writer.upsert("acme", batch.to_vec()).await.unwrap();
+    }
+    let queries: Vec<String> =
+        ["lantern harbour 3", "ferry 5 timetables", "report 42 budgets"].map(String::from).into();
+    let http = reqwest::Client::new();
+    let tenant_directory = cache_dir.path().join(warrant_tenant_hash("acme"));
+    // The SQL path's answers (a node's first reads, before anything is cached), and the cache's
+    // (a node that loaded from the database and was never killed, its local cache elsewhere).
+    let witness_dir = tempfile::tempdir().unwrap();
+    let witness = local_cache_server(&url, witness_dir.path(), scratch.path());
+    let reference = chunk_ids_over_http(&http, &witness.base, &queries).await;
+    assert!(reference.iter().all(|ids| !ids.is_empty()), "every query finds chunks");
+    cached_on(&http, &witness.base).await;
+    let cached_reference = chunk_ids_over_http(&http, &witness.base, &queries).await;
+    assert_eq!(metric(&http, &witness.base, "warrant_tenant_cache_loads_total", &["source=\"database\""]).await, 1.0);
+    drop(witness);
+    // Kills at seeded delays after the first read (inside the load or the write), then one once
+    // the local set is written.
+    for delay_ms in [0_u64, 40, 150, 400, u64::MAX] {
+        let mut node = local_cache_server(&url, cache_dir.path(), scratch.path());
+        let answers = chunk_ids_over_http(&http, &node.base, &queries).await;
+        assert_eq!(answers, reference, "delay {delay_ms}: as the SQL path while it loads");
+        if delay_ms == u64::MAX {
+            let started = std::time::Instant::now();
+            while metric(&http, &node.base, "warrant_tenant_cache_local_writes_total", &["written"]).await < 1.0 {
+                assert!(started.elapsed() < Duration::from_secs(60), "the local set was written");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            cached_on(&http, &node.base).await;
+            assert_eq!(chunk_ids_over_http(&http, &node.base, &queries).await, cached_reference, "as the witness");
+        } else {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        }
+        node.child.kill().unwrap(); // SIGKILL: no shutdown path runs
+        node.child.wait().unwrap();
+    }
+    let node = local_cache_server(&url, cache_dir.path(), scratch.path());
+    assert_eq!(chunk_ids_over_http(&http, &node.base, &queries).await, reference, "while it loads");
+    cached_on(&http, &node.base).await;
+    let loaded_local =
+        metric(&http, &node.base, "warrant_tenant_cache_loads_total", &["loaded", "source=\"local\""]).await;
+    assert_eq!(loaded_local, 1.0, "the last start loaded from its local set");
+    assert_eq!(chunk_ids_over_http(&http, &node.base, &queries).await, cached_reference, "from the cache");
+    let hits = metric(&http, &node.base, "warrant_tenant_cache_hits_total", &[]).await;
+    assert!(hits >= queries.len() as f64, "the reads above were the cache's ({hits} hits)");
+    let leftovers: Vec<String> = std::fs::read_dir(&tenant_directory)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with('.') || name.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "torn writes left: {leftovers:?}");
+}
+
+/// Waits until the server at `base` holds a tenant in its cache.
+async fn cached_on(http: &reqwest::Client, base: &str) {
+    let started = std::time::Instant::now();
+    while metric(http, base, "warrant_tenant_cache_tenants", &[]).await < 1.0 {
+        assert!(started.elapsed() < Duration::from_secs(60), "the tenant was cached");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The directory name of a tenant's local set: the sha256 of its id, hex.
+fn warrant_tenant_hash(tenant: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(tenant.as_bytes()))
+}

@@ -85,12 +85,18 @@ impl TenantCache {
         if cached.engine.acl().epoch() < epoch {
             return Err(reload("catch_up_short"));
         }
+        self.save_local_if_behind(tenant, cached);
         Ok(())
     }
 
     /// Reads what changed since the cached epoch and applies it (see the module's
     /// documentation); `history` is the commit time at the cached epoch, moved along.
-    async fn apply_changes(&self, tenant: &str, cached: &Cached, history: &mut Option<String>) -> Result<(), Behind> {
+    pub(super) async fn apply_changes(
+        &self,
+        tenant: &str,
+        cached: &Cached,
+        history: &mut Option<String>,
+    ) -> Result<(), Behind> {
         let database = Behind { reason: "database", reload: false };
         let from = cached.engine.acl().epoch();
         let _permit = self.limiter.admit(tenant, DatabaseOperation::Read).await.map_err(|_| database)?;

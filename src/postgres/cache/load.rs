@@ -37,18 +37,35 @@ enum Loaded {
 
 impl TenantCache {
     /// Loads `tenant` and installs it (or marks it too large, or forgets the attempt): the
-    /// background task a miss spawns.
+    /// background task a miss spawns. From the local index cache when it holds a usable set of
+    /// the tenant ([`super::local`], caught up to the database), else from the database (then
+    /// written to the local index cache, when it is on).
     pub(super) async fn load(self: Arc<Self>, tenant: String) {
         let started = Instant::now();
-        let outcome = match self.read_tenant(&tenant).await {
-            Ok(Loaded::State { acl, chunks, committed }) => self.build(&tenant, acl, chunks, committed).await,
-            Ok(Loaded::TooLarge) => Ok(None),
-            Err(error) => Err(error),
+        let (outcome, source) = match self.load_local(&tenant).await {
+            Some(cached) => (Ok(Some(cached)), "local"),
+            None => {
+                let outcome = match self.read_tenant(&tenant).await {
+                    Ok(Loaded::State { acl, chunks, committed }) => self.build(&tenant, acl, chunks, committed).await,
+                    Ok(Loaded::TooLarge) => Ok(None),
+                    Err(error) => Err(error),
+                };
+                (outcome, "database")
+            }
         };
         let label = match outcome {
             Ok(Some(cached)) => {
-                self.install(&tenant, cached);
-                metrics::histogram!("warrant_tenant_cache_load_seconds").record(started.elapsed().as_secs_f64());
+                self.install(&tenant, Arc::clone(&cached));
+                let seconds = started.elapsed().as_secs_f64();
+                metrics::histogram!("warrant_tenant_cache_load_seconds", "source" => source).record(seconds);
+                if source == "local" {
+                    self.loaded_local.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    self.save_local_if_behind(&tenant, &cached);
+                } else {
+                    self.loaded_database.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    self.save_local(&tenant, &cached);
+                }
+                tracing::info!(source, seconds, "a tenant was loaded into the cache");
                 "loaded"
             }
             Ok(None) => {
@@ -61,7 +78,7 @@ impl TenantCache {
                 "failed"
             }
         };
-        metrics::counter!("warrant_tenant_cache_loads_total", "outcome" => label).increment(1);
+        metrics::counter!("warrant_tenant_cache_loads_total", "outcome" => label, "source" => source).increment(1);
     }
 
     /// Reads the tenant's state in one snapshot (see the module's documentation).
@@ -138,13 +155,7 @@ impl TenantCache {
             1,
         )?;
         let search = engine.shard_search();
-        Ok(Some(Arc::new(Cached {
-            engine,
-            search,
-            bytes,
-            lineage: self.lineage.clone(),
-            history: Arc::new(tokio::sync::Mutex::new(committed)),
-        })))
+        Ok(Some(Arc::new(Cached::new(engine, search, bytes, self.lineage.clone(), committed))))
     }
 
     /// The cached shards' HNSW parameters, with the embedder's dimension.
@@ -155,7 +166,7 @@ impl TenantCache {
     /// A cached engine's parameters: its shards and threads, the HNSW parameters; nothing it
     /// never uses (it is never written to but by [`Engine::apply_replicated`], never durable,
     /// and its searches run through the backend's coordinators, whose candidate counts apply).
-    fn engine_params(&self) -> EngineParams {
+    pub(super) fn engine_params(&self) -> EngineParams {
         EngineParams {
             shards: self.params.shards.max(1),
             vector: self.vector_params(),

@@ -37,8 +37,11 @@
 
 mod catch_up;
 mod load;
+mod local;
 mod sql;
 
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,9 +56,12 @@ use crate::index::vector::VectorParams;
 
 use super::limit::TenantLimiter;
 
+pub use local::REWRITE_EPOCHS;
+
 /// How a node's tenant cache is sized (`storage.postgres.cache_mb`, `cache_shards`, and the
-/// embedded engine's `[index]` HNSW settings).
-#[derive(Clone, Copy, Debug)]
+/// embedded engine's `[index]` HNSW settings), and where its local index cache lives
+/// (`cache_dir`).
+#[derive(Clone, Debug)]
 pub struct CacheParams {
     /// Memory for cached tenants, bytes (0: the cache is off).
     pub budget_bytes: u64,
@@ -66,6 +72,9 @@ pub struct CacheParams {
     pub threads_per_shard: usize,
     /// HNSW parameters of the cached shards (the dimension is the embedder's).
     pub vector: VectorParams,
+    /// The local index cache's directory (`storage.postgres.cache_dir`; `None`: off): cached
+    /// tenants are written there and load from there after a restart ([`local`]).
+    pub local_dir: Option<PathBuf>,
 }
 
 /// How long a tenant estimated larger than the budget is served by SQL before it is estimated
@@ -102,6 +111,7 @@ impl CacheParams {
                 exact_scan_threshold: settings.index.exact_scan_threshold,
                 exact_scan_max_fraction: settings.index.exact_scan_max_fraction,
             },
+            local_dir: (!postgres.cache_dir.is_empty()).then(|| PathBuf::from(&postgres.cache_dir)),
         }
     }
 
@@ -133,6 +143,40 @@ pub(super) struct Cached {
     /// The commit time of the change at the cached epoch (`None` at epoch 0), held by the one
     /// catch-up in flight.
     history: Arc<tokio::sync::Mutex<Option<String>>>,
+    /// The epoch of the last local set written of it (or it was loaded from), 0: none.
+    saved: AtomicU64,
+    /// Whether a local set of it is being written.
+    saving: AtomicBool,
+}
+
+impl Cached {
+    fn new(
+        engine: Arc<Engine>,
+        search: Arc<ShardSearch>,
+        bytes: u64,
+        lineage: String,
+        committed: Option<String>,
+    ) -> Self {
+        Self {
+            engine,
+            search,
+            bytes,
+            lineage,
+            history: Arc::new(tokio::sync::Mutex::new(committed)),
+            saved: AtomicU64::new(0),
+            saving: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Tenant loads of one node by where they read the tenant from (the metric
+/// `warrant_tenant_cache_loads_total{source}` counts the same, for every node of the process).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadSources {
+    /// Loaded from the local index cache, then caught up.
+    pub local: u64,
+    /// Loaded from the database.
+    pub database: u64,
 }
 
 /// Where a tenant stands in the cache.
@@ -161,6 +205,11 @@ pub struct TenantCache {
     embedder: Arc<dyn Embedder>,
     lineage: String,
     slots: Mutex<LruCache<String, Slot>>,
+    /// The local index cache, when `cache_dir` is set.
+    local: Option<Arc<local::LocalSets>>,
+    /// Loads installed, from the local set and from the database.
+    loaded_local: AtomicU64,
+    loaded_database: AtomicU64,
     /// The thread that runs loads and catch-ups ([`TenantCache::runner`]): an actix arbiter,
     /// whatever task the read that needs one runs in (the engines' actors and their background
     /// purges need an actix System and a local task set).
@@ -189,6 +238,7 @@ impl TenantCache {
         embedder: Arc<dyn Embedder>,
         lineage: String,
     ) -> Self {
+        let local = params.local_dir.clone().map(|directory| Arc::new(local::LocalSets::new(directory)));
         Self {
             params,
             pool,
@@ -196,6 +246,9 @@ impl TenantCache {
             embedder,
             lineage,
             slots: Mutex::new(LruCache::unbounded()),
+            local,
+            loaded_local: AtomicU64::new(0),
+            loaded_database: AtomicU64::new(0),
             runner: Mutex::new(None),
         }
     }
@@ -230,6 +283,14 @@ impl TenantCache {
     /// Whether `tenant` is cached and ready.
     pub fn holds(&self, tenant: &str) -> bool {
         matches!(self.lock().peek(tenant), Some(Slot::Ready(_)))
+    }
+
+    /// Loads this node installed so far, by source.
+    pub fn loads_by_source(&self) -> LoadSources {
+        LoadSources {
+            local: self.loaded_local.load(Ordering::SeqCst),
+            database: self.loaded_database.load(Ordering::SeqCst),
+        }
     }
 
     /// Estimated bytes of the ready tenants.
