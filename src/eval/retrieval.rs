@@ -255,8 +255,8 @@ trait EvalTarget: Send + Sync {
     fn embedder_name(&self) -> String;
     /// The parameters to report.
     fn run_params(&self) -> RunParams;
-    /// The scope of `principal`.
-    fn scope(&self, principal: &Principal) -> AuthorizationScope;
+    /// The scope of `principal`, as a request of this backend gets it.
+    async fn scope(&self, principal: &Principal) -> RetrievalResult<AuthorizationScope>;
     /// The backend's read path (query embedding, the coordinators).
     fn read_path(&self) -> Arc<ReadPath>;
 }
@@ -284,8 +284,8 @@ impl EvalTarget for Engine {
         }
     }
 
-    fn scope(&self, principal: &Principal) -> AuthorizationScope {
-        Engine::scope(self, principal)
+    async fn scope(&self, principal: &Principal) -> RetrievalResult<AuthorizationScope> {
+        Ok(Engine::scope(self, principal))
     }
 
     fn read_path(&self) -> Arc<ReadPath> {
@@ -316,8 +316,10 @@ impl EvalTarget for PostgresBackend {
         }
     }
 
-    fn scope(&self, principal: &Principal) -> AuthorizationScope {
-        PostgresBackend::scope(self, principal)
+    /// The tenant's epoch read, then the cached tenant's bitmap scope when the backend holds
+    /// it, else the principal evaluated by the database ([`crate::retrieval::ReadSide::scope`]).
+    async fn scope(&self, principal: &Principal) -> RetrievalResult<AuthorizationScope> {
+        crate::retrieval::ReadSide::scope(self, principal).await
     }
 
     fn read_path(&self) -> Arc<ReadPath> {
@@ -335,7 +337,9 @@ pub async fn evaluate(
     evaluate_on(engine.as_ref(), dataset, options).await
 }
 
-/// [`evaluate`] on the postgres backend (the dataset already ingested into its database).
+/// [`evaluate`] on the postgres backend (the dataset already ingested into its database): each
+/// query's scope is the one a request gets, so a backend whose tenant cache holds the tenant is
+/// measured on its cached engine, else on the SQL statements.
 pub async fn evaluate_postgres(
     backend: &PostgresBackend,
     dataset: &Dataset,
@@ -358,7 +362,7 @@ async fn evaluate_on(
     let mut per_query = Vec::with_capacity(queries.len());
     for query in &queries {
         let tenant = query.tenant();
-        let scope = target.scope(&principal_of(tenant));
+        let scope = target.scope(&principal_of(tenant)).await?;
         let read_path = target.read_path();
         let embedded = read_path.queries().embed(scope.tenant(), scope.user(), &query.text).await?.as_ref().clone();
         let ask = |vector: Option<Vec<f32>>, lexical_candidates: usize| RetrievalQuery {

@@ -25,6 +25,7 @@ mod openapi;
 mod persisted_indexes;
 mod postgres;
 mod postgres_cache;
+mod postgres_cache_bench;
 mod providers;
 mod recovery;
 mod replication;

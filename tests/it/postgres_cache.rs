@@ -520,17 +520,21 @@ proptest! {
     }
 }
 
+/// A process's name and CPU seconds (utime + stime, at 100 ticks a second) from its
+/// `/proc/<pid>/stat` line.
+pub(crate) fn process_cpu(stat: &str) -> Option<(String, f64)> {
+    let (head, tail) = stat.rsplit_once(") ")?;
+    let name = head.split_once(" (")?.1.to_owned();
+    let fields: Vec<&str> = tail.split_whitespace().collect();
+    let used = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some((name, used / 100.0))
+}
+
 /// CPU seconds used so far by this process, and by every `postgres` process of the machine
 /// (the test server's backends; other databases' work on the same server counts too), from
 /// `/proc` (utime + stime, at 100 ticks a second).
 fn cpu_seconds() -> (f64, f64) {
-    let ticks = |stat: &str| -> Option<(String, f64)> {
-        let (head, tail) = stat.rsplit_once(") ")?;
-        let name = head.split_once(" (")?.1.to_owned();
-        let fields: Vec<&str> = tail.split_whitespace().collect();
-        let used = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-        Some((name, used / 100.0))
-    };
+    let ticks = process_cpu;
     let own =
         std::fs::read_to_string("/proc/self/stat").ok().and_then(|stat| ticks(&stat)).map_or(0.0, |(_, used)| used);
     let mut database = 0.0;
