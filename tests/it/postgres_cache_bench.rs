@@ -105,7 +105,13 @@ impl Cluster {
             server.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name]).await.unwrap().is_some();
         let superuser_url = with_database(&self.server, name);
         if exists {
-            if complete(&plain_client(&superuser_url).await, tenants).await {
+            let superuser = plain_client(&superuser_url).await;
+            if chunks_complete(&superuser, tenants).await {
+                if !indexes_present(&superuser).await {
+                    // A run stopped between the load and the indexes: only they are made again.
+                    eprintln!("{name} lacks its deferred indexes: creating them");
+                    create_indexes(&superuser, &MIGRATION_DEFINITIONS.map(str::to_owned)).await;
+                }
                 eprintln!("reusing {name}");
                 return with_user(&superuser_url, APP_ROLE);
             }
@@ -157,13 +163,7 @@ impl Cluster {
             .await;
         let written = started.elapsed();
         let indexing = Instant::now();
-        for definition in &definitions {
-            superuser
-                .batch_execute(&format!("SET maintenance_work_mem = '1GB'; {definition}"))
-                .await
-                .expect("create a deferred index again");
-        }
-        superuser.batch_execute("VACUUM ANALYZE").await.expect("vacuum");
+        create_indexes(&superuser, &definitions).await;
         let chunks: usize = tenants.iter().map(|(_, texts)| texts.len()).sum();
         eprintln!(
             "loaded {chunks} chunks in {} tenants: written in {:.1} s ({parallel} batches in flight), \
@@ -172,13 +172,32 @@ impl Cluster {
             written.as_secs_f64(),
             indexing.elapsed().as_secs_f64()
         );
-        assert!(complete(&superuser, tenants).await, "the loaded database is complete");
+        assert!(
+            chunks_complete(&superuser, tenants).await && indexes_present(&superuser).await,
+            "the loaded database is complete"
+        );
         url
     }
 }
 
-/// Whether the database of `superuser` holds every tenant's chunks and the deferred indexes.
-async fn complete(superuser: &tokio_postgres::Client, tenants: &[(String, Vec<String>)]) -> bool {
+/// The deferred indexes as migration 0001 creates them (used when a run stopped after dropping
+/// them: a fresh load reads their definitions from `pg_indexes` before it drops them).
+const MIGRATION_DEFINITIONS: [&str; 1] =
+    ["CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops) \
+     WITH (m = 16, ef_construction = 100)"];
+
+/// Creates `definitions` (one statement each: Citus refuses several commands in one string it
+/// propagates to the workers), then `VACUUM ANALYZE`.
+async fn create_indexes(superuser: &tokio_postgres::Client, definitions: &[String]) {
+    superuser.batch_execute("SET maintenance_work_mem = '1GB'").await.expect("maintenance_work_mem");
+    for definition in definitions {
+        superuser.batch_execute(definition).await.expect("create a deferred index again");
+    }
+    superuser.batch_execute("VACUUM ANALYZE").await.expect("vacuum");
+}
+
+/// Whether the database of `superuser` holds the deferred indexes.
+async fn indexes_present(superuser: &tokio_postgres::Client) -> bool {
     let indexes = superuser
         .query_one(
             "SELECT count(*) FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'chunks'
@@ -187,9 +206,11 @@ async fn complete(superuser: &tokio_postgres::Client, tenants: &[(String, Vec<St
         )
         .await
         .map_or(0, |row| row.get::<_, i64>(0));
-    if indexes != DEFERRED_INDEXES.len() as i64 {
-        return false;
-    }
+    indexes == DEFERRED_INDEXES.len() as i64
+}
+
+/// Whether the database of `superuser` holds every tenant's chunks.
+async fn chunks_complete(superuser: &tokio_postgres::Client, tenants: &[(String, Vec<String>)]) -> bool {
     let Ok(rows) = superuser.query("SELECT tenant_id, count(*) FROM chunks GROUP BY tenant_id", &[]).await else {
         return false;
     };
