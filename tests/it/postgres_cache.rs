@@ -366,6 +366,39 @@ async fn postgres_cache_a_tenant_whose_history_changed_reloads() {
     assert_eq!(doc_ids(&reader.retrieve(&carol, "launch April").await.unwrap()), seen);
 }
 
+/// A cached tenant whose changes since its epoch were pruned from `acl_changes` (here the record
+/// of a revoke) cannot be caught up: at its next read it is dropped, served by SQL, and reloaded
+/// from the database's state, the revoke enforced throughout; a catch-up that skipped the gap
+/// would have served the revoked document from the cache.
+#[actix_web::test]
+async fn postgres_cache_a_tenant_whose_changes_were_pruned_reloads() {
+    let Some(url) = fresh_database().await else { return };
+    let writer = sql_node(&url).await;
+    let reader = cached_node(&url, 64 << 20).await;
+    writer.upsert("acme", vec![doc("plan", "Plan", "The launch plan targets April.", &["exec"])]).await.unwrap();
+    writer.upsert("acme", vec![doc("memo", "Memo", "The launch memo for April.", &["exec"])]).await.unwrap();
+    let carol = principal("acme", "carol", &["exec"]);
+    warm(&reader, &carol).await;
+    let cached = reader.tenant_cache().cached_epoch("acme").expect("cached");
+    let revoke = AclMutation::Revoke { tenant: "acme".into(), doc_id: "plan".into(), groups: None, users: None };
+    writer.mutate(revoke).await.unwrap();
+    writer.upsert("acme", vec![doc("note", "Note", "A launch note for April.", &["exec"])]).await.unwrap();
+    // Test-only: the revoke's record goes, as a pruning of the change log would take it.
+    let superuser = plain_client(&as_superuser(&url)).await;
+    let pruned = superuser
+        .execute("DELETE FROM acl_changes WHERE tenant_id = 'acme' AND epoch = $1", &[&(cached as i64 + 1)])
+        .await
+        .unwrap();
+    assert!(pruned > 0, "the revoke's epoch had changes");
+    let expected: BTreeSet<String> = ["memo", "note"].map(String::from).into();
+    assert_eq!(doc_ids(&reader.retrieve(&carol, "launch April").await.unwrap()), expected, "served by SQL");
+    assert!(!reader.tenant_cache().holds("acme"), "dropped, not caught up across the gap");
+    assert_eq!(doc_ids(&reader.retrieve(&carol, "launch April").await.unwrap()), expected, "while it reloads");
+    assert!(reader.tenant_cache().settled("acme", Duration::from_secs(30)).await, "reloaded");
+    assert!(served_from_cache(&reader, &carol).await);
+    assert_eq!(doc_ids(&reader.retrieve(&carol, "launch April").await.unwrap()), expected, "from the cache");
+}
+
 /// With the cache off (`storage.postgres.cache_mb = 0`) every read is SQL: the scope is the
 /// principal, evaluated by the database, and no tenant is ever held.
 #[actix_web::test]
