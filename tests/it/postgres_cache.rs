@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use warrant::acl::AclMutation;
 use warrant::domain::{DocAcl, Principal};
 use warrant::embed::HashedEmbedder;
-use warrant::postgres::{CacheParams, DatabaseLimits, PostgresBackend};
+use warrant::postgres::{CacheParams, DatabaseLimits, LoadSources, PostgresBackend};
 use warrant::retrieval::{DocumentInput, ReadSide, Retrieved};
 
 use crate::postgres::{as_superuser, fresh_database, params, plain_client};
@@ -26,7 +26,11 @@ const DIMENSION: usize = 64;
 
 /// A node whose tenant cache has `budget_bytes`.
 async fn cached_node(url: &str, budget_bytes: u64) -> Arc<PostgresBackend> {
-    let cache = CacheParams { budget_bytes, ..CacheParams::with_budget_mb(64) };
+    node_with(url, CacheParams { budget_bytes, ..CacheParams::with_budget_mb(64) }).await
+}
+
+/// A node with the tenant cache `cache`.
+async fn node_with(url: &str, cache: CacheParams) -> Arc<PostgresBackend> {
     PostgresBackend::connect_cached(
         params(url),
         DatabaseLimits::default(),
@@ -680,20 +684,10 @@ async fn postgres_cache_measure_against_sql_and_embedded() {
 
 // ---- the local index cache (`storage.postgres.cache_dir`) ----
 
-use warrant::postgres::LoadSources;
-
 /// A node whose tenant cache (64 MiB) writes its tenants under `cache_dir` and loads them from
 /// there after a restart.
 async fn local_node(url: &str, cache_dir: &std::path::Path) -> Arc<PostgresBackend> {
-    let cache = CacheParams { local_dir: Some(cache_dir.to_owned()), ..CacheParams::with_budget_mb(64) };
-    PostgresBackend::connect_cached(
-        params(url),
-        DatabaseLimits::default(),
-        cache,
-        Arc::new(HashedEmbedder::new(DIMENSION)),
-    )
-    .await
-    .expect("cached node connects")
+    node_with(url, CacheParams { local_dir: Some(cache_dir.to_owned()), ..CacheParams::with_budget_mb(64) }).await
 }
 
 /// Waits until `node`'s local set of `tenant` is at `epoch` (written in the background).

@@ -147,12 +147,16 @@ impl Cluster {
             superuser.batch_execute(&format!("DROP INDEX {index}")).await.expect("drop a deferred index");
         }
         let started = Instant::now();
-        let batches = tenants.iter().flat_map(|(tenant, texts)| {
-            texts.chunks(LOAD_BATCH).enumerate().map(move |(number, batch)| {
+        // Batches taken from the tenants in turn: a tenant's writes wait for each other (its
+        // epoch row's lock), so the batches in flight are of different tenants where there are.
+        let most = tenants.iter().map(|(_, texts)| texts.len().div_ceil(LOAD_BATCH)).max().unwrap_or(0);
+        let batches = (0..most).flat_map(|number| {
+            tenants.iter().filter_map(move |(tenant, texts)| {
                 let first = number * LOAD_BATCH;
+                let batch = texts.get(first..texts.len().min(first + LOAD_BATCH)).filter(|batch| !batch.is_empty())?;
                 let documents: Vec<DocumentInput> =
                     batch.iter().enumerate().map(|(offset, text)| corpus_document(first + offset, text)).collect();
-                (tenant.clone(), documents)
+                Some((tenant.clone(), documents))
             })
         });
         let loader = &loader;
