@@ -21,6 +21,7 @@ use crate::domain::DocAcl;
 use crate::embed::{Embedder, HashedEmbedder};
 use crate::embedded::{Engine, EngineParams};
 use crate::retrieval::DocumentInput;
+use crate::snapshot::directory_bytes;
 
 /// What to fill.
 #[derive(Clone, Debug)]
@@ -69,17 +70,6 @@ pub struct FillReport {
     pub store_bytes: u64,
     /// Bytes of the newest index set.
     pub index_set_bytes: u64,
-}
-
-fn directory_bytes(path: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(path) else { return 0 };
-    entries
-        .filter_map(Result::ok)
-        .map(|entry| match entry.file_type() {
-            Ok(kind) if kind.is_dir() => directory_bytes(&entry.path()),
-            _ => entry.metadata().map_or(0, |meta| meta.len()),
-        })
-        .sum()
 }
 
 fn newest(path: &Path) -> Option<std::path::PathBuf> {

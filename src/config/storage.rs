@@ -75,6 +75,7 @@ impl PostgresSettings {
                 || std::path::Path::new(&self.cache_dir).is_dir(),
             "storage.postgres.cache_dir must be a directory (created when absent; empty: off)",
         );
+        check((1..=1 << 24).contains(&self.cache_dir_mb), "storage.postgres.cache_dir_mb must be in 1..=16777216");
         check(
             self.tenant_connections <= self.pool_size,
             "storage.postgres.tenant_connections must be at most storage.postgres.pool_size (0: half of it)",
@@ -164,6 +165,10 @@ pub struct PostgresSettings {
     /// tenant content: created 0700, files 0600. Empty: off (a restart loads from the database).
     #[serde(default)]
     pub cache_dir: String,
+    /// Disk, MiB, for the local index cache's sets: after a set is written, the least recently
+    /// used others (by their last write or load) are removed until the sets fit; a tenant whose
+    /// set alone would not fit is not written. 1..=16777216.
+    pub cache_dir_mb: u64,
 }
 
 impl Default for PostgresSettings {
@@ -185,6 +190,7 @@ impl Default for PostgresSettings {
             cache_mb: 1_024,
             cache_shards: 1,
             cache_dir: String::new(),
+            cache_dir_mb: 4_096,
         }
     }
 }
@@ -299,6 +305,8 @@ mod tests {
         assert!(file.problems().join("; ").contains("storage.postgres.cache_dir must be a directory"));
         let spaced = PostgresSettings { cache_dir: " /var/cache/warrant".into(), ..PostgresSettings::default() };
         assert!(spaced.problems().join("; ").contains("storage.postgres.cache_dir must not begin"));
+        let no_disk = PostgresSettings { cache_dir_mb: 0, ..PostgresSettings::default() };
+        assert!(no_disk.problems().join("; ").contains("storage.postgres.cache_dir_mb must be in 1..="));
         assert!(problems.contains("storage.postgres.cache_shards"), "{problems}");
         assert!(problems.contains("storage.postgres.cache_mb"), "{problems}");
         assert!(problems.contains("storage.postgres.statement_timeout_ms"), "{problems}");

@@ -69,6 +69,19 @@ pub const ACL_FILE: &str = "acl.bin";
 /// Name of the ACL change log file.
 pub const CHANGES_FILE: &str = "acl-changes.json";
 
+/// Bytes of the files under `path`, its subdirectories' included (links are not followed; an
+/// entry that cannot be read counts 0).
+pub fn directory_bytes(path: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else { return 0 };
+    entries
+        .filter_map(Result::ok)
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => directory_bytes(&entry.path()),
+            _ => entry.metadata().map_or(0, |meta| meta.len()),
+        })
+        .sum()
+}
+
 /// Whether `name` is safe as a snapshot id or file name (no separators, no dot-files): names
 /// received from a primary or a client are checked before they touch the file system.
 pub fn is_safe_name(name: &str) -> bool {

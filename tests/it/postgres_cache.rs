@@ -861,6 +861,54 @@ async fn postgres_cache_a_torn_local_set_write_is_ignored_and_removed() {
     );
 }
 
+/// The local sets are bounded on disk (`storage.postgres.cache_dir_mb`): with room for one
+/// set, writing globex's removes acme's (the least recently used), so a restart loads acme
+/// from the database and globex from its set; what is left fits the budget.
+#[actix_web::test]
+async fn postgres_cache_local_sets_past_the_disk_budget_are_removed_least_recently_used_first() {
+    let Some(url) = fresh_database().await else { return };
+    let directory = tempfile::tempdir().unwrap();
+    let writer = sql_node(&url).await;
+    for tenant in ["acme", "globex"] {
+        writer.upsert(tenant, merger_documents()).await.unwrap();
+    }
+    let (carol, gina) = (principal("acme", "carol", &["exec"]), principal("globex", "gina", &["exec"]));
+    let first = local_node(&url, directory.path()).await;
+    warm(&first, &carol).await;
+    local_set_written(&first, "acme", first.tenant_cache().cached_epoch("acme").unwrap()).await;
+    let one_set = warrant::snapshot::directory_bytes(directory.path());
+    drop(first);
+
+    let budget = one_set + one_set / 2;
+    let bounded = || CacheParams {
+        local_dir: Some(directory.path().to_owned()),
+        local_budget_bytes: budget,
+        ..CacheParams::with_budget_mb(64)
+    };
+    let second = node_with(&url, bounded()).await;
+    warm(&second, &gina).await;
+    local_set_written(&second, "globex", second.tenant_cache().cached_epoch("globex").unwrap()).await;
+    // The removal follows the write of globex's `cache.json`, under the same lock.
+    let acme_set = second.tenant_cache().local_set_directory("acme").unwrap();
+    let started = std::time::Instant::now();
+    while acme_set.exists() {
+        assert!(started.elapsed() < Duration::from_secs(30), "acme's set made room for globex's");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let held = warrant::snapshot::directory_bytes(directory.path());
+    assert!(held > 0 && held <= budget, "{held} bytes within {budget}");
+    drop(second);
+
+    let restarted = node_with(&url, bounded()).await;
+    warm(&restarted, &gina).await;
+    warm(&restarted, &carol).await;
+    assert_eq!(restarted.tenant_cache().loads_by_source(), LoadSources { local: 1, database: 1 });
+    assert_eq!(
+        answers_as_sql(&restarted, &writer, &carol).await,
+        ["budget", "layoffs", "merger"].map(String::from).into()
+    );
+}
+
 /// A `warrant serve` process on `url` with the postgres backend, its tenant cache on and its
 /// local index cache in `cache_dir`.
 fn local_cache_server(url: &str, cache_dir: &std::path::Path, scratch: &std::path::Path) -> crate::snapshots::Process {

@@ -506,7 +506,7 @@ async fn postgres_cache_bench_single_node() {
         assert!(writing.elapsed() < Duration::from_secs(600), "the local set is written");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let set_bytes: u64 = walk_bytes(directory.path());
+    let set_bytes: u64 = warrant::snapshot::directory_bytes(directory.path());
     eprintln!(
         "local index set written {:.2} s after the load ({} MiB on disk)",
         writing.elapsed().as_secs_f64(),
@@ -529,20 +529,6 @@ async fn postgres_cache_bench_single_node() {
         load_cpu.warrant,
         load_cpu.database
     );
-}
-
-/// Bytes of the files under `path`, recursively.
-fn walk_bytes(path: &std::path::Path) -> u64 {
-    std::fs::read_dir(path).map_or(0, |entries| {
-        entries
-            .filter_map(Result::ok)
-            .map(|entry| match entry.metadata() {
-                Ok(metadata) if metadata.is_dir() => walk_bytes(&entry.path()),
-                Ok(metadata) => metadata.len(),
-                Err(_) => 0,
-            })
-            .sum()
-    })
 }
 
 /// Measurement (`--ignored`; BENCHMARKS.md "Tenants held in memory"): on the Citus cluster

@@ -30,6 +30,14 @@
 //!   past its last set; one write per tenant at a time, one at a time per node, in the
 //!   background. A tenant is not written at eviction (its set is at most [`REWRITE_EPOCHS`]
 //!   behind already) nor at epoch 0 (nothing to hold).
+//! - Disk is bounded (`storage.postgres.cache_dir_mb`): after each write, under the same lock,
+//!   the least recently used other sets (by their `cache.json`'s modification time, set at
+//!   every write and every load from the set) are removed until the sets fit, each renamed to
+//!   `.del-<hash>` first so that a crash never leaves half a set under a tenant's name. A
+//!   tenant estimated larger than the disk budget is not written; one found larger once
+//!   written is removed again. So an evicted or deleted tenant's set leaves the disk once
+//!   newer sets need its room. A load reading a set that is being removed fails its checks and
+//!   loads from the database.
 
 use std::fs;
 use std::io::Write as _;
@@ -37,6 +45,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -56,6 +65,8 @@ const MANIFEST: &str = "cache.json";
 const MANIFEST_TMP: &str = "cache.json.tmp";
 /// Prefixes of the snapshot writer's torn or doomed directories.
 const LEFTOVER_PREFIXES: [&str; 2] = [".tmp-", ".del-"];
+/// Prefix of a tenant's set being removed past the disk budget (in the cache's root).
+const DOOMED_PREFIX: &str = ".del-";
 
 /// `cache.json`: what a tenant's local set is, checked before it is used.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +109,8 @@ pub(super) struct Expected<'a> {
 #[derive(Debug)]
 pub(super) struct LocalSets {
     root: PathBuf,
+    /// Disk for all sets, bytes (`storage.postgres.cache_dir_mb`).
+    budget_bytes: u64,
     /// One write at a time on this node (snapshot and `cache.json` together).
     writing: tokio::sync::Mutex<()>,
 }
@@ -105,6 +118,11 @@ pub(super) struct LocalSets {
 /// The directory name of `tenant`'s set: its id hashed (tenant ids never reach the disk).
 pub(super) fn tenant_hash(tenant: &str) -> String {
     hex::encode(Sha256::digest(tenant.as_bytes()))
+}
+
+/// Whether `name` is a tenant set's directory name ([`tenant_hash`]: 64 lowercase hex digits).
+fn is_set_name(name: &str) -> bool {
+    name.len() == 64 && name.bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 fn create_private_dir(path: &Path) -> std::io::Result<()> {
@@ -130,8 +148,8 @@ fn write_manifest(directory: &Path, manifest: &LocalManifest) -> std::io::Result
 }
 
 impl LocalSets {
-    pub(super) fn new(root: PathBuf) -> Self {
-        Self { root, writing: tokio::sync::Mutex::new(()) }
+    pub(super) fn new(root: PathBuf, budget_bytes: u64) -> Self {
+        Self { root, budget_bytes, writing: tokio::sync::Mutex::new(()) }
     }
 
     /// `tenant`'s directory.
@@ -167,6 +185,65 @@ impl LocalSets {
             }
         }
         removed
+    }
+
+    /// Marks `tenant`'s set used now: its `cache.json`'s modification time, the recency
+    /// [`Self::prune`] goes by. Blocking; a failure only makes the set look older.
+    fn touch(&self, tenant: &str) {
+        let path = self.directory(tenant).join(MANIFEST);
+        let touched =
+            fs::OpenOptions::new().write(true).open(&path).and_then(|file| file.set_modified(SystemTime::now()));
+        if let Err(error) = touched {
+            tracing::debug!(%error, "could not mark a local index set as used");
+        }
+    }
+
+    /// Removes sets, least recently used first, until those left fit the disk budget: never
+    /// `keep`'s (a tenant hash) unless it alone is over the budget. Also removes what an
+    /// interrupted removal left. Returns the sets removed and the bytes left. Blocking; the
+    /// caller holds `writing`, so no set is being written meanwhile.
+    pub(super) fn prune(&self, keep: &str) -> (usize, u64) {
+        let Ok(entries) = fs::read_dir(&self.root) else { return (0, 0) };
+        let mut sets = Vec::new();
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(DOOMED_PREFIX) {
+                if let Err(error) = fs::remove_dir_all(entry.path()) {
+                    tracing::warn!(%error, "could not remove a local index set being removed");
+                }
+                continue;
+            }
+            if !is_set_name(&name) || !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                continue;
+            }
+            let path = entry.path();
+            let used = fs::metadata(path.join(MANIFEST))
+                .or_else(|_| entry.metadata())
+                .and_then(|metadata| metadata.modified())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            sets.push((used, name, snapshot::directory_bytes(&path)));
+        }
+        // Least recently used first; `keep` last, removed only when it alone is over budget.
+        sets.sort_by(|a, b| (a.1 == keep, a.0, &a.1).cmp(&(b.1 == keep, b.0, &b.1)));
+        let mut held: u64 = sets.iter().map(|set| set.2).sum();
+        let mut removed = 0;
+        for (_, name, bytes) in &sets {
+            if held <= self.budget_bytes {
+                break;
+            }
+            let doomed = self.root.join(format!("{DOOMED_PREFIX}{name}"));
+            let outcome = fs::rename(self.root.join(name), &doomed)
+                .and_then(|()| sync_directory(&self.root))
+                .and_then(|()| fs::remove_dir_all(&doomed));
+            match outcome {
+                Ok(()) => {
+                    held -= bytes;
+                    removed += 1;
+                }
+                Err(error) => tracing::warn!(%error, set = %name, "could not remove a local index set"),
+            }
+        }
+        (removed, held)
     }
 
     /// Reads `tenant`'s set and checks it against `expected` (see the module's documentation);
@@ -246,7 +323,11 @@ impl TenantCache {
             }
             let expected =
                 Expected { lineage: &lineage, embedder_name: &embedder_name, dimension, shards, budget_bytes, vector };
-            local.read(&owner, &expected)
+            let read = local.read(&owner, &expected);
+            if matches!(read, Ok(Some(_))) {
+                local.touch(&owner);
+            }
+            read
         })
         .await
         .unwrap_or_else(|error| Err(format!("the reading thread failed: {error}")));
@@ -317,7 +398,10 @@ impl TenantCache {
     /// The snapshot, then `cache.json`; the epoch written. A catch-up that moved the engine
     /// between reading its history and capturing it makes the snapshot's epoch another than the
     /// history's: that snapshot is removed and nothing is recorded (a later catch-up writes).
-    async fn write_local(&self, local: &LocalSets, tenant: &str, cached: &Cached) -> Result<u64, String> {
+    async fn write_local(&self, local: &Arc<LocalSets>, tenant: &str, cached: &Cached) -> Result<u64, String> {
+        if cached.bytes > local.budget_bytes {
+            return Err("the tenant is estimated larger than storage.postgres.cache_dir_mb".into());
+        }
         let _one_at_a_time = local.writing.lock().await;
         let (epoch, committed) = {
             let history = cached.history.lock().await;
@@ -360,6 +444,14 @@ impl TenantCache {
         .await
         .map_err(|error| error.to_string())?
         .map_err(|error| format!("writing {MANIFEST}: {error}"))?;
+        let (sets, hash) = (Arc::clone(local), tenant_hash(tenant));
+        let (removed, held) =
+            tokio::task::spawn_blocking(move || sets.prune(&hash)).await.map_err(|error| error.to_string())?;
+        metrics::counter!("warrant_tenant_cache_local_removed_total").increment(removed as u64);
+        metrics::gauge!("warrant_tenant_cache_local_bytes").set(held as f64);
+        if local.manifest(tenant).is_none() {
+            return Err("the set alone is larger than storage.postgres.cache_dir_mb: removed".into());
+        }
         Ok(epoch)
     }
 
@@ -389,12 +481,56 @@ mod tests {
 
     #[test]
     fn a_tenants_directory_is_its_hash_never_its_text() {
-        let sets = LocalSets::new(PathBuf::from("/cache"));
+        let sets = LocalSets::new(PathBuf::from("/cache"), 1 << 20);
         let directory = sets.directory("../acme/../../etc");
         assert_eq!(directory.parent(), Some(Path::new("/cache")));
         let name = directory.file_name().and_then(|name| name.to_str()).unwrap_or_default();
         assert_eq!(name.len(), 64);
         assert!(name.chars().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(sets.directory("acme"), sets.directory("Acme"));
+    }
+
+    /// Gives `tenant` a set of `bytes` bytes of snapshot plus a 2-byte `cache.json` last used
+    /// `age` seconds ago.
+    fn fake_set(sets: &LocalSets, tenant: &str, bytes: usize, age: u64) {
+        let directory = sets.directory(tenant);
+        fs::create_dir_all(directory.join("1-1")).unwrap();
+        fs::write(directory.join("1-1").join("shard-0000.chunks.bin"), vec![0_u8; bytes]).unwrap();
+        fs::write(directory.join(MANIFEST), b"{}").unwrap();
+        let manifest = fs::OpenOptions::new().write(true).open(directory.join(MANIFEST)).unwrap();
+        manifest.set_modified(SystemTime::now() - std::time::Duration::from_secs(age)).unwrap();
+    }
+
+    #[test]
+    fn past_the_disk_budget_the_least_recently_used_sets_go_first_never_the_one_just_written() {
+        let root = tempfile::tempdir().unwrap();
+        let sets = LocalSets::new(root.path().to_owned(), 2 * 1_002);
+        fake_set(&sets, "acme", 1_000, 300);
+        fake_set(&sets, "globex", 1_000, 100);
+        fake_set(&sets, "initech", 1_000, 200);
+        // The set just written is the oldest by its time, and stays.
+        fake_set(&sets, "umbrella", 1_000, 400);
+        // Not a set: neither counted nor removed. A removal a crash interrupted: removed.
+        fs::create_dir(root.path().join("notes")).unwrap();
+        fs::write(root.path().join("notes").join("big"), vec![0_u8; 10_000]).unwrap();
+        fs::create_dir(root.path().join(format!("{DOOMED_PREFIX}{}", tenant_hash("hooli")))).unwrap();
+
+        // Loading initech from its set makes it the most recently used.
+        sets.touch("initech");
+        assert_eq!(sets.prune(&tenant_hash("umbrella")), (2, 2_004));
+        let left: Vec<bool> =
+            ["acme", "globex", "initech", "umbrella"].iter().map(|tenant| sets.directory(tenant).exists()).collect();
+        assert_eq!(left, [false, false, true, true], "acme and globex were the least recently used");
+        assert!(root.path().join("notes").join("big").exists());
+        let names: Vec<String> = fs::read_dir(root.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into())
+            .collect();
+        assert!(names.iter().all(|name| !name.starts_with(DOOMED_PREFIX)), "{names:?}");
+
+        // A set alone over the budget goes too.
+        let tiny = LocalSets::new(root.path().to_owned(), 500);
+        assert_eq!(tiny.prune(&tenant_hash("umbrella")), (2, 0));
+        assert!(!sets.directory("umbrella").exists());
     }
 }

@@ -75,6 +75,9 @@ pub struct CacheParams {
     /// The local index cache's directory (`storage.postgres.cache_dir`; `None`: off): cached
     /// tenants are written there and load from there after a restart ([`local`]).
     pub local_dir: Option<PathBuf>,
+    /// Disk for the local sets, bytes (`storage.postgres.cache_dir_mb`): the least recently
+    /// used beyond it are removed ([`local`]).
+    pub local_budget_bytes: u64,
 }
 
 /// How long a tenant estimated larger than the budget is served by SQL before it is estimated
@@ -112,6 +115,7 @@ impl CacheParams {
                 exact_scan_max_fraction: settings.index.exact_scan_max_fraction,
             },
             local_dir: (!postgres.cache_dir.is_empty()).then(|| PathBuf::from(&postgres.cache_dir)),
+            local_budget_bytes: postgres.cache_dir_mb.saturating_mul(1 << 20),
         }
     }
 
@@ -238,7 +242,10 @@ impl TenantCache {
         embedder: Arc<dyn Embedder>,
         lineage: String,
     ) -> Self {
-        let local = params.local_dir.clone().map(|directory| Arc::new(local::LocalSets::new(directory)));
+        let local = params
+            .local_dir
+            .clone()
+            .map(|directory| Arc::new(local::LocalSets::new(directory, params.local_budget_bytes)));
         Self {
             params,
             pool,
