@@ -20,6 +20,7 @@ use warrant::postgres::{CacheParams, DatabaseLimits, LoadSources, PostgresBacken
 use warrant::retrieval::{DocumentInput, ReadSide, Retrieved};
 
 use crate::postgres::{as_superuser, fresh_database, params, plain_client};
+use crate::postgres_cache_bench::Cpu;
 use crate::support::{doc, principal};
 
 const DIMENSION: usize = 64;
@@ -557,35 +558,6 @@ proptest! {
     }
 }
 
-/// A process's name and CPU seconds (utime + stime, at 100 ticks a second) from its
-/// `/proc/<pid>/stat` line.
-pub(crate) fn process_cpu(stat: &str) -> Option<(String, f64)> {
-    let (head, tail) = stat.rsplit_once(") ")?;
-    let name = head.split_once(" (")?.1.to_owned();
-    let fields: Vec<&str> = tail.split_whitespace().collect();
-    let used = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    Some((name, used / 100.0))
-}
-
-/// CPU seconds used so far by this process, and by every `postgres` process of the machine
-/// (the test server's backends; other databases' work on the same server counts too), from
-/// `/proc` (utime + stime, at 100 ticks a second).
-fn cpu_seconds() -> (f64, f64) {
-    let ticks = process_cpu;
-    let own =
-        std::fs::read_to_string("/proc/self/stat").ok().and_then(|stat| ticks(&stat)).map_or(0.0, |(_, used)| used);
-    let mut database = 0.0;
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        if let Some((name, used)) =
-            std::fs::read_to_string(entry.path().join("stat")).ok().and_then(|stat| ticks(&stat))
-            && name == "postgres"
-        {
-            database += used;
-        }
-    }
-    (own, database)
-}
-
 /// Measurement, not a check (`--ignored`; BENCHMARKS.md "Tenants held in memory"): one
 /// principal reading every document of the measurement corpus (`postgres.rs`,
 /// `WARRANT_PG_BENCH_CHUNKS`, 20,000 by default, hashed embedder 384), 100 queries asked in turn
@@ -644,7 +616,7 @@ async fn postgres_cache_measure_against_sql_and_embedded() {
     let mut cpu = [(0.0, 0.0); 3];
     for (index, query) in queries.iter().enumerate() {
         for way in (0..3).map(|turn| (index + turn) % 3) {
-            let (own, database) = cpu_seconds();
+            let before = Cpu::before("");
             let begun = Instant::now();
             let retrieved = match way {
                 0 => engine.read_path().retrieve(&engine.scope(&reader), query, None).await.unwrap(),
@@ -652,9 +624,9 @@ async fn postgres_cache_measure_against_sql_and_embedded() {
                 _ => node.retrieve_sql(&reader, query).await.unwrap(),
             };
             latencies[way].push(begun.elapsed());
-            let (own_after, database_after) = cpu_seconds();
-            cpu[way].0 += own_after - own;
-            cpu[way].1 += database_after - database;
+            let used = Cpu::after("").since(before);
+            cpu[way].0 += used.warrant;
+            cpu[way].1 += used.all_postgres;
             assert!(!retrieved.candidates.is_empty(), "{} found nothing", ways[way]);
         }
     }
