@@ -63,10 +63,11 @@ const FORMAT: u32 = 1;
 const MANIFEST: &str = "cache.json";
 /// `cache.json` being written.
 const MANIFEST_TMP: &str = "cache.json.tmp";
-/// Prefixes of the snapshot writer's torn or doomed directories.
-const LEFTOVER_PREFIXES: [&str; 2] = [".tmp-", ".del-"];
-/// Prefix of a tenant's set being removed past the disk budget (in the cache's root).
+/// Prefix of a directory being removed: a tenant's set past the disk budget (in the cache's
+/// root), a pruned snapshot (in a tenant's directory; the snapshot writer's name).
 const DOOMED_PREFIX: &str = ".del-";
+/// Prefixes of the snapshot writer's torn or doomed directories.
+const LEFTOVER_PREFIXES: [&str; 2] = [".tmp-", DOOMED_PREFIX];
 
 /// `cache.json`: what a tenant's local set is, checked before it is used.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
