@@ -201,10 +201,11 @@ impl LocalSets {
 
     /// Removes sets, least recently used first, until those left fit the disk budget: never
     /// `keep`'s (a tenant hash) unless it alone is over the budget. Also removes what an
-    /// interrupted removal left. Returns the sets removed and the bytes left. Blocking; the
-    /// caller holds `writing`, so no set is being written meanwhile.
-    pub(super) fn prune(&self, keep: &str) -> (usize, u64) {
-        let Ok(entries) = fs::read_dir(&self.root) else { return (0, 0) };
+    /// interrupted removal left. Returns the sets removed, the bytes left and whether `keep`'s
+    /// set is still there. Blocking; the caller holds `writing`, so no set is being written
+    /// meanwhile.
+    pub(super) fn prune(&self, keep: &str) -> (usize, u64, bool) {
+        let Ok(entries) = fs::read_dir(&self.root) else { return (0, 0, false) };
         let mut sets = Vec::new();
         for entry in entries.filter_map(Result::ok) {
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -227,7 +228,7 @@ impl LocalSets {
         // Least recently used first; `keep` last, removed only when it alone is over budget.
         sets.sort_by(|a, b| (a.1 == keep, a.0, &a.1).cmp(&(b.1 == keep, b.0, &b.1)));
         let mut held: u64 = sets.iter().map(|set| set.2).sum();
-        let mut removed = 0;
+        let (mut removed, mut kept) = (0, sets.iter().any(|set| set.1 == keep));
         for (_, name, bytes) in &sets {
             if held <= self.budget_bytes {
                 break;
@@ -240,11 +241,12 @@ impl LocalSets {
                 Ok(()) => {
                     held -= bytes;
                     removed += 1;
+                    kept &= name != keep;
                 }
                 Err(error) => tracing::warn!(%error, set = %name, "could not remove a local index set"),
             }
         }
-        (removed, held)
+        (removed, held, kept)
     }
 
     /// Reads `tenant`'s set and checks it against `expected` (see the module's documentation);
@@ -446,11 +448,11 @@ impl TenantCache {
         .map_err(|error| error.to_string())?
         .map_err(|error| format!("writing {MANIFEST}: {error}"))?;
         let (sets, hash) = (Arc::clone(local), tenant_hash(tenant));
-        let (removed, held) =
+        let (removed, held, kept) =
             tokio::task::spawn_blocking(move || sets.prune(&hash)).await.map_err(|error| error.to_string())?;
         metrics::counter!("warrant_tenant_cache_local_removed_total").increment(removed as u64);
         metrics::gauge!("warrant_tenant_cache_local_bytes").set(held as f64);
-        if local.manifest(tenant).is_none() {
+        if !kept {
             return Err("the set alone is larger than storage.postgres.cache_dir_mb: removed".into());
         }
         Ok(epoch)
@@ -518,7 +520,7 @@ mod tests {
 
         // Loading initech from its set makes it the most recently used.
         sets.touch("initech");
-        assert_eq!(sets.prune(&tenant_hash("umbrella")), (2, 2_004));
+        assert_eq!(sets.prune(&tenant_hash("umbrella")), (2, 2_004, true));
         let left: Vec<bool> =
             ["acme", "globex", "initech", "umbrella"].iter().map(|tenant| sets.directory(tenant).exists()).collect();
         assert_eq!(left, [false, false, true, true], "acme and globex were the least recently used");
@@ -531,7 +533,7 @@ mod tests {
 
         // A set alone over the budget goes too.
         let tiny = LocalSets::new(root.path().to_owned(), 500);
-        assert_eq!(tiny.prune(&tenant_hash("umbrella")), (2, 0));
+        assert_eq!(tiny.prune(&tenant_hash("umbrella")), (2, 0, false));
         assert!(!sets.directory("umbrella").exists());
     }
 }
