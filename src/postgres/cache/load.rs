@@ -55,14 +55,16 @@ impl TenantCache {
         };
         let label = match outcome {
             Ok(Some(cached)) => {
+                // Counted before it is installed: whoever sees the tenant ready (a test's
+                // `settled`) sees its load counted.
+                let count = if source == "local" { &self.loaded_local } else { &self.loaded_database };
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 self.install(&tenant, Arc::clone(&cached));
                 let seconds = started.elapsed().as_secs_f64();
                 metrics::histogram!("warrant_tenant_cache_load_seconds", "source" => source).record(seconds);
                 if source == "local" {
-                    self.loaded_local.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     self.save_local_if_behind(&tenant, &cached);
                 } else {
-                    self.loaded_database.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     self.save_local(&tenant, &cached);
                 }
                 tracing::info!(source, seconds, "a tenant was loaded into the cache");
