@@ -53,34 +53,36 @@ impl TenantCache {
                 (outcome, "database")
             }
         };
-        let label = match outcome {
+        // Counted before the tenant's slot changes: whoever sees it ready (a test's `settled`, a
+        // hit, `/metrics` after one) sees its load counted.
+        let loaded = |label: &'static str| {
+            metrics::counter!("warrant_tenant_cache_loads_total", "outcome" => label, "source" => source).increment(1);
+        };
+        match outcome {
             Ok(Some(cached)) => {
-                // Counted before it is installed: whoever sees the tenant ready (a test's
-                // `settled`) sees its load counted.
                 let count = if source == "local" { &self.loaded_local } else { &self.loaded_database };
                 count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                self.install(&tenant, Arc::clone(&cached));
                 let seconds = started.elapsed().as_secs_f64();
                 metrics::histogram!("warrant_tenant_cache_load_seconds", "source" => source).record(seconds);
+                loaded("loaded");
+                tracing::info!(source, seconds, "a tenant was loaded into the cache");
+                self.install(&tenant, Arc::clone(&cached));
                 if source == "local" {
                     self.save_local_if_behind(&tenant, &cached);
                 } else {
                     self.save_local(&tenant, &cached);
                 }
-                tracing::info!(source, seconds, "a tenant was loaded into the cache");
-                "loaded"
             }
             Ok(None) => {
+                loaded("too_large");
                 self.abandon(&tenant, true);
-                "too_large"
             }
             Err(error) => {
                 tracing::warn!(%error, "a tenant could not be loaded into the cache; its reads stay on SQL");
+                loaded("failed");
                 self.abandon(&tenant, false);
-                "failed"
             }
-        };
-        metrics::counter!("warrant_tenant_cache_loads_total", "outcome" => label, "source" => source).increment(1);
+        }
     }
 
     /// Reads the tenant's state in one snapshot (see the module's documentation).
