@@ -9,12 +9,11 @@
 //! read never takes its answer.
 //!
 //! Invariants:
-//! - Per tenant, at most one statement is *sent* and unanswered on this node's behalf of the
-//!   flights here, and at most one *waits*: a read joins the waiting one, or makes one. The
-//!   waiting flight is sent once the sent one has answered (or after [`EpochReads::wait`] at
-//!   most, so a statement that hangs does not hold the next one longer than that), and the door
-//!   to it closes (it becomes the sent one, under the lock readers join under) before its
-//!   statement goes out. So every read that joined a flight began before its statement was
+//! - Per tenant, the slots hold at most one flight whose statement was sent (no read joins it)
+//!   and at most one that waits: a read joins the waiting one, or makes one. The waiting flight
+//!   is sent once the sent one has answered (or after `EpochReads::wait` at most, so a statement
+//!   that hangs does not hold the next one longer than that), and the door to it closes (it
+//!   becomes the sent one, under the lock readers join under) before its statement goes out. So every read that joined a flight began before its statement was
 //!   sent, which is the proof the reads need (`a_read_takes_only_an_epoch_read_after_it_began`).
 //! - A flight runs in a task of its own: a read that is abandoned abandons its wait, never the
 //!   statement others wait on, nor the connection it holds.
