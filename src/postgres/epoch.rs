@@ -13,8 +13,9 @@
 //!   and at most one that waits: a read joins the waiting one, or makes one. The waiting flight
 //!   is sent once the sent one has answered (or after `EpochReads::wait` at most, so a statement
 //!   that hangs does not hold the next one longer than that), and the door to it closes (it
-//!   becomes the sent one, under the lock readers join under) before its statement goes out. So every read that joined a flight began before its statement was
-//!   sent, which is the proof the reads need (`a_read_takes_only_an_epoch_read_after_it_began`).
+//!   becomes the sent one, under the lock readers join under) before its statement goes out.
+//!   So every read that joined a flight began before its statement was sent, which is the proof
+//!   the reads need (`a_read_takes_only_an_epoch_read_after_it_began`).
 //! - A flight runs in a task of its own: a read that is abandoned abandons its wait, never the
 //!   statement others wait on, nor the connection it holds.
 //! - A failed statement fails the reads that shared it, each with the failure's operation and
@@ -292,7 +293,8 @@ mod tests {
                 "{failed:?}"
             );
             assert!(started.elapsed() < Duration::from_secs(5), "the next statement went out after the wait");
-            // The hung statement is still the sent one; the next read is not held by the failure.
+            // The hung statement is no longer in a slot: the next read is held neither by it nor by
+            // the failure.
             let after = epochs.read("acme", || database.statement(Duration::ZERO, false)).await;
             assert!(after.is_ok(), "{after:?}");
             // Another tenant never waits on acme's.

@@ -29,10 +29,11 @@ impl PostgresBackend {
     /// The tenant's current ACL epoch (0 for a tenant never written), from a statement sent
     /// after this call began: one this node's concurrent reads of the tenant share ([`super::epoch`]).
     async fn tenant_epoch(&self, tenant: &str) -> RetrievalResult<u64> {
-        let (pool, tls, limiter, bound) =
-            (self.pool.clone(), self.tls.clone(), Arc::clone(&self.limiter), self.limits.read_bound());
-        let owned = tenant.to_owned();
-        let statement = move || {
+        // Called for a new flight alone (a read that joins one clones nothing).
+        let statement = || {
+            let (pool, tls, limiter, bound) =
+                (self.pool.clone(), self.tls.clone(), Arc::clone(&self.limiter), self.limits.read_bound());
+            let owned = tenant.to_owned();
             async move {
                 let entered = Entered::Tenant(owned.clone());
                 let mut reader = Reader::checkout(&pool, &tls, Some(&limiter), entered, bound).await?;
