@@ -451,10 +451,13 @@ async fn postgres_cache_bench_single_node() {
 
     // The cached way twice: the node's concurrent reads of the tenant sharing epoch statements
     // (the default), and each read sending its own (one way runs at a time, so the switch holds
-    // for the way's requests alone).
+    // for the way's requests alone). The node's ways ask as users of their own (the same groups,
+    // so the same scope): the node's query-vector cache is keyed by principal, and a way asking a
+    // query right after another asked it would otherwise find its vector there.
     let ways = ["embedded", "postgres, tenant cached", "cached, an epoch per read", "postgres, SQL path"];
+    let askers = ["embedded", "shared", "per-read", "sql"].map(|user| principal("acme", user, &["all"]));
     let ask = |way: usize, query: String| {
-        let (node, engine, reader) = (&node, &engine, &reader);
+        let (node, engine, reader) = (&node, &engine, &askers[way]);
         async move {
             node.share_epoch_reads(way != 2);
             match way {
