@@ -34,7 +34,6 @@
 pub mod cache;
 mod cancel;
 mod connect;
-mod epoch;
 mod fault;
 pub mod health;
 mod limit;
@@ -56,11 +55,6 @@ use crate::domain::{ChunkingConfig, SentenceVectors};
 use crate::embed::Embedder;
 use crate::retrieval::{CandidateCounts, DatabaseOperation, QueryEmbedder, ReadPath, RetrievalError, RetrievalResult};
 use crate::storage::StorageError;
-
-/// How long the reads that wait for the epoch statement after the one in flight wait for it to
-/// answer before theirs is sent anyway ([`epoch`]): a router statement answers in about a
-/// millisecond; one that hangs (a frozen worker) adds this much to the reads queued behind it.
-const EPOCH_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 pub use cache::{CacheParams, LoadSources, TenantCache};
 pub use connect::{DatabaseLimits, tls_connector};
@@ -174,8 +168,6 @@ pub struct PostgresBackend {
     limits: DatabaseLimits,
     /// The tenants this node holds in memory ([`cache`]; off: every read is SQL).
     cache: Arc<TenantCache>,
-    /// The reads' epoch statements, shared by the reads that may share them ([`epoch`]).
-    epochs: epoch::EpochReads,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -273,15 +265,7 @@ impl PostgresBackend {
             server,
             limits,
             cache,
-            epochs: epoch::EpochReads::new(EPOCH_WAIT),
         }))
-    }
-
-    /// Whether this node's concurrent reads of a tenant share epoch statements (on by default;
-    /// [`epoch`]). Off, every read sends its own: for measurements side by side, and for an
-    /// operator ruling the sharing out.
-    pub fn share_epoch_reads(&self, on: bool) {
-        self.epochs.share(on);
     }
 
     /// The span of this backend's requests: names the server (`host:port`), so a failure's log

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::FutureExt;
 
 use crate::acl::{AclMutation, AuthorizationScope};
 use crate::domain::{Chunk, ChunkId, Principal};
@@ -26,23 +25,10 @@ impl PostgresBackend {
         Reader::checkout(&self.pool, &self.tls, Some(&self.limiter), entered, self.limits.read_bound()).await
     }
 
-    /// The tenant's current ACL epoch (0 for a tenant never written), from a statement sent
-    /// after this call began: one this node's concurrent reads of the tenant share ([`super::epoch`]).
+    /// The tenant's current ACL epoch (0 for a tenant never written).
     async fn tenant_epoch(&self, tenant: &str) -> RetrievalResult<u64> {
-        // Called for a new flight alone (a read that joins one clones nothing).
-        let statement = || {
-            let (pool, tls, limiter, bound) =
-                (self.pool.clone(), self.tls.clone(), Arc::clone(&self.limiter), self.limits.read_bound());
-            let owned = tenant.to_owned();
-            async move {
-                let entered = Entered::Tenant(owned.clone());
-                let mut reader = Reader::checkout(&pool, &tls, Some(&limiter), entered, bound).await?;
-                let rows = reader.query(sql::TENANT_EPOCH, &[&owned]).await?;
-                Ok(rows.first().map_or(0, |row| row.get::<_, i64>(0) as u64))
-            }
-            .boxed()
-        };
-        self.epochs.read(tenant, statement).await
+        let rows = self.tenant_reader(tenant).await?.query(sql::TENANT_EPOCH, &[&tenant]).await?;
+        Ok(rows.first().map_or(0, |row| row.get::<_, i64>(0) as u64))
     }
 
     /// Whether no tenant has written to the database yet (the demo corpus goes only into an

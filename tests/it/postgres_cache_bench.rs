@@ -363,16 +363,6 @@ impl Figures {
         (self.cpu.warrant + self.cpu.database) * 1e3 / self.latencies.len().max(1) as f64
     }
 
-    /// CPU per request under load (the throughput rounds), warrant plus the measured database,
-    /// milliseconds.
-    fn load_cpu_per_request(&self) -> f64 {
-        let (requests, cpu) = self
-            .rounds
-            .iter()
-            .fold((0, 0.0), |(requests, cpu), (count, _, used)| (requests + count, cpu + used.warrant + used.database));
-        cpu * 1e3 / requests.max(1) as f64
-    }
-
     fn median_rate(&self) -> f64 {
         let mut rates: Vec<f64> = self.rounds.iter().map(|(requests, seconds, _)| *requests as f64 / seconds).collect();
         rates.sort_by(f64::total_cmp);
@@ -449,28 +439,21 @@ async fn postgres_cache_bench_single_node() {
     assert_eq!(engine.scope(&reader).len(), chunks as u64, "every document readable");
     eprintln!("embedded engine indexed {chunks} chunks in {:.1} s", indexing.elapsed().as_secs_f64());
 
-    // The cached way twice: the node's concurrent reads of the tenant sharing epoch statements
-    // (the default), and each read sending its own (one way runs at a time, so the switch holds
-    // for the way's requests alone). The node's ways ask as users of their own (the same groups,
-    // so the same scope): the node's query-vector cache is keyed by principal, and a way asking a
-    // query right after another asked it would otherwise find its vector there.
-    let ways = ["embedded", "postgres, tenant cached", "cached, an epoch per read", "postgres, SQL path"];
-    let askers = ["embedded", "shared", "per-read", "sql"].map(|user| principal("acme", user, &["all"]));
+    let ways = ["embedded", "postgres, tenant cached", "postgres, SQL path"];
     let ask = |way: usize, query: String| {
-        let (node, engine, reader) = (&node, &engine, &askers[way]);
+        let (node, engine, reader) = (&node, &engine, &reader);
         async move {
-            node.share_epoch_reads(way != 2);
             match way {
                 0 => engine.read_path().retrieve(&engine.scope(reader), &query, None).await,
-                1 | 2 => node.retrieve(reader, &query).await,
+                1 => node.retrieve(reader, &query).await,
                 _ => node.retrieve_sql(reader, &query).await,
             }
         }
     };
-    let mut figures: [Figures; 4] = Default::default();
+    let mut figures: [Figures; 3] = Default::default();
     for pass in 0..setting("WARRANT_PG_BENCH_PASSES", 2) {
         for (index, query) in queries.iter().enumerate() {
-            for way in (0..4).map(|turn| (index + pass + turn) % 4) {
+            for way in (0..3).map(|turn| (index + pass + turn) % 3) {
                 let before = Cpu::before(&name);
                 let begun = Instant::now();
                 let result = ask(way, query.clone()).await;
@@ -487,7 +470,7 @@ async fn postgres_cache_bench_single_node() {
     let clients = setting("WARRANT_PG_BENCH_CLIENTS", 4);
     let seconds = Duration::from_secs(setting("WARRANT_PG_BENCH_SECONDS", 10) as u64);
     for round in 0..setting("WARRANT_PG_BENCH_ROUNDS", 3) {
-        for way in (0..4).map(|turn| (round + turn) % 4) {
+        for way in (0..3).map(|turn| (round + turn) % 3) {
             let before = Cpu::before(&name);
             let begun = Instant::now();
             let counts = futures::future::join_all((0..clients).map(|client| {
@@ -523,24 +506,16 @@ async fn postgres_cache_bench_single_node() {
     for (way, name) in ways.iter().enumerate() {
         figures[way].print(name);
     }
-    let [embedded, cached, per_read, sql] = &figures;
+    let [embedded, cached, sql] = &figures;
     eprintln!(
         "cached / embedded: p50 {:.2}x, CPU {:.2}x, requests/s {:.2}x; SQL / cached: p50 {:.1}x, CPU {:.1}x, \
-         CPU under load {:.1}x, requests/s {:.1}x fewer",
+         requests/s {:.1}x fewer",
         cached.p50() / embedded.p50(),
         cached.cpu_per_request() / embedded.cpu_per_request().max(1e-9),
         cached.median_rate() / embedded.median_rate().max(1e-9),
         sql.p50() / cached.p50(),
         sql.cpu_per_request() / cached.cpu_per_request().max(1e-9),
-        sql.load_cpu_per_request() / cached.load_cpu_per_request().max(1e-9),
         cached.median_rate() / sql.median_rate().max(1e-9)
-    );
-    eprintln!(
-        "epoch statements shared / one per read: p50 {:.2}x, CPU {:.2}x, CPU under load {:.2}x, requests/s {:.2}x",
-        cached.p50() / per_read.p50(),
-        cached.cpu_per_request() / per_read.cpu_per_request().max(1e-9),
-        cached.load_cpu_per_request() / per_read.load_cpu_per_request().max(1e-9),
-        cached.median_rate() / per_read.median_rate().max(1e-9)
     );
     drop(node);
 
